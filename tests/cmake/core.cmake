@@ -1,0 +1,53 @@
+# tests/cmake/core.cmake - build-system level checks and core unit tests.
+# Included from tests/CMakeLists.txt; paths are relative to tests/.
+
+# (a) lua_syntax: every lua/*.lua parses as Lua 5.1 (the dialect Redis runs).
+find_program(RLOCK_LUAC_EXECUTABLE NAMES luac5.1 luac)
+if(RLOCK_LUA_FILES)
+  if(RLOCK_LUAC_EXECUTABLE)
+    add_test(NAME lua_syntax COMMAND "${RLOCK_LUAC_EXECUTABLE}" -p ${RLOCK_LUA_FILES})
+  else()
+    add_test(NAME lua_syntax COMMAND sh -c "echo 'luac5.1 not found: skipped'; exit 77")
+  endif()
+  set_tests_properties(lua_syntax PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
+endif()
+
+# (b) exported_symbols: the shared library exports exactly the public API.
+if(BUILD_SHARED_LIBS)
+  add_test(NAME exported_symbols
+    COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/check_exports.sh"
+            $<TARGET_FILE:rlock> "${CMAKE_CURRENT_SOURCE_DIR}/exported_symbols.txt")
+  set_tests_properties(exported_symbols PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
+endif()
+
+# (c) install_consumer: install this build into a temporary prefix, then build
+# and run tests/consumer/ against it with find_package(rlock) and with
+# pkg-config. Not meaningful in sanitizer builds (the consumer is not
+# sanitized): run.sh excludes label `install` there.
+if(RLOCK_INSTALL)
+  if(BUILD_SHARED_LIBS)
+    set(_rlock_shared 1)
+  else()
+    set(_rlock_shared 0)
+  endif()
+  add_test(NAME install_consumer
+    COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer_test.sh"
+            "${CMAKE_COMMAND}" "${PROJECT_BINARY_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/consumer"
+            "${CMAKE_C_COMPILER}" ${_rlock_shared} "$<CONFIG>")
+  set_tests_properties(install_consumer PROPERTIES LABELS "unit;install" TIMEOUT 300
+                       SKIP_RETURN_CODE 77)
+endif()
+
+# Core unit tests (no server needed). Registered here while their owners have
+# not claimed them in another fragment.
+if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_timer_wheel.c")
+  rlock_add_test(NAME test_timer_wheel SOURCES unit/test_timer_wheel.c LABELS unit TIMEOUT 60)
+endif()
+if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
+  rlock_add_test(NAME test_url SOURCES unit/test_url.c LABELS unit TIMEOUT 60)
+endif()
+
+# Harness self-test: starts real redis-server processes.
+if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
+  rlock_add_test(NAME test_harness SOURCES harness/test_harness.c LABELS redis TIMEOUT 120)
+endif()

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# tests/run.sh - the one test command.
+#
+# Installs what is missing (Debian 12, as root), then for each variant
+# configures, builds and runs ctest:
+#   plain  RelWithDebInfo; all tests; then the unit tests again under valgrind
+#          (ctest label `memcheck`: valgrind twins of every `unit` test)
+#   asan   RLOCK_SANITIZE=address,undefined; all tests except label `install`
+#   tsan   RLOCK_SANITIZE=thread;            all tests except label `install`
+# in build/<variant>, all with -DRLOCK_WERROR=ON and examples ON.
+# Unit tests run with ctest -j2, the others serially.
+#
+# Environment:
+#   RLOCK_VARIANTS="plain asan tsan"   variants to run, in order
+#   RLOCK_SKIP_APT=1                   never call apt-get
+#   RLOCK_JOBS=2                       parallel build / unit-test jobs
+#   RLOCK_CTEST_ARGS="..."             extra arguments for every ctest call (e.g. -R url)
+#
+# Keeps going after a failure; the last line of output is exactly
+# "N passed, N failed" (tests counted from ctest's summaries; a failed
+# configure or build counts as one failure). Exit status 0 only if nothing failed.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VARIANTS=${RLOCK_VARIANTS:-plain asan tsan}
+JOBS=${RLOCK_JOBS:-2}
+# shellcheck disable=SC2206 # word splitting intended
+EXTRA_CTEST_ARGS=(${RLOCK_CTEST_ARGS:-})
+
+log() { printf '\n=== %s\n' "$*"; }
+
+# ---------------------------------------------------------------------------
+# 1. Packages.
+# ---------------------------------------------------------------------------
+PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
+          libcmocka-dev valgrind binutils)
+
+install_packages() {
+    local missing=() p
+    command -v dpkg-query >/dev/null 2>&1 || { echo "not a Debian system: skipping apt"; return 0; }
+    for p in "${PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$p")
+        fi
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        return 0
+    fi
+    log "installing: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+            echo "missing packages (${missing[*]}) and not root" >&2; exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -q
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # Installing redis-server may start the distro's service on port 6379.
+    # The tests use their own servers on high ports, so it is left alone.
+}
+
+if [ "${RLOCK_SKIP_APT:-0}" != 1 ]; then
+    install_packages
+fi
+
+# ---------------------------------------------------------------------------
+# 2. Sanitizer runtime options.
+# ---------------------------------------------------------------------------
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+# TSan (GCC 12) aborts with "unexpected memory mapping" when the kernel
+# randomizes mmap too much; running without ASLR (setarch -R) avoids it.
+NOASLR=()
+if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
+    NOASLR=(setarch "$(uname -m)" -R)
+fi
+
+# ---------------------------------------------------------------------------
+# 3. Bookkeeping.
+# ---------------------------------------------------------------------------
+TOTAL_PASSED=0
+TOTAL_FAILED=0
+SUMMARY=()
+
+record() { # step passed failed [detail]
+    TOTAL_PASSED=$((TOTAL_PASSED + $2))
+    TOTAL_FAILED=$((TOTAL_FAILED + $3))
+    SUMMARY+=("$(printf '%-24s %4d passed, %4d failed%s' "$1" "$2" "$3" "${4:+  $4}")")
+}
+
+# run_ctest STEP BUILD_DIR [ctest args...]: runs ctest, counts its summary.
+run_ctest() {
+    local step=$1 dir=$2
+    shift 2
+    local out rc=0
+    out=$(mktemp)
+    log "$step: ctest $*"
+    set +e
+    (cd "$dir" && "${NOASLR[@]}" ctest --output-on-failure "$@" "${EXTRA_CTEST_ARGS[@]}") 2>&1 | tee "$out"
+    rc=${PIPESTATUS[0]}
+    set -e
+    local line failed total skipped failed_names
+    line=$(grep -E '[0-9]+ tests? failed out of [0-9]+' "$out" | tail -n 1 || true)
+    skipped=$(grep -cE "\*\*\*Skipped" "$out" || true)
+    if [ -n "$line" ]; then
+        failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+        total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")
+        failed_names=$(sed -n '/The following tests FAILED:/,$p' "$out" \
+            | grep -E '^[[:space:]]+[0-9]+ - ' | sed -E 's/^[[:space:]]+[0-9]+ - ([^ ]+).*/\1/' \
+            | tr "\n" " " | sed "s/ *$//" || true)
+        local detail=""
+        [ -n "$failed_names" ] && detail="FAILED: $failed_names"
+        [ "$skipped" -gt 0 ] && detail="${detail:+$detail }($skipped skipped)"
+        record "$step" $((total - failed)) "$failed" "$detail"
+    elif grep -q 'No tests were found' "$out"; then
+        record "$step" 0 0 "(no tests)"
+    else
+        record "$step" 0 1 "ctest exited $rc without a summary"
+    fi
+    rm -f "$out"
+}
+
+# ---------------------------------------------------------------------------
+# 4. Variants.
+# ---------------------------------------------------------------------------
+run_variant() {
+    local v=$1 dir="$ROOT/build/$1" sanitize="" mult=1 exclude=""
+    case "$v" in
+        plain) ;;
+        asan) sanitize="address,undefined"; mult=2; exclude="install" ;;
+        tsan) sanitize="thread"; mult=3; exclude="install" ;;
+        *) echo "unknown variant '$v' (plain, asan, tsan)" >&2; record "$v" 0 1 "unknown variant"; return ;;
+    esac
+
+    log "$v: configure ($dir)"
+    mkdir -p "$dir"
+    if ! cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DRLOCK_SANITIZE="$sanitize" -DRLOCK_WERROR=ON \
+            -DRLOCK_BUILD_TESTS=ON -DRLOCK_BUILD_EXAMPLES=ON \
+            -DRLOCK_TEST_TIMEOUT_MULTIPLIER="$mult" >"$dir/configure.log" 2>&1; then
+        cat "$dir/configure.log"
+        record "$v/configure" 0 1 "see $dir/configure.log"
+        return
+    fi
+
+    log "$v: build"
+    # Keep going past a broken target so the tests that did build still run
+    # (ctest reports the missing executables as failed).
+    local keep_going=()
+    case "$(sed -n "s/^CMAKE_GENERATOR:INTERNAL=//p" "$dir/CMakeCache.txt")" in
+        Ninja*) keep_going=(-- -k 0) ;;
+        *Makefiles) keep_going=(-- -k) ;;
+    esac
+    if ! cmake --build "$dir" -j "$JOBS" "${keep_going[@]}" >"$dir/build.log" 2>&1; then
+        grep -E -B2 -A6 "error|Error [0-9]" "$dir/build.log" | tail -n 200
+        record "$v/build" 0 1 "see $dir/build.log"
+    fi
+    grep -iE 'warning:' "$dir/build.log" || true
+
+    if [ -z "$exclude" ]; then
+        run_ctest "$v/unit" "$dir" -j "$JOBS" -L unit
+        run_ctest "$v/other" "$dir" -LE 'unit|memcheck'
+        run_ctest "$v/valgrind" "$dir" -j "$JOBS" -L memcheck
+    else
+        run_ctest "$v/unit" "$dir" -j "$JOBS" -L unit -LE "$exclude"
+        run_ctest "$v/other" "$dir" -LE "unit|memcheck|$exclude"
+    fi
+}
+
+START=$(date +%s)
+for v in $VARIANTS; do
+    run_variant "$v"
+done
+
+log "summary ($(( $(date +%s) - START ))s)"
+for s in "${SUMMARY[@]}"; do
+    echo "$s"
+done
+echo "${TOTAL_PASSED} passed, ${TOTAL_FAILED} failed"
+[ "$TOTAL_FAILED" -eq 0 ]
