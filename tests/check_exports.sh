@@ -12,6 +12,10 @@ if ! command -v nm >/dev/null 2>&1; then
     echo "nm not found (binutils): skipped"
     exit 77
 fi
+if [ ! -f "$lib" ]; then
+    echo "$lib does not exist (library not built)" >&2
+    exit 1
+fi
 
 actual=$(mktemp)
 want=$(mktemp)
