@@ -1,0 +1,30 @@
+-- fair_force_release.lua: delete a fair lock whoever holds it and notify the first live waiter.
+-- KEYS[1]  the lock hash (the lock name)
+-- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
+-- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
+-- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
+-- ARGV[1]  message to publish ("0" = unlock)
+-- Returns 1 if the lock existed and was deleted, 0 if it was not locked.
+redis.replicate_commands()
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head
+while true do
+    head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local s = redis.call('zscore', KEYS[3], head)
+    if s and tonumber(s) > now then
+        break
+    end
+    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', KEYS[2])
+end
+if redis.call('del', KEYS[1]) == 1 then
+    if head then
+        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+    end
+    return 1
+end
+return 0

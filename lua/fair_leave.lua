@@ -1,0 +1,43 @@
+-- fair_leave.lua: a waiter of a fair lock gives up (its wait elapsed, or an error ended it) and
+-- leaves the queue and the zset. If it was first in line and the lock is free, the hand-off it
+-- may have been sent passes on to the next live waiter.
+-- The list removal is O(1) when the waiter is first or last in line, else one LREM that stops at
+-- the waiter (a scan inside Redis, no per-waiter script work); the zset removal is O(log N).
+-- KEYS[1]  the lock hash (the lock name)
+-- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
+-- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
+-- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
+-- ARGV[1]  owner "<client-uuid>:<thread-id>"
+-- ARGV[2]  message to publish ("0" = unlock)
+-- Returns 1 if the owner was queued (list or zset), 0 if it was not.
+redis.replicate_commands()
+local first = redis.call('lindex', KEYS[2], 0)
+local removed = redis.call('zrem', KEYS[3], ARGV[1])
+if first == ARGV[1] then
+    redis.call('lpop', KEYS[2])
+    removed = 1
+elseif redis.call('lindex', KEYS[2], -1) == ARGV[1] then
+    redis.call('rpop', KEYS[2])
+    removed = 1
+elseif first and redis.call('lrem', KEYS[2], 1, ARGV[1]) > 0 then
+    removed = 1
+end
+if first ~= ARGV[1] or redis.call('exists', KEYS[1]) == 1 then
+    return removed
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local s = redis.call('zscore', KEYS[3], head)
+    if s and tonumber(s) > now then
+        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[2])
+        break
+    end
+    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', KEYS[2])
+end
+return removed

@@ -1,0 +1,46 @@
+-- fair_release.lua: release one hold of a fair lock (Redisson RFairLock data); the last release
+-- deletes the hash and notifies only the first live waiter, on its own channel.
+-- KEYS[1]  the lock hash (the lock name)
+-- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
+-- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
+-- KEYS[4]  the channel prefix, redisson_lock__channel:{name} (a waiter's channel is
+--          this + ":" + its owner)
+-- ARGV[1]  lease in ms to keep when holds remain
+-- ARGV[2]  owner field "<client-uuid>:<thread-id>"
+-- ARGV[3]  message to publish ("0" = unlock)
+-- Returns -1  the owner holds nothing (if the lock is free, the first waiter is notified anyway,
+--             since its holder's lease ran out without a message)
+--          0  one hold released, the owner still holds the lock
+--          1  fully released; the first live waiter (if any) was notified
+redis.replicate_commands()
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head
+while true do
+    head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local s = redis.call('zscore', KEYS[3], head)
+    if s and tonumber(s) > now then
+        break
+    end
+    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', KEYS[2])
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    if head and redis.call('exists', KEYS[1]) == 0 then
+        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[3])
+    end
+    return -1
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if count > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return 0
+end
+redis.call('del', KEYS[1])
+if head then
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[3])
+end
+return 1
