@@ -1,0 +1,13 @@
+-- rw_force_release.lua: delete a read-write lock whoever holds it, but only if it is held in the
+-- given mode (forcing the read side leaves a write lock alone and vice versa), and wake waiters.
+-- KEYS[1]  the lock hash (the lock name)
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- ARGV[1]  mode the lock must be in: "read" or "write"
+-- ARGV[2]  message to publish: Redisson's "0" for the read side, "1" for the write side
+-- Returns 1 if the lock was held in that mode and was deleted, 0 otherwise.
+if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], ARGV[2])
+    return 1
+end
+return 0

@@ -1,0 +1,56 @@
+-- rw_read_release.lua: release one read hold (Redisson RReadWriteLock data). The hold's timeout
+-- key goes, and the hash's TTL is recomputed from the remaining read holds' own timeout keys, so
+-- readers whose process died (their keys expired) cannot keep the lock alive; when no live read
+-- hold remains the hash is deleted and waiters are woken. While the owner also holds the write
+-- side the hash and its TTL belong to that write hold and are left alone.
+-- KEYS[1]  the lock hash (the lock name)
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  this owner's timeout-key prefix, {name}:<uuid>:<tid>:rwlock_timeout
+-- KEYS[4]  the key prefix of every owner's timeout keys, {name} (name itself if it has a '{')
+-- KEYS[5]  the waiting-writers zset, rlock_rwlock_writers:{name}
+-- ARGV[1]  read owner field "<uuid>:<tid>"
+-- Returns -1  the owner holds no read hold (not the owner, or the lease ran out); nothing changed
+--          0  one hold released, the owner still holds the read side
+--          1  the owner's last read hold released
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return -1
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if count == 0 then
+    redis.call('hdel', KEYS[1], ARGV[1])
+end
+redis.call('del', KEYS[3] .. ':' .. (count + 1))
+local result = 1
+if count > 0 then
+    result = 0
+end
+if mode == 'write' then
+    return result
+end
+if redis.call('hlen', KEYS[1]) > 1 then
+    local longest = -3
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local holds = tonumber(fields[i + 1])
+        if holds ~= nil then
+            for n = holds, 1, -1 do
+                local ttl = redis.call('pttl', KEYS[4] .. ':' .. fields[i] .. ':rwlock_timeout:' .. n)
+                longest = math.max(longest, ttl)
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+        return result
+    end
+end
+redis.call('del', KEYS[1])
+-- Redisson's read release says "0" (wake one). When writers wait, the one woken could be a
+-- reader that must keep waiting behind them, so every local waiter is woken instead.
+if redis.call('exists', KEYS[5]) == 1 then
+    redis.call('publish', KEYS[2], 1)
+else
+    redis.call('publish', KEYS[2], 0)
+end
+return result

@@ -1,0 +1,34 @@
+-- rw_write_release.lua: release one write hold (Redisson RReadWriteLock data). The last write
+-- hold either frees the lock or, when the owner still holds read holds, turns the lock into a
+-- read lock (downgrade) whose TTL is its read holds' longest remaining lease. Both cases publish
+-- "1" so that every waiting reader in every process re-attempts (Redisson publishes nothing on a
+-- downgrade, leaving readers asleep until their TTL bound).
+-- KEYS[1]  the lock hash (the lock name)
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  this owner's timeout-key prefix, {name}:<uuid>:<tid>:rwlock_timeout
+-- ARGV[1]  write owner field "<uuid>:<tid>:write"
+-- ARGV[2]  read owner field "<uuid>:<tid>"
+-- Returns -1  the owner holds no write hold; nothing changed
+--          0  one hold released, the owner still holds the write side
+--          1  the owner's last write hold released
+if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
+        redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return -1
+end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+    return 0
+end
+redis.call('hdel', KEYS[1], ARGV[1])
+local reads = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+local longest = -3
+for n = reads, 1, -1 do
+    longest = math.max(longest, redis.call('pttl', KEYS[3] .. ':' .. n))
+end
+if longest > 0 then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('pexpire', KEYS[1], longest)
+else
+    redis.call('del', KEYS[1])
+end
+redis.call('publish', KEYS[2], 1)
+return 1
