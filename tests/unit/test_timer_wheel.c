@@ -232,7 +232,7 @@ static void test_far_future_rounds(void **state)
     rlk_timer_init(&far);
     rlk_timer_init(&never);
     rlk_wheel_init(&w, 0, 1);
-    rlk_wheel_add(&w, &near, 7);   /* same bucket as far, zero rounds */
+    rlk_wheel_add(&w, &near, 7); /* same bucket as far, zero rounds */
     rlk_wheel_add(&w, &far, far_at);
     rlk_wheel_add(&w, &never, UINT64_MAX);
     assert_int_equal(near.slot, far.slot);
@@ -324,8 +324,8 @@ static void test_big_time_jump(void **state)
     enum { N = 3000 };
     rlk_wheel w;
     rlk_timer *t = calloc(N, sizeof(*t));
-    rlk_timer **out = calloc(N, sizeof(*out));
-    const uint64_t hour = 3600u * 1000u;
+    rlk_timer **out = calloc(N, sizeof(rlk_timer *));
+    const uint64_t hour = UINT64_C(3600000);
     const uint64_t base = 5000;
     size_t n;
 
@@ -350,16 +350,16 @@ static void test_big_time_jump(void **state)
     assert_true(rlk_wheel_next_expiry(&w) <= t[N / 2].expires_ms);
 
     /* Jumps of exactly one revolution, one tick less and one tick more. */
-    n = expire_into(&w, base + 5 * hour + 511 * 100, out, N);
-    n += expire_into(&w, base + 5 * hour + 1023 * 100, out + n, N - n);
-    n += expire_into(&w, base + 5 * hour + 1536 * 100, out + n, N - n);
+    n = expire_into(&w, base + 5 * hour + UINT64_C(511) * 100, out, N);
+    n += expire_into(&w, base + 5 * hour + UINT64_C(1023) * 100, out + n, N - n);
+    n += expire_into(&w, base + 5 * hour + UINT64_C(1536) * 100, out + n, N - n);
     for (size_t i = 0; i < N; i++) {
-        assert_int_equal(t[i].pending, t[i].expires_ms > base + 5 * hour + 1536 * 100);
+        assert_int_equal(t[i].pending, t[i].expires_ms > base + 5 * hour + UINT64_C(1536) * 100);
     }
     assert_int_equal(rlk_wheel_count(&w), N - N / 2 - n);
 
     /* A jump of years drains the rest. */
-    n = expire_into(&w, base + 24 * 365 * hour, out, N);
+    n = expire_into(&w, base + UINT64_C(24) * 365 * hour, out, N);
     assert_int_equal(rlk_wheel_count(&w), 0);
     assert_true(n > 0);
     free(t);
@@ -393,7 +393,7 @@ static void test_next_expiry_bounds(void **state)
 
     /* Far away: a caller sleeping until next_expiry wakes about once per revolution and never
      * spins. */
-    rlk_wheel_add(&w, &a, now + 20 * RLK_WHEEL_SLOTS * 10 + 3);
+    rlk_wheel_add(&w, &a, now + UINT64_C(20) * RLK_WHEEL_SLOTS * 10 + 3);
     while (a.pending) {
         uint64_t next = rlk_wheel_next_expiry(&w);
 
@@ -465,10 +465,10 @@ static uint64_t random_advance(const struct model *m)
         return rng_below(3u * m->tick + 1u);
     }
     if (r < 90) {
-        return rng_below(600u * m->tick);
+        return rng_below(UINT64_C(600) * m->tick);
     }
     if (r < 98) {
-        return rng_below(20u * RLK_WHEEL_SLOTS * m->tick);
+        return rng_below(UINT64_C(20) * RLK_WHEEL_SLOTS * m->tick);
     }
     return rng_below(UINT64_C(1) << 34); /* months */
 }
@@ -502,8 +502,8 @@ static void model_check_next_expiry(const struct model *m)
         }
     }
     if (next > min) {
-        fail_msg("next_expiry %llu is later than the earliest expiry %llu", (unsigned long long)next,
-                 (unsigned long long)min);
+        fail_msg("next_expiry %llu is later than the earliest expiry %llu",
+                 (unsigned long long)next, (unsigned long long)min);
     }
     if (min == UINT64_MAX && next != UINT64_MAX) {
         fail_msg("empty wheel but next_expiry %llu", (unsigned long long)next);
