@@ -1,0 +1,256 @@
+/*
+ * rlock - distributed locks on Redis, compatible with Redisson's lock data.
+ *
+ * This is the whole public API. Everything not declared here is private and may change.
+ *
+ * Objects
+ *   rlock_client  One per Redis deployment, long-lived, thread-safe. It owns a connection pool,
+ *                 the Lua script registry, one pub/sub subscriber connection and one watchdog
+ *                 thread that renews leases. Create few of them; share one across threads.
+ *   rlock         One lock handle. Every lock type (reentrant, fair, read, write, multi, RedLock)
+ *                 is an rlock with the same operations, so a program can pick the type per
+ *                 resource. A handle may be used by many threads at once.
+ *
+ * Ownership of a hold
+ *   A hold belongs to (client, thread), exactly as in Redisson: the owner written to Redis is
+ *   "<client-uuid>:<thread-id>", where thread-id is a number given to each thread on its first
+ *   call into rlock, unique within the process and never reused. A thread may re-enter a lock it
+ *   holds (the hold count grows); another thread of the same process is a different owner.
+ *
+ * Errors
+ *   Functions returning int return RLOCK_OK (0), a non-negative result where documented, or a
+ *   negative RLOCK_E* code. rlock_strerror() names a code; rlock_last_error() gives the detail
+ *   of the calling thread's most recent failure (including Redis' own error text when Redis
+ *   caused it). No call prints, aborts or exits the process.
+ *
+ * Strings
+ *   Every string passed in is copied; nothing is retained. Lock names are binary-safe in Redis
+ *   but are passed here as NUL-terminated C strings.
+ */
+#ifndef RLOCK_H
+#define RLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RLOCK_EXPORT __attribute__((visibility("default")))
+#else
+#define RLOCK_EXPORT
+#endif
+
+#define RLOCK_VERSION_MAJOR 0
+#define RLOCK_VERSION_MINOR 1
+#define RLOCK_VERSION_PATCH 0
+
+/* Returns the library's version as "MAJOR.MINOR.PATCH" (of the library actually linked). */
+RLOCK_EXPORT const char *rlock_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Error codes. Codes are only ever appended; a value never changes meaning.
+ * ------------------------------------------------------------------------------------------- */
+#define RLOCK_OK 0
+#define RLOCK_ETIMEDOUT (-1) /* the lock was not acquired within the wait time */
+#define RLOCK_ENOTOWNER (-2) /* unlock of a lock the calling thread does not hold */
+#define RLOCK_ELOST (-3)     /* the hold's lease ran out (or the key vanished) while held */
+#define RLOCK_EINVAL (-4)    /* invalid argument: NULL/empty name, bad URL, bad duration ... */
+#define RLOCK_ENOMEM (-5)    /* out of memory */
+#define RLOCK_ECONN (-6)     /* Redis unreachable, connection lost, or a command timed out */
+#define RLOCK_EREDIS (-7)    /* Redis answered with an error reply (text in rlock_last_error) */
+#define RLOCK_ECLOSED (-8)   /* the client was freed: the handle can only be freed now */
+#define RLOCK_EDEADLK (-9)   /* the request can never succeed for this thread (read -> write) */
+#define RLOCK_ENOTSUP (-10)  /* the operation is not supported by this lock type */
+#define RLOCK_EPROTO (-11)   /* Redis replied with an unexpected type or shape */
+#define RLOCK_EAUTH (-12)    /* authentication or SELECT failed when connecting */
+
+/* Returns a short constant description of code ("unknown error code" for unknown values). */
+RLOCK_EXPORT const char *rlock_strerror(int code);
+
+/* Returns the detail message of the calling thread's last failure. The text is valid until the
+ * calling thread's next rlock call; "" when there has been none. Never NULL. */
+RLOCK_EXPORT const char *rlock_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Options and client.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Log levels passed to log_fn; only messages at or below opts.log_level are delivered. */
+#define RLOCK_LOG_ERROR 0
+#define RLOCK_LOG_WARN 1
+#define RLOCK_LOG_INFO 2
+#define RLOCK_LOG_DEBUG 3
+
+/* Durations larger than this (about 100 years) are rejected as leases and mean "forever" as
+ * waits. The cap keeps every deadline computation free of overflow. */
+#define RLOCK_MAX_DURATION_MS INT64_C(3153600000000)
+
+/* Passing this as wait_ms to rlock_try_lock() waits without a time limit. */
+#define RLOCK_WAIT_FOREVER INT64_MAX
+
+typedef struct rlock_options {
+    /* "redis://[[user]:password@]host[:port][/db]" or "unix:///path[?db=N]".
+     * Default "redis://127.0.0.1:6379". User and password may be percent-encoded. */
+    const char *url;
+    /* Connections in the pool, dialled on demand. Default 64 (Redisson's connectionPoolSize). */
+    int pool_size;
+    /* Bound on connecting (including AUTH and SELECT). Default 10000 (Redisson connectTimeout). */
+    int64_t connect_timeout_ms;
+    /* Bound on one command's reply, and on waiting for a free pooled connection.
+     * Default 3000 (Redisson timeout). */
+    int64_t command_timeout_ms;
+    /* Lease of a hold taken with lease_ms < 0; the watchdog renews it every third of this.
+     * Default 30000 (Redisson lockWatchdogTimeout). */
+    int64_t watchdog_timeout_ms;
+    /* Fair lock: how long a queued waiter of a lock() call may wait before the queue considers
+     * it gone, when no wait time is given. Default 300000 (Redisson fairLockWaitTimeout). */
+    int64_t fair_wait_ms;
+    /* Fair lock and waiting writers: a waiter whose process stopped refreshing its liveness for
+     * this long is removed from the queue. The watchdog refreshes every third of it.
+     * Default 5000. */
+    int64_t waiter_timeout_ms;
+    /* Bound on a SUBSCRIBE being confirmed. Default 7500 (Redisson subscriptionTimeout). */
+    int64_t subscription_timeout_ms;
+    /* RedLock: bound on each server's reply during acquire, small relative to the lease.
+     * Default 50. Taken from the client of each member lock. */
+    int64_t redlock_server_timeout_ms;
+    /* Read-write lock: 0 (default) = a waiting writer blocks new readers (no writer starvation);
+     * 1 = Redisson's reader-preferring behaviour. */
+    int rw_reader_preferring;
+    /* Diagnostics: called from any thread, including the watchdog and subscriber threads.
+     * Must not call back into rlock. NULL (default) = silent. */
+    void (*log_fn)(int level, const char *msg, void *user_data);
+    int log_level; /* default RLOCK_LOG_WARN */
+    /* Called once, from the watchdog thread, when a hold's lease ran out while its owner still
+     * held it (renewals failed or the key was removed behind its back). The owner's next
+     * rlock_unlock() returns RLOCK_ELOST. Must not call back into rlock. NULL = no callback. */
+    void (*on_lost)(const char *name, void *user_data);
+    void *user_data; /* passed to log_fn and on_lost */
+    void *reserved[8]; /* for future options without an ABI break; keep zero */
+} rlock_options;
+
+/* Fills *opts with the defaults above. Call it, then change what you need. */
+RLOCK_EXPORT void rlock_options_init(rlock_options *opts);
+
+typedef struct rlock_client rlock_client;
+
+/* Creates a client. Copies everything it needs from *opts (NULL = defaults). Parses the URL and
+ * dials one connection to check the server (AUTH and SELECT included), so a wrong password or an
+ * unreachable server is reported here. Starts the watchdog thread and the subscriber.
+ * Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or option), RLOCK_ECONN,
+ * RLOCK_EAUTH, RLOCK_ENOMEM; *out is NULL on failure. Thread-safe. */
+RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
+
+/* Stops the background threads, closes every connection and frees the client. Holds still
+ * registered with the watchdog are no longer renewed and expire after their lease. Handles
+ * opened from this client stay valid objects: every call on them returns RLOCK_ECLOSED, and
+ * they must still be freed with rlock_free(). Must not be called while another thread is inside
+ * a call on this client or its handles. NULL is a no-op. */
+RLOCK_EXPORT void rlock_client_free(rlock_client *client);
+
+/* ---------------------------------------------------------------------------------------------
+ * Lock handles.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum {
+    RLOCK_REENTRANT = 0, /* Redisson RLock: hash at name, owner -> hold count */
+    RLOCK_FAIR = 1,      /* Redisson RFairLock: strict FIFO hand-off to waiters */
+    RLOCK_READ = 2,      /* the read side of the read-write lock called name */
+    RLOCK_WRITE = 3      /* the write side of the read-write lock called name */
+} rlock_kind;
+
+typedef struct rlock rlock;
+
+/* Opens a handle on the lock called name (copied; 1 .. 1 MiB bytes, any bytes but NUL).
+ * Opening does not touch Redis. Returns NULL on failure (RLOCK_EINVAL for a NULL client, an
+ * unknown kind, or a NULL/empty/oversized name; RLOCK_ECLOSED; RLOCK_ENOMEM) with the detail in
+ * rlock_last_error(). Do not use two lock types on one name: they share Redis keys. */
+RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name);
+
+/* Creates a multi-lock: one handle over n >= 1 handles of any types, clients and servers, taken
+ * all-or-nothing. The group borrows the handles (they must outlive it; free the group first) and
+ * may not contain a group or the same handle twice. rlock_lock()/rlock_try_lock() either hold
+ * every member when they return RLOCK_OK or hold none of them: on a member that is busy the
+ * group releases what it took and waits for that member (via its normal notification), then
+ * starts over, so two groups that overlap in opposite orders never deadlock or livelock.
+ * rlock_unlock() releases every member; rlock_is_held() is 1 only if all are held; hold count,
+ * TTL and force unlock return RLOCK_ENOTSUP; rlock_is_locked() is 1 if any member is locked;
+ * rlock_token() returns 0. NULL + last error on failure. */
+RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n);
+
+/* Creates a RedLock over n >= 1 handles that live on n independent Redis servers (one client
+ * per server), following the Redlock algorithm: the acquire is sent to every server before any
+ * reply is read; it succeeds only with n/2+1 grants and a remaining validity
+ * lease - elapsed - (lease/100 + 2 ms) > 0 on the monotonic clock; otherwise what was taken is
+ * released on every server and the attempt is retried after a random delay while wait time is
+ * left. With lease_ms < 0 the watchdog renews every server's hold; the group is lost when fewer
+ * than a majority can be renewed. rlock_token() returns the largest token among the granting
+ * majority: see the README for what that guarantees. Same borrowing rules as rlock_multi_new(). */
+RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n);
+
+/* Frees a handle. Holds of the handle still registered with the watchdog stop being renewed and
+ * expire after their lease. The caller must ensure no other thread is using the handle.
+ * NULL is a no-op. */
+RLOCK_EXPORT void rlock_free(rlock *lock);
+
+/* ---------------------------------------------------------------------------------------------
+ * Operations (every lock type). "Calling thread" = the owner of the hold.
+ * Thread-safety: all functions may be called from many threads on one handle at once.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Acquires the lock, waiting as long as it takes (waits are woken by pub/sub, not polling).
+ * lease_ms > 0: the hold expires lease_ms after acquisition unless released; no renewal.
+ * lease_ms < 0: the hold lasts until unlock; the watchdog keeps a lease of watchdog_timeout_ms.
+ * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL.
+ * Re-entry by the holding thread increments the hold count and succeeds at once.
+ * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EDEADLK (write requested by a thread holding only the
+ * read side), RLOCK_ECONN/EREDIS/EPROTO/EAUTH, RLOCK_ECLOSED. */
+RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
+
+/* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
+ * the queue), RLOCK_WAIT_FOREVER or anything above RLOCK_MAX_DURATION_MS = no limit, < 0 =
+ * RLOCK_EINVAL. Returns RLOCK_OK or RLOCK_ETIMEDOUT (not acquired), or an error as rlock_lock().
+ * A waiter that gives up (timeout or error) has left every queue before the call returns. */
+RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
+
+/* Releases one hold of the calling thread (the lock is free when the count reaches 0; waiters
+ * are notified). Returns RLOCK_OK; RLOCK_ENOTOWNER if the calling thread holds no hold of this
+ * handle's lock; RLOCK_ELOST if the hold's lease ran out while held (the local record is
+ * dropped; Redis is not touched); or a connection/Redis error (the watchdog entry is cancelled
+ * either way once the hold is gone). No renewal of the hold runs after this returns. */
+RLOCK_EXPORT int rlock_unlock(rlock *lock);
+
+/* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was
+ * not, or a negative error. Multi-lock and RedLock groups: RLOCK_ENOTSUP. */
+RLOCK_EXPORT int rlock_force_unlock(rlock *lock);
+
+/* 1 if anyone holds the lock (for RLOCK_READ: any reader, or a writer that also reads),
+ * 0 if not, or a negative error. */
+RLOCK_EXPORT int rlock_is_locked(rlock *lock);
+
+/* 1 if the calling thread holds the lock (verified on Redis), 0 if not, or a negative error. */
+RLOCK_EXPORT int rlock_is_held(rlock *lock);
+
+/* The calling thread's hold count on Redis (0 if none), or a negative error. */
+RLOCK_EXPORT int rlock_hold_count(rlock *lock);
+
+/* Errors of rlock_remaining_ttl_ms() are shifted below -2 so they cannot be mistaken for
+ * Redis' -1/-2: the value is RLOCK_TTL_ERROR(code), and RLOCK_TTL_CODE(value) gives it back. */
+#define RLOCK_TTL_ERROR(code) ((int64_t)(code)-1000)
+#define RLOCK_TTL_CODE(value) ((int)((value) + 1000))
+
+/* Remaining lease of the lock key in ms; -2 if not locked, -1 if it has no expiry; a value
+ * below -2 is an error: RLOCK_TTL_CODE(value) is the RLOCK_E* code. */
+RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock);
+
+/* Fencing token of the calling thread's current hold (strictly increasing per lock name for
+ * exclusive grants; a read grant returns the counter's current value), 0 if none. */
+RLOCK_EXPORT uint64_t rlock_token(rlock *lock);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RLOCK_H */

@@ -1,0 +1,10 @@
+-- lock_force_release.lua: delete a lock whoever holds it and wake the waiters.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel to notify
+-- ARGV[1]  message to publish ("0" wake one, "1" wake all)
+-- Returns 1 if the lock existed and was deleted, 0 if it was not locked.
+if redis.call('del', KEYS[1]) == 1 then
+    redis.call('publish', KEYS[2], ARGV[1])
+    return 1
+end
+return 0

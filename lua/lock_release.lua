@@ -1,0 +1,21 @@
+-- lock_release.lua: release one hold of a reentrant lock (Redisson RLock data); the last release
+-- deletes the hash and publishes the unlock message so one waiter per process wakes up.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel, redisson_lock__channel:{name}
+-- ARGV[1]  lease in ms to keep when holds remain
+-- ARGV[2]  owner field "<client-uuid>:<thread-id>"
+-- ARGV[3]  message to publish on full release ("0" = wake one waiter)
+-- Returns -1  the owner holds nothing (not the owner, or the lease ran out); nothing changed
+--          0  one hold released, the owner still holds the lock
+--          1  fully released and published
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return -1
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if count > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[3])
+return 1

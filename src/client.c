@@ -1,0 +1,189 @@
+/*
+ * Options, the client's lifecycle and its identity. A client owns the pool, the subscriber and
+ * the watchdog; handles keep the client's memory alive (refs) so that a call on a handle after
+ * rlock_client_free() is detected and answered with RLOCK_ECLOSED instead of a crash.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "client.h"
+#include "pool.h"
+#include "pubsub.h"
+#include "watchdog.h"
+
+RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
+{
+    if (opts == NULL) {
+        return;
+    }
+    memset(opts, 0, sizeof(*opts));
+    opts->url = "redis://127.0.0.1:6379";
+    opts->pool_size = 64;
+    opts->connect_timeout_ms = 10000;
+    opts->command_timeout_ms = 3000;
+    opts->watchdog_timeout_ms = 30000;
+    opts->fair_wait_ms = 300000;
+    opts->waiter_timeout_ms = 5000;
+    opts->subscription_timeout_ms = 7500;
+    opts->redlock_server_timeout_ms = 50;
+    opts->rw_reader_preferring = 0;
+    opts->log_level = RLOCK_LOG_WARN;
+}
+
+static int rlk_check_duration(const char *what, int64_t v, int64_t min)
+{
+    if (v < min || v > RLOCK_MAX_DURATION_MS) {
+        return rlk_err(RLOCK_EINVAL, "%s must be in [%lld, %lld] ms, got %lld", what,
+                       (long long)min, (long long)RLOCK_MAX_DURATION_MS, (long long)v);
+    }
+    return RLOCK_OK;
+}
+
+static int rlk_check_options(const rlock_options *o)
+{
+    if (o->pool_size < 1 || o->pool_size > 4096) {
+        return rlk_err(RLOCK_EINVAL, "pool_size must be in [1, 4096], got %d", o->pool_size);
+    }
+    int r = rlk_check_duration("connect_timeout_ms", o->connect_timeout_ms, 1);
+    r = r ? r : rlk_check_duration("command_timeout_ms", o->command_timeout_ms, 1);
+    /* The watchdog renews every third of the lease, so it needs at least a few ms to work with. */
+    r = r ? r : rlk_check_duration("watchdog_timeout_ms", o->watchdog_timeout_ms, 30);
+    r = r ? r : rlk_check_duration("fair_wait_ms", o->fair_wait_ms, 1);
+    r = r ? r : rlk_check_duration("waiter_timeout_ms", o->waiter_timeout_ms, 30);
+    r = r ? r : rlk_check_duration("subscription_timeout_ms", o->subscription_timeout_ms, 1);
+    r = r ? r : rlk_check_duration("redlock_server_timeout_ms", o->redlock_server_timeout_ms, 1);
+    return r;
+}
+
+static void rlk_client_destroy(rlock_client *c)
+{
+    rlk_url_free(&c->url);
+    free(c->url_copy);
+    free(c);
+}
+
+void rlk_client_ref(rlock_client *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+}
+
+void rlk_client_unref(rlock_client *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        rlk_client_destroy(c);
+    }
+}
+
+int rlk_client_check(const rlock_client *c)
+{
+    if (atomic_load(&c->closed)) {
+        return rlk_err(RLOCK_ECLOSED, "the client of this handle was freed");
+    }
+    return RLOCK_OK;
+}
+
+static void rlk_client_stop(rlock_client *c)
+{
+    atomic_store(&c->closed, 1);
+    /* The watchdog goes first: it borrows pool connections, so the pool must outlive it. */
+    rlk_watchdog_free(c->watchdog);
+    c->watchdog = NULL;
+    rlk_pubsub_free(c->pubsub);
+    c->pubsub = NULL;
+    rlk_pool_free(c->pool);
+    c->pool = NULL;
+}
+
+static int rlk_client_start(rlock_client *c)
+{
+    int r = rlk_pool_new(c, &c->pool);
+    if (r == RLOCK_OK) {
+        /* Dial once now so that a wrong URL, password or db is reported by rlock_client_new. */
+        rlk_conn *conn = NULL;
+        r = rlk_pool_borrow(c->pool, &conn);
+        if (r == RLOCK_OK) {
+            rlk_pool_return(c->pool, conn, 0);
+        }
+    }
+    r = r ? r : rlk_pubsub_new(c, &c->pubsub);
+    r = r ? r : rlk_watchdog_new(c, &c->watchdog);
+    return r;
+}
+
+RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
+{
+    if (out == NULL) {
+        return rlk_err(RLOCK_EINVAL, "out must not be NULL");
+    }
+    *out = NULL;
+    rlock_options defaults;
+    if (opts == NULL) {
+        rlock_options_init(&defaults);
+        opts = &defaults;
+    }
+    int r = rlk_check_options(opts);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlock_client *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate a client");
+    }
+    c->opts = *opts;
+    atomic_init(&c->refs, 1);
+    atomic_init(&c->closed, 0);
+    char errbuf[256];
+    r = rlk_url_parse(opts->url, &c->url, errbuf, sizeof(errbuf));
+    if (r != RLOCK_OK) {
+        free(c);
+        return r == RLOCK_EINVAL ? rlk_err(r, "bad url: %s", errbuf) : rlk_err(r, "%s", errbuf);
+    }
+    c->url_copy = strdup(opts->url);
+    if (c->url_copy == NULL) {
+        rlk_client_destroy(c);
+        return rlk_err(RLOCK_ENOMEM, "cannot copy the url");
+    }
+    c->opts.url = c->url_copy;
+    uuid_t id;
+    uuid_generate(id);
+    uuid_unparse_lower(id, c->uuid);
+    r = rlk_client_start(c);
+    if (r != RLOCK_OK) {
+        /* Keep the first failure's detail: stopping may log but must not overwrite it. */
+        rlk_client_stop(c);
+        rlk_client_destroy(c);
+        return r;
+    }
+    *out = c;
+    return RLOCK_OK;
+}
+
+RLOCK_EXPORT void rlock_client_free(rlock_client *client)
+{
+    if (client == NULL) {
+        return;
+    }
+    rlk_client_stop(client);
+    rlk_client_unref(client);
+}
+
+size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf)
+{
+    int n = snprintf(buf, RLK_OWNER_MAX, "%s:%llu", c->uuid, (unsigned long long)tid);
+    return n > 0 ? (size_t)n : 0;
+}
+
+void rlk_log(const rlock_client *c, int level, const char *fmt, ...)
+{
+    if (c->opts.log_fn == NULL || level > c->opts.log_level) {
+        return;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    c->opts.log_fn(level, msg, c->opts.user_data);
+}

@@ -1,0 +1,59 @@
+/*
+ * Small helpers shared by every source file: error reporting, clocks, thread ids and a
+ * growable byte buffer. Private to the library.
+ */
+#ifndef RLK_INTERNAL_H
+#define RLK_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlock.h"
+
+#if defined(__GNUC__)
+#define RLK_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define RLK_PRINTF(a, b)
+#endif
+
+/* Records a detail message for the calling thread and returns code, so call sites can write
+ * `return rlk_err(RLOCK_EINVAL, "lease_ms must be > 0, got %lld", x);`. */
+int rlk_err(int code, const char *fmt, ...) RLK_PRINTF(2, 3);
+/* Clears the calling thread's last error (successful public calls do not clear it: like errno,
+ * it is only meaningful right after a failure). */
+void rlk_err_clear(void);
+
+/* Monotonic time in milliseconds (CLOCK_MONOTONIC); never goes back, unaffected by wall clock. */
+int64_t rlk_now_ms(void);
+/* Monotonic time in microseconds. */
+int64_t rlk_now_us(void);
+
+/* The calling thread's rlock thread id: given on first use from a process-wide counter starting
+ * at 1, unique in the process and never reused (thread ids of the OS are reused). */
+uint64_t rlk_thread_id(void);
+
+/* Saturating add for deadlines: a + b, capped at INT64_MAX. */
+int64_t rlk_add_sat(int64_t a, int64_t b);
+
+/* A byte buffer with inline storage, so that most derived key names need no malloc. */
+typedef struct rlk_buf {
+    char *p;     /* data, always NUL-terminated */
+    size_t len;  /* bytes used, excluding the NUL */
+    size_t cap;  /* capacity of p, excluding the NUL */
+    char inline_[192];
+} rlk_buf;
+
+void rlk_buf_init(rlk_buf *b);
+void rlk_buf_free(rlk_buf *b);
+void rlk_buf_reset(rlk_buf *b);
+int rlk_buf_append(rlk_buf *b, const void *p, size_t n);   /* 0 or RLOCK_ENOMEM */
+int rlk_buf_appends(rlk_buf *b, const char *s);
+int rlk_buf_appendf(rlk_buf *b, const char *fmt, ...) RLK_PRINTF(2, 3);
+
+/* Redisson's derived names. prefix_name: "prefix:{name}" ("prefix:name" if name has a '{').
+ * suffix_name: "{name}:suffix" ("name:suffix" if name has a '{'). Appended to b. */
+int rlk_prefix_name(rlk_buf *b, const char *prefix, const char *name, size_t name_len);
+int rlk_suffix_name(rlk_buf *b, const char *name, size_t name_len, const char *suffix);
+
+#endif

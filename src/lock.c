@@ -1,0 +1,512 @@
+/*
+ * Lock handles, per-thread hold records, the public entry points and the shared acquire/wait
+ * loop used by every single-key lock type.
+ *
+ * A hold record belongs to one (handle, thread). Only its thread changes count, token and
+ * lease; the watchdog only sets `lost`. Records are linked in the handle under its mutex, which
+ * is never held across Redis I/O or a watchdog cancel.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+
+#define RLK_NAME_MAX (1024u * 1024u)
+
+/* ---- handles ----------------------------------------------------------------------------- */
+
+rlock *rlk_handle_alloc(const rlk_lock_ops *ops)
+{
+    rlock *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        rlk_err(RLOCK_ENOMEM, "cannot allocate a lock handle");
+        return NULL;
+    }
+    l->ops = ops;
+    pthread_mutex_init(&l->mu, NULL);
+    return l;
+}
+
+rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name,
+                      const rlk_lock_ops *ops, const rlk_single_ops *single)
+{
+    rlock *l = rlk_handle_alloc(ops);
+    if (l == NULL) {
+        return NULL;
+    }
+    l->name_len = strlen(name);
+    l->name = malloc(l->name_len + 1);
+    if (l->name == NULL) {
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+        rlk_err(RLOCK_ENOMEM, "cannot copy a lock name of %zu bytes", strlen(name));
+        return NULL;
+    }
+    memcpy(l->name, name, l->name_len + 1);
+    l->single = single;
+    l->kind = kind;
+    l->client = c;
+    rlk_client_ref(c);
+    return l;
+}
+
+RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name)
+{
+    if (client == NULL) {
+        rlk_err(RLOCK_EINVAL, "client must not be NULL");
+        return NULL;
+    }
+    if (rlk_client_check(client) != RLOCK_OK) {
+        return NULL;
+    }
+    if (name == NULL || name[0] == '\0') {
+        rlk_err(RLOCK_EINVAL, "a lock name must be a non-empty string");
+        return NULL;
+    }
+    if (strnlen(name, RLK_NAME_MAX + 1) > RLK_NAME_MAX) {
+        rlk_err(RLOCK_EINVAL, "a lock name must be at most %u bytes", RLK_NAME_MAX);
+        return NULL;
+    }
+    switch (kind) {
+    case RLOCK_REENTRANT:
+        return rlk_reentrant_open(client, name);
+    case RLOCK_FAIR:
+        return rlk_fair_open(client, name);
+    case RLOCK_READ:
+    case RLOCK_WRITE:
+        return rlk_rw_open(client, kind, name);
+    }
+    rlk_err(RLOCK_EINVAL, "unknown lock kind %d", (int)kind);
+    return NULL;
+}
+
+RLOCK_EXPORT void rlock_free(rlock *lock)
+{
+    if (lock == NULL) {
+        return;
+    }
+    if (lock->ops->destroy != NULL) {
+        lock->ops->destroy(lock);
+    }
+    if (lock->client != NULL) {
+        rlk_client_unref(lock->client);
+    }
+    pthread_mutex_destroy(&lock->mu);
+    free(lock->name);
+    free(lock);
+}
+
+/* ---- public entry points ----------------------------------------------------------------- */
+
+static int rlk_check_handle(rlock *l)
+{
+    if (l == NULL) {
+        return rlk_err(RLOCK_EINVAL, "lock must not be NULL");
+    }
+    return l->client != NULL ? rlk_client_check(l->client) : RLOCK_OK;
+}
+
+static int rlk_check_lease(int64_t lease_ms)
+{
+    if (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS) {
+        return rlk_err(RLOCK_EINVAL, "lease_ms must be < 0 (watchdog) or in [1, %lld], got %lld",
+                       (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
+    }
+    return RLOCK_OK;
+}
+
+RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms)
+{
+    int r = rlk_check_handle(lock);
+    r = r ? r : rlk_check_lease(lease_ms);
+    return r ? r : lock->ops->acquire(lock, -1, lease_ms < 0 ? -1 : lease_ms);
+}
+
+RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
+{
+    int r = rlk_check_handle(lock);
+    r = r ? r : rlk_check_lease(lease_ms);
+    if (r == RLOCK_OK && wait_ms < 0) {
+        r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    /* Waits beyond the cap mean "no limit", so deadline arithmetic can never overflow. */
+    int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
+    return lock->ops->acquire(lock, wait, lease_ms < 0 ? -1 : lease_ms);
+}
+
+#define RLK_DISPATCH(lock, fn, ...)                                                               \
+    do {                                                                                          \
+        int r_ = rlk_check_handle(lock);                                                          \
+        if (r_ != RLOCK_OK) {                                                                     \
+            return r_;                                                                            \
+        }                                                                                         \
+        return (lock)->ops->fn(__VA_ARGS__);                                                      \
+    } while (0)
+
+RLOCK_EXPORT int rlock_unlock(rlock *lock)
+{
+    RLK_DISPATCH(lock, unlock, lock);
+}
+
+RLOCK_EXPORT int rlock_force_unlock(rlock *lock)
+{
+    RLK_DISPATCH(lock, force_unlock, lock);
+}
+
+RLOCK_EXPORT int rlock_is_locked(rlock *lock)
+{
+    RLK_DISPATCH(lock, is_locked, lock);
+}
+
+RLOCK_EXPORT int rlock_is_held(rlock *lock)
+{
+    RLK_DISPATCH(lock, is_held, lock);
+}
+
+RLOCK_EXPORT int rlock_hold_count(rlock *lock)
+{
+    RLK_DISPATCH(lock, hold_count, lock);
+}
+
+RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock)
+{
+    int r = rlk_check_handle(lock);
+    return r != RLOCK_OK ? RLOCK_TTL_ERROR(r) : lock->ops->ttl(lock);
+}
+
+RLOCK_EXPORT uint64_t rlock_token(rlock *lock)
+{
+    return rlk_check_handle(lock) != RLOCK_OK ? 0 : lock->ops->token(lock);
+}
+
+/* ---- hold records ------------------------------------------------------------------------ */
+
+rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
+{
+    pthread_mutex_lock(&l->mu);
+    rlk_hold *h = l->holds;
+    while (h != NULL && h->tid != tid) {
+        h = h->next;
+    }
+    if (h == NULL && create) {
+        h = calloc(1, sizeof(*h));
+        if (h != NULL) {
+            h->lock = l;
+            h->tid = tid;
+            atomic_init(&h->lost, 0);
+            rlk_wd_entry_init(&h->wd, l->single != NULL ? l->single->renew : NULL);
+            h->next = l->holds;
+            l->holds = h;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return h;
+}
+
+/* Stops the hold's renewal. Never called with l->mu held: the cancel may wait for a batch. */
+static void rlk_hold_stop_renewal(rlock *l, rlk_hold *h)
+{
+    if (h->watchdog) {
+        if (!atomic_load(&l->client->closed)) {
+            rlk_wd_cancel(l->client->watchdog, &h->wd);
+        }
+        h->watchdog = 0;
+    }
+}
+
+static void rlk_hold_forget(rlock *l, rlk_hold *h)
+{
+    rlk_hold_stop_renewal(l, h);
+    pthread_mutex_lock(&l->mu);
+    rlk_hold **pp = &l->holds;
+    while (*pp != NULL && *pp != h) {
+        pp = &(*pp)->next;
+    }
+    if (*pp == h) {
+        *pp = h->next;
+    }
+    pthread_mutex_unlock(&l->mu);
+    free(h);
+}
+
+void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h)
+{
+    if (h != NULL && h->count == 0) {
+        rlk_hold_forget(l, h);
+    }
+}
+
+int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
+{
+    rlk_hold *h = (rlk_hold *)((char *)e - offsetof(rlk_hold, wd));
+    rlock *l = h->lock;
+    char owner[RLK_OWNER_MAX];
+    size_t n = rlk_owner(l->client, h->tid, owner);
+    int r = rlk_buf_append(key, l->name, l->name_len);
+    r = r ? r : rlk_buf_append(field, owner, n);
+    return r ? r : (l->single->write_field ? rlk_buf_appends(field, ":write") : 0);
+}
+
+void rlk_hold_on_lost(rlk_wd_entry *e)
+{
+    rlk_hold *h = (rlk_hold *)((char *)e - offsetof(rlk_hold, wd));
+    rlock_client *c = h->lock->client;
+    atomic_store(&h->lost, 1);
+    rlk_log(c, RLOCK_LOG_WARN, "lost the hold of thread %llu on lock '%s': its lease ran out",
+            (unsigned long long)h->tid, h->lock->name);
+    if (c->opts.on_lost != NULL) {
+        c->opts.on_lost(h->lock->name, c->opts.user_data);
+    }
+}
+
+/* ---- acquire ----------------------------------------------------------------------------- */
+
+void rlk_acq_init(rlk_acq *a, rlock *l)
+{
+    memset(a, 0, sizeof(*a));
+    a->lock = l;
+    a->client = l->client;
+    a->tid = rlk_thread_id();
+    a->owner_len = rlk_owner(l->client, a->tid, a->owner);
+    memcpy(a->field, a->owner, a->owner_len + 1);
+    a->field_len = a->owner_len;
+    if (l->single != NULL && l->single->write_field) {
+        memcpy(a->field + a->field_len, ":write", 7);
+        a->field_len += 6;
+    }
+    a->ttl_ms = -1;
+}
+
+/* Records a grant in the calling thread's hold record and starts renewal if asked. */
+static int rlk_grant(rlk_acq *a, int watchdog)
+{
+    rlock *l = a->lock;
+    rlk_hold *h = rlk_hold_get(l, a->tid, 1);
+    if (h == NULL) {
+        /* We hold it on Redis but cannot track it: give it back rather than leak a hold. */
+        a->lease_ms = l->client->opts.watchdog_timeout_ms;
+        l->single->release(a);
+        return rlk_err(RLOCK_ENOMEM, "cannot record a hold");
+    }
+    if (atomic_load(&h->lost)) {
+        /* A new grant after a lost one starts over: the old hold is gone on Redis. */
+        rlk_hold_stop_renewal(l, h);
+        h->count = 0;
+        atomic_store(&h->lost, 0);
+    }
+    if (h->count == 0 || a->token != 0) {
+        h->token = a->token;
+    }
+    h->count++;
+    h->lease_ms = a->lease_ms;
+    if (watchdog && !h->watchdog) {
+        int r = rlk_wd_add(l->client->watchdog, &h->wd, l->client->opts.watchdog_timeout_ms);
+        if (r != RLOCK_OK) {
+            return r;
+        }
+        h->watchdog = 1;
+    }
+    return RLOCK_OK;
+}
+
+/* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error. */
+static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
+{
+    rlock *l = a->lock;
+    rlk_pubsub *ps = l->client->pubsub;
+    rlk_buf ch;
+    rlk_buf_init(&ch);
+    rlk_sub *sub = NULL;
+    int r = l->single->channel(a, &ch);
+    r = r ? r : rlk_sub_join(ps, ch.p, ch.len, &sub);
+    rlk_buf_free(&ch);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int begun = 0;
+    if (l->single->wait_begin != NULL) {
+        r = l->single->wait_begin(a);
+        begun = r == RLOCK_OK;
+    }
+    while (r == RLOCK_OK) {
+        int64_t now = rlk_now_ms();
+        if (now >= deadline) {
+            break;
+        }
+        int64_t bound = deadline == INT64_MAX ? -1 : deadline - now;
+        if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
+            bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
+        }
+        rlk_sub_wait(ps, sub, bound);
+        r = rlk_client_check(l->client);
+        r = r ? r : l->single->attempt(a);
+    }
+    if (begun || l->single->wait_begin == NULL) {
+        if (l->single->wait_end != NULL) {
+            l->single->wait_end(a, r == 1);
+        }
+    }
+    rlk_sub_leave(ps, sub);
+    return r;
+}
+
+int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.lease_ms = lease_ms > 0 ? lease_ms : l->client->opts.watchdog_timeout_ms;
+    a.wait_ms = wait_ms;
+    a.may_queue = wait_ms != 0;
+    int64_t start = rlk_now_ms();
+    int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(start, wait_ms);
+    int r = l->single->attempt(&a);
+    if (r == 0 && wait_ms != 0) {
+        r = rlk_wait_loop(&a, deadline);
+    }
+    if (r == 1) {
+        return rlk_grant(&a, lease_ms < 0);
+    }
+    if (r == 0) {
+        return rlk_err(RLOCK_ETIMEDOUT, "lock '%s' not acquired within %lld ms", l->name,
+                       (long long)wait_ms);
+    }
+    return r;
+}
+
+/* ---- release and queries ----------------------------------------------------------------- */
+
+int rlk_single_unlock(rlock *l)
+{
+    uint64_t tid = rlk_thread_id();
+    rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h == NULL || h->count == 0) {
+        return rlk_err(RLOCK_ENOTOWNER, "lock '%s' is not held by this thread (id %llu) through "
+                       "this handle", l->name, (unsigned long long)tid);
+    }
+    if (atomic_load(&h->lost)) {
+        rlk_hold_forget(l, h);
+        return rlk_err(RLOCK_ELOST, "the hold on lock '%s' was lost before unlock (its lease "
+                       "ran out)", l->name);
+    }
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.hold = h;
+    a.lease_ms = h->lease_ms;
+    int r = l->single->release(&a);
+    if (r == 0 && --h->count > 0) {
+        return RLOCK_OK;
+    }
+    if (r == 0 || r == 1) {
+        rlk_hold_forget(l, h);
+        return RLOCK_OK;
+    }
+    if (r == RLK_NOT_HELD) {
+        rlk_hold_forget(l, h);
+        return rlk_err(RLOCK_ELOST, "the hold on lock '%s' had expired on Redis before unlock",
+                       l->name);
+    }
+    /* Unknown outcome: stop renewing so the lock cannot outlive its lease, but keep the record
+     * so that the caller may retry the unlock. */
+    rlk_hold_stop_renewal(l, h);
+    return r;
+}
+
+int rlk_reply_int(const redisReply *r, long long *v, const char *what)
+{
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
+        *v = r->integer;
+        return RLOCK_OK;
+    }
+    return rlk_err(RLOCK_EPROTO, "%s: expected an integer reply, got type %d", what,
+                   r ? r->type : -1);
+}
+
+/* Runs a read-only command on the lock key with one field (or none) and returns its reply. */
+static int rlk_query(rlock *l, const char *cmd, const char *field, size_t flen, redisReply **out)
+{
+    rlk_args a;
+    rlk_args_init(&a);
+    rlk_args_adds(&a, cmd);
+    rlk_args_add(&a, l->name, l->name_len);
+    if (field != NULL) {
+        rlk_args_add(&a, field, flen);
+    }
+    int r = rlk_cmd(l->client, RLK_IDEMPOTENT, &a, out);
+    if (r == RLOCK_OK && (*out)->type == REDIS_REPLY_ERROR) {
+        r = rlk_err(RLOCK_EREDIS, "%s on '%s': %s", cmd, l->name, (*out)->str);
+        freeReplyObject(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
+int rlk_hash_is_locked(rlock *l)
+{
+    redisReply *rep = NULL;
+    long long v = 0;
+    int r = rlk_query(l, "EXISTS", NULL, 0, &rep);
+    r = r ? r : rlk_reply_int(rep, &v, "EXISTS");
+    freeReplyObject(rep);
+    return r ? r : (v != 0);
+}
+
+int rlk_single_is_held(rlock *l)
+{
+    rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
+    if (h != NULL && atomic_load(&h->lost)) {
+        return 0;
+    }
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    redisReply *rep = NULL;
+    long long v = 0;
+    int r = rlk_query(l, "HEXISTS", a.field, a.field_len, &rep);
+    r = r ? r : rlk_reply_int(rep, &v, "HEXISTS");
+    freeReplyObject(rep);
+    return r ? r : (v != 0);
+}
+
+int rlk_single_hold_count(rlock *l)
+{
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    redisReply *rep = NULL;
+    int r = rlk_query(l, "HGET", a.field, a.field_len, &rep);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int count = 0;
+    if (rep->type == REDIS_REPLY_STRING) {
+        count = atoi(rep->str);
+    } else if (rep->type != REDIS_REPLY_NIL) {
+        r = rlk_err(RLOCK_EPROTO, "HGET of a hold count: unexpected reply type %d", rep->type);
+    }
+    freeReplyObject(rep);
+    return r ? r : count;
+}
+
+int64_t rlk_single_ttl(rlock *l)
+{
+    redisReply *rep = NULL;
+    long long v = 0;
+    int r = rlk_query(l, "PTTL", NULL, 0, &rep);
+    r = r ? r : rlk_reply_int(rep, &v, "PTTL");
+    freeReplyObject(rep);
+    return r ? RLOCK_TTL_ERROR(r) : (int64_t)v;
+}
+
+uint64_t rlk_single_token(rlock *l)
+{
+    rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
+    return h != NULL && h->count > 0 && !atomic_load(&h->lost) ? h->token : 0;
+}
+
+void rlk_single_destroy(rlock *l)
+{
+    while (l->holds != NULL) {
+        rlk_hold_forget(l, l->holds);
+    }
+}

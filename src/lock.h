@@ -1,0 +1,144 @@
+/*
+ * Lock handles, per-thread hold records and the shared acquire/wait loop.
+ *
+ * Two levels of dispatch:
+ *  - rlk_lock_ops: what each public call does for a handle. Single-key lock types (reentrant,
+ *    fair, read, write) use the generic rlk_single_* implementations below; groups (multi-lock,
+ *    RedLock) fill in their own.
+ *  - rlk_single_ops: the few things a single-key lock type must say: how to attempt, how to
+ *    release, which channel to wait on, how to leave a queue. The wait loop, hold records,
+ *    fencing tokens, watchdog registration and lost-lease handling are shared.
+ */
+#ifndef RLK_LOCK_H
+#define RLK_LOCK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "client.h"
+#include "pool.h"
+#include "pubsub.h"
+#include "watchdog.h"
+
+typedef struct rlk_hold rlk_hold;
+typedef struct rlk_acq rlk_acq;
+
+typedef struct rlk_lock_ops {
+    const char *type_name;
+    /* wait_ms: 0 = one attempt, < 0 = no limit. lease_ms: > 0 lease, < 0 watchdog. Validated. */
+    int (*acquire)(rlock *l, int64_t wait_ms, int64_t lease_ms);
+    int (*unlock)(rlock *l);
+    int (*force_unlock)(rlock *l);
+    int (*is_locked)(rlock *l);
+    int (*is_held)(rlock *l);
+    int (*hold_count)(rlock *l);
+    int64_t (*ttl)(rlock *l);
+    uint64_t (*token)(rlock *l);
+    void (*destroy)(rlock *l); /* frees type-specific state (not the handle itself) */
+} rlk_lock_ops;
+
+typedef struct rlk_single_ops {
+    /* One attempt. Returns 1 acquired (a->token set), 0 busy (a->ttl_ms = holder's TTL bound or
+     * -1 if unknown), or a negative error. a->may_queue is 0 for a single-attempt try_lock
+     * (a fair lock must then not join its queue). */
+    int (*attempt)(rlk_acq *a);
+    /* Channel this waiter listens on (appended to ch). */
+    int (*channel)(rlk_acq *a, rlk_buf *ch);
+    /* Optional: called once before the first wait and once after the last (acquired or not);
+     * the fair lock registers/cancels its liveness heartbeat and leaves the queue on give-up. */
+    int (*wait_begin)(rlk_acq *a);
+    void (*wait_end)(rlk_acq *a, int acquired);
+    /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),
+     * RLK_NOT_HELD if Redis says the owner holds nothing, or a negative error. */
+    int (*release)(rlk_acq *a);
+    /* Renewal class for holds taken with the watchdog. */
+    const rlk_renew_class *renew;
+    /* Field written to the lock hash for the owner: 0 = "<uuid>:<tid>", 1 = with ":write". */
+    int write_field;
+} rlk_single_ops;
+
+#define RLK_NOT_HELD 2
+
+/* Per (handle, thread) state of a hold. Only its thread changes count/token; the watchdog may
+ * set lost. Linked in the handle's list under the handle mutex. */
+struct rlk_hold {
+    struct rlk_hold *next;
+    rlock *lock;
+    uint64_t tid;
+    int count;               /* holds this thread took through this handle */
+    atomic_int lost;         /* set by the watchdog: the lease ran out while held */
+    uint64_t token;          /* fencing token of the current hold */
+    int64_t lease_ms;        /* effective lease of the latest acquire (kept on partial release) */
+    int watchdog;            /* 1 while wd is registered */
+    rlk_wd_entry wd;
+};
+
+struct rlock {
+    const rlk_lock_ops *ops;
+    const rlk_single_ops *single; /* NULL for groups */
+    rlock_client *client;         /* NULL for groups */
+    rlock_kind kind;
+    char *name;
+    size_t name_len;
+    pthread_mutex_t mu;           /* guards holds */
+    rlk_hold *holds;
+    void *impl;                   /* type-specific state */
+};
+
+/* One acquisition or release in progress, on the caller's stack. */
+struct rlk_acq {
+    rlock *lock;
+    rlock_client *client;
+    rlk_hold *hold;
+    uint64_t tid;
+    char owner[RLK_OWNER_MAX];   /* "<uuid>:<tid>" */
+    size_t owner_len;
+    char field[RLK_OWNER_MAX];   /* hash field: owner, or owner + ":write" */
+    size_t field_len;
+    int64_t lease_ms;            /* effective lease: the caller's, or watchdog_timeout_ms */
+    int64_t wait_ms;             /* the caller's wait (< 0 none), for fair queue deadlines */
+    int may_queue;
+    int64_t ttl_ms;              /* out of attempt() */
+    uint64_t token;              /* out of attempt() */
+    void *scratch;               /* type-specific */
+};
+
+/* Creates a handle of a single-key type (called by rlock_open()). */
+rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name,
+                      const rlk_lock_ops *ops, const rlk_single_ops *single);
+/* Fills a with the calling thread's identity for l. */
+void rlk_acq_init(rlk_acq *a, rlock *l);
+
+/* Generic implementations for single-key types. */
+int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms);
+int rlk_single_unlock(rlock *l);
+int rlk_single_is_held(rlock *l);
+int rlk_single_hold_count(rlock *l);
+int64_t rlk_single_ttl(rlock *l);
+uint64_t rlk_single_token(rlock *l);
+void rlk_single_destroy(rlock *l);
+
+/* Generic queries on the lock hash (reentrant, fair, write): EXISTS name. */
+int rlk_hash_is_locked(rlock *l);
+
+/* The renew class pieces shared by hash-based holds: key = the lock name, field = a->field of
+ * the hold's thread; lost() marks the hold lost and calls the client's on_lost once. */
+int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field);
+void rlk_hold_on_lost(rlk_wd_entry *e);
+
+/* Helpers for lock types. */
+int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK_EPROTO if not */
+/* Hold-record access for group implementations: record a grant/release done outside the wait
+ * loop (RedLock sends its own pipelined acquires). */
+rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create);
+void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h);
+
+/* Lock-type constructors, one per source file. */
+rlock *rlk_reentrant_open(rlock_client *c, const char *name);
+rlock *rlk_fair_open(rlock_client *c, const char *name);
+rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name);
+
+/* Handle allocation shared by groups: zeroed handle with mutex, ops, no client. */
+rlock *rlk_handle_alloc(const rlk_lock_ops *ops);
+
+#endif

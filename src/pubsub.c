@@ -1,0 +1,421 @@
+/*
+ * The subscriber: one connection and one thread per client carry every channel local waiters
+ * listen on. Waiter threads never touch the connection; they change entries under the mutex and
+ * wake the thread through a pipe, and the thread sends SUBSCRIBE/UNSUBSCRIBE, reads messages and
+ * hands out wake-up permits.
+ *
+ * An entry's permits make wake-ups durable: a message that arrives while its waiter is between
+ * an attempt and its sleep leaves a permit, so the next wait returns at once. Permits never
+ * exceed the number of local waiters, so a burst of messages costs at most one extra attempt
+ * per waiter.
+ *
+ * Server state per entry: sent = what we last asked the server for (1 subscribed), pending =
+ * replies still to come. An entry is live when sent == 1 and pending == 0; it is freed when no
+ * waiter uses it and the server has confirmed the unsubscribe. After a reconnect every entry
+ * with waiters is subscribed again, and its confirmation wakes all of them, because messages
+ * published while the connection was down are lost.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "pubsub.h"
+
+#define RLK_PS_BUCKETS 4096
+
+struct rlk_sub {
+    struct rlk_sub *next;      /* hash chain */
+    struct rlk_sub *next_dirty;
+    char *channel;
+    size_t len;
+    int refs;                  /* local waiters */
+    int permits;
+    int sent;                  /* 1 if the last request sent was SUBSCRIBE */
+    int pending;               /* replies to SUBSCRIBE/UNSUBSCRIBE not yet read */
+    int dirty;                 /* linked in the dirty list */
+    pthread_cond_t cv;
+};
+
+struct rlk_pubsub {
+    rlock_client *c;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int running;
+    int wake[2];               /* self-pipe: waiters wake the thread */
+    redisContext *ctx;         /* owned by the thread */
+    rlk_sub *buckets[RLK_PS_BUCKETS];
+    rlk_sub *dirty;
+    size_t live;               /* entries with waiters */
+    int64_t backoff_ms;
+};
+
+static uint32_t rlk_hash(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    }
+    return h % RLK_PS_BUCKETS;
+}
+
+static rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len)
+{
+    for (rlk_sub *s = ps->buckets[rlk_hash(ch, len)]; s; s = s->next) {
+        if (s->len == len && memcmp(s->channel, ch, len) == 0) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
+{
+    rlk_sub **pp = &ps->buckets[rlk_hash(s->channel, s->len)];
+    while (*pp != s) {
+        pp = &(*pp)->next;
+    }
+    *pp = s->next;
+    pthread_cond_destroy(&s->cv);
+    free(s->channel);
+    free(s);
+}
+
+static void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s)
+{
+    if (!s->dirty) {
+        s->dirty = 1;
+        s->next_dirty = ps->dirty;
+        ps->dirty = s;
+    }
+}
+
+static void rlk_poke(rlk_pubsub *ps)
+{
+    char b = 1;
+    ssize_t n = write(ps->wake[1], &b, 1);
+    (void)n; /* A full pipe already guarantees a wake-up. */
+}
+
+static void rlk_give(rlk_sub *s, int all)
+{
+    int target = all ? s->refs : s->permits + 1;
+    s->permits = target > s->refs ? s->refs : target;
+    pthread_cond_broadcast(&s->cv);
+}
+
+int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&ps->mu);
+    rlk_sub *s = rlk_find(ps, channel, len);
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        char *copy = s ? malloc(len + 1) : NULL;
+        if (copy == NULL) {
+            free(s);
+            pthread_mutex_unlock(&ps->mu);
+            return rlk_err(RLOCK_ENOMEM, "cannot allocate a channel entry");
+        }
+        memcpy(copy, channel, len);
+        copy[len] = '\0';
+        s->channel = copy;
+        s->len = len;
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->cv, &ca);
+        pthread_condattr_destroy(&ca);
+        uint32_t h = rlk_hash(channel, len);
+        s->next = ps->buckets[h];
+        ps->buckets[h] = s;
+    }
+    if (s->refs++ == 0) {
+        ps->live++;
+    }
+    if (s->sent && s->pending == 0) {
+        /* Already live: a message published between our failed attempt and joining reached
+         * the entry before we counted, so re-attempt once rather than risk sleeping past it. */
+        rlk_give(s, 0);
+    } else if (!s->sent) {
+        rlk_mark_dirty(ps, s);
+        rlk_poke(ps);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    *out = s;
+    return RLOCK_OK;
+}
+
+int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), timeout_ms);
+    pthread_mutex_lock(&ps->mu);
+    while (s->permits == 0) {
+        if (deadline == INT64_MAX) {
+            pthread_cond_wait(&s->cv, &ps->mu);
+            continue;
+        }
+        if (rlk_now_ms() >= deadline) {
+            pthread_mutex_unlock(&ps->mu);
+            return 0;
+        }
+        struct timespec ts = {(time_t)(deadline / 1000), (long)((deadline % 1000) * 1000000)};
+        pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
+    }
+    s->permits--;
+    pthread_mutex_unlock(&ps->mu);
+    return 1;
+}
+
+void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ps->mu);
+    if (--s->refs == 0) {
+        ps->live--;
+        s->permits = 0;
+        rlk_mark_dirty(ps, s);
+        rlk_poke(ps);
+    } else if (s->permits > s->refs) {
+        s->permits = s->refs;
+    }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+size_t rlk_pubsub_channel_count(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    size_t n = ps->live;
+    pthread_mutex_unlock(&ps->mu);
+    return n;
+}
+
+/* Sends what the dirty entries need. Called by the thread with the mutex held; only queues
+ * bytes in hiredis' output buffer. */
+static void rlk_flush_dirty(rlk_pubsub *ps)
+{
+    while (ps->dirty != NULL) {
+        rlk_sub *s = ps->dirty;
+        ps->dirty = s->next_dirty;
+        s->dirty = 0;
+        int want = s->refs > 0;
+        if (want != s->sent && ps->ctx != NULL) {
+            const char *argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel};
+            size_t lens[2] = {want ? 9u : 11u, s->len};
+            redisAppendCommandArgv(ps->ctx, 2, argv, lens);
+            s->sent = want;
+            s->pending++;
+        }
+        if (!want && !s->sent && s->pending == 0) {
+            rlk_unlink_free(ps, s);
+        }
+    }
+}
+
+/* Handles one reply read from the subscriber connection. Mutex held. */
+static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    const char *kind = r->element[0]->str;
+    rlk_sub *s = rlk_find(ps, r->element[1]->str, r->element[1]->len);
+    if (s == NULL) {
+        return;
+    }
+    if (strcmp(kind, "message") == 0) {
+        redisReply *m = r->element[2];
+        int all = m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
+        rlk_give(s, all);
+    } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
+        if (s->pending > 0) {
+            s->pending--;
+        }
+        if (s->pending == 0 && s->sent && s->refs > 0) {
+            /* Confirmed: every waiter re-attempts now that no release can go unnoticed. */
+            rlk_give(s, 1);
+        }
+        if (s->pending == 0 && !s->sent && s->refs == 0 && !s->dirty) {
+            rlk_unlink_free(ps, s);
+        } else if ((s->refs > 0) != s->sent) {
+            rlk_mark_dirty(ps, s);
+        }
+    }
+}
+
+/* Forgets the server's state after the connection broke: nothing is subscribed any more. */
+static void rlk_reset_entries(rlk_pubsub *ps)
+{
+    for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
+        rlk_sub *s = ps->buckets[i];
+        while (s != NULL) {
+            rlk_sub *n = s->next;
+            s->sent = 0;
+            s->pending = 0;
+            if (s->refs > 0) {
+                rlk_mark_dirty(ps, s);
+            } else if (!s->dirty) {
+                rlk_unlink_free(ps, s);
+            }
+            s = n;
+        }
+    }
+}
+
+static void rlk_disconnect(rlk_pubsub *ps, const char *why)
+{
+    rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber connection lost (%s); resubscribing", why);
+    redisFree(ps->ctx);
+    ps->ctx = NULL;
+    rlk_reset_entries(ps);
+}
+
+/* Waits for the wake pipe (and the socket, if connected) up to timeout_ms. Mutex not held. */
+static int rlk_ps_poll(rlk_pubsub *ps, int fd, int want_write, int timeout_ms)
+{
+    struct pollfd pfd[2] = {{.fd = ps->wake[0], .events = POLLIN},
+                            {.fd = fd, .events = (short)(POLLIN | (want_write ? POLLOUT : 0))}};
+    int n = poll(pfd, fd >= 0 ? 2 : 1, timeout_ms);
+    if (n > 0 && (pfd[0].revents & POLLIN)) {
+        char buf[64];
+        while (read(ps->wake[0], buf, sizeof(buf)) > 0) {
+        }
+    }
+    return n > 0 && fd >= 0 ? pfd[1].revents : 0;
+}
+
+static void rlk_ps_connect(rlk_pubsub *ps)
+{
+    redisContext *ctx = NULL;
+    int r = rlk_dial(ps->c, 0, &ctx);
+    pthread_mutex_lock(&ps->mu);
+    if (r == RLOCK_OK) {
+        ps->ctx = ctx;
+        ps->backoff_ms = 0;
+        rlk_reset_entries(ps);
+    } else {
+        ps->backoff_ms = ps->backoff_ms ? ps->backoff_ms * 2 : 10;
+        ps->backoff_ms = ps->backoff_ms > 1000 ? 1000 : ps->backoff_ms;
+    }
+    int64_t wait = ps->backoff_ms;
+    pthread_mutex_unlock(&ps->mu);
+    if (r != RLOCK_OK) {
+        rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber cannot connect: %s", rlock_last_error());
+        rlk_ps_poll(ps, -1, 0, (int)wait);
+    }
+}
+
+/* One round of the connected loop: send, wait, read. */
+static void rlk_ps_step(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    rlk_flush_dirty(ps);
+    redisContext *ctx = ps->ctx;
+    pthread_mutex_unlock(&ps->mu);
+    int done = 0;
+    if (redisBufferWrite(ctx, &done) != REDIS_OK) {
+        pthread_mutex_lock(&ps->mu);
+        rlk_disconnect(ps, ctx->errstr);
+        pthread_mutex_unlock(&ps->mu);
+        return;
+    }
+    int ev = rlk_ps_poll(ps, ctx->fd, !done, 1000);
+    if (!(ev & (POLLIN | POLLHUP | POLLERR))) {
+        return;
+    }
+    pthread_mutex_lock(&ps->mu);
+    if (redisBufferRead(ctx) != REDIS_OK) {
+        rlk_disconnect(ps, ctx->errstr[0] ? ctx->errstr : "read failed");
+        pthread_mutex_unlock(&ps->mu);
+        return;
+    }
+    void *rep = NULL;
+    while (redisGetReplyFromReader(ctx, &rep) == REDIS_OK && rep != NULL) {
+        rlk_on_reply(ps, rep);
+        freeReplyObject(rep);
+        rep = NULL;
+    }
+    if (ctx->err) {
+        rlk_disconnect(ps, ctx->errstr);
+    }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+static void *rlk_ps_main(void *arg)
+{
+    rlk_pubsub *ps = arg;
+    for (;;) {
+        pthread_mutex_lock(&ps->mu);
+        int running = ps->running;
+        int connected = ps->ctx != NULL;
+        pthread_mutex_unlock(&ps->mu);
+        if (!running) {
+            break;
+        }
+        if (!connected) {
+            rlk_ps_connect(ps);
+        } else {
+            rlk_ps_step(ps);
+        }
+    }
+    return NULL;
+}
+
+int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out)
+{
+    rlk_pubsub *ps = calloc(1, sizeof(*ps));
+    if (ps == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate the subscriber");
+    }
+    ps->c = c;
+    ps->running = 1;
+    if (pipe(ps->wake) != 0) {
+        free(ps);
+        return rlk_err(RLOCK_ENOMEM, "cannot create the subscriber's wake pipe: %s",
+                       strerror(errno));
+    }
+    for (int i = 0; i < 2; i++) {
+        fcntl(ps->wake[i], F_SETFL, fcntl(ps->wake[i], F_GETFL) | O_NONBLOCK);
+        fcntl(ps->wake[i], F_SETFD, FD_CLOEXEC);
+    }
+    pthread_mutex_init(&ps->mu, NULL);
+    if (pthread_create(&ps->thread, NULL, rlk_ps_main, ps) != 0) {
+        close(ps->wake[0]);
+        close(ps->wake[1]);
+        pthread_mutex_destroy(&ps->mu);
+        free(ps);
+        return rlk_err(RLOCK_ENOMEM, "cannot start the subscriber thread");
+    }
+    *out = ps;
+    return RLOCK_OK;
+}
+
+void rlk_pubsub_free(rlk_pubsub *ps)
+{
+    if (ps == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ps->mu);
+    ps->running = 0;
+    pthread_mutex_unlock(&ps->mu);
+    rlk_poke(ps);
+    pthread_join(ps->thread, NULL);
+    if (ps->ctx != NULL) {
+        redisFree(ps->ctx);
+    }
+    for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
+        while (ps->buckets[i] != NULL) {
+            rlk_unlink_free(ps, ps->buckets[i]);
+        }
+    }
+    close(ps->wake[0]);
+    close(ps->wake[1]);
+    pthread_mutex_destroy(&ps->mu);
+    free(ps);
+}

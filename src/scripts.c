@@ -1,0 +1,160 @@
+/*
+ * The script registry. Scripts are compiled in byte for byte with their SHA1 and always run by
+ * EVALSHA. Redis forgets scripts on SCRIPT FLUSH, a restart or a failover; the NOSCRIPT reply
+ * then makes us SCRIPT LOAD the exact bytes (checking that Redis computed the same SHA1) and
+ * resend once, so callers never see it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "scripts.h"
+
+const rlk_script_src *rlk_script_get(int id)
+{
+    if (id < 0 || id >= RLK_SCRIPT__COUNT) {
+        return NULL;
+    }
+    return &rlk_script_table[id];
+}
+
+int rlk_reply_is_noscript(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
+           strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+int rlk_script_load(rlk_conn *conn, int script)
+{
+    const rlk_script_src *s = rlk_script_get(script);
+    if (s == NULL) {
+        return rlk_err(RLOCK_EINVAL, "unknown script id %d", script);
+    }
+    const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
+    size_t lens[3] = {6, 4, s->len};
+    redisReply *r = redisCommandArgv(conn->ctx, 3, argv, lens);
+    if (r == NULL) {
+        return rlk_conn_error(conn->ctx, "SCRIPT LOAD");
+    }
+    int rc = RLOCK_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = rlk_err(RLOCK_EREDIS, "SCRIPT LOAD %s failed: %s", s->name, r->str);
+    } else if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, s->sha1, 40)) {
+        rc = rlk_err(RLOCK_EPROTO, "SCRIPT LOAD %s: Redis computed a different SHA1", s->name);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* EVALSHA needs at most 3 + 2 * RLK_ARGS_MAX arguments for rlk_args-based calls. */
+#define RLK_EVAL_MAX (3 + 2 * RLK_ARGS_MAX)
+
+static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args, char *nkeys,
+                         const char **argv, size_t *lens)
+{
+    const rlk_script_src *s = rlk_script_get(script);
+    if (s == NULL) {
+        return rlk_err(RLOCK_EINVAL, "unknown script id %d", script);
+    }
+    int n = 0;
+    argv[n] = "EVALSHA";
+    lens[n++] = 7;
+    argv[n] = s->sha1;
+    lens[n++] = 40;
+    int kn = snprintf(nkeys, 16, "%d", keys ? keys->n : 0);
+    argv[n] = nkeys;
+    lens[n++] = (size_t)kn;
+    for (int i = 0; keys && i < keys->n; i++, n++) {
+        argv[n] = keys->v[i];
+        lens[n] = keys->len[i];
+    }
+    for (int i = 0; args && i < args->n; i++, n++) {
+        argv[n] = args->v[i];
+        lens[n] = args->len[i];
+    }
+    return n;
+}
+
+int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, const rlk_args *args,
+               redisReply **out)
+{
+    const char *argv[RLK_EVAL_MAX];
+    size_t lens[RLK_EVAL_MAX];
+    char nkeys[16];
+    *out = NULL;
+    int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
+    if (n < 0) {
+        return n;
+    }
+    redisReply *r = NULL;
+    int rc = rlk_exec(c, flags, n, argv, lens, script, &r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = rlk_err(RLOCK_EREDIS, "script %s: %s", rlk_script_get(script)->name, r->str);
+        freeReplyObject(r);
+        return rc;
+    }
+    *out = r;
+    return RLOCK_OK;
+}
+
+int rlk_script_append(rlk_conn *conn, int script, const rlk_args *keys, const rlk_args *args)
+{
+    const char *argv[RLK_EVAL_MAX];
+    size_t lens[RLK_EVAL_MAX];
+    char nkeys[16];
+    int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
+    if (n < 0) {
+        return n;
+    }
+    if (redisAppendCommandArgv(conn->ctx, n, argv, lens) != REDIS_OK) {
+        return rlk_conn_error(conn->ctx, "queueing EVALSHA");
+    }
+    return RLOCK_OK;
+}
+
+int rlk_script_appendv(rlk_conn *conn, int script, int nkeys, int argc, const char **argv,
+                       const size_t *lens)
+{
+    const rlk_script_src *s = rlk_script_get(script);
+    if (s == NULL) {
+        return rlk_err(RLOCK_EINVAL, "unknown script id %d", script);
+    }
+    const char **v = malloc(sizeof(*v) * (size_t)(argc + 3));
+    size_t *l = malloc(sizeof(*l) * (size_t)(argc + 3));
+    if (v == NULL || l == NULL) {
+        free(v);
+        free(l);
+        return rlk_err(RLOCK_ENOMEM, "cannot build a batch of %d arguments", argc);
+    }
+    char nk[16];
+    int kn = snprintf(nk, sizeof(nk), "%d", nkeys);
+    v[0] = "EVALSHA";
+    l[0] = 7;
+    v[1] = s->sha1;
+    l[1] = 40;
+    v[2] = nk;
+    l[2] = (size_t)kn;
+    memcpy(v + 3, argv, sizeof(*v) * (size_t)argc);
+    memcpy(l + 3, lens, sizeof(*l) * (size_t)argc);
+    int rc = redisAppendCommandArgv(conn->ctx, argc + 3, v, l) == REDIS_OK
+                 ? RLOCK_OK
+                 : rlk_conn_error(conn->ctx, "queueing EVALSHA");
+    free(v);
+    free(l);
+    return rc;
+}
+
+int rlk_conn_read(rlk_conn *conn, redisReply **out)
+{
+    void *rep = NULL;
+    *out = NULL;
+    if (redisGetReply(conn->ctx, &rep) != REDIS_OK || rep == NULL) {
+        return rlk_conn_error(conn->ctx, "reading a pipelined reply");
+    }
+    *out = rep;
+    return RLOCK_OK;
+}

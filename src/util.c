@@ -1,0 +1,143 @@
+/*
+ * Clocks, thread ids, saturating arithmetic and the small byte buffer used for derived names.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+int64_t rlk_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rlk_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* OS thread ids (gettid, pthread_t) are reused after a thread exits; a reused id would let a
+ * new thread inherit a dead thread's holds in Redis. A counter never repeats. */
+static atomic_uint_fast64_t rlk_next_tid = 1;
+static _Thread_local uint64_t rlk_tid;
+
+uint64_t rlk_thread_id(void)
+{
+    if (rlk_tid == 0) {
+        rlk_tid = (uint64_t)atomic_fetch_add(&rlk_next_tid, 1);
+    }
+    return rlk_tid;
+}
+
+int64_t rlk_add_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b) {
+        return INT64_MAX;
+    }
+    return a + b;
+}
+
+void rlk_buf_init(rlk_buf *b)
+{
+    b->p = b->inline_;
+    b->len = 0;
+    b->cap = sizeof(b->inline_) - 1;
+    b->p[0] = '\0';
+}
+
+void rlk_buf_free(rlk_buf *b)
+{
+    if (b->p != b->inline_) {
+        free(b->p);
+    }
+    rlk_buf_init(b);
+}
+
+void rlk_buf_reset(rlk_buf *b)
+{
+    b->len = 0;
+    b->p[0] = '\0';
+}
+
+static int rlk_buf_grow(rlk_buf *b, size_t need)
+{
+    if (need <= b->cap) {
+        return 0;
+    }
+    size_t cap = b->cap * 2 > need ? b->cap * 2 : need;
+    char *p = malloc(cap + 1);
+    if (p == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "cannot grow a buffer to %zu bytes", cap);
+    }
+    memcpy(p, b->p, b->len + 1);
+    if (b->p != b->inline_) {
+        free(b->p);
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int rlk_buf_append(rlk_buf *b, const void *p, size_t n)
+{
+    if (rlk_buf_grow(b, b->len + n) != 0) {
+        return RLOCK_ENOMEM;
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+int rlk_buf_appends(rlk_buf *b, const char *s)
+{
+    return rlk_buf_append(b, s, strlen(s));
+}
+
+int rlk_buf_appendf(rlk_buf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return rlk_err(RLOCK_EINVAL, "formatting failed");
+    }
+    if ((size_t)n < sizeof(tmp)) {
+        return rlk_buf_append(b, tmp, (size_t)n);
+    }
+    if (rlk_buf_grow(b, b->len + (size_t)n) != 0) {
+        return RLOCK_ENOMEM;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int rlk_prefix_name(rlk_buf *b, const char *prefix, const char *name, size_t name_len)
+{
+    int tagged = memchr(name, '{', name_len) != NULL;
+    int r = rlk_buf_appends(b, prefix);
+    r = r ? r : rlk_buf_appends(b, tagged ? ":" : ":{");
+    r = r ? r : rlk_buf_append(b, name, name_len);
+    return r ? r : (tagged ? 0 : rlk_buf_appends(b, "}"));
+}
+
+int rlk_suffix_name(rlk_buf *b, const char *name, size_t name_len, const char *suffix)
+{
+    int tagged = memchr(name, '{', name_len) != NULL;
+    int r = tagged ? 0 : rlk_buf_appends(b, "{");
+    r = r ? r : rlk_buf_append(b, name, name_len);
+    r = r ? r : rlk_buf_appends(b, tagged ? ":" : "}:");
+    return r ? r : rlk_buf_appends(b, suffix);
+}

@@ -1,0 +1,403 @@
+/*
+ * The watchdog thread. It sleeps on a condition variable (CLOCK_MONOTONIC) until the wheel's
+ * next expiry, moves every due entry out of the wheel, and renews them with no lock held: the
+ * due entries are grouped by (renew class, lease), cut into batches of RLK_WD_BATCH keys, and
+ * every batch goes out in one pipeline, so a sweep of N holds costs one round trip and N/100
+ * script calls.
+ *
+ * Entry states make cancel synchronous (as the kernel's timer_delete_sync): an entry that is
+ * being renewed is FIRING; rlk_wd_cancel() on it waits until the batch is done, so after cancel
+ * returns nothing refers to the entry and no renewal of it is in flight.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "watchdog.h"
+
+#define RLK_WD_TICK_MS 10
+
+enum { RLK_WD_IDLE = 0, RLK_WD_PENDING, RLK_WD_FIRING, RLK_WD_CANCELLED };
+
+struct rlk_watchdog {
+    rlock_client *c;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* wakes the thread: stop, or an earlier expiry */
+    pthread_cond_t done_cv; /* a batch finished: cancellers of FIRING entries re-check */
+    pthread_t thread;
+    int running;
+    int64_t sleep_until;    /* when the sleeping thread will wake by itself */
+    rlk_wheel wheel;
+    rlk_wd_stats stats;
+};
+
+#define RLK_ENTRY_OF(t) ((rlk_wd_entry *)((char *)(t)-offsetof(rlk_wd_entry, timer)))
+
+void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls)
+{
+    memset(e, 0, sizeof(*e));
+    rlk_timer_init(&e->timer);
+    e->cls = cls;
+}
+
+static int64_t rlk_wd_period(int64_t lease_ms)
+{
+    int64_t p = lease_ms / 3;
+    return p < 1 ? 1 : p;
+}
+
+int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms)
+{
+    int64_t now = rlk_now_ms();
+    pthread_mutex_lock(&wd->mu);
+    if (!wd->running) {
+        pthread_mutex_unlock(&wd->mu);
+        return rlk_err(RLOCK_ECLOSED, "the client's watchdog has stopped");
+    }
+    e->lease_ms = lease_ms;
+    e->expires_at = rlk_add_sat(now, lease_ms);
+    e->state = RLK_WD_PENDING;
+    int64_t due = rlk_add_sat(now, rlk_wd_period(lease_ms));
+    rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)due);
+    wd->stats.registered++;
+    if (due < wd->sleep_until) {
+        pthread_cond_signal(&wd->cv);
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return RLOCK_OK;
+}
+
+void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e)
+{
+    pthread_mutex_lock(&wd->mu);
+    if (e->state == RLK_WD_PENDING) {
+        rlk_wheel_cancel(&wd->wheel, &e->timer);
+        e->state = RLK_WD_IDLE;
+        wd->stats.registered--;
+    } else if (e->state == RLK_WD_FIRING || e->state == RLK_WD_CANCELLED) {
+        e->state = RLK_WD_CANCELLED;
+        while (e->state != RLK_WD_IDLE) {
+            pthread_cond_wait(&wd->done_cv, &wd->mu);
+        }
+    }
+    pthread_mutex_unlock(&wd->mu);
+}
+
+int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e)
+{
+    pthread_mutex_lock(&wd->mu);
+    int a = e->state == RLK_WD_PENDING || e->state == RLK_WD_FIRING;
+    pthread_mutex_unlock(&wd->mu);
+    return a;
+}
+
+void rlk_wd_get_stats(rlk_watchdog *wd, rlk_wd_stats *out)
+{
+    pthread_mutex_lock(&wd->mu);
+    *out = wd->stats;
+    pthread_mutex_unlock(&wd->mu);
+}
+
+/* ---- one sweep --------------------------------------------------------------------------- */
+
+typedef struct rlk_wd_item {
+    rlk_wd_entry *e;
+    int result; /* 1 renewed, 0 gone, -1 no answer */
+} rlk_wd_item;
+
+typedef struct rlk_wd_chunk {
+    size_t first, n; /* items[first .. first+n) */
+    int retry;       /* NOSCRIPT: load and resend */
+} rlk_wd_chunk;
+
+static int rlk_item_cmp(const void *a, const void *b)
+{
+    const rlk_wd_entry *x = ((const rlk_wd_item *)a)->e, *y = ((const rlk_wd_item *)b)->e;
+    if (x->cls != y->cls) {
+        return (uintptr_t)x->cls < (uintptr_t)y->cls ? -1 : 1;
+    }
+    return x->lease_ms < y->lease_ms ? -1 : x->lease_ms > y->lease_ms;
+}
+
+/* Queues one batch script call for items[ch->first ..] on conn. */
+static int rlk_wd_append(rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk *ch)
+{
+    const rlk_renew_class *cls = items[ch->first].e->cls;
+    size_t n = ch->n;
+    rlk_buf key, field;
+    rlk_buf_init(&key);
+    rlk_buf_init(&field);
+    rlk_buf arena;
+    rlk_buf_init(&arena);
+    size_t off[2 * RLK_WD_BATCH], len[2 * RLK_WD_BATCH];
+    int r = RLOCK_OK;
+    for (size_t i = 0; i < n && r == RLOCK_OK; i++) {
+        rlk_buf_reset(&key);
+        rlk_buf_reset(&field);
+        r = cls->describe(items[ch->first + i].e, &key, &field);
+        off[i] = arena.len;
+        len[i] = key.len;
+        r = r ? r : rlk_buf_append(&arena, key.p, key.len);
+        off[n + i] = arena.len;
+        len[n + i] = field.len;
+        r = r ? r : rlk_buf_append(&arena, field.p, field.len);
+    }
+    if (r == RLOCK_OK) {
+        const char *argv[2 * RLK_WD_BATCH + 1];
+        size_t lens[2 * RLK_WD_BATCH + 1];
+        char lease[24];
+        int ln = snprintf(lease, sizeof(lease), "%lld", (long long)items[ch->first].e->lease_ms);
+        for (size_t i = 0; i < n; i++) {
+            argv[i] = arena.p + off[i];
+            lens[i] = len[i];
+            argv[n + 1 + i] = arena.p + off[n + i];
+            lens[n + 1 + i] = len[n + i];
+        }
+        argv[n] = lease;
+        lens[n] = (size_t)ln;
+        r = rlk_script_appendv(conn, cls->script, (int)n, (int)(2 * n + 1), argv, lens);
+    }
+    rlk_buf_free(&key);
+    rlk_buf_free(&field);
+    rlk_buf_free(&arena);
+    return r;
+}
+
+/* Reads one batch reply into the items' results. Returns RLOCK_OK, or ECONN if broken. */
+static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
+{
+    redisReply *rep = NULL;
+    int r = rlk_conn_read(conn, &rep);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    if (rlk_reply_is_noscript(rep)) {
+        ch->retry = 1;
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == ch->n) {
+        for (size_t i = 0; i < ch->n; i++) {
+            redisReply *el = rep->element[i];
+            items[ch->first + i].result =
+                el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
+        }
+    }
+    /* Any other reply (an error such as BUSY or OOM) leaves the results at -1: retried soon. */
+    freeReplyObject(rep);
+    return RLOCK_OK;
+}
+
+/* Sends every chunk that still needs sending in one pipeline and reads the replies. */
+static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks, size_t nc,
+                           int only_retry)
+{
+    int r = RLOCK_OK;
+    for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
+        if (!only_retry || chunks[i].retry) {
+            if (only_retry) {
+                r = rlk_script_load(conn, items[chunks[i].first].e->cls->script);
+            }
+            r = r ? r : rlk_wd_append(conn, items, &chunks[i]);
+        }
+    }
+    for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
+        if (!only_retry || chunks[i].retry) {
+            chunks[i].retry = 0;
+            r = rlk_wd_read(conn, items, &chunks[i]);
+        }
+    }
+    return r;
+}
+
+static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
+{
+    qsort(items, n, sizeof(*items), rlk_item_cmp);
+    rlk_wd_chunk *chunks = malloc(sizeof(*chunks) * n);
+    if (chunks == NULL) {
+        return; /* Results stay -1: retried at the next tick. */
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && j - i < RLK_WD_BATCH && rlk_item_cmp(&items[i], &items[j]) == 0) {
+            j++;
+        }
+        chunks[nc++] = (rlk_wd_chunk){.first = i, .n = j - i};
+        i = j;
+    }
+    rlk_conn *conn = NULL;
+    int r = rlk_pool_borrow(wd->c->pool, &conn);
+    if (r == RLOCK_OK) {
+        r = rlk_wd_pipeline(conn, items, chunks, nc, 0);
+        int again = 0;
+        for (size_t i = 0; i < nc; i++) {
+            again |= chunks[i].retry;
+        }
+        if (r == RLOCK_OK && again) {
+            r = rlk_wd_pipeline(conn, items, chunks, nc, 1);
+        }
+        rlk_pool_return(wd->c->pool, conn, r != RLOCK_OK);
+    }
+    pthread_mutex_lock(&wd->mu);
+    wd->stats.pipelines++;
+    wd->stats.batches += nc;
+    wd->stats.failures += r != RLOCK_OK;
+    pthread_mutex_unlock(&wd->mu);
+    if (r != RLOCK_OK) {
+        rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewal of %zu holds failed: %s", n,
+                rlock_last_error());
+    }
+    free(chunks);
+}
+
+/* Applies the results with the mutex held. Returns the entries judged lost, linked by next. */
+static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n, int64_t sent)
+{
+    rlk_wd_entry *lost = NULL;
+    int64_t now = rlk_now_ms();
+    for (size_t i = 0; i < n; i++) {
+        rlk_wd_entry *e = items[i].e;
+        if (e->state == RLK_WD_CANCELLED) {
+            e->state = RLK_WD_IDLE;
+            wd->stats.registered--;
+            continue;
+        }
+        if (items[i].result == 1) {
+            e->expires_at = rlk_add_sat(sent, e->lease_ms);
+            e->state = RLK_WD_PENDING;
+            wd->stats.renewed++;
+            rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(now + rlk_wd_period(e->lease_ms)));
+        } else if (items[i].result == 0 || now >= e->expires_at) {
+            /* Stays FIRING until its lost() callback returned, so cancel waits for it. */
+            e->next = lost;
+            lost = e;
+            wd->stats.lost++;
+        } else {
+            /* No answer: try again soon, well before the lease can run out. */
+            int64_t retry = rlk_wd_period(e->lease_ms) / 3;
+            retry = retry < RLK_WD_TICK_MS ? RLK_WD_TICK_MS : retry;
+            e->state = RLK_WD_PENDING;
+            rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(now + retry));
+        }
+    }
+    return lost;
+}
+
+static void rlk_wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
+{
+    rlk_wd_item *items = malloc(sizeof(*items) * n);
+    size_t k = 0;
+    for (rlk_timer *t = due; t != NULL;) {
+        rlk_timer *next = t->next;
+        rlk_wd_entry *e = RLK_ENTRY_OF(t);
+        e->state = RLK_WD_FIRING;
+        if (items != NULL) {
+            items[k++] = (rlk_wd_item){.e = e, .result = -1};
+        } else {
+            /* No memory for a sweep: put the entry back and try again a tick later. */
+            e->state = RLK_WD_PENDING;
+            rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(rlk_now_ms() + RLK_WD_TICK_MS));
+        }
+        t = next;
+    }
+    if (items == NULL) {
+        return;
+    }
+    pthread_mutex_unlock(&wd->mu);
+    int64_t sent = rlk_now_ms();
+    rlk_wd_renew(wd, items, k);
+    pthread_mutex_lock(&wd->mu);
+    rlk_wd_entry *lost = rlk_wd_apply(wd, items, k, sent);
+    free(items);
+    if (lost != NULL) {
+        pthread_mutex_unlock(&wd->mu);
+        for (rlk_wd_entry *e = lost; e != NULL; e = e->next) {
+            e->cls->lost(e);
+        }
+        pthread_mutex_lock(&wd->mu);
+        for (rlk_wd_entry *e = lost, *next; e != NULL; e = next) {
+            next = e->next;
+            e->state = RLK_WD_IDLE;
+            wd->stats.registered--;
+        }
+    }
+    pthread_cond_broadcast(&wd->done_cv);
+}
+
+static void *rlk_wd_main(void *arg)
+{
+    rlk_watchdog *wd = arg;
+    pthread_mutex_lock(&wd->mu);
+    while (wd->running) {
+        int64_t now = rlk_now_ms();
+        rlk_timer *due = NULL;
+        size_t n = rlk_wheel_expire(&wd->wheel, (uint64_t)now, &due);
+        if (n > 0) {
+            wd->stats.ticks++;
+            rlk_wd_sweep(wd, due, n);
+            continue;
+        }
+        uint64_t next = rlk_wheel_next_expiry(&wd->wheel);
+        wd->sleep_until = next > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)next;
+        if (wd->sleep_until == INT64_MAX) {
+            pthread_cond_wait(&wd->cv, &wd->mu);
+        } else {
+            struct timespec ts = {(time_t)(wd->sleep_until / 1000),
+                                  (long)((wd->sleep_until % 1000) * 1000000)};
+            pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
+        }
+        wd->sleep_until = 0;
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return NULL;
+}
+
+int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out)
+{
+    rlk_watchdog *wd = calloc(1, sizeof(*wd));
+    if (wd == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate the watchdog");
+    }
+    wd->c = c;
+    wd->running = 1;
+    rlk_wheel_init(&wd->wheel, (uint64_t)rlk_now_ms(), RLK_WD_TICK_MS);
+    pthread_mutex_init(&wd->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd->cv, &ca);
+    pthread_cond_init(&wd->done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&wd->thread, NULL, rlk_wd_main, wd) != 0) {
+        pthread_cond_destroy(&wd->cv);
+        pthread_cond_destroy(&wd->done_cv);
+        pthread_mutex_destroy(&wd->mu);
+        free(wd);
+        return rlk_err(RLOCK_ENOMEM, "cannot start the watchdog thread");
+    }
+    *out = wd;
+    return RLOCK_OK;
+}
+
+void rlk_watchdog_free(rlk_watchdog *wd)
+{
+    if (wd == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&wd->mu);
+    wd->running = 0;
+    pthread_cond_signal(&wd->cv);
+    pthread_mutex_unlock(&wd->mu);
+    pthread_join(wd->thread, NULL);
+    /* Entries still in the wheel belong to handles; they are simply forgotten here. The
+     * handles see rlk_wd_active() == 0 and their cancel calls become no-ops. */
+    rlk_timer *due = NULL;
+    rlk_wheel_expire(&wd->wheel, UINT64_MAX, &due);
+    for (rlk_timer *t = due, *next; t != NULL; t = next) {
+        next = t->next;
+        RLK_ENTRY_OF(t)->state = RLK_WD_IDLE;
+    }
+    pthread_cond_destroy(&wd->cv);
+    pthread_cond_destroy(&wd->done_cv);
+    pthread_mutex_destroy(&wd->mu);
+    free(wd);
+}

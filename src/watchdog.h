@@ -1,0 +1,66 @@
+/*
+ * The watchdog: one thread per client and one hashed timer wheel. Each registered entry is
+ * renewed every lease/3; entries that fall due together go to Redis as one pipeline of batch
+ * scripts (up to RLK_WD_BATCH keys per script call).
+ *
+ * Every batch script has the same shape: KEYS = k1..kN, ARGV = [lease_ms, f1..fN]; it returns
+ * an array of N integers, 1 = renewed, 0 = the thing renewed is gone (the entry is then dropped
+ * and reported lost). A renew class names the script and says what key and field an entry sends.
+ */
+#ifndef RLK_WATCHDOG_H
+#define RLK_WATCHDOG_H
+
+#include "client.h"
+#include "timer_wheel.h"
+
+#define RLK_WD_BATCH 100
+
+typedef struct rlk_wd_entry rlk_wd_entry;
+
+typedef struct rlk_renew_class {
+    int script; /* RLK_SCRIPT_* of the batch renewal script */
+    /* Appends the entry's key to key and its field to field. 0 or RLOCK_ENOMEM. Called from the
+     * watchdog thread without locks; must only read data that is immutable while registered. */
+    int (*describe)(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field);
+    /* Called once from the watchdog thread (no watchdog lock held) when the entry is judged lost:
+     * the script returned 0, or the lease ran out without a successful renewal. The entry is no
+     * longer registered when this runs, but its memory must stay valid until rlk_wd_cancel(). */
+    void (*lost)(rlk_wd_entry *e);
+} rlk_renew_class;
+
+struct rlk_wd_entry {
+    rlk_timer timer;              /* private */
+    const rlk_renew_class *cls;
+    int64_t lease_ms;             /* PEXPIRE value sent with each renewal */
+    int64_t expires_at;           /* private: monotonic end of the last confirmed lease */
+    int state;                    /* private */
+    struct rlk_wd_entry *next;    /* private: batch list */
+};
+
+int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out);
+void rlk_watchdog_free(rlk_watchdog *wd);  /* stops the thread; registered entries are dropped */
+
+void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls);
+/* Registers e (not registered yet): first renewal at now + lease_ms/3; lease judged from now.
+ * O(1). Returns RLOCK_OK or RLOCK_ECLOSED. */
+int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms);
+/* Unregisters e. Synchronous: when it returns no renewal of e is in flight, none will be sent,
+ * and the watchdog holds no reference to e (it may be freed). No-op if not registered.
+ * Must not be called with a lock held that lost() takes. */
+void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e);
+/* 1 while e is registered (not cancelled and not judged lost). */
+int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e);
+
+/* Counters for tests and benchmarks. */
+typedef struct rlk_wd_stats {
+    uint64_t ticks;        /* wake-ups that found due entries */
+    uint64_t batches;      /* script calls sent */
+    uint64_t pipelines;    /* round trips (one pipeline = one round trip) */
+    uint64_t renewed;      /* entries renewed */
+    uint64_t lost;         /* entries judged lost */
+    uint64_t failures;     /* pipelines that failed (connection errors) */
+    size_t registered;     /* entries registered now */
+} rlk_wd_stats;
+void rlk_wd_get_stats(rlk_watchdog *wd, rlk_wd_stats *out);
+
+#endif
