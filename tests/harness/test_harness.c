@@ -533,8 +533,8 @@ static rh_server *start_and_report(void)
 
 static void segfault_now(void)
 {
-    volatile int *bad = (volatile int *)(uintptr_t)16;
-    *bad = 1;
+    /* raise() gives a real SIGSEGV without a wild store that -Warray-bounds rejects. */
+    raise(SIGSEGV);
 }
 
 static void child_cmocka_segv_test(void **state)
