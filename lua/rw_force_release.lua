@@ -2,12 +2,19 @@
 -- given mode (forcing the read side leaves a write lock alone and vice versa), and wake waiters.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  the waiting-writers zset, rlock_rwlock_writers:{name}
 -- ARGV[1]  mode the lock must be in: "read" or "write"
--- ARGV[2]  message to publish: Redisson's "0" for the read side, "1" for the write side
+-- ARGV[2]  message to publish: Redisson's "0" for the read side, "1" for the write side; "1"
+--          whenever writers are waiting, since a single wake-up could reach a reader that must
+--          keep waiting behind them
 -- Returns 1 if the lock was held in that mode and was deleted, 0 otherwise.
 if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call('publish', KEYS[2], ARGV[2])
+    if redis.call('exists', KEYS[3]) == 1 then
+        redis.call('publish', KEYS[2], 1)
+    else
+        redis.call('publish', KEYS[2], ARGV[2])
+    end
     return 1
 end
 return 0

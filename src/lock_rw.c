@@ -1,0 +1,474 @@
+/*
+ * The read-write lock: Redisson's RReadWriteLock data (hash `name` with field `mode`, read owners
+ * "<uuid>:<tid>", write owner "<uuid>:<tid>:write", one key per read hold
+ * `{name}:<owner>:rwlock_timeout:<n>`, channel `redisson_rwlock:{name}`), opened as two handles,
+ * RLOCK_READ and RLOCK_WRITE, that share the generic wait loop of lock.c.
+ *
+ * Beyond Redisson:
+ *  - Writers are not starved (default): a writer that waits records itself in the zset
+ *    `rlock_rwlock_writers:{name}` (member = its write field, score = a liveness deadline on the
+ *    server's clock, refreshed by the watchdog every waiter_timeout_ms/3), and new readers stay out
+ *    while a live writer waits. A dead waiting writer blocks readers for at most
+ *    waiter_timeout_ms. rw_reader_preferring = 1 restores Redisson's behaviour (the zset is never
+ *    written).
+ *  - A reader asking for the write side gets RLOCK_EDEADLK at once instead of waiting forever.
+ *  - A write release that downgrades to read wakes waiting readers; a reentrant write with a
+ *    shorter lease, a later reader with a shorter lease, or a watchdog renewal never shortens the
+ *    lock's TTL.
+ *  - Fencing tokens on `redisson_lock_token:{name}`: a write grant from free increments it, a read
+ *    grant returns its current value.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+#include "scripts.h"
+
+#define RW_TIMEOUT_SUFFIX ":rwlock_timeout"
+
+/* Names derived once per handle from the lock name (immutable while the handle lives). */
+typedef struct rw_impl {
+    rlk_buf channel; /* redisson_rwlock:{name} */
+    rlk_buf token;   /* redisson_lock_token:{name} */
+    rlk_buf writers; /* rlock_rwlock_writers:{name} */
+    rlk_buf prefix;  /* {name}, or name itself when it carries a hash tag */
+} rw_impl;
+
+/* A waiting writer's liveness heartbeat, registered with the watchdog while it waits. */
+typedef struct rw_waiter {
+    rlk_wd_entry wd;
+    rlock *lock;
+    char field[RLK_OWNER_MAX];
+    size_t field_len;
+} rw_waiter;
+
+static rw_impl *rw_of(const rlock *l)
+{
+    return (rw_impl *)l->impl;
+}
+
+static int rw_writer_preferring(const rlock *l)
+{
+    return l->client->opts.rw_reader_preferring == 0;
+}
+
+/* Appends the calling owner's timeout-key prefix, {name}:<uuid>:<tid>:rwlock_timeout. */
+static int rw_timeout_prefix(const rlk_acq *a, rlk_buf *b)
+{
+    char suffix[RLK_OWNER_MAX + sizeof(RW_TIMEOUT_SUFFIX)];
+
+    memcpy(suffix, a->owner, a->owner_len);
+    memcpy(suffix + a->owner_len, RW_TIMEOUT_SUFFIX, sizeof(RW_TIMEOUT_SUFFIX));
+    return rlk_suffix_name(b, a->lock->name, a->lock->name_len, suffix);
+}
+
+/* Writes the write field of a's owner ("<owner>:write") into out (RLK_OWNER_MAX bytes). */
+static size_t rw_write_field(const rlk_acq *a, char *out)
+{
+    memcpy(out, a->owner, a->owner_len);
+    memcpy(out + a->owner_len, ":write", sizeof(":write"));
+    return a->owner_len + sizeof(":write") - 1;
+}
+
+/* Decodes the {status, value} reply of both acquire scripts into a. */
+static int rw_acquire_reply(rlk_acq *a, const redisReply *r)
+{
+    long long status = 0;
+    long long value = 0;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        rlk_reply_int(r->element[0], &status, "rw acquire status") != RLOCK_OK ||
+        rlk_reply_int(r->element[1], &value, "rw acquire value") != RLOCK_OK) {
+        return rlk_err(RLOCK_EPROTO, "unexpected reply to the read-write lock acquire script");
+    }
+    if (status == 1) {
+        a->token = value > 0 ? (uint64_t)value : 0;
+        return 1;
+    }
+    if (status == -1) {
+        return rlk_err(RLOCK_EDEADLK, "the calling thread holds the read side of '%s': asking for "
+                                      "the write side would wait for itself (no upgrade)",
+                       a->lock->name);
+    }
+    a->ttl_ms = value >= 0 ? value : -1;
+    return 0;
+}
+
+static int rw_read_attempt(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    rw_impl *rw = rw_of(l);
+    char wfield[RLK_OWNER_MAX];
+    size_t wlen = rw_write_field(a, wfield);
+    rlk_buf tp;
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    int rc;
+
+    rlk_buf_init(&tp);
+    rc = rw_timeout_prefix(a, &tp);
+    if (rc == RLOCK_OK) {
+        rlk_args_init(&keys);
+        rlk_args_add(&keys, l->name, l->name_len);
+        rlk_args_add(&keys, tp.p, tp.len);
+        rlk_args_add(&keys, rw->token.p, rw->token.len);
+        rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+        rlk_args_init(&args);
+        rlk_args_addi(&args, a->lease_ms);
+        rlk_args_add(&args, a->owner, a->owner_len);
+        rlk_args_add(&args, wfield, wlen);
+        rlk_args_addi(&args, rw_writer_preferring(l));
+        rc = rlk_script(a->client, RLK_SCRIPT_RW_READ_ACQUIRE, 0, &keys, &args, &r);
+    }
+    rlk_buf_free(&tp);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rc = rw_acquire_reply(a, r);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int rw_write_attempt(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    rw_impl *rw = rw_of(l);
+    int queue = rw_writer_preferring(l) && a->may_queue;
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    int rc;
+
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, l->name, l->name_len);
+    rlk_args_add(&keys, rw->token.p, rw->token.len);
+    rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, a->lease_ms);
+    rlk_args_add(&args, a->field, a->field_len);
+    rlk_args_add(&args, a->owner, a->owner_len);
+    rlk_args_addi(&args, queue ? a->client->opts.waiter_timeout_ms : 0);
+    rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITE_ACQUIRE, 0, &keys, &args, &r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rc = rw_acquire_reply(a, r);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int rw_channel(rlk_acq *a, rlk_buf *ch)
+{
+    const rw_impl *rw = rw_of(a->lock);
+
+    return rlk_buf_append(ch, rw->channel.p, rw->channel.len);
+}
+
+/* Heartbeat of a waiting writer: the key is the lock name, the field its write field (the script
+ * derives the zset name, as the batch shape gives one key per entry). */
+static int rw_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
+{
+    rw_waiter *w = (rw_waiter *)(void *)((char *)e - offsetof(rw_waiter, wd));
+    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
+
+    return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->field, w->field_len);
+}
+
+/* A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
+ * expires, and the writer's next attempt records it again. */
+static void rw_waiter_lost(rlk_wd_entry *e)
+{
+    (void)e;
+}
+
+static const rlk_renew_class rw_waiter_class = {
+    RLK_SCRIPT_RW_WRITER_HEARTBEAT,
+    rw_waiter_describe,
+    rw_waiter_lost,
+};
+
+static int rw_write_wait_begin(rlk_acq *a)
+{
+    rw_waiter *w;
+    int rc;
+
+    if (!rw_writer_preferring(a->lock) || !a->may_queue) {
+        return RLOCK_OK;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "out of memory for a waiting writer's heartbeat");
+    }
+    w->lock = a->lock;
+    memcpy(w->field, a->field, a->field_len);
+    w->field_len = a->field_len;
+    rlk_wd_entry_init(&w->wd, &rw_waiter_class);
+    rc = rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
+    if (rc != RLOCK_OK) {
+        free(w);
+        return rc;
+    }
+    a->scratch = w;
+    return RLOCK_OK;
+}
+
+/* Ends a writer's wait: the heartbeat stops before the zset entry goes, so it cannot be put back
+ * afterwards. A writer that gives up leaves the zset and wakes the readers queued behind it. */
+static void rw_write_wait_end(rlk_acq *a, int acquired)
+{
+    rw_waiter *w = a->scratch;
+    const rw_impl *rw = rw_of(a->lock);
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+
+    if (w != NULL) {
+        rlk_wd_cancel(a->client->watchdog, &w->wd);
+        free(w);
+        a->scratch = NULL;
+    }
+    if (acquired || !rw_writer_preferring(a->lock) || !a->may_queue) {
+        return;
+    }
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+    rlk_args_add(&keys, rw->channel.p, rw->channel.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, a->field, a->field_len);
+    /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
+    if (rlk_script(a->client, RLK_SCRIPT_RW_WRITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r) ==
+        RLOCK_OK) {
+        freeReplyObject(r);
+    }
+}
+
+/* Maps the -1/0/1 reply of both release scripts onto the rlk_single_ops contract. */
+static int rw_release_reply(redisReply *r)
+{
+    long long v = 0;
+    int rc = rlk_reply_int(r, &v, "rw release");
+
+    freeReplyObject(r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    if (v < 0) {
+        return RLK_NOT_HELD;
+    }
+    return v > 0 ? 1 : 0;
+}
+
+static int rw_read_release(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    rw_impl *rw = rw_of(l);
+    rlk_buf tp;
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    int rc;
+
+    rlk_buf_init(&tp);
+    rc = rw_timeout_prefix(a, &tp);
+    if (rc == RLOCK_OK) {
+        rlk_args_init(&keys);
+        rlk_args_add(&keys, l->name, l->name_len);
+        rlk_args_add(&keys, rw->channel.p, rw->channel.len);
+        rlk_args_add(&keys, tp.p, tp.len);
+        rlk_args_add(&keys, rw->prefix.p, rw->prefix.len);
+        rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+        rlk_args_init(&args);
+        rlk_args_add(&args, a->owner, a->owner_len);
+        rc = rlk_script(a->client, RLK_SCRIPT_RW_READ_RELEASE, 0, &keys, &args, &r);
+    }
+    rlk_buf_free(&tp);
+    return rc != RLOCK_OK ? rc : rw_release_reply(r);
+}
+
+static int rw_write_release(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    rw_impl *rw = rw_of(l);
+    rlk_buf tp;
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    int rc;
+
+    rlk_buf_init(&tp);
+    rc = rw_timeout_prefix(a, &tp);
+    if (rc == RLOCK_OK) {
+        rlk_args_init(&keys);
+        rlk_args_add(&keys, l->name, l->name_len);
+        rlk_args_add(&keys, rw->channel.p, rw->channel.len);
+        rlk_args_add(&keys, tp.p, tp.len);
+        rlk_args_init(&args);
+        rlk_args_add(&args, a->field, a->field_len);
+        rlk_args_add(&args, a->owner, a->owner_len);
+        rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITE_RELEASE, 0, &keys, &args, &r);
+    }
+    rlk_buf_free(&tp);
+    return rc != RLOCK_OK ? rc : rw_release_reply(r);
+}
+
+/* Watchdog entries of holds use lock.c's describe (key = lock name, field = the read owner, whose
+ * timeout keys the read script renews, or the write field) and lost handler. */
+static const rlk_renew_class rw_read_renew = {
+    RLK_SCRIPT_RW_RENEW_READ,
+    rlk_hold_describe,
+    rlk_hold_on_lost,
+};
+
+static const rlk_renew_class rw_write_renew = {
+    RLK_SCRIPT_RW_RENEW_WRITE,
+    rlk_hold_describe,
+    rlk_hold_on_lost,
+};
+
+static const rlk_single_ops rw_read_single = {
+    rw_read_attempt, rw_channel, NULL, NULL, rw_read_release, &rw_read_renew, 0,
+};
+
+static const rlk_single_ops rw_write_single = {
+    rw_write_attempt, rw_channel, rw_write_wait_begin, rw_write_wait_end, rw_write_release,
+    &rw_write_renew, 1,
+};
+
+static int rw_force_unlock(rlock *l)
+{
+    const rw_impl *rw = rw_of(l);
+    int write = l->kind == RLOCK_WRITE;
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    long long v = 0;
+    int rc = rlk_client_check(l->client);
+
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, l->name, l->name_len);
+    rlk_args_add(&keys, rw->channel.p, rw->channel.len);
+    rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+    rlk_args_init(&args);
+    rlk_args_adds(&args, write ? "write" : "read");
+    rlk_args_adds(&args, write ? "1" : "0");
+    rc = rlk_script(l->client, RLK_SCRIPT_RW_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args, &r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rc = rlk_reply_int(r, &v, "rw force release");
+    freeReplyObject(r);
+    return rc != RLOCK_OK ? rc : (v == 1);
+}
+
+static int rw_is_locked(rlock *l)
+{
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    long long v = 0;
+    int rc = rlk_client_check(l->client);
+
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, l->name, l->name_len);
+    rlk_args_init(&args);
+    rlk_args_adds(&args, l->kind == RLOCK_WRITE ? "write" : "read");
+    rc = rlk_script(l->client, RLK_SCRIPT_RW_IS_LOCKED, RLK_IDEMPOTENT, &keys, &args, &r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rc = rlk_reply_int(r, &v, "rw is_locked");
+    freeReplyObject(r);
+    return rc != RLOCK_OK ? rc : (v == 1);
+}
+
+static void rw_impl_free(rw_impl *rw)
+{
+    if (rw != NULL) {
+        rlk_buf_free(&rw->channel);
+        rlk_buf_free(&rw->token);
+        rlk_buf_free(&rw->writers);
+        rlk_buf_free(&rw->prefix);
+        free(rw);
+    }
+}
+
+static void rw_destroy(rlock *l)
+{
+    rw_impl_free(rw_of(l));
+    l->impl = NULL;
+    rlk_single_destroy(l);
+}
+
+static const rlk_lock_ops rw_read_ops = {
+    "read",           rlk_single_acquire, rlk_single_unlock, rw_force_unlock,
+    rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
+    rlk_single_token, rw_destroy,
+};
+
+static const rlk_lock_ops rw_write_ops = {
+    "write",          rlk_single_acquire, rlk_single_unlock, rw_force_unlock,
+    rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
+    rlk_single_token, rw_destroy,
+};
+
+static rw_impl *rw_impl_new(const char *name, size_t len)
+{
+    rw_impl *rw = calloc(1, sizeof(*rw));
+    int rc;
+
+    if (rw == NULL) {
+        return NULL;
+    }
+    rlk_buf_init(&rw->channel);
+    rlk_buf_init(&rw->token);
+    rlk_buf_init(&rw->writers);
+    rlk_buf_init(&rw->prefix);
+    rc = rlk_prefix_name(&rw->channel, "redisson_rwlock", name, len);
+    if (rc == RLOCK_OK) {
+        rc = rlk_prefix_name(&rw->token, "redisson_lock_token", name, len);
+    }
+    if (rc == RLOCK_OK) {
+        rc = rlk_prefix_name(&rw->writers, "rlock_rwlock_writers", name, len);
+    }
+    /* Redisson's key prefix of the timeout keys: suffixName(name, "") without its ':'. */
+    if (rc == RLOCK_OK && memchr(name, '{', len) != NULL) {
+        rc = rlk_buf_append(&rw->prefix, name, len);
+    } else if (rc == RLOCK_OK) {
+        rc = rlk_buf_appends(&rw->prefix, "{");
+        rc = rc != RLOCK_OK ? rc : rlk_buf_append(&rw->prefix, name, len);
+        rc = rc != RLOCK_OK ? rc : rlk_buf_appends(&rw->prefix, "}");
+    }
+    if (rc != RLOCK_OK) {
+        rw_impl_free(rw);
+        return NULL;
+    }
+    return rw;
+}
+
+rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name)
+{
+    int write = kind == RLOCK_WRITE;
+    rlock *l = rlk_single_new(c, kind, name, write ? &rw_write_ops : &rw_read_ops,
+                              write ? &rw_write_single : &rw_read_single);
+    rw_impl *rw;
+
+    if (l == NULL) {
+        return NULL;
+    }
+    rw = rw_impl_new(l->name, l->name_len);
+    if (rw == NULL) {
+        rlock_free(l);
+        rlk_err(RLOCK_ENOMEM, "out of memory opening read-write lock '%s'", name);
+        return NULL;
+    }
+    l->impl = rw;
+    return l;
+}
