@@ -1,0 +1,3 @@
+# Redisson compatibility: rlock against a raw client speaking Redisson's lock protocol.
+rlock_add_test(NAME test_redisson_compat SOURCES compat/test_redisson_compat.c
+               LABELS redis TIMEOUT 60)
