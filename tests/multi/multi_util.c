@@ -1,0 +1,116 @@
+#include "multi_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define MU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MU_TSAN 1
+#endif
+#endif
+
+rlock_client *mu_client(const char *url, int64_t watchdog_ms, int64_t server_timeout_ms)
+{
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = url;
+    o.pool_size = 16;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 2000;
+    if (watchdog_ms > 0) {
+        o.watchdog_timeout_ms = watchdog_ms;
+    }
+    if (server_timeout_ms > 0) {
+        o.redlock_server_timeout_ms = server_timeout_ms;
+    }
+    rlock_client *c = NULL;
+    if (rlock_client_new(&o, &c) != RLOCK_OK) {
+        fprintf(stderr, "client on %s: %s\n", url, rlock_last_error());
+        return NULL;
+    }
+    return c;
+}
+
+int mu_check_enter(redisContext *c, const char *name)
+{
+    redisReply *r = redisCommand(c, "SET chk:%s 1 NX PX 60000", name);
+    if (r == NULL) {
+        return -1;
+    }
+    int violation = r->type != REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    r = redisCommand(c, "GET cnt:%s", name);
+    if (r == NULL) {
+        return -1;
+    }
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    r = redisCommand(c, "SET cnt:%s %lld", name, v + 1);
+    if (r == NULL) {
+        return -1;
+    }
+    freeReplyObject(r);
+    return violation;
+}
+
+int mu_check_leave(redisContext *c, const char *name)
+{
+    redisReply *r = redisCommand(c, "DEL chk:%s", name);
+    if (r == NULL) {
+        return -1;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+long long mu_counter(redisContext *c, const char *name)
+{
+    redisReply *r = redisCommand(c, "GET cnt:%s", name);
+    if (r == NULL) {
+        return -1;
+    }
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+long long mu_int(rh_server *s, const char *const *argv)
+{
+    return rh_cmd_int(s, argv);
+}
+
+long long mu_exists(rh_server *s, const char *key)
+{
+    const char *argv[] = {"EXISTS", key, NULL};
+    return rh_cmd_int(s, argv);
+}
+
+long long mu_hlen(rh_server *s, const char *key)
+{
+    const char *argv[] = {"HLEN", key, NULL};
+    return rh_cmd_int(s, argv);
+}
+
+double mu_scale(void)
+{
+    const char *e = getenv("RLOCK_STRESS_SCALE");
+    if (e != NULL && atof(e) > 0) {
+        return atof(e) / 100.0;
+    }
+#ifdef MU_TSAN
+    return 0.25;
+#else
+    return 1.0;
+#endif
+}
+
+void mu_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)((ms % 1000) * 1000000)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
