@@ -1,0 +1,11 @@
+# tests/cmake/reentrant.cmake - acceptance tests of the reentrant lock (issue 3).
+# Included from tests/CMakeLists.txt; paths are relative to tests/. Every program starts its own
+# redis-server(s) through tests/harness; none needs a server at 6379.
+if(NOT TARGET rlock_harness)
+  return()
+endif()
+
+# RedissonLockTest scenarios: lock/unlock, reentrancy, hold counts, other threads, force unlock,
+# expiry, TTL, tryLock wait bounds, Redis down.
+rlock_add_test(NAME test_reentrant_basic SOURCES reentrant/test_reentrant_basic.c
+               LABELS redis TIMEOUT 90)

@@ -1,0 +1,139 @@
+/*
+ * Helpers shared by the reentrant lock's test programs (tests/reentrant/). Everything is static
+ * so each program compiles its own copy; the header has no state of its own.
+ *
+ * Threads in these tests never share the harness' cached admin connection (rh_cmd*), which is
+ * not thread-safe: a thread that talks to Redis directly opens its own with rh_connect().
+ */
+#ifndef RLOCK_TESTS_RE_COMMON_H
+#define RLOCK_TESTS_RE_COMMON_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "redis_harness.h"
+#include "rlock.h"
+
+/* 1 when built with ThreadSanitizer, which makes everything several times slower; the stress
+ * programs scale their work down then (each documents by how much). */
+#if defined(__SANITIZE_THREAD__)
+#define RE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RE_TSAN 1
+#endif
+#endif
+#ifndef RE_TSAN
+#define RE_TSAN 0
+#endif
+
+/* A client on server s with the given watchdog lease and command timeout (0 = defaults) and an
+ * optional on_lost callback. Returns NULL (after printing why) on failure. */
+static inline rlock_client *re_client_ex(const rh_server *s, int64_t watchdog_ms,
+                                         int64_t command_timeout_ms,
+                                         void (*on_lost)(const char *, void *), void *user)
+{
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = rh_url(s);
+    o.pool_size = 16;
+    if (watchdog_ms > 0) {
+        o.watchdog_timeout_ms = watchdog_ms;
+    }
+    if (command_timeout_ms > 0) {
+        o.command_timeout_ms = command_timeout_ms;
+        o.connect_timeout_ms = command_timeout_ms;
+    }
+    o.on_lost = on_lost;
+    o.user_data = user;
+    rlock_client *c = NULL;
+    int r = rlock_client_new(&o, &c);
+    if (r != RLOCK_OK) {
+        fprintf(stderr, "rlock_client_new(%s): %s: %s\n", o.url, rlock_strerror(r),
+                rlock_last_error());
+        return NULL;
+    }
+    return c;
+}
+
+static inline rlock_client *re_client(const rh_server *s)
+{
+    return re_client_ex(s, 0, 0, NULL, NULL);
+}
+
+/* Runs a hiredis command given as argv strings on ctx and returns its integer reply (a decimal
+ * string reply is converted; nil -> 0); -1000000 on any error, so a caller can assert on it. */
+static inline long long re_int(redisContext *ctx, int argc, const char **argv)
+{
+    redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
+    long long v = -1000000;
+    if (r != NULL) {
+        if (r->type == REDIS_REPLY_INTEGER) {
+            v = r->integer;
+        } else if (r->type == REDIS_REPLY_STRING) {
+            v = strtoll(r->str, NULL, 10);
+        } else if (r->type == REDIS_REPLY_NIL) {
+            v = 0;
+        }
+        freeReplyObject(r);
+    }
+    return v;
+}
+
+/* The fencing counter key of a lock name without '{': "redisson_lock_token:{name}". */
+static inline void re_token_key(const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "redisson_lock_token:{%s}", name);
+}
+
+/* The pub/sub channel of a lock name without '{': "redisson_lock__channel:{name}". */
+static inline void re_channel(const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "redisson_lock__channel:{%s}", name);
+}
+
+/* Runs fn(arg) on a new thread and returns its result (a pointer-sized int). */
+static inline intptr_t re_run_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg) != 0) {
+        return -1000;
+    }
+    void *res = NULL;
+    pthread_join(t, &res);
+    return (intptr_t)res;
+}
+
+/* Number of channels in PUBSUB CHANNELS, or -1 on error. */
+static inline long long re_pubsub_channels(rh_server *s)
+{
+    const char *argv[] = {"PUBSUB", "CHANNELS", NULL};
+    struct redisReply *r = rh_cmd(s, argv);
+    long long n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
+        n = (long long)r->elements;
+    }
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+/* Polls PUBSUB CHANNELS until it is empty or ms passed; returns the last count seen. */
+static inline long long re_wait_no_channels(rh_server *s, int64_t ms)
+{
+    int64_t deadline = rh_now_ms() + ms;
+    long long n = re_pubsub_channels(s);
+    while (n != 0 && rh_now_ms() < deadline) {
+        rh_sleep_ms(10);
+        n = re_pubsub_channels(s);
+    }
+    return n;
+}
+
+#endif
