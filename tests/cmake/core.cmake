@@ -51,3 +51,11 @@ endif()
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
   rlock_add_test(NAME test_harness SOURCES harness/test_harness.c LABELS redis TIMEOUT 120)
 endif()
+
+# Core acceptance tests against real redis-server processes (tests/core/).
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_client SOURCES core/test_client.c LABELS redis fault TIMEOUT 60)
+  rlock_add_test(NAME core_pool SOURCES core/test_pool.c LABELS redis fault TIMEOUT 90)
+  rlock_add_test(NAME core_scripts SOURCES core/test_scripts.c LABELS redis fault TIMEOUT 60
+                 ARGS "${PROJECT_SOURCE_DIR}/lua")
+endif()

@@ -1,0 +1,397 @@
+/*
+ * Acceptance tests of the client object against real redis-server processes: option defaults and
+ * validation, URL errors, AUTH (password and ACL user), SELECT, unreachable and hung servers,
+ * and the error table.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "client.h"
+#include "core_util.h"
+#include "internal.h"
+#include "pool.h"
+
+/* Creates a client for url with the given timeouts; returns the rlock code and its duration. */
+static int try_client(const char *url, int64_t timeout_ms, int64_t *elapsed_ms,
+                      rlock_client **out)
+{
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = url;
+    o.pool_size = 2;
+    o.connect_timeout_ms = timeout_ms;
+    o.command_timeout_ms = timeout_ms;
+    rlk_err_clear();
+    int64_t t0 = rh_now_ms();
+    int r = rlock_client_new(&o, out);
+    *elapsed_ms = rh_now_ms() - t0;
+    return r;
+}
+
+/* Runs one command through the client's pool and returns its reply as a string (malloc'd). */
+static char *client_cmd_str(rlock_client *c, const char *a0, const char *a1)
+{
+    rlk_args a;
+    rlk_args_init(&a);
+    rlk_args_adds(&a, a0);
+    if (a1 != NULL) {
+        rlk_args_adds(&a, a1);
+    }
+    redisReply *r = NULL;
+    if (rlk_cmd(c, RLK_IDEMPOTENT, &a, &r) != RLOCK_OK) {
+        return NULL;
+    }
+    char *s = NULL;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        s = strdup(r->str);
+    }
+    freeReplyObject(r);
+    return s;
+}
+
+static void test_option_defaults(void **state)
+{
+    (void)state;
+    rlock_options o;
+    memset(&o, 0xA5, sizeof(o));
+    rlock_options_init(&o);
+    assert_string_equal(o.url, "redis://127.0.0.1:6379");
+    assert_int_equal(o.pool_size, 64);
+    assert_int_equal(o.connect_timeout_ms, 10000);
+    assert_int_equal(o.command_timeout_ms, 3000);
+    assert_int_equal(o.watchdog_timeout_ms, 30000);
+    assert_int_equal(o.fair_wait_ms, 300000);
+    assert_int_equal(o.waiter_timeout_ms, 5000);
+    assert_int_equal(o.subscription_timeout_ms, 7500);
+    assert_int_equal(o.redlock_server_timeout_ms, 50);
+    assert_int_equal(o.rw_reader_preferring, 0);
+    assert_null(o.log_fn);
+    assert_int_equal(o.log_level, RLOCK_LOG_WARN);
+    assert_null(o.on_lost);
+    assert_null(o.user_data);
+    for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++) {
+        assert_null(o.reserved[i]);
+    }
+    rlock_options_init(NULL); /* documented as harmless */
+}
+
+/* Each mutation must be rejected before any connection is attempted, with a message that names
+ * the offending option. */
+static void test_bad_options(void **state)
+{
+    rh_server *s = *state;
+    static const char *const what[] = {
+        "pool_size",          "pool_size",           "pool_size",
+        "connect_timeout_ms", "connect_timeout_ms",  "command_timeout_ms",
+        "watchdog_timeout_ms", "watchdog_timeout_ms", "waiter_timeout_ms",
+        "subscription_timeout_ms", "fair_wait_ms",   "redlock_server_timeout_ms",
+        "command_timeout_ms",
+    };
+    for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+        rlock_options o;
+        cu_opts(&o, s);
+        switch (i) {
+        case 0: o.pool_size = 0; break;
+        case 1: o.pool_size = -3; break;
+        case 2: o.pool_size = 100000; break;
+        case 3: o.connect_timeout_ms = -1; break;
+        case 4: o.connect_timeout_ms = 0; break;
+        case 5: o.command_timeout_ms = -200; break;
+        case 6: o.watchdog_timeout_ms = 0; break;
+        case 7: o.watchdog_timeout_ms = -30000; break;
+        case 8: o.waiter_timeout_ms = 0; break;
+        case 9: o.subscription_timeout_ms = -1; break;
+        case 10: o.fair_wait_ms = -5; break;
+        case 11: o.redlock_server_timeout_ms = 0; break;
+        default: o.command_timeout_ms = RLOCK_MAX_DURATION_MS + 1; break;
+        }
+        rlock_client *c = (rlock_client *)&o; /* must be reset to NULL on failure */
+        rlk_err_clear();
+        int r = rlock_client_new(&o, &c);
+        if (r != RLOCK_EINVAL || c != NULL || strstr(rlock_last_error(), what[i]) == NULL) {
+            fail_msg("case %zu (%s): r=%d c=%p msg='%s'", i, what[i], r, (void *)c,
+                     rlock_last_error());
+        }
+    }
+    rlk_err_clear();
+    assert_int_equal(rlock_client_new(NULL, NULL), RLOCK_EINVAL);
+    assert_true(rlock_last_error()[0] != '\0');
+    /* The baseline options are good: the rejections above were the mutations' doing. */
+    rlock_options o;
+    cu_opts(&o, s);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    assert_non_null(c);
+    rlock_client_free(c);
+}
+
+static void test_bad_urls(void **state)
+{
+    (void)state;
+    const char *bad[] = {NULL, "", "http://127.0.0.1:6379", "redis://127.0.0.1:99999",
+                         "redis://127.0.0.1:port", "redis://127.0.0.1:6379/db", "redis://",
+                         "unix://relative/path", "redis://127.0.0.1:6379/-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rlock_options o;
+        rlock_options_init(&o);
+        o.url = bad[i];
+        rlock_client *c = NULL;
+        rlk_err_clear();
+        int64_t t0 = rh_now_ms();
+        int r = rlock_client_new(&o, &c);
+        int64_t dt = rh_now_ms() - t0;
+        if (r != RLOCK_EINVAL || c != NULL || rlock_last_error()[0] == '\0' || dt > 100) {
+            fail_msg("url '%s': r=%d msg='%s' %lld ms", bad[i] ? bad[i] : "(null)", r,
+                     rlock_last_error(), (long long)dt);
+        }
+    }
+}
+
+static void test_password(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--requirepass", "s3cret", NULL};
+    rh_server *s = cu_start(extra);
+    assert_non_null(s);
+    char url[256];
+    rlock_client *c = NULL;
+    int64_t dt = 0;
+
+    snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", rh_port(s));
+    assert_int_equal(try_client(url, 500, &dt, &c), RLOCK_EAUTH);
+    assert_null(c);
+    assert_true(dt < 500);
+    /* Redis' own text is part of the detail. */
+    assert_non_null(strstr(rlock_last_error(), "WRONGPASS"));
+
+    /* No password at all against a server that requires one is an authentication failure too:
+     * the client must not pretend to be usable. */
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rh_port(s));
+    int r = try_client(url, 500, &dt, &c);
+    if (r != RLOCK_EAUTH) {
+        rlock_client_free(c);
+        fail_msg("no password: expected RLOCK_EAUTH, got %d (%s)", r, rlock_last_error());
+    }
+
+    snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d", rh_port(s));
+    assert_int_equal(try_client(url, 500, &dt, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "pw-lock");
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_is_locked(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_free(c);
+    rh_free(s);
+}
+
+static void test_acl_user(void **state)
+{
+    rh_server *s = *state;
+    const char *setuser[] = {"ACL", "SETUSER", "rlk_user", "on", ">pw%1", "~*", "&*", "+@all",
+                             NULL};
+    char *ok = rh_cmd_str(s, setuser);
+    assert_non_null(ok);
+    assert_string_equal(ok, "OK");
+    free(ok);
+    char url[256];
+    rlock_client *c = NULL;
+    int64_t dt = 0;
+    /* The password is percent-encoded in the URL ("%25" is '%'). */
+    snprintf(url, sizeof(url), "redis://rlk_user:pw%%251@127.0.0.1:%d", rh_port(s));
+    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_OK);
+    char *who = client_cmd_str(c, "ACL", "WHOAMI");
+    assert_non_null(who);
+    assert_string_equal(who, "rlk_user");
+    free(who);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "acl-lock");
+    assert_int_equal(rlock_lock(l, 5000), RLOCK_OK);
+    assert_int_equal(rlock_hold_count(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_free(c);
+
+    snprintf(url, sizeof(url), "redis://rlk_user:nope@127.0.0.1:%d", rh_port(s));
+    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_EAUTH);
+    assert_null(c);
+    snprintf(url, sizeof(url), "redis://nobody:pw%%251@127.0.0.1:%d", rh_port(s));
+    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_EAUTH);
+    assert_null(c);
+}
+
+static void test_db_selection(void **state)
+{
+    rh_server *s = *state;
+    char url[256];
+    rlock_client *c = NULL;
+    int64_t dt = 0;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/3", rh_port(s));
+    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "db3-lock");
+    assert_int_equal(rlock_lock(l, 20000), RLOCK_OK);
+    assert_int_equal(cu_exists_in_db(s, 3, "db3-lock"), 1);
+    assert_int_equal(cu_exists_in_db(s, 0, "db3-lock"), 0);
+    assert_int_equal(cu_exists_in_db(s, 3, "redisson_lock_token:{db3-lock}"), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(cu_exists_in_db(s, 3, "db3-lock"), 0);
+    rlock_free(l);
+    rlock_client_free(c);
+
+    /* The query form selects too. */
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d?db=5", rh_port(s));
+    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_OK);
+    l = rlock_open(c, RLOCK_REENTRANT, "db5-lock");
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    assert_int_equal(cu_exists_in_db(s, 5, "db5-lock"), 1);
+    assert_int_equal(cu_exists_in_db(s, 3, "db5-lock"), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_free(c);
+
+    /* A database the server does not have: SELECT fails when connecting. */
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/99", rh_port(s));
+    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_EAUTH);
+    assert_null(c);
+    assert_non_null(strstr(rlock_last_error(), "DB index is out of range"));
+}
+
+static void test_dead_port(void **state)
+{
+    (void)state;
+    rh_server *s = cu_start(NULL);
+    assert_non_null(s);
+    assert_int_equal(rh_stop(s), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rh_port(s));
+    rlock_client *c = NULL;
+    int64_t dt = 0;
+    assert_int_equal(try_client(url, 2000, &dt, &c), RLOCK_ECONN);
+    assert_null(c);
+    assert_true(rlock_last_error()[0] != '\0');
+    /* Connection refused is immediate: far below the 2 s connect timeout. */
+    assert_true(dt < 300);
+    rh_free(s);
+}
+
+/* A SIGSTOPped server accepts TCP connections (the kernel completes the handshake) but never
+ * answers. Creating a client must fail within the connect timeout, and a live client's calls
+ * within the command timeout; nothing may hang. */
+static void test_paused_server(void **state)
+{
+    (void)state;
+    rh_server *s = cu_start(NULL);
+    assert_non_null(s);
+    rlock_options o;
+    cu_opts(&o, s);
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 300;
+    rlock_client *live = NULL;
+    assert_int_equal(rlock_client_new(&o, &live), RLOCK_OK);
+    rlock *l = rlock_open(live, RLOCK_REENTRANT, "paused-lock");
+    assert_non_null(l);
+
+    assert_int_equal(rh_pause(s), 0);
+    char url[128];
+    rlock_client *c = NULL;
+    int64_t dt = 0;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/1", rh_port(s));
+    int r_db = try_client(url, 300, &dt, &c);
+    int64_t dt_db = dt;
+    int r_plain = try_client(rh_url(s), 300, &dt, &c);
+    int64_t dt_plain = dt;
+    rlock_client_free(c);
+
+    int64_t t0 = rh_now_ms();
+    int r_lock = rlock_try_lock(l, 0, 5000);
+    int64_t dt_lock = rh_now_ms() - t0;
+    t0 = rh_now_ms();
+    int r_locked = rlock_is_locked(l);
+    int64_t dt_locked = rh_now_ms() - t0;
+    assert_int_equal(rh_resume(s), 0);
+
+    print_message("paused: client_new(/1) %d in %lld ms, client_new %d in %lld ms, "
+                  "try_lock %d in %lld ms, is_locked %d in %lld ms\n", r_db, (long long)dt_db,
+                  r_plain, (long long)dt_plain, r_lock, (long long)dt_lock, r_locked,
+                  (long long)dt_locked);
+    assert_int_equal(r_db, RLOCK_ECONN);
+    assert_in_range(dt_db, 250, 800);
+    assert_int_equal(r_plain, RLOCK_ECONN);
+    assert_in_range(dt_plain, 250, 800);
+    assert_int_equal(r_lock, RLOCK_ECONN);
+    assert_in_range(dt_lock, 250, 800);
+    assert_int_equal(r_locked, RLOCK_ECONN);
+    assert_in_range(dt_locked, 250, 800);
+
+    /* Resumed: the same client works again on a fresh connection. */
+    rlock *l2 = rlock_open(live, RLOCK_REENTRANT, "after-pause");
+    assert_int_equal(rlock_try_lock(l2, 0, 5000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l2), RLOCK_OK);
+    rlock_free(l2);
+    rlock_free(l);
+    t0 = rh_now_ms();
+    rlock_client_free(live);
+    assert_true(rh_now_ms() - t0 < 1500);
+    rh_free(s);
+}
+
+static void test_strerror_and_version(void **state)
+{
+    (void)state;
+    const char *seen[13];
+    for (int code = 0; code >= -12; code--) {
+        const char *m = rlock_strerror(code);
+        assert_non_null(m);
+        assert_true(m[0] != '\0');
+        assert_string_not_equal(m, "unknown error code");
+        for (int j = 0; j < -code; j++) {
+            assert_string_not_equal(m, seen[j]);
+        }
+        seen[-code] = m;
+    }
+    int unknown[] = {1, -13, 42, -1000, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        assert_string_equal(rlock_strerror(unknown[i]), "unknown error code");
+    }
+    char v[32];
+    snprintf(v, sizeof(v), "%d.%d.%d", RLOCK_VERSION_MAJOR, RLOCK_VERSION_MINOR,
+             RLOCK_VERSION_PATCH);
+    assert_string_equal(rlock_version_string(), v);
+    /* The detail message starts with the code's description. */
+    assert_int_equal(rlk_err(RLOCK_EPROTO, "detail %d", 7), RLOCK_EPROTO);
+    assert_non_null(strstr(rlock_last_error(), rlock_strerror(RLOCK_EPROTO)));
+    assert_non_null(strstr(rlock_last_error(), "detail 7"));
+}
+
+static int setup_server(void **state)
+{
+    rh_server *s = cu_start(NULL);
+    *state = s;
+    return s == NULL ? -1 : 0;
+}
+
+static int teardown_server(void **state)
+{
+    rh_free(*state);
+    return 0;
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_option_defaults),
+        cmocka_unit_test_setup_teardown(test_bad_options, setup_server, teardown_server),
+        cmocka_unit_test(test_bad_urls),
+        cmocka_unit_test(test_password),
+        cmocka_unit_test_setup_teardown(test_acl_user, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_db_selection, setup_server, teardown_server),
+        cmocka_unit_test(test_dead_port),
+        cmocka_unit_test(test_paused_server),
+        cmocka_unit_test(test_strerror_and_version),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
