@@ -69,8 +69,7 @@ struct rlk_hold {
     atomic_int lost;         /* set by the watchdog: the lease ran out while held */
     uint64_t token;          /* fencing token of the current hold */
     int64_t lease_ms;        /* effective lease of the latest acquire (kept on partial release) */
-    int watchdog;            /* 1 while wd is registered */
-    rlk_wd_entry wd;
+    rlk_wd_entry wd;         /* watchdog registration (renewed while registered) */
 };
 
 struct rlock {
@@ -78,11 +77,11 @@ struct rlock {
     const rlk_single_ops *single; /* NULL for groups */
     rlock_client *client;         /* NULL for groups */
     rlock_kind kind;
-    char *name;
-    size_t name_len;
+    uint32_t name_len;            /* names are at most 1 MiB; packed beside kind to save memory */
     pthread_mutex_t mu;           /* guards holds */
     rlk_hold *holds;
     void *impl;                   /* type-specific state */
+    char name[];                  /* the lock name, NUL-terminated; "" for groups */
 };
 
 /* One acquisition or release in progress, on the caller's stack. */

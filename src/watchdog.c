@@ -267,8 +267,9 @@ static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n
             wd->stats.renewed++;
             rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(now + rlk_wd_period(e->lease_ms)));
         } else if (items[i].result == 0 || now >= e->expires_at) {
-            /* Stays FIRING until its lost() callback returned, so cancel waits for it. */
-            e->next = lost;
+            /* Stays FIRING until its lost() callback returned, so cancel waits for it. The
+             * entry is out of the wheel, so its timer link is free to chain the lost list. */
+            e->timer.next = lost ? &lost->timer : NULL;
             lost = e;
             wd->stats.lost++;
         } else {
@@ -310,12 +311,15 @@ static void rlk_wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
     free(items);
     if (lost != NULL) {
         pthread_mutex_unlock(&wd->mu);
-        for (rlk_wd_entry *e = lost; e != NULL; e = e->next) {
+        for (rlk_wd_entry *e = lost; e != NULL;) {
+            rlk_timer *next = e->timer.next;
             e->cls->lost(e);
+            e = next ? RLK_ENTRY_OF(next) : NULL;
         }
         pthread_mutex_lock(&wd->mu);
         for (rlk_wd_entry *e = lost, *next; e != NULL; e = next) {
-            next = e->next;
+            next = e->timer.next ? RLK_ENTRY_OF(e->timer.next) : NULL;
+            e->timer.next = NULL;
             e->state = RLK_WD_IDLE;
             wd->stats.registered--;
         }

@@ -34,7 +34,6 @@ struct rlk_wd_entry {
     int64_t lease_ms;             /* PEXPIRE value sent with each renewal */
     int64_t expires_at;           /* private: monotonic end of the last confirmed lease */
     int state;                    /* private */
-    struct rlk_wd_entry *next;    /* private: batch list */
 };
 
 int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out);
@@ -48,7 +47,7 @@ int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms);
  * and the watchdog holds no reference to e (it may be freed). No-op if not registered.
  * Must not be called with a lock held that lost() takes. */
 void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e);
-/* 1 while e is registered (not cancelled and not judged lost). */
+/* 1 while e is registered (not cancelled and not judged lost). Takes the watchdog mutex. */
 int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e);
 
 /* Counters for tests and benchmarks. */
