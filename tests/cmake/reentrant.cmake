@@ -9,3 +9,7 @@ endif()
 # expiry, TTL, tryLock wait bounds, Redis down.
 rlock_add_test(NAME test_reentrant_basic SOURCES reentrant/test_reentrant_basic.c
                LABELS redis TIMEOUT 90)
+
+# Mutual exclusion: 4 processes x 8 threads on one name, SET NX flag + GET/SET counter checker.
+rlock_add_test(NAME test_reentrant_stress SOURCES reentrant/test_reentrant_stress.c
+               LABELS redis stress TIMEOUT 150)
