@@ -63,6 +63,20 @@ static inline int cu_exists_in_db(const rh_server *s, int db, const char *key)
     return result;
 }
 
+/* After a server outage the pool may refuse dials for its backoff (at most 1 s) with a fast
+ * RLOCK_ECONN. Retries a single-attempt try_lock on l until it succeeds or ms pass; returns the
+ * last result and stores the time it took in *took_ms. */
+static inline int cu_lock_works_within(rlock *l, int64_t ms, int64_t *took_ms)
+{
+    int64_t t0 = rh_now_ms();
+    int r;
+    while ((r = rlock_try_lock(l, 0, 10000)) == RLOCK_ECONN && rh_now_ms() - t0 < ms) {
+        rh_sleep_ms(20);
+    }
+    *took_ms = rh_now_ms() - t0;
+    return r;
+}
+
 /* Starts a server or skips the whole program when redis-server is missing. */
 static inline rh_server *cu_start(const char *const *extra)
 {

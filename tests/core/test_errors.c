@@ -24,6 +24,7 @@ static void test_paused_mid_flight(void **state)
     rlock_options o;
     cu_opts(&o, s);
     o.command_timeout_ms = CMD_TIMEOUT_MS;
+    o.connect_timeout_ms = CMD_TIMEOUT_MS;
     rlock_client *c = NULL;
     assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
     rlock *held = rlock_open(c, RLOCK_REENTRANT, "mid-held");
@@ -52,17 +53,23 @@ static void test_paused_mid_flight(void **state)
     for (int i = 0; i < 5; i++) {
         print_message("paused: call %d -> %d in %lld ms\n", i, r[i], (long long)(t[i + 1] - t[i]));
     }
+    /* The first call runs on the pool's open connection: it fails exactly when the command
+     * timeout runs out. Later calls dial (bounded by the connect timeout) or are refused at once
+     * during the pool's dial backoff; none may take longer than a timeout plus slack. */
+    assert_in_range(t[1] - t[0], CMD_TIMEOUT_MS - 10, CMD_TIMEOUT_MS + 400);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(r[i], RLOCK_ECONN);
-        assert_in_range(t[i + 1] - t[i], CMD_TIMEOUT_MS - 10, CMD_TIMEOUT_MS + 400);
+        assert_in_range(t[i + 1] - t[i], 0, CMD_TIMEOUT_MS + 400);
     }
-    assert_non_null(strstr(detail, "timed out"));
+    assert_true(strstr(detail, "timed out") != NULL || strstr(detail, "reconnect") != NULL);
 
     /* Resumed: the client works again. (The requests that timed out were still in the paused
      * server's socket buffers and ran after the resume, so mid-lock may now be taken by this
      * thread's owner; a fresh name shows the client itself is healthy.) */
     rlock *fresh = rlock_open(c, RLOCK_REENTRANT, "mid-fresh");
-    assert_int_equal(rlock_try_lock(fresh, 0, 10000), RLOCK_OK);
+    int64_t took = 0;
+    assert_int_equal(cu_lock_works_within(fresh, 1500, &took), RLOCK_OK);
+    print_message("working again %lld ms after the resume\n", (long long)took);
     assert_int_equal(rlock_is_held(fresh), 1);
     assert_int_equal(rlock_unlock(fresh), RLOCK_OK);
     assert_int_equal(rlock_is_locked(fresh), 0);
