@@ -1,0 +1,358 @@
+/*
+ * The fair lock: Redisson's RFairLock data, with the queue's costs and failure modes fixed.
+ *
+ * Data (byte for byte Redisson's): the lock hash at `name` (owner "<uuid>:<tid>" -> hold count,
+ * PEXPIRE lease), the waiter queue `redisson_lock_queue:{name}` (a list of owners in arrival
+ * order), the waiter zset `redisson_lock_timeout:{name}` (owner -> deadline in epoch ms) and one
+ * channel per waiting thread, `redisson_lock__channel:{name}:<owner>`. A release publishes "0"
+ * on the channel of the first waiter only. Fencing tokens: `redisson_lock_token:{name}` is
+ * incremented whenever the lock is taken from free; a re-entry keeps the hold's token.
+ *
+ * What differs from Redisson, and why:
+ *  - A zset score is a liveness deadline, not a turn estimate: server now + waiter_timeout_ms,
+ *    refreshed by the watchdog thread every third of that (fair_heartbeat.lua, batched with the
+ *    other renewals) and by every attempt of the waiter. Nothing ever has to shift the other
+ *    waiters' scores, so a grant (LINDEX, ZSCORE, LPOP, ZREM, HSET, PEXPIRE, INCR) and an enqueue
+ *    (ZADD, RPUSH) are O(log N) in the number of waiters; Redisson's ZINCRBY over every waiter
+ *    was O(N) per grant and per give-up.
+ *  - All deadlines come from the server's clock (TIME inside the scripts), never a client's.
+ *  - A waiter whose process died stops heartbeating; within waiter_timeout_ms plus one heartbeat
+ *    period of any live waiter of the lock, the heartbeat script sweeps it out of the zset and the
+ *    list wherever it stands, and wakes the new first waiter if the lock is free. Dead heads are
+ *    also dropped by every acquire and release. Redisson kept a dead waiter for its whole wait
+ *    (5 minutes by default) and only ever looked at the head.
+ *  - A waiter that gives up (its wait elapsed, or an error ended the wait) leaves the list and
+ *    the zset before rlock_try_lock() returns, retrying through a transient Redis error (such as
+ *    CLIENT PAUSE WRITE, Redisson #5019) for up to waiter_timeout_ms, after which its entry has
+ *    expired anyway. If it was first in line while the lock was free, the hand-off passes on.
+ *    The list removal is LPOP/RPOP when the waiter is first or last, else one LREM that stops at
+ *    the waiter: Redis lists have no O(log N) removal by value, and the spec wants the entry out
+ *    of the list (a tombstone would stay visible, and a tombstone at the head would stall a
+ *    Redisson client, whose purge stops at a head without a score). LREM is a single command
+ *    scanning inside Redis, not per-waiter script work.
+ *  - try_lock(0) never joins the queue; like Redisson it does not take a free lock while another
+ *    live waiter is first in line.
+ *  - fair_wait_ms is not used: a waiter stays queued for as long as it waits and is alive.
+ *
+ * Mixed queues (rlock and Redisson clients on one fair lock) keep mutual exclusion, because both
+ * take the lock only through the hash, but strict order can be lost:
+ *  - Redisson's grant and give-up subtract its wait (300 s by default) from every score. An rlock
+ *    waiter's score then lies in the past until its next heartbeat (at most waiter_timeout_ms/3),
+ *    and a purge in that window drops it; it joins again at the tail on its next attempt.
+ *  - A Redisson waiter's deadline is predecessor's deadline + its wait on its own clock; the
+ *    rlock sweep drops it when that passes on the server's clock, which differs by the skew.
+ *  - A Redisson waiter that died blocks the queue until its deadline passes (Redisson's rules).
+ *  - Redisson reads an rlock waiter's score as a turn estimate to compute its own deadline; that
+ *    only shortens the Redisson waiter's own deadline estimate and does not change the order.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lock.h"
+#include "scripts.h"
+
+/* Names derived once per handle from the lock name (immutable while the handle lives). */
+typedef struct fair_impl {
+    rlk_buf queue;   /* redisson_lock_queue:{name} */
+    rlk_buf zset;    /* redisson_lock_timeout:{name} */
+    rlk_buf token;   /* redisson_lock_token:{name} */
+    rlk_buf channel; /* redisson_lock__channel:{name}; a waiter's channel adds ":<owner>" */
+} fair_impl;
+
+/* A queued waiter's liveness heartbeat, registered with the watchdog while it waits. */
+typedef struct fair_waiter {
+    rlk_wd_entry wd;
+    rlock *lock;
+    char owner[RLK_OWNER_MAX];
+    size_t owner_len;
+} fair_waiter;
+
+static fair_impl *fair_of(const rlock *l)
+{
+    return (fair_impl *)l->impl;
+}
+
+static int fair_channel(rlk_acq *a, rlk_buf *ch)
+{
+    const fair_impl *f = fair_of(a->lock);
+    int rc = rlk_buf_append(ch, f->channel.p, f->channel.len);
+
+    rc = rc != RLOCK_OK ? rc : rlk_buf_appends(ch, ":");
+    return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->owner, a->owner_len);
+}
+
+/* Heartbeat entry: the key is the lock name and the field the waiting owner; the script derives
+ * the zset and queue names as Redisson does (the batch shape gives one key per entry). */
+static int fair_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
+{
+    fair_waiter *w = (fair_waiter *)(void *)((char *)e - offsetof(fair_waiter, wd));
+    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
+
+    return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->owner, w->owner_len);
+}
+
+/* A lost heartbeat needs no action here: the waiter's next attempt finds the entry gone, joins
+ * again and registers a new heartbeat (fair_attempt). */
+static void fair_waiter_lost(rlk_wd_entry *e)
+{
+    (void)e;
+}
+
+static const rlk_renew_class fair_waiter_class = {
+    RLK_SCRIPT_FAIR_HEARTBEAT,
+    fair_waiter_describe,
+    fair_waiter_lost,
+};
+
+/* Registers the waiter's heartbeat (again, after it was judged lost). */
+static int fair_heartbeat_start(rlk_acq *a, fair_waiter *w)
+{
+    rlk_wd_cancel(a->client->watchdog, &w->wd);
+    rlk_wd_entry_init(&w->wd, &fair_waiter_class);
+    return rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
+}
+
+/* Keys shared by the release, force release and leave scripts. */
+static void fair_queue_keys(const rlock *l, rlk_args *keys)
+{
+    const fair_impl *f = fair_of(l);
+
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, f->queue.p, f->queue.len);
+    rlk_args_add(keys, f->zset.p, f->zset.len);
+    rlk_args_add(keys, f->channel.p, f->channel.len);
+}
+
+static int fair_attempt_reply(rlk_acq *a, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER) {
+        return rlk_err(RLOCK_EPROTO, "fair_acquire on '%s': unexpected reply shape",
+                       a->lock->name);
+    }
+    if (r->element[0]->integer == 1) {
+        a->token = (uint64_t)r->element[1]->integer;
+        return 1;
+    }
+    a->ttl_ms = r->element[1]->integer;
+    return 0;
+}
+
+static int fair_attempt(rlk_acq *a)
+{
+    const fair_impl *f = fair_of(a->lock);
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    fair_waiter *w = a->scratch;
+
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, a->lock->name, a->lock->name_len);
+    rlk_args_add(&keys, f->queue.p, f->queue.len);
+    rlk_args_add(&keys, f->zset.p, f->zset.len);
+    rlk_args_add(&keys, f->token.p, f->token.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, a->lease_ms);
+    rlk_args_add(&args, a->owner, a->owner_len);
+    rlk_args_addi(&args, a->client->opts.waiter_timeout_ms);
+    rlk_args_adds(&args, a->may_queue ? "1" : "0");
+    int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &keys, &args, &r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    rc = fair_attempt_reply(a, r);
+    freeReplyObject(r);
+    /* Still waiting, but the heartbeat was judged lost (Redis unreachable for a whole timeout,
+     * or the entry was swept): the attempt has just put the entry back, so beat again. */
+    if (rc == 0 && w != NULL && !rlk_wd_active(a->client->watchdog, &w->wd)) {
+        rc = fair_heartbeat_start(a, w);
+    }
+    return rc;
+}
+
+/* Runs fair_leave.lua, retrying a failed call (the server may be paused or briefly away) until
+ * it succeeds or the entry must have expired on its own: waiter_timeout_ms after the last
+ * heartbeat, which has stopped before this is called. */
+static void fair_leave(rlk_acq *a)
+{
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    int64_t give_up = rlk_add_sat(rlk_now_ms(), a->client->opts.waiter_timeout_ms);
+    int64_t nap = 10;
+
+    fair_queue_keys(a->lock, &keys);
+    rlk_args_init(&args);
+    rlk_args_add(&args, a->owner, a->owner_len);
+    rlk_args_adds(&args, "0");
+    for (;;) {
+        int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
+        if (rc == RLOCK_OK) {
+            freeReplyObject(r);
+            return;
+        }
+        if (rc != RLOCK_ECONN || atomic_load(&a->client->closed) || rlk_now_ms() >= give_up) {
+            rlk_log(a->client, RLOCK_LOG_WARN, "fair lock '%s': could not leave the queue (%s); "
+                    "the entry expires after waiter_timeout_ms", a->lock->name,
+                    rlock_last_error());
+            return;
+        }
+        struct timespec ts = {0, (long)nap * 1000000L};
+        nanosleep(&ts, NULL);
+        nap = nap < 200 ? nap * 2 : 200;
+    }
+}
+
+static int fair_wait_begin(rlk_acq *a)
+{
+    if (!a->may_queue) {
+        return RLOCK_OK;
+    }
+    fair_waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        fair_leave(a);
+        return rlk_err(RLOCK_ENOMEM, "out of memory for a fair-lock waiter's heartbeat");
+    }
+    w->lock = a->lock;
+    memcpy(w->owner, a->owner, a->owner_len);
+    w->owner_len = a->owner_len;
+    rlk_wd_entry_init(&w->wd, &fair_waiter_class);
+    int rc = rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
+    if (rc != RLOCK_OK) {
+        free(w);
+        fair_leave(a);
+        return rc;
+    }
+    a->scratch = w;
+    return RLOCK_OK;
+}
+
+/* Ends a wait: the heartbeat stops before the entry goes, so it cannot be put back afterwards.
+ * A granted waiter was taken off the queue by the grant itself. */
+static void fair_wait_end(rlk_acq *a, int acquired)
+{
+    fair_waiter *w = a->scratch;
+
+    if (w != NULL) {
+        rlk_wd_cancel(a->client->watchdog, &w->wd);
+        free(w);
+        a->scratch = NULL;
+    }
+    if (!acquired && a->may_queue) {
+        fair_leave(a);
+    }
+}
+
+static int fair_release(rlk_acq *a)
+{
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    long long v = 0;
+
+    fair_queue_keys(a->lock, &keys);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, a->lease_ms);
+    rlk_args_add(&args, a->owner, a->owner_len);
+    rlk_args_adds(&args, "0");
+    int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_RELEASE, 0, &keys, &args, &r);
+    rc = rc != RLOCK_OK ? rc : rlk_reply_int(r, &v, "fair_release");
+    freeReplyObject(r);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
+    return v < 0 ? RLK_NOT_HELD : (int)v;
+}
+
+static int fair_force_unlock(rlock *l)
+{
+    rlk_args keys;
+    rlk_args args;
+    redisReply *r = NULL;
+    long long v = 0;
+
+    fair_queue_keys(l, &keys);
+    rlk_args_init(&args);
+    rlk_args_adds(&args, "0");
+    int rc = rlk_script(l->client, RLK_SCRIPT_FAIR_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args,
+                        &r);
+    rc = rc != RLOCK_OK ? rc : rlk_reply_int(r, &v, "fair_force_release");
+    freeReplyObject(r);
+    return rc != RLOCK_OK ? rc : (v == 1);
+}
+
+static const rlk_renew_class fair_hold_renew = {
+    RLK_SCRIPT_RENEW_HASH,
+    rlk_hold_describe,
+    rlk_hold_on_lost,
+};
+
+static const rlk_single_ops fair_single = {
+    fair_attempt, fair_channel, fair_wait_begin, fair_wait_end, fair_release, &fair_hold_renew, 0,
+};
+
+static void fair_impl_free(fair_impl *f)
+{
+    if (f != NULL) {
+        rlk_buf_free(&f->queue);
+        rlk_buf_free(&f->zset);
+        rlk_buf_free(&f->token);
+        rlk_buf_free(&f->channel);
+        free(f);
+    }
+}
+
+static void fair_destroy(rlock *l)
+{
+    fair_impl_free(fair_of(l));
+    l->impl = NULL;
+    rlk_single_destroy(l);
+}
+
+static const rlk_lock_ops fair_ops = {
+    "fair",           rlk_single_acquire, rlk_single_unlock,     fair_force_unlock,
+    rlk_hash_is_locked, rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
+    rlk_single_token, fair_destroy,
+};
+
+static fair_impl *fair_impl_new(const char *name, size_t len)
+{
+    fair_impl *f = calloc(1, sizeof(*f));
+
+    if (f == NULL) {
+        return NULL;
+    }
+    rlk_buf_init(&f->queue);
+    rlk_buf_init(&f->zset);
+    rlk_buf_init(&f->token);
+    rlk_buf_init(&f->channel);
+    int rc = rlk_prefix_name(&f->queue, "redisson_lock_queue", name, len);
+    rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->zset, "redisson_lock_timeout", name, len);
+    rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->token, "redisson_lock_token", name, len);
+    rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->channel, "redisson_lock__channel", name, len);
+    if (rc != RLOCK_OK) {
+        fair_impl_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+rlock *rlk_fair_open(rlock_client *c, const char *name)
+{
+    rlock *l = rlk_single_new(c, RLOCK_FAIR, name, &fair_ops, &fair_single);
+
+    if (l == NULL) {
+        return NULL;
+    }
+    l->impl = fair_impl_new(l->name, l->name_len);
+    if (l->impl == NULL) {
+        rlock_free(l);
+        rlk_err(RLOCK_ENOMEM, "cannot allocate the fair lock's key names");
+        return NULL;
+    }
+    return l;
+}
