@@ -3,17 +3,16 @@
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  the waiting-writers zset, rlock_rwlock_writers:{name}
+-- KEYS[4]  prefix of waiting writers' channels, rlock_rwlock_writer:{name} (+ ":" + write field)
 -- ARGV[1]  mode the lock must be in: "read" or "write"
--- ARGV[2]  message to publish: Redisson's "0" for the read side, "1" for the write side; "1"
---          whenever writers are waiting, since a single wake-up could reach a reader that must
---          keep waiting behind them
+-- ARGV[2]  message to publish: Redisson's "0" for the read side, "1" for the write side (each
+--          waiting writer also gets "1" on its private channel)
 -- Returns 1 if the lock was held in that mode and was deleted, 0 otherwise.
 if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
     redis.call('del', KEYS[1])
-    if redis.call('exists', KEYS[3]) == 1 then
-        redis.call('publish', KEYS[2], 1)
-    else
-        redis.call('publish', KEYS[2], ARGV[2])
+    redis.call('publish', KEYS[2], ARGV[2])
+    for _, writer in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+        redis.call('publish', KEYS[4] .. ':' .. writer, 1)
     end
     return 1
 end

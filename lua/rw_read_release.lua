@@ -1,13 +1,17 @@
 -- rw_read_release.lua: release one read hold (Redisson RReadWriteLock data). The hold's timeout
 -- key goes, and the hash's TTL is recomputed from the remaining read holds' own timeout keys, so
 -- readers whose process died (their keys expired) cannot keep the lock alive; when no live read
--- hold remains the hash is deleted and waiters are woken. While the owner also holds the write
--- side the hash and its TTL belong to that write hold and are left alone.
+-- hold remains the hash is deleted and waiters are woken: "0" on Redisson's channel, and "1" on the
+-- private channel of every waiting writer (writers have their own channels so that a wake-up meant
+-- for them cannot be taken by a reader of the same process that must keep waiting behind them).
+-- While the owner also holds the write side the hash and its TTL belong to that write hold and are
+-- left alone.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  this owner's timeout-key prefix, {name}:<uuid>:<tid>:rwlock_timeout
 -- KEYS[4]  the key prefix of every owner's timeout keys, {name} (name itself if it has a '{')
 -- KEYS[5]  the waiting-writers zset, rlock_rwlock_writers:{name}
+-- KEYS[6]  prefix of waiting writers' channels, rlock_rwlock_writer:{name} (+ ":" + write field)
 -- ARGV[1]  read owner field "<uuid>:<tid>"
 -- Returns -1  the owner holds no read hold (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the read side
@@ -46,11 +50,8 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
--- Redisson's read release says "0" (wake one). When writers wait, the one woken could be a
--- reader that must keep waiting behind them, so every local waiter is woken instead.
-if redis.call('exists', KEYS[5]) == 1 then
-    redis.call('publish', KEYS[2], 1)
-else
-    redis.call('publish', KEYS[2], 0)
+redis.call('publish', KEYS[2], 0)
+for _, writer in ipairs(redis.call('zrange', KEYS[5], 0, -1)) do
+    redis.call('publish', KEYS[6] .. ':' .. writer, 1)
 end
 return result

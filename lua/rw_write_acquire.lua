@@ -13,7 +13,9 @@
 -- ARGV[4]  liveness timeout in ms of a waiting writer; 0 = do not record this caller as waiting
 -- Returns {1, token}  acquired from free; token is the new counter value
 --         {1, 0}      re-entered by the write holder; it keeps its token
---         {0, pttl}   held by others; pttl is the hash's remaining lease (-1: no expiry)
+--         {0, ttl}    held by others; ttl is the hash's remaining lease (-1: no expiry), capped
+--                     at the liveness timeout for a recorded waiter: it waits on its private
+--                     channel, which a Redisson client's release does not reach
 --         {-1, 0}     the caller holds the read side only: it can never get the write side
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
@@ -40,5 +42,10 @@ if tonumber(ARGV[4]) > 0 then
     -- The zset disappears by itself once no writer refreshes it.
     local remain = redis.call('pttl', KEYS[3])
     redis.call('pexpire', KEYS[3], math.max(remain, tonumber(ARGV[4])))
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl < 0 or ttl > tonumber(ARGV[4]) then
+        ttl = tonumber(ARGV[4])
+    end
+    return {0, ttl}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -2,10 +2,13 @@
 -- hold either frees the lock or, when the owner still holds read holds, turns the lock into a
 -- read lock (downgrade) whose TTL is its read holds' longest remaining lease. Both cases publish
 -- "1" so that every waiting reader in every process re-attempts (Redisson publishes nothing on a
--- downgrade, leaving readers asleep until their TTL bound).
+-- downgrade, leaving readers asleep until their TTL bound), and "1" on the private channel of each
+-- waiting writer.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  this owner's timeout-key prefix, {name}:<uuid>:<tid>:rwlock_timeout
+-- KEYS[4]  the waiting-writers zset, rlock_rwlock_writers:{name}
+-- KEYS[5]  prefix of waiting writers' channels, rlock_rwlock_writer:{name} (+ ":" + write field)
 -- ARGV[1]  write owner field "<uuid>:<tid>:write"
 -- ARGV[2]  read owner field "<uuid>:<tid>"
 -- Returns -1  the owner holds no write hold; nothing changed
@@ -31,4 +34,7 @@ else
     redis.call('del', KEYS[1])
 end
 redis.call('publish', KEYS[2], 1)
+for _, writer in ipairs(redis.call('zrange', KEYS[4], 0, -1)) do
+    redis.call('publish', KEYS[5] .. ':' .. writer, 1)
+end
 return 1

@@ -32,6 +32,7 @@ typedef struct rw_impl {
     rlk_buf channel; /* redisson_rwlock:{name} */
     rlk_buf token;   /* redisson_lock_token:{name} */
     rlk_buf writers; /* rlock_rwlock_writers:{name} */
+    rlk_buf wchan;   /* rlock_rwlock_writer:{name}, + ":" + write field = a waiting writer's channel */
     rlk_buf prefix;  /* {name}, or name itself when it carries a hash tag */
 } rw_impl;
 
@@ -159,11 +160,21 @@ static int rw_write_attempt(rlk_acq *a)
     return rc;
 }
 
+/* Readers (and writers of a reader-preferring client) wait on Redisson's channel. A waiting writer
+ * of a writer-preferring client waits on its own channel: on the shared one, the wake-up it needs
+ * (the lock became free) could be consumed by a reader of the same process that must keep waiting
+ * behind it, since wake-ups of one channel are shared by its local waiters. */
 static int rw_channel(rlk_acq *a, rlk_buf *ch)
 {
     const rw_impl *rw = rw_of(a->lock);
+    int rc;
 
-    return rlk_buf_append(ch, rw->channel.p, rw->channel.len);
+    if (a->lock->kind != RLOCK_WRITE || !rw_writer_preferring(a->lock)) {
+        return rlk_buf_append(ch, rw->channel.p, rw->channel.len);
+    }
+    rc = rlk_buf_append(ch, rw->wchan.p, rw->wchan.len);
+    rc = rc != RLOCK_OK ? rc : rlk_buf_appends(ch, ":");
+    return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->field, a->field_len);
 }
 
 /* Heartbeat of a waiting writer: the key is the lock name, the field its write field (the script
@@ -279,6 +290,7 @@ static int rw_read_release(rlk_acq *a)
         rlk_args_add(&keys, tp.p, tp.len);
         rlk_args_add(&keys, rw->prefix.p, rw->prefix.len);
         rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+        rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
         rlk_args_init(&args);
         rlk_args_add(&args, a->owner, a->owner_len);
         rc = rlk_script(a->client, RLK_SCRIPT_RW_READ_RELEASE, 0, &keys, &args, &r);
@@ -304,6 +316,8 @@ static int rw_write_release(rlk_acq *a)
         rlk_args_add(&keys, l->name, l->name_len);
         rlk_args_add(&keys, rw->channel.p, rw->channel.len);
         rlk_args_add(&keys, tp.p, tp.len);
+        rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+        rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
         rlk_args_init(&args);
         rlk_args_add(&args, a->field, a->field_len);
         rlk_args_add(&args, a->owner, a->owner_len);
@@ -353,6 +367,7 @@ static int rw_force_unlock(rlock *l)
     rlk_args_add(&keys, l->name, l->name_len);
     rlk_args_add(&keys, rw->channel.p, rw->channel.len);
     rlk_args_add(&keys, rw->writers.p, rw->writers.len);
+    rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
     rlk_args_init(&args);
     rlk_args_adds(&args, write ? "write" : "read");
     rlk_args_adds(&args, write ? "1" : "0");
@@ -396,6 +411,7 @@ static void rw_impl_free(rw_impl *rw)
         rlk_buf_free(&rw->token);
         rlk_buf_free(&rw->writers);
         rlk_buf_free(&rw->prefix);
+        rlk_buf_free(&rw->wchan);
         free(rw);
     }
 }
@@ -431,12 +447,16 @@ static rw_impl *rw_impl_new(const char *name, size_t len)
     rlk_buf_init(&rw->token);
     rlk_buf_init(&rw->writers);
     rlk_buf_init(&rw->prefix);
+    rlk_buf_init(&rw->wchan);
     rc = rlk_prefix_name(&rw->channel, "redisson_rwlock", name, len);
     if (rc == RLOCK_OK) {
         rc = rlk_prefix_name(&rw->token, "redisson_lock_token", name, len);
     }
     if (rc == RLOCK_OK) {
         rc = rlk_prefix_name(&rw->writers, "rlock_rwlock_writers", name, len);
+    }
+    if (rc == RLOCK_OK) {
+        rc = rlk_prefix_name(&rw->wchan, "rlock_rwlock_writer", name, len);
     }
     /* Redisson's key prefix of the timeout keys: suffixName(name, "") without its ':'. */
     if (rc == RLOCK_OK && memchr(name, '{', len) != NULL) {

@@ -4,3 +4,11 @@
 rlock_add_test(NAME test_rw_scenarios
                SOURCES rw/test_rw_scenarios.c rw/rw_util.c
                LABELS redis TIMEOUT 120)
+
+rlock_add_test(NAME test_rw_zombie
+               SOURCES rw/test_rw_zombie.c rw/rw_util.c
+               LABELS redis fault TIMEOUT 90)
+
+rlock_add_test(NAME test_rw_starvation
+               SOURCES rw/test_rw_starvation.c rw/rw_util.c
+               LABELS redis stress TIMEOUT 90)
