@@ -13,3 +13,8 @@ rlock_add_test(NAME test_reentrant_basic SOURCES reentrant/test_reentrant_basic.
 # Mutual exclusion: 4 processes x 8 threads on one name, SET NX flag + GET/SET counter checker.
 rlock_add_test(NAME test_reentrant_stress SOURCES reentrant/test_reentrant_stress.c
                LABELS redis stress TIMEOUT 150)
+
+# Watchdog (1500 ms): SIGKILLed holder frees within the lease, a 10 s hold stays held, 10,000
+# holds kept alive over 3 rounds in batched, pipelined renewals.
+rlock_add_test(NAME test_reentrant_watchdog SOURCES reentrant/test_reentrant_watchdog.c
+               LABELS redis fault TIMEOUT 120)

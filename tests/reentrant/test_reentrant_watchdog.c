@@ -1,0 +1,268 @@
+/*
+ * The watchdog keeps holds taken without a lease alive, and only those: with
+ * watchdog_timeout_ms = 1500 (renewal every 500 ms)
+ *  - a holder process killed with SIGKILL stops renewing, so its lock frees itself within the
+ *    1500 ms lease of its last renewal (plus a tick of slack), and not much earlier;
+ *  - a hold kept for 10 s without unlock stays held with a live lease all along;
+ *  - 10,000 holds in one process are all kept alive over 3 renewal rounds, renewed in batches of
+ *    up to 100 keys per script call, a few pipelines (round trips) per round;
+ *  - unlock unregisters a hold before it returns.
+ *
+ * The SIGKILL test forks, so it runs first, before any test of this program has created a
+ * thread (every later test frees its client, which joins the client's threads).
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client.h"
+#include "re_common.h"
+#include "watchdog.h"
+
+#define WD_MS 1500
+#define PERIOD_MS (WD_MS / 3)
+#define TICK_MS 10 /* the watchdog's wheel tick (RLK_WD_TICK_MS in src/watchdog.c) */
+
+static rh_server *g_srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_srv = rh_start(NULL);
+    return g_srv == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rh_free(g_srv);
+    return 0;
+}
+
+/* ---- SIGKILL of a holder process -------------------------------------------------------- */
+
+static int g_pipe[2];
+
+/* Child: takes the lock with the watchdog, reports "locked" through the pipe, then sleeps
+ * until it is killed. */
+static int holder_child(void *arg)
+{
+    (void)arg;
+    close(g_pipe[0]);
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock *l = c != NULL ? rlock_open(c, RLOCK_REENTRANT, "re:wd:killed") : NULL;
+    if (l == NULL || rlock_lock(l, -1) != RLOCK_OK) {
+        return 1;
+    }
+    char b = 'L';
+    if (write(g_pipe[1], &b, 1) != 1) {
+        return 1;
+    }
+    for (;;) {
+        pause();
+    }
+}
+
+static void test_sigkill_holder_frees_lock(void **state)
+{
+    (void)state;
+    assert_int_equal(pipe(g_pipe), 0);
+    pid_t kid = rh_fork_child(holder_child, NULL);
+    assert_true(kid > 0);
+    close(g_pipe[1]);
+    struct pollfd pfd = {.fd = g_pipe[0], .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 10000), 1);
+    char b = 0;
+    assert_int_equal(read(g_pipe[0], &b, 1), 1);
+    close(g_pipe[0]);
+
+    /* Held past its first lease: the child's watchdog is renewing it. */
+    rh_sleep_ms(WD_MS + 700);
+    const char *exists[] = {"EXISTS", "re:wd:killed", NULL};
+    const char *pttl[] = {"PTTL", "re:wd:killed", NULL};
+    assert_int_equal(rh_cmd_int(g_srv, exists), 1);
+    long long ttl = rh_cmd_int(g_srv, pttl);
+    assert_true(ttl > 0 && ttl <= WD_MS);
+
+    assert_int_equal(kill(kid, SIGKILL), 0);
+    int64_t killed_at = rh_now_ms();
+    assert_int_equal(rh_wait_child(kid, 5000), 128 + SIGKILL);
+    long long ttl_at_kill = rh_cmd_int(g_srv, pttl);
+
+    /* Another client waits for it (woken by the TTL bound: nobody publishes an unlock). */
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:killed");
+    assert_non_null(l);
+    assert_int_equal(rlock_is_locked(l), 1);
+    assert_int_equal(rlock_try_lock(l, 5000, -1), RLOCK_OK);
+    int64_t freed_after = rh_now_ms() - killed_at;
+    print_message("SIGKILLed holder: lease left at kill %lld ms; lock taken by another client "
+                  "%lld ms after the kill\n", ttl_at_kill, (long long)freed_after);
+    /* The last renewal was at most one period (+ a tick) before the kill, so at least
+     * WD_MS - PERIOD_MS - TICK_MS of lease was left; at most WD_MS. */
+    assert_true(freed_after >= WD_MS - PERIOD_MS - 2 * TICK_MS);
+    assert_true(freed_after <= WD_MS + TICK_MS + 100);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* ---- a long hold ------------------------------------------------------------------------ */
+
+static void test_hold_10s_stays_held(void **state)
+{
+    (void)state;
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:long");
+    assert_non_null(l);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    int64_t start = rh_now_ms();
+    int64_t min_ttl = WD_MS;
+    int samples = 0;
+    while (rh_now_ms() - start < 10000) {
+        assert_int_equal(rlock_is_held(l), 1);
+        int64_t ttl = rlock_remaining_ttl_ms(l);
+        assert_true(ttl > 0 && ttl <= WD_MS);
+        min_ttl = ttl < min_ttl ? ttl : min_ttl;
+        samples++;
+        rh_sleep_ms(100);
+    }
+    rlk_wd_stats st;
+    rlk_wd_get_stats(c->watchdog, &st);
+    print_message("10 s hold: %d samples, lowest TTL seen %lld ms, %llu renewals, %llu lost\n",
+                  samples, (long long)min_ttl, (unsigned long long)st.renewed,
+                  (unsigned long long)st.lost);
+    /* Renewed every 500 ms: about 20 renewals in 10 s, never lower than a period's worth of
+     * lease below the full lease (plus generous scheduling slack). */
+    assert_true(st.renewed >= 10000 / (PERIOD_MS + 50) - 1);
+    assert_int_equal(st.lost, 0);
+    assert_true(min_ttl >= WD_MS - PERIOD_MS - 300);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlk_wd_get_stats(c->watchdog, &st);
+    assert_int_equal(st.registered, 0);
+    assert_int_equal(rlock_is_locked(l), 0);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* ---- 10,000 holds ----------------------------------------------------------------------- */
+
+#define MANY 10000
+
+/* EXISTS over all MANY keys in one binary-safe command; returns how many exist. */
+static long long count_existing(redisContext *ctx, char (*names)[32])
+{
+    const char **argv = malloc(sizeof(*argv) * (MANY + 1));
+    assert_non_null(argv);
+    argv[0] = "EXISTS";
+    for (int i = 0; i < MANY; i++) {
+        argv[i + 1] = names[i];
+    }
+    long long n = re_int(ctx, MANY + 1, argv);
+    free(argv);
+    return n;
+}
+
+static void test_10000_holds_batched(void **state)
+{
+    (void)state;
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    assert_non_null(c);
+    char(*names)[32] = calloc(MANY, 32);
+    rlock **locks = calloc(MANY, sizeof(*locks));
+    assert_non_null(names);
+    assert_non_null(locks);
+    redisContext *ctx = rh_connect(g_srv);
+    assert_non_null(ctx);
+
+    int64_t t0 = rh_now_ms();
+    for (int i = 0; i < MANY; i++) {
+        snprintf(names[i], 32, "re:wd:many:%d", i);
+        locks[i] = rlock_open(c, RLOCK_REENTRANT, names[i]);
+        assert_non_null(locks[i]);
+        assert_int_equal(rlock_lock(locks[i], -1), RLOCK_OK);
+    }
+    int64_t span = rh_now_ms() - t0;
+    rlk_wd_stats s0, s1;
+    rlk_wd_get_stats(c->watchdog, &s0);
+    assert_int_equal(s0.registered, MANY);
+    long long evalsha0 = rh_cmdstat_calls(g_srv, "evalsha");
+    int64_t w0 = rh_now_ms();
+
+    /* Three full renewal rounds after the last lock: every hold renewed three more times. */
+    int64_t deadline = rh_now_ms() + 3 * PERIOD_MS + 3000;
+    do {
+        rh_sleep_ms(50);
+        rlk_wd_get_stats(c->watchdog, &s1);
+    } while (s1.renewed - s0.renewed < 3 * MANY && rh_now_ms() < deadline);
+    int64_t window = rh_now_ms() - w0;
+    long long evalsha1 = rh_cmdstat_calls(g_srv, "evalsha");
+    long long alive = count_existing(ctx, names);
+    uint64_t renewed = s1.renewed - s0.renewed, pipelines = s1.pipelines - s0.pipelines;
+    uint64_t batches = s1.batches - s0.batches;
+    double rounds = (double)renewed / MANY;
+    print_message("%d holds locked in %lld ms; over the next %lld ms: %llu renewals (%.2f rounds) "
+                  "in %llu batches (%.1f/round), %llu pipelines (%.1f/round), %llu EVALSHA seen "
+                  "by Redis, lost %llu, failures %llu; %lld keys alive\n",
+                  MANY, (long long)span, (long long)window, (unsigned long long)renewed, rounds,
+                  (unsigned long long)batches, (double)batches / rounds,
+                  (unsigned long long)pipelines, (double)pipelines / rounds,
+                  evalsha1 - evalsha0, (unsigned long long)s1.lost,
+                  (unsigned long long)s1.failures, alive);
+    assert_true(renewed >= 3 * MANY);
+    assert_true(s1.renewed >= 3 * MANY);
+    assert_int_equal(s1.lost, 0);
+    assert_int_equal(s1.failures, 0);
+    assert_int_equal(alive, MANY);
+    /* Batching: a batch carries at most 100 keys, so a round needs at least 100 batches; a
+     * pipeline cuts its due entries into chunks of 100 and at most one chunk per pipeline is
+     * partial, so batches <= 100 per round + pipelines. Redis saw exactly one EVALSHA per
+     * batch (nothing else runs scripts meanwhile). */
+    assert_true(batches >= renewed / 100);
+    assert_true(batches <= (renewed + 99) / 100 + pipelines);
+    assert_int_equal(evalsha1 - evalsha0, (long long)batches);
+    /* Round trips: the design sends the renewals that fall due within one watchdog tick as one
+     * pipeline, so the window can hold at most one pipeline per 10 ms tick (+2 for its ends),
+     * i.e. about 50 per 500 ms round whatever the number of holds - far fewer round trips than
+     * holds. */
+    assert_true(pipelines <= (uint64_t)(window / TICK_MS + 2));
+    assert_true(pipelines * 50 <= renewed);
+
+    /* Unlock unregisters each hold before returning. */
+    for (int i = 0; i < MANY; i++) {
+        assert_int_equal(rlock_unlock(locks[i]), RLOCK_OK);
+    }
+    rlk_wd_get_stats(c->watchdog, &s1);
+    assert_int_equal(s1.registered, 0);
+    assert_int_equal(s1.lost, 0);
+    assert_int_equal(count_existing(ctx, names), 0);
+    for (int i = 0; i < MANY; i++) {
+        rlock_free(locks[i]);
+    }
+    redisFree(ctx);
+    free(locks);
+    free(names);
+    rlock_client_free(c);
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigkill_holder_frees_lock),
+        cmocka_unit_test(test_hold_10s_stays_held),
+        cmocka_unit_test(test_10000_holds_batched),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
