@@ -12,3 +12,7 @@ rlock_add_test(NAME test_rw_zombie
 rlock_add_test(NAME test_rw_starvation
                SOURCES rw/test_rw_starvation.c rw/rw_util.c
                LABELS redis stress TIMEOUT 90)
+
+rlock_add_test(NAME test_rw_stress
+               SOURCES rw/test_rw_stress.c rw/rw_util.c
+               LABELS redis stress TIMEOUT 120)
