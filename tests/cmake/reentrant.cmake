@@ -18,3 +18,13 @@ rlock_add_test(NAME test_reentrant_stress SOURCES reentrant/test_reentrant_stres
 # holds kept alive over 3 rounds in batched, pipelined renewals.
 rlock_add_test(NAME test_reentrant_watchdog SOURCES reentrant/test_reentrant_watchdog.c
                LABELS redis fault TIMEOUT 120)
+
+# Lost leases: key deleted / server paused past the lease -> on_lost once, RLOCK_ELOST, larger
+# next token; explicit leases expire silently.
+rlock_add_test(NAME test_reentrant_lost SOURCES reentrant/test_reentrant_lost.c
+               LABELS redis fault TIMEOUT 90)
+
+# Waiting through pub/sub: bounded acquire attempts (INFO commandstats), no traffic while
+# parked, no leaked channels, CLIENT KILL TYPE pubsub strands nobody.
+rlock_add_test(NAME test_reentrant_waiting SOURCES reentrant/test_reentrant_waiting.c
+               LABELS redis fault TIMEOUT 90)

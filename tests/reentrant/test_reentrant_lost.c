@@ -1,0 +1,203 @@
+/*
+ * Lost leases. A hold kept by the watchdog (watchdog_timeout_ms = 1500) whose renewals cannot
+ * keep it - because (a) its key was deleted behind its back, or (b) the server was paused with
+ * SIGSTOP for longer than the lease - is reported exactly once through on_lost, rlock_is_held()
+ * says 0, rlock_token() 0, rlock_unlock() returns RLOCK_ELOST (and then RLOCK_ENOTOWNER: the
+ * record is gone), and the next holder's fencing token is larger than the lost one's.
+ * A hold with an explicit lease has no watchdog: it expires silently (no on_lost) and its late
+ * unlock is RLOCK_ELOST too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "re_common.h"
+
+#define WD_MS 1500
+
+static rh_server *g_srv;
+static atomic_int g_lost_calls;     /* on_lost calls for the lock under test */
+static atomic_int g_lost_other;     /* on_lost calls naming any other lock (must stay 0) */
+static const char *g_expect_name;   /* set before the client exists; read-only afterwards */
+
+static void on_lost(const char *name, void *user)
+{
+    if (user == &g_lost_calls && name != NULL && strcmp(name, g_expect_name) == 0) {
+        atomic_fetch_add(&g_lost_calls, 1);
+    } else {
+        atomic_fetch_add(&g_lost_other, 1);
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_srv = rh_start(NULL);
+    return g_srv == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rh_free(g_srv);
+    return 0;
+}
+
+/* Polls the callback counter until it reaches want or ms passed; returns the time it took. */
+static int64_t wait_lost(int want, int64_t ms)
+{
+    int64_t t0 = rh_now_ms();
+    while (atomic_load(&g_lost_calls) < want && rh_now_ms() - t0 < ms) {
+        rh_sleep_ms(5);
+    }
+    return rh_now_ms() - t0;
+}
+
+typedef struct {
+    rlock *l;
+    int rc;
+    uint64_t token;
+} holder;
+
+/* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
+static void *new_holder_main(void *arg)
+{
+    holder *h = arg;
+    h->rc = rlock_try_lock(h->l, 5000, -1);
+    if (h->rc == RLOCK_OK) {
+        h->token = rlock_token(h->l);
+        rlock_unlock(h->l);
+    }
+    return NULL;
+}
+
+/* The checks after a loss, shared by both scenarios. */
+static void assert_lost_state(rlock *l, uint64_t lost_token)
+{
+    assert_int_equal(rlock_is_held(l), 0);
+    assert_int_equal(rlock_token(l), 0);
+    holder h = {.l = l};
+    re_run_thread(new_holder_main, &h);
+    assert_int_equal(h.rc, RLOCK_OK);
+    print_message("lost token %llu, next holder's token %llu\n", (unsigned long long)lost_token,
+                  (unsigned long long)h.token);
+    assert_true(h.token > lost_token);
+    assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
+    assert_true(strlen(rlock_last_error()) > 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
+    /* The thread can take the lock again afresh, with a newer token still. */
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_true(rlock_token(l) > h.token);
+    assert_int_equal(rlock_is_held(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(atomic_load(&g_lost_calls), 1);
+    assert_int_equal(atomic_load(&g_lost_other), 0);
+}
+
+/* (a) The key is deleted behind the holder's back (here held twice: reentrant). */
+static void test_lost_by_del(void **state)
+{
+    (void)state;
+    g_expect_name = "re:lost:del";
+    atomic_store(&g_lost_calls, 0);
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
+    assert_non_null(l);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    uint64_t token = rlock_token(l);
+    assert_true(token > 0);
+
+    const char *del[] = {"DEL", g_expect_name, NULL};
+    assert_int_equal(rh_cmd_int(g_srv, del), 1);
+    /* The next renewal (within one 500 ms period) finds the owner gone. */
+    int64_t took = wait_lost(1, 3000);
+    print_message("DEL: on_lost fired %lld ms after the key was deleted\n", (long long)took);
+    assert_int_equal(atomic_load(&g_lost_calls), 1);
+    assert_true(took <= WD_MS / 3 + 200);
+    rh_sleep_ms(WD_MS); /* No second call while the record lingers. */
+    assert_lost_state(l, token);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* (b) The server is paused past the lease: renewals time out, the watchdog judges the lease
+ * over on the monotonic clock (while Redis is still stopped) and reports it once. */
+static void test_lost_by_pause(void **state)
+{
+    (void)state;
+    g_expect_name = "re:lost:pause";
+    atomic_store(&g_lost_calls, 0);
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 300, on_lost, &g_lost_calls);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
+    assert_non_null(l);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    uint64_t token = rlock_token(l);
+    assert_true(token > 0);
+    rh_sleep_ms(WD_MS / 3 + 100); /* at least one successful renewal first */
+
+    assert_int_equal(rh_pause(g_srv), 0);
+    int64_t took = wait_lost(1, 2 * WD_MS + 1000);
+    int fired_while_paused = atomic_load(&g_lost_calls);
+    /* is_held answers from the lost mark without asking the stopped server. */
+    int held_while_paused = rlock_is_held(l);
+    rh_sleep_ms(500);
+    assert_int_equal(rh_resume(g_srv), 0);
+    print_message("SIGSTOP: on_lost fired %lld ms into the pause\n", (long long)took);
+    assert_int_equal(fired_while_paused, 1);
+    assert_int_equal(held_while_paused, 0);
+    assert_true(took <= WD_MS + 500);
+    rh_sleep_ms(WD_MS);
+    assert_lost_state(l, token);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* A hold with an explicit lease is not the watchdog's: it expires without on_lost, and its late
+ * unlock reports RLOCK_ELOST and leaves the next holder's data alone. */
+static void test_explicit_lease_expires_silently(void **state)
+{
+    (void)state;
+    g_expect_name = "re:lost:lease";
+    atomic_store(&g_lost_calls, 0);
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
+    assert_non_null(l);
+    assert_int_equal(rlock_lock(l, 300), RLOCK_OK);
+    uint64_t token = rlock_token(l);
+    rh_sleep_ms(WD_MS);
+    assert_int_equal(atomic_load(&g_lost_calls), 0);
+    assert_int_equal(rlock_is_held(l), 0);
+    holder h = {.l = l};
+    re_run_thread(new_holder_main, &h);
+    assert_int_equal(h.rc, RLOCK_OK);
+    assert_true(h.token > token);
+    assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
+    assert_true(strlen(rlock_last_error()) > 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
+    assert_int_equal(atomic_load(&g_lost_calls), 0);
+    assert_int_equal(atomic_load(&g_lost_other), 0);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lost_by_del),
+        cmocka_unit_test(test_lost_by_pause),
+        cmocka_unit_test(test_explicit_lease_expires_silently),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
