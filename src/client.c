@@ -96,17 +96,34 @@ static void rlk_client_stop(rlock_client *c)
     c->pool = NULL;
 }
 
+/* Dials one connection and PINGs the server, so that a wrong URL, password or db, and a server
+ * that accepts connections but does not answer (stopped, overloaded), are reported by
+ * rlock_client_new() rather than by the first lock call. A TCP connect alone proves little: the
+ * kernel completes it even for a SIGSTOPped server. */
+static int rlk_client_probe(rlock_client *c)
+{
+    rlk_conn *conn = NULL;
+    int r = rlk_pool_borrow(c->pool, &conn);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    const char *argv[1] = {"PING"};
+    redisReply *rep = redisCommandArgv(conn->ctx, 1, argv, NULL);
+    if (rep == NULL) {
+        r = rlk_conn_error(conn->ctx, "PING");
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        int auth = strncmp(rep->str, "NOAUTH", 6) == 0 || strncmp(rep->str, "WRONGPASS", 9) == 0;
+        r = rlk_err(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "PING refused by Redis: %s", rep->str);
+    }
+    freeReplyObject(rep);
+    rlk_pool_return(c->pool, conn, r != RLOCK_OK);
+    return r;
+}
+
 static int rlk_client_start(rlock_client *c)
 {
     int r = rlk_pool_new(c, &c->pool);
-    if (r == RLOCK_OK) {
-        /* Dial once now so that a wrong URL, password or db is reported by rlock_client_new. */
-        rlk_conn *conn = NULL;
-        r = rlk_pool_borrow(c->pool, &conn);
-        if (r == RLOCK_OK) {
-            rlk_pool_return(c->pool, conn, 0);
-        }
-    }
+    r = r ? r : rlk_client_probe(c);
     r = r ? r : rlk_pubsub_new(c, &c->pubsub);
     r = r ? r : rlk_watchdog_new(c, &c->watchdog);
     return r;
