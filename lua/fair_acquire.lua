@@ -1,13 +1,17 @@
 -- fair_acquire.lua: one attempt on a fair lock (Redisson RFairLock data): take it if it is free
 -- and the caller is first in line, re-enter it, or join the waiter queue (or stay in it).
 -- A queued waiter's zset score is a liveness deadline on the server's clock (now + waiter
--- timeout), refreshed by the holder-independent heartbeat script; nothing else in the zset is
--- ever shifted, so every step below is O(log N) in the number of waiters (plus one step per dead
--- head removed, each removed once).
+-- timeout) refreshed by heartbeats; no other score is ever shifted, so every step is O(log N) in
+-- the number of waiters (plus one step per dead head dropped, each dropped once).
+-- Whoever makes a waiter first in line notifies it ("0" on its own channel), so the first waiter
+-- always re-arms its wait bound on the current holder's lease: here, a grant notifies the next
+-- waiter, and dropping dead heads notifies the new first waiter.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name} (list of owners, arrival order)
 -- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name} (zset owner -> server ms)
 -- KEYS[4]  the fencing counter, redisson_lock_token:{name} (never reset, no TTL)
+-- KEYS[5]  the channel prefix, redisson_lock__channel:{name} (a waiter's channel is
+--          this + ":" + its owner)
 -- ARGV[1]  lease in ms (PEXPIRE of the hash)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  waiter timeout in ms: the caller's new deadline is server now + this
@@ -20,27 +24,32 @@ redis.replicate_commands()
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Dead heads (deadline passed, or no deadline at all) leave the queue.
-local head
-while true do
-    head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
+local first = redis.call('lindex', KEYS[2], 0)
+local head = first
+while head do
     local s = redis.call('zscore', KEYS[3], head)
     if s and tonumber(s) > now then
         break
     end
     redis.call('zrem', KEYS[3], head)
     redis.call('lpop', KEYS[2])
+    head = redis.call('lindex', KEYS[2], 0)
 end
 if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
     if head then
         redis.call('lpop', KEYS[2])
+        local nxt = redis.call('lindex', KEYS[2], 0)
+        if nxt then
+            redis.call('publish', KEYS[5] .. ':' .. nxt, '0')
+        end
     end
     redis.call('zrem', KEYS[3], ARGV[2])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, redis.call('incr', KEYS[4])}
+end
+if head and head ~= first and head ~= ARGV[2] then
+    redis.call('publish', KEYS[5] .. ':' .. head, '0')
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -48,7 +57,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     return {1, 0}
 end
 -- Busy. While the lock is held, its remaining lease bounds the wait (an expiry publishes
--- nothing); while it is free, the head is being handed it or is dead, which its deadline bounds.
+-- nothing); while it is free, the first waiter is being handed it or is dead, which its
+-- deadline bounds (and it notifies the next waiter when it takes the lock).
 local bound = redis.call('pttl', KEYS[1])
 if bound == -2 then
     bound = math.max(1, tonumber(redis.call('zscore', KEYS[3], head)) - now)

@@ -1,4 +1,5 @@
--- fair_force_release.lua: delete a fair lock whoever holds it and notify the first live waiter.
+-- fair_force_release.lua: delete a fair lock whoever holds it and notify the first live waiter
+-- (dropping dead heads first, as every fair script does).
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
 -- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
@@ -8,23 +9,19 @@
 redis.replicate_commands()
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head
-while true do
-    head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
+local first = redis.call('lindex', KEYS[2], 0)
+local head = first
+while head do
     local s = redis.call('zscore', KEYS[3], head)
     if s and tonumber(s) > now then
         break
     end
     redis.call('zrem', KEYS[3], head)
     redis.call('lpop', KEYS[2])
+    head = redis.call('lindex', KEYS[2], 0)
 end
-if redis.call('del', KEYS[1]) == 1 then
-    if head then
-        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
-    end
-    return 1
+local result = redis.call('del', KEYS[1])
+if head and (result == 1 or head ~= first) then
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
 end
-return 0
+return result

@@ -2,8 +2,8 @@
 -- that removes dead waiters from anywhere in a queue within a bounded time.
 -- Each live waiter's deadline becomes server now + the waiter timeout. Then, once per lock, up to
 -- 100 waiters whose deadline has passed (their process stopped refreshing) leave the zset and
--- the queue; if that changed who is first in line while the lock is free, the new first waiter
--- is notified. The queue, zset and channel are derived from the lock name as Redisson derives
+-- the queue; if that changed who is first in line, the new first waiter is notified (it may
+-- have to take a free lock, or re-arm its wait bound on the holder's lease). The queue, zset and channel are derived from the lock name as Redisson derives
 -- them ("prefix:{name}", or "prefix:name" when the name already has a hash tag), so they share
 -- the lock name's hash slot.
 -- KEYS[1..N]    lock names (hashes), one per waiter; a name may repeat
@@ -45,7 +45,7 @@ for i = 1, #KEYS do
                 redis.call('lrem', queue, 1, w)
             end
             local head = redis.call('lindex', queue, 0)
-            if head and head ~= first and redis.call('exists', name) == 0 then
+            if head and head ~= first then
                 redis.call('publish', 'redisson_lock__channel:' .. x .. ':' .. head, '0')
             end
         end

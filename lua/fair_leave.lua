@@ -1,9 +1,9 @@
 -- fair_leave.lua: a waiter of a fair lock gives up (its wait elapsed, or an error ended it) and
--- leaves the queue and the zset. If it was first in line and the lock is free, the hand-off it
--- may have been sent passes on to the next live waiter.
+-- leaves the queue and the zset. If it was first in line, the next live waiter is notified: it
+-- may have to take the hand-off this waiter was sent, or re-arm its wait bound.
 -- The list removal is O(1) when the waiter is first or last in line, else one LREM that stops at
 -- the waiter (a scan inside Redis, no per-waiter script work); the zset removal is O(log N).
--- KEYS[1]  the lock hash (the lock name)
+-- KEYS[1]  the lock hash (the lock name; unused, listed so every fair script names its keys)
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
 -- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
@@ -22,16 +22,13 @@ elseif redis.call('lindex', KEYS[2], -1) == ARGV[1] then
 elseif first and redis.call('lrem', KEYS[2], 1, ARGV[1]) > 0 then
     removed = 1
 end
-if first ~= ARGV[1] or redis.call('exists', KEYS[1]) == 1 then
+if first ~= ARGV[1] then
     return removed
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
+local head = redis.call('lindex', KEYS[2], 0)
+while head do
     local s = redis.call('zscore', KEYS[3], head)
     if s and tonumber(s) > now then
         redis.call('publish', KEYS[4] .. ':' .. head, ARGV[2])
@@ -39,5 +36,6 @@ while true do
     end
     redis.call('zrem', KEYS[3], head)
     redis.call('lpop', KEYS[2])
+    head = redis.call('lindex', KEYS[2], 0)
 end
 return removed

@@ -1,5 +1,6 @@
 -- fair_release.lua: release one hold of a fair lock (Redisson RFairLock data); the last release
--- deletes the hash and notifies only the first live waiter, on its own channel.
+-- deletes the hash and notifies only the first live waiter, on its own channel. Dropping dead
+-- heads notifies the new first waiter too, so that it re-arms its wait bound.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
 -- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
@@ -15,32 +16,32 @@
 redis.replicate_commands()
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head
-while true do
-    head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
+local first = redis.call('lindex', KEYS[2], 0)
+local head = first
+while head do
     local s = redis.call('zscore', KEYS[3], head)
     if s and tonumber(s) > now then
         break
     end
     redis.call('zrem', KEYS[3], head)
     redis.call('lpop', KEYS[2])
+    head = redis.call('lindex', KEYS[2], 0)
 end
+local result
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    if head and redis.call('exists', KEYS[1]) == 0 then
-        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[3])
+    result = -1
+    if redis.call('exists', KEYS[1]) == 0 then
+        first = nil
     end
-    return -1
-end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-if count > 0 then
+elseif redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return 0
+    result = 0
+else
+    redis.call('del', KEYS[1])
+    first = nil
+    result = 1
 end
-redis.call('del', KEYS[1])
-if head then
+if head and head ~= first then
     redis.call('publish', KEYS[4] .. ':' .. head, ARGV[3])
 end
-return 1
+return result

@@ -155,6 +155,7 @@ static int fair_attempt(rlk_acq *a)
     rlk_args_add(&keys, f->queue.p, f->queue.len);
     rlk_args_add(&keys, f->zset.p, f->zset.len);
     rlk_args_add(&keys, f->token.p, f->token.len);
+    rlk_args_add(&keys, f->channel.p, f->channel.len);
     rlk_args_init(&args);
     rlk_args_addi(&args, a->lease_ms);
     rlk_args_add(&args, a->owner, a->owner_len);

@@ -6,3 +6,6 @@ endif()
 
 # Basic set, data layout, per-waiter notification, heartbeats (~10 s).
 rlock_add_test(NAME test_fair_basic SOURCES fair/test_fair_basic.c LABELS redis TIMEOUT 90)
+
+# FIFO across threads, clients and processes; 500 threads; 20 x 50 waiters in 4 processes.
+rlock_add_test(NAME test_fair_order SOURCES fair/test_fair_order.c LABELS redis TIMEOUT 120)

@@ -352,7 +352,9 @@ static void test_data_layout_and_notify_head_only(void **state)
     }
     fc_free_strings(q, 3);
 
-    /* Watch every channel of this lock, then release: one message, to the first waiter. */
+    /* Watch every channel of this lock, then release: the release notifies the first waiter
+     * only; when that one takes the lock, the grant notifies the next one (so it re-arms its wait
+     * bound); the third hears nothing while the first holds. */
     redisContext *sub = redisConnect("127.0.0.1", rh_port(g_srv));
     assert_true(sub != NULL && sub->err == 0);
     redisReply *r = redisCommand(sub, "PSUBSCRIBE redisson_lock__channel:{fair:layout}*");
@@ -362,6 +364,7 @@ static void test_data_layout_and_notify_head_only(void **state)
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     struct timeval tv = {0, 300000};
     redisSetTimeout(sub, tv);
+    int per_waiter[3] = {0, 0, 0};
     int messages = 0;
     char first_channel[256] = "";
     while (redisGetReply(sub, (void **)&r) == REDIS_OK) {
@@ -370,14 +373,22 @@ static void test_data_layout_and_notify_head_only(void **state)
             if (messages++ == 0) {
                 snprintf(first_channel, sizeof(first_channel), "%s", r->element[2]->str);
             }
+            for (int i = 0; i < 3; i++) {
+                const char *ch = r->element[2]->str;
+                size_t len = strlen(ch), olen = strlen(h[i].owner);
+                per_waiter[i] += len > olen && strcmp(ch + len - olen, h[i].owner) == 0;
+            }
         }
         freeReplyObject(r);
     }
     redisFree(sub);
     char expect[256];
     snprintf(expect, sizeof(expect), "redisson_lock__channel:{fair:layout}:%s", h[0].owner);
-    assert_int_equal(messages, 1);
     assert_string_equal(first_channel, expect);
+    assert_int_equal(per_waiter[0], 1);
+    assert_int_equal(per_waiter[1], 1);
+    assert_int_equal(per_waiter[2], 0);
+    assert_int_equal(messages, 2);
     for (int i = 0; i < 3; i++) {
         pthread_join(t[i], NULL);
         assert_int_equal(h[i].rc, RLOCK_OK);
