@@ -17,8 +17,7 @@
 #include "pool.h"
 
 /* Creates a client for url with the given timeouts; returns the rlock code and its duration. */
-static int try_client(const char *url, int64_t timeout_ms, int64_t *elapsed_ms,
-                      rlock_client **out)
+static int try_client(const char *url, int64_t timeout_ms, int64_t *elapsed_ms, rlock_client **out)
 {
     rlock_options o;
     rlock_options_init(&o);
@@ -85,36 +84,41 @@ static void test_option_defaults(void **state)
 static void test_bad_options(void **state)
 {
     rh_server *s = *state;
-    static const char *const what[] = {
-        "pool_size",          "pool_size",           "pool_size",
-        "connect_timeout_ms", "connect_timeout_ms",  "command_timeout_ms",
-        "watchdog_timeout_ms", "watchdog_timeout_ms", "waiter_timeout_ms",
-        "subscription_timeout_ms", "fair_wait_ms",   "redlock_server_timeout_ms",
-        "command_timeout_ms",
+    static const struct {
+        const char *what;
+        size_t off;
+        int64_t value;
+    } cases[] = {
+        {"pool_size", offsetof(rlock_options, pool_size), 0},
+        {"pool_size", offsetof(rlock_options, pool_size), -3},
+        {"pool_size", offsetof(rlock_options, pool_size), 100000},
+        {"connect_timeout_ms", offsetof(rlock_options, connect_timeout_ms), -1},
+        {"connect_timeout_ms", offsetof(rlock_options, connect_timeout_ms), 0},
+        {"command_timeout_ms", offsetof(rlock_options, command_timeout_ms), -200},
+        {"command_timeout_ms", offsetof(rlock_options, command_timeout_ms),
+         RLOCK_MAX_DURATION_MS + 1},
+        {"watchdog_timeout_ms", offsetof(rlock_options, watchdog_timeout_ms), 0},
+        {"watchdog_timeout_ms", offsetof(rlock_options, watchdog_timeout_ms), -30000},
+        {"waiter_timeout_ms", offsetof(rlock_options, waiter_timeout_ms), 0},
+        {"subscription_timeout_ms", offsetof(rlock_options, subscription_timeout_ms), -1},
+        {"fair_wait_ms", offsetof(rlock_options, fair_wait_ms), -5},
+        {"redlock_server_timeout_ms", offsetof(rlock_options, redlock_server_timeout_ms), 0},
     };
-    for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         rlock_options o;
         cu_opts(&o, s);
-        switch (i) {
-        case 0: o.pool_size = 0; break;
-        case 1: o.pool_size = -3; break;
-        case 2: o.pool_size = 100000; break;
-        case 3: o.connect_timeout_ms = -1; break;
-        case 4: o.connect_timeout_ms = 0; break;
-        case 5: o.command_timeout_ms = -200; break;
-        case 6: o.watchdog_timeout_ms = 0; break;
-        case 7: o.watchdog_timeout_ms = -30000; break;
-        case 8: o.waiter_timeout_ms = 0; break;
-        case 9: o.subscription_timeout_ms = -1; break;
-        case 10: o.fair_wait_ms = -5; break;
-        case 11: o.redlock_server_timeout_ms = 0; break;
-        default: o.command_timeout_ms = RLOCK_MAX_DURATION_MS + 1; break;
+        char *field = (char *)&o + cases[i].off;
+        if (cases[i].off == offsetof(rlock_options, pool_size)) {
+            int v = (int)cases[i].value;
+            memcpy(field, &v, sizeof(v));
+        } else {
+            memcpy(field, &cases[i].value, sizeof(int64_t));
         }
         rlock_client *c = (rlock_client *)&o; /* must be reset to NULL on failure */
         rlk_err_clear();
         int r = rlock_client_new(&o, &c);
-        if (r != RLOCK_EINVAL || c != NULL || strstr(rlock_last_error(), what[i]) == NULL) {
-            fail_msg("case %zu (%s): r=%d c=%p msg='%s'", i, what[i], r, (void *)c,
+        if (r != RLOCK_EINVAL || c != NULL || strstr(rlock_last_error(), cases[i].what) == NULL) {
+            fail_msg("case %zu (%s): r=%d c=%p msg='%s'", i, cases[i].what, r, (void *)c,
                      rlock_last_error());
         }
     }
@@ -133,9 +137,15 @@ static void test_bad_options(void **state)
 static void test_bad_urls(void **state)
 {
     (void)state;
-    const char *bad[] = {NULL, "", "http://127.0.0.1:6379", "redis://127.0.0.1:99999",
-                         "redis://127.0.0.1:port", "redis://127.0.0.1:6379/db", "redis://",
-                         "unix://relative/path", "redis://127.0.0.1:6379/-1"};
+    const char *bad[] = {NULL,
+                         "",
+                         "http://127.0.0.1:6379",
+                         "redis://127.0.0.1:99999",
+                         "redis://127.0.0.1:port",
+                         "redis://127.0.0.1:6379/db",
+                         "redis://",
+                         "unix://relative/path",
+                         "redis://127.0.0.1:6379/-1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         rlock_options o;
         rlock_options_init(&o);
@@ -192,8 +202,8 @@ static void test_password(void **state)
 static void test_acl_user(void **state)
 {
     rh_server *s = *state;
-    const char *setuser[] = {"ACL", "SETUSER", "rlk_user", "on", ">pw%1", "~*", "&*", "+@all",
-                             NULL};
+    const char *setuser[] = {"ACL", "SETUSER", "rlk_user", "on", ">pw%1",
+                             "~*",  "&*",      "+@all",    NULL};
     char *ok = rh_cmd_str(s, setuser);
     assert_non_null(ok);
     assert_string_equal(ok, "OK");
@@ -314,9 +324,9 @@ static void test_paused_server(void **state)
     assert_int_equal(rh_resume(s), 0);
 
     print_message("paused: client_new(/1) %d in %lld ms, client_new %d in %lld ms, "
-                  "try_lock %d in %lld ms, is_locked %d in %lld ms\n", r_db, (long long)dt_db,
-                  r_plain, (long long)dt_plain, r_lock, (long long)dt_lock, r_locked,
-                  (long long)dt_locked);
+                  "try_lock %d in %lld ms, is_locked %d in %lld ms\n",
+                  r_db, (long long)dt_db, r_plain, (long long)dt_plain, r_lock, (long long)dt_lock,
+                  r_locked, (long long)dt_locked);
     /* Connecting is bounded by the connect timeout, a command on an open connection by the
      * command timeout (it cannot fail sooner); a later call may fail faster (the pool backs off
      * after a failed dial) but never later. */

@@ -216,8 +216,7 @@ int main(void)
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_paused_mid_flight, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_use_after_client_free, setup_server,
-                                        teardown_server),
+        cmocka_unit_test_setup_teardown(test_use_after_client_free, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_wrong_type, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup_server, teardown_server),
     };

@@ -52,8 +52,9 @@ static int script_exists(rh_server *s, const char *sha1)
 {
     const char *argv[] = {"SCRIPT", "EXISTS", sha1, NULL};
     redisReply *r = rh_cmd(s, argv);
-    int v = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? (int)
-            r->element[0]->integer : -1;
+    int v = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1
+                ? (int)r->element[0]->integer
+                : -1;
     if (r != NULL) {
         freeReplyObject(r);
     }
@@ -233,8 +234,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_embedded_bytes_and_sha1, setup_server,
                                         teardown_server),
         cmocka_unit_test_setup_teardown(test_script_flush, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_script_flush_watchdog, setup_server,
-                                        teardown_server),
+        cmocka_unit_test_setup_teardown(test_script_flush_watchdog, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_server_restart, setup_server, teardown_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

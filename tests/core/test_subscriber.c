@@ -24,9 +24,9 @@
 typedef struct shared {
     rlock *lock;
     atomic_int started;
-    atomic_int inside;     /* threads in the critical section: must never exceed 1 */
+    atomic_int inside; /* threads in the critical section: must never exceed 1 */
     atomic_int violations;
-    atomic_int warnings;   /* WARN log lines (the subscriber reports the lost connection) */
+    atomic_int warnings; /* WARN log lines (the subscriber reports the lost connection) */
 } shared;
 
 typedef struct waiter {
@@ -170,8 +170,8 @@ static void test_pubsub_killed_while_waiting(void **state)
         last = w[i].acquired_at > last ? w[i].acquired_at : last;
     }
     print_message("resubscribed %lld ms after the kill; the last of %d waiters got the lock "
-                  "%lld ms after the release (each held it %d ms)\n", (long long)resubscribed,
-                  WAITERS, (long long)(last - released_at), HOLD_MS);
+                  "%lld ms after the release (each held it %d ms)\n",
+                  (long long)resubscribed, WAITERS, (long long)(last - released_at), HOLD_MS);
     assert_int_equal(atomic_load(&sh.violations), 0);
     /* Four hand-offs of HOLD_MS each plus wake-up latency: far below any timeout-driven retry. */
     assert_in_range(last - released_at, (WAITERS - 1) * HOLD_MS, 2000);
