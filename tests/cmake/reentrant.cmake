@@ -28,3 +28,19 @@ rlock_add_test(NAME test_reentrant_lost SOURCES reentrant/test_reentrant_lost.c
 # parked, no leaked channels, CLIENT KILL TYPE pubsub strands nobody.
 rlock_add_test(NAME test_reentrant_waiting SOURCES reentrant/test_reentrant_waiting.c
                LABELS redis fault TIMEOUT 90)
+
+# Fencing tokens: strictly increasing across threads/handles/clients, kept on re-entry, 0 when
+# not held, never reset.
+rlock_add_test(NAME test_reentrant_fencing SOURCES reentrant/test_reentrant_fencing.c
+               LABELS redis TIMEOUT 60)
+
+# Bad input: NULL/empty/oversized names, binary names (spaces, CRLF, 0x01..0xFF), bad and extreme
+# durations, unlock twice, calls after the client is freed.
+rlock_add_test(NAME test_reentrant_badinput SOURCES reentrant/test_reentrant_badinput.c
+               LABELS redis TIMEOUT 60)
+
+# The example: examples/counter run against a harness server must report an exact count.
+if(RLOCK_BUILD_EXAMPLES AND EXISTS "${PROJECT_SOURCE_DIR}/examples/counter.c")
+  rlock_add_test(NAME test_reentrant_example SOURCES reentrant/test_reentrant_example.c
+                 LABELS redis TIMEOUT 90 ARGS $<TARGET_FILE:example_counter>)
+endif()

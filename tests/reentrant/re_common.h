@@ -19,19 +19,6 @@
 #include "redis_harness.h"
 #include "rlock.h"
 
-/* 1 when built with ThreadSanitizer, which makes everything several times slower; the stress
- * programs scale their work down then (each documents by how much). */
-#if defined(__SANITIZE_THREAD__)
-#define RE_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RE_TSAN 1
-#endif
-#endif
-#ifndef RE_TSAN
-#define RE_TSAN 0
-#endif
-
 /* A client on server s with the given watchdog lease and command timeout (0 = defaults) and an
  * optional on_lost callback. Returns NULL (after printing why) on failure. */
 static inline rlock_client *re_client_ex(const rh_server *s, int64_t watchdog_ms,

@@ -122,7 +122,7 @@ static void *contender_main(void *arg)
 static void test_handoff_attempts_bounded(void **state)
 {
     (void)state;
-    const int rounds = RE_TSAN ? 40 : 100;
+    const int rounds = 100;
     rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:wait:handoff");
     assert_non_null(l);
     /* Load the scripts first so that no NOSCRIPT retry is counted. */

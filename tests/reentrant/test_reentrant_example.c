@@ -1,0 +1,51 @@
+/*
+ * Runs examples/counter (path given as argv[1] by CTest) against a harness redis-server: 4
+ * processes x 250 locked read-modify-write increments must end with the counter exactly 1000,
+ * and the example must say so with exit status 0.
+ */
+#include <setjmp.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "re_common.h"
+
+extern char **environ;
+
+static const char *g_example;
+
+static void test_counter_example_is_exact(void **state)
+{
+    (void)state;
+    rh_server *s = rh_start(NULL);
+    assert_non_null(s);
+    char *argv[] = {(char *)g_example, (char *)rh_url(s), "4", "250", NULL};
+    pid_t pid = -1;
+    assert_int_equal(posix_spawn(&pid, g_example, NULL, NULL, argv, environ), 0);
+    assert_int_equal(rh_wait_child(pid, 60000), 0);
+    const char *get[] = {"GET", "example:counter", NULL};
+    assert_int_equal(rh_cmd_int(s, get), 1000);
+    const char *exists[] = {"EXISTS", "example:counter:lock", NULL};
+    assert_int_equal(rh_cmd_int(s, exists), 0);
+    rh_free(s);
+}
+
+int main(int argc, char **argv)
+{
+    rh_skip_if_unavailable();
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH_OF_EXAMPLE_COUNTER\n", argv[0]);
+        return 1;
+    }
+    g_example = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counter_example_is_exact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
