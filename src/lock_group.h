@@ -30,6 +30,10 @@ typedef struct rlk_rl_round {
     size_t n;
     rlock *const *members; /* one per server */
     int script;        /* RLK_SCRIPT_* or -1 for a plain command in args */
+    /* Answers wanted before the per-server timeouts apply, and the bound on waiting for them
+     * (monotonic ms). 0 = per-server timeouts only, as an acquire must use them. */
+    int need;
+    int64_t hard_deadline;
     rlk_rl_io io[RLK_REDLOCK_MAX];
 } rlk_rl_round;
 

@@ -383,6 +383,8 @@ void rlk_rl_round_init(rlk_rl_round *r, rlock *const *members, size_t n)
 void rlk_rl_prepare(rlk_rl_round *r, int script)
 {
     r->script = script;
+    r->need = 0;
+    r->hard_deadline = 0;
     for (size_t i = 0; i < r->n; i++) {
         rlk_rl_io *io = &r->io[i];
         io->active = 0;
@@ -476,6 +478,19 @@ static void rlk_rl_take_reply(rlk_rl_round *r, size_t i, redisReply *rep)
 }
 
 /* Reads every awaited reply until it arrived or its server's deadline passed. */
+/* Answers received so far in this round (replies, error replies included). */
+static int rlk_rl_answered(const rlk_rl_round *r)
+{
+    int answered = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const rlk_rl_io *io = &r->io[i];
+        answered += io->active && !io->waiting && !io->stale && io->conn != NULL;
+    }
+    return answered;
+}
+
+/* Reads every awaited reply until it arrived or its server's deadline passed; while fewer than
+ * r->need servers answered, the deadlines stretch to r->hard_deadline. */
 static void rlk_rl_collect(rlk_rl_round *r)
 {
     struct pollfd pf[RLK_REDLOCK_MAX];
@@ -483,12 +498,15 @@ static void rlk_rl_collect(rlk_rl_round *r)
     for (;;) {
         int64_t now = rlk_now_ms();
         int64_t wait = INT64_MAX;
+        int patient = rlk_rl_answered(r) < r->need && now < r->hard_deadline;
         nfds_t nf = 0;
         for (size_t i = 0; i < r->n; i++) {
             rlk_rl_io *io = &r->io[i];
             if (!io->waiting) {
                 continue;
             }
+            int64_t deadline = patient && r->hard_deadline > io->deadline ? r->hard_deadline
+                                                                          : io->deadline;
             void *rep = NULL;
             if (redisGetReplyFromReader(io->conn->ctx, &rep) == REDIS_ERR) {
                 io->waiting = 0;
@@ -496,7 +514,7 @@ static void rlk_rl_collect(rlk_rl_round *r)
                 io->err = rlk_conn_error(io->conn->ctx, "RedLock: reading a reply");
             } else if (rep != NULL) {
                 rlk_rl_take_reply(r, i, rep);
-            } else if (now >= io->deadline) {
+            } else if (now >= deadline) {
                 io->waiting = 0;
                 io->stale = 1;
                 io->err = rlk_err(RLOCK_ECONN, "RedLock: server %zu did not answer within %lld ms",
@@ -507,7 +525,7 @@ static void rlk_rl_collect(rlk_rl_round *r)
                 pf[nf].events = POLLIN;
                 pf[nf].revents = 0;
                 idx[nf++] = i;
-                wait = io->deadline - now < wait ? io->deadline - now : wait;
+                wait = deadline - now < wait ? deadline - now : wait;
             }
         }
         if (nf == 0) {

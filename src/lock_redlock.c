@@ -25,6 +25,7 @@
  * fewer than a majority of the grants are still alive the group is lost: on_lost of the first
  * member's client fires once with the first member's name, and unlock returns RLOCK_ELOST.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -85,13 +86,39 @@ static void rlk_rl_add_name(rlk_args *a, const rlock *m)
     rlk_args_add(a, m->name, m->name_len);
 }
 
+/* Outside acquisition a slow majority is waited for (up to the command timeout) rather than
+ * given up on after the short per-server timeout: a release or a query needs answers, not speed.
+ * Servers beyond the majority still only get their per-server timeout. */
+static void rlk_rl_patient(rlk_rl_round *r, const rlk_redlock *g)
+{
+    int64_t t = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        int64_t c = g->members[i]->client->opts.command_timeout_ms;
+        t = c > t ? c : t;
+    }
+    r->need = g->quorum;
+    r->hard_deadline = rlk_add_sat(rlk_now_ms(), t);
+}
+
+/* rlk_err() with the calling thread's current last error appended (copied first: it is the
+ * buffer rlk_err() writes). */
+static int rlk_rl_wrap(int code, const char *what)
+{
+    char detail[256];
+    snprintf(detail, sizeof(detail), "%s", rlock_last_error());
+    return rlk_err(code, "RedLock: %s: %s", what, detail);
+}
+
 /* Releases the hold of h on the servers in mask (lock_release.lua). Returns how many of them
  * confirmed that the owner held it (reply 0 or 1); *first_err gets the first error. */
 static int rlk_rl_release(rlk_rl_round *r, rlk_rl_hold *h, const unsigned char *mask,
-                          int64_t lease_ms, int *first_err)
+                          int64_t lease_ms, int patient, int *first_err)
 {
     rlk_redlock *g = rlk_rl_of(h->group);
     rlk_rl_prepare(r, RLK_SCRIPT_LOCK_RELEASE);
+    if (patient) {
+        rlk_rl_patient(r, g);
+    }
     for (size_t i = 0; i < g->n; i++) {
         rlk_rl_io *io = &r->io[i];
         io->active = mask[i];
@@ -332,7 +359,7 @@ static int rlk_rl_attempt(rlock *l, rlk_rl_hold *h, int64_t lease_ms)
         unsigned char mask[RLK_REDLOCK_MAX];
         int ignored = RLOCK_OK;
         rlk_rl_release_mask(g, h, mask);
-        (void)rlk_rl_release(&r, h, mask, lease_ms, &ignored);
+        (void)rlk_rl_release(&r, h, mask, lease_ms, 0, &ignored);
         memset(h->granted, 0, sizeof(h->granted));
         h->granted_n = 0;
     }
@@ -424,8 +451,7 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     if (rc != 1) {
         free(h);
         if (rc < 0) {
-            return rlk_err(rc, "RedLock: no majority of servers reachable: %s",
-                           rlock_last_error());
+            return rlk_rl_wrap(rc, "no majority of servers reachable");
         }
         return rlk_err(RLOCK_ETIMEDOUT, "RedLock: no majority (%d of %zu) with time to spare "
                        "within %lld ms", g->quorum, g->n, (long long)wait_ms);
@@ -461,23 +487,25 @@ static int rlk_rl_unlock(rlock *l)
     rlk_rl_round_init(&r, g->members, g->n);
     int first_err = RLOCK_OK;
     int64_t lease = h->valid_until == INT64_MAX ? -1 : 1;
-    int confirmed = rlk_rl_release(&r, h, mask, lease, &first_err);
+    int confirmed = rlk_rl_release(&r, h, mask, lease, 1, &first_err);
     rlk_rl_round_end(&r);
-    int granted_n = h->granted_n;
+    int64_t valid_until = h->valid_until;
     free(h);
     if (lost) {
         return rlk_err(RLOCK_ELOST, "RedLock: fewer than a majority of the grants could be "
                        "renewed while held");
     }
+    if (rlk_now_ms() >= valid_until) {
+        return rlk_err(RLOCK_ELOST, "RedLock: the hold outlived its validity (lease - drift)");
+    }
     if (confirmed >= g->quorum) {
         return RLOCK_OK;
     }
     if (first_err != RLOCK_OK) {
-        return rlk_err(first_err, "RedLock: only %d of the %d granting servers confirmed the "
-                       "release: %s", confirmed, granted_n, rlock_last_error());
+        return rlk_rl_wrap(first_err, "fewer than a majority confirmed the release");
     }
-    return rlk_err(RLOCK_ENOTOWNER, "RedLock: only %d of %zu servers still had the hold (its "
-                   "lease ran out)", confirmed, g->n);
+    return rlk_err(RLOCK_ELOST, "RedLock: only %d of %zu servers still had the hold", confirmed,
+                   g->n);
 }
 
 /* Counts servers (in mask) whose integer reply to the prepared plain command is 1. Returns the
@@ -501,8 +529,7 @@ static int rlk_rl_count_ones(rlk_rl_round *r, const unsigned char *mask)
     rlk_rl_round_end(r);
     int quorum = (int)(r->n / 2 + 1);
     if (ones < quorum && answered < quorum && first_err != RLOCK_OK) {
-        return rlk_err(first_err, "RedLock: no majority of servers answered: %s",
-                       rlock_last_error());
+        return rlk_rl_wrap(first_err, "no majority of servers answered");
     }
     return ones;
 }
@@ -517,6 +544,7 @@ static int rlk_rl_is_held(rlock *l)
     rlk_rl_round r;
     rlk_rl_round_init(&r, g->members, g->n);
     rlk_rl_prepare(&r, -1);
+    rlk_rl_patient(&r, g);
     for (size_t i = 0; i < g->n; i++) {
         r.io[i].active = h->granted[i];
         rlk_args_adds(&r.io[i].args, "HEXISTS");
@@ -536,6 +564,7 @@ static int rlk_rl_is_locked(rlock *l)
     rlk_rl_round r;
     rlk_rl_round_init(&r, g->members, g->n);
     rlk_rl_prepare(&r, -1);
+    rlk_rl_patient(&r, g);
     for (size_t i = 0; i < g->n; i++) {
         r.io[i].active = 1;
         rlk_args_adds(&r.io[i].args, "EXISTS");
