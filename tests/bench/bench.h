@@ -1,0 +1,101 @@
+/*
+ * rlock_bench: shared helpers of the benchmark program (tests/bench). Every scenario measures,
+ * in the same run, the ideal (raw hiredis sending the very same EVALSHA calls on dedicated
+ * connections) and rlock doing the same work, and reports medians over repetitions.
+ */
+#ifndef RLOCK_BENCH_H
+#define RLOCK_BENCH_H
+
+#include <hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlock.h"
+
+#define BENCH_MAX_SERVERS 3
+
+typedef struct bench_cfg {
+    int ports[BENCH_MAX_SERVERS]; /* ports[0] is the main server; 1, 2 for RedLock */
+    int nports;
+    int reps;     /* repetitions per scenario (medians over them) */
+    double scale; /* < 1 shortens every scenario (smoke runs) */
+} bench_cfg;
+
+extern bench_cfg g_cfg;
+
+/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC: comparable across processes). */
+int64_t bench_now_ns(void);
+void bench_sleep_us(int64_t us);
+
+/* Dies with a message: the bench has no way to go on after its own setup failed. */
+void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* A raw hiredis connection to ports[idx], or death. */
+redisContext *bench_raw(int idx);
+/* Runs a command (printf-style, hiredis format) and dies on a connection error or error reply. */
+redisReply *bench_cmd(redisContext *c, const char *fmt, ...);
+void bench_cmd_ok(redisContext *c, const char *fmt, ...);
+/* Loads every embedded script on the server (so EVALSHA never sees NOSCRIPT in measured runs). */
+void bench_load_scripts(redisContext *c);
+/* SHA1 of an embedded script (RLK_SCRIPT_*). */
+const char *bench_sha(int script);
+
+/* A client with default options except those changed by the callback's caller. */
+rlock_client *bench_client(int idx, int64_t watchdog_ms, int64_t command_timeout_ms);
+
+/* INFO commandstats: calls per command. Commands that scripts run (redis.call) are counted
+ * too, so "commands sent by the client" is judged by comparing two runs of the same work
+ * (bench_cmdstats_extra). The measuring connection's INFO and CONFIG RESETSTAT are left out. */
+#define BENCH_MAX_CMDS 64
+typedef struct bench_cmdstats {
+    int n;
+    char name[BENCH_MAX_CMDS][48];
+    uint64_t calls[BENCH_MAX_CMDS];
+    uint64_t usec[BENCH_MAX_CMDS];
+} bench_cmdstats;
+void bench_cmdstats_get(redisContext *c, bench_cmdstats *out);
+uint64_t bench_cmdstats_calls(const bench_cmdstats *s, const char *name);
+uint64_t bench_cmdstats_usec(const bench_cmdstats *s, const char *name);
+/* Sum over commands of |a - b| calls, leaving out `skip` (may be NULL). */
+uint64_t bench_cmdstats_diff(const bench_cmdstats *a, const bench_cmdstats *b, const char *skip);
+
+/* Samples: a growable array of doubles. */
+typedef struct bench_samples {
+    double *v;
+    size_t n, cap;
+} bench_samples;
+void bench_samples_add(bench_samples *s, double x);
+void bench_samples_free(bench_samples *s);
+/* Percentile p (0..100) by nearest rank; sorts s->v in place. NAN when empty. */
+double bench_pct(bench_samples *s, double p);
+double bench_median(double *v, size_t n);
+
+/* Output. A table row per metric and one JSON line per scenario, built incrementally. */
+void bench_table_header(void);
+/* ideal/rlock may be NAN when not applicable; ratio printed is rlock/ideal. */
+void bench_row(const char *scenario, const char *metric, double ideal, double rlock,
+               const char *target, int pass);
+/* Same with the ratio given (e.g. a median of paired ratios) instead of rlock/ideal. */
+void bench_row_ratio(const char *scenario, const char *metric, double ideal, double rlock,
+                     double ratio, const char *target, int pass);
+typedef struct bench_json {
+    char buf[4096];
+    size_t len;
+} bench_json;
+void bench_json_begin(bench_json *j, const char *scenario);
+void bench_json_num(bench_json *j, const char *key, double v);
+void bench_json_str(bench_json *j, const char *key, const char *v);
+void bench_json_bool(bench_json *j, const char *key, int v);
+void bench_json_end(bench_json *j); /* stores the line; printed at the end */
+void bench_print_json_lines(void);
+
+/* Scenarios. Each returns 0 when it ran (targets met or not), -1 when it could not run. */
+int bench_uncontended_1(void);
+int bench_uncontended_8(void);
+int bench_handoff(rlock_kind kind);
+int bench_watchdog_memory(void);
+int bench_fair_queue(void);
+int bench_rw(void);
+int bench_redlock(void);
+
+#endif

@@ -1,0 +1,315 @@
+/*
+ * Scenario 3: contended hand-off. 8 threads in 2 processes (4 + 4) take turns on ONE lock
+ * name. Each acquisition g records, in shared memory (mmap MAP_SHARED, CLOCK_MONOTONIC, which
+ * is one clock for all processes), when the acquire returned and who got it; the holder records
+ * when its unlock returned. The hand-off latency of g is acq[g] - unlock[g-1], counted when the
+ * lock went to another thread (a thread that re-takes the lock it just released is no hand-off).
+ * After its unlock a thread thinks for H_THINK_US, so the lock is always wanted by the others
+ * but the releaser does not simply barge back in.
+ *
+ * Ideal (reentrant only): raw hiredis threads run the same protocol as rlock's wait loop with
+ * no library around it: one command and one subscriber connection per thread, EVALSHA
+ * lock_acquire; when busy, wait for a message on redisson_lock__channel:{name} (at most the
+ * holder's PTTL) and retry; EVALSHA lock_release publishes on unlock.
+ * The round trip (PING RTT p50 on a raw connection) is measured in the same run.
+ */
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "scripts.h"
+
+#define H_THREADS_PER_PROC 4
+#define H_MAX_GEN          20000
+#define H_THINK_US         1000
+
+typedef struct h_shm {
+    atomic_int ready; /* threads ready to start */
+    atomic_int gen;   /* next acquisition number; changed only by the lock holder */
+    int gens;         /* acquisitions to run */
+    atomic_int errors;
+    int64_t acq_ns[H_MAX_GEN];
+    int64_t unlock_ns[H_MAX_GEN];
+    int holder[H_MAX_GEN];
+} h_shm;
+
+typedef struct h_thread {
+    h_shm *shm;
+    int id;
+    rlock *lock;      /* rlock mode (shared by the process' threads) */
+    const char *name; /* raw mode */
+    redisContext *cmd, *sub;
+    char owner[64];
+} h_thread;
+
+/* Reads one reply that is already buffered or arrives within timeout_ms (< 0: no limit).
+ * Returns 1 if a reply was consumed, 0 on timeout. */
+static int h_sub_read(redisContext *c, int timeout_ms)
+{
+    for (;;) {
+        void *rep = NULL;
+        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
+            bench_die("subscriber: protocol error");
+        }
+        if (rep != NULL) {
+            freeReplyObject(rep);
+            return 1;
+        }
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (poll(&p, 1, timeout_ms) == 0) {
+            return 0;
+        }
+        if (redisBufferRead(c) != REDIS_OK) {
+            bench_die("subscriber: %s", c->errstr);
+        }
+    }
+}
+
+/* One raw attempt: 1 acquired, 0 busy with *pttl set. */
+static int h_raw_attempt(h_thread *t, long long *pttl)
+{
+    char tok[128];
+    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", t->name);
+    redisReply *r = redisCommand(t->cmd, "EVALSHA %s 2 %s %s 30000 %s",
+                                 bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), t->name, tok, t->owner);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        bench_die("raw lock_acquire failed");
+    }
+    int ok = r->element[0]->integer == 1;
+    *pttl = r->element[1]->integer;
+    freeReplyObject(r);
+    return ok;
+}
+
+static void h_raw_lock(h_thread *t)
+{
+    /* Messages of earlier releases are stale: drop them before attempting. */
+    while (h_sub_read(t->sub, 0)) {
+    }
+    long long pttl = 0;
+    while (!h_raw_attempt(t, &pttl)) {
+        h_sub_read(t->sub, pttl > 0 ? (int)pttl : 1);
+    }
+}
+
+static void h_raw_unlock(h_thread *t)
+{
+    char ch[128];
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", t->name);
+    redisReply *r = redisCommand(t->cmd, "EVALSHA %s 2 %s %s 30000 %s 0",
+                                 bench_sha(RLK_SCRIPT_LOCK_RELEASE), t->name, ch, t->owner);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+        bench_die("raw lock_release failed");
+    }
+    freeReplyObject(r);
+}
+
+static void *h_run(void *arg)
+{
+    h_thread *t = arg;
+    h_shm *s = t->shm;
+    atomic_fetch_add(&s->ready, 1);
+    while (atomic_load(&s->ready) < 2 * H_THREADS_PER_PROC) {
+        bench_sleep_us(100);
+    }
+    for (;;) {
+        if (t->lock != NULL) {
+            if (rlock_lock(t->lock, 30000) != RLOCK_OK) {
+                atomic_fetch_add(&s->errors, 1);
+                return NULL;
+            }
+        } else {
+            h_raw_lock(t);
+        }
+        int64_t now = bench_now_ns();
+        int g = atomic_load(&s->gen);
+        if (g < s->gens) {
+            s->acq_ns[g] = now;
+            s->holder[g] = t->id;
+            atomic_store(&s->gen, g + 1);
+        }
+        if (t->lock != NULL) {
+            if (rlock_unlock(t->lock) != RLOCK_OK) {
+                atomic_fetch_add(&s->errors, 1);
+            }
+        } else {
+            h_raw_unlock(t);
+        }
+        if (g >= s->gens) {
+            return NULL;
+        }
+        s->unlock_ns[g] = bench_now_ns();
+        bench_sleep_us(H_THINK_US);
+    }
+}
+
+/* Runs this process' 4 threads (ids base..base+3) until the shared run is over. */
+static void h_process(h_shm *s, int base, int raw, const char *name, rlock_kind kind)
+{
+    rlock_client *cl = NULL;
+    rlock *l = NULL;
+    if (!raw) {
+        cl = bench_client(0, 0, 0);
+        l = rlock_open(cl, kind, name);
+        if (l == NULL) {
+            bench_die("rlock_open: %s", rlock_last_error());
+        }
+    }
+    h_thread ts[H_THREADS_PER_PROC];
+    pthread_t th[H_THREADS_PER_PROC];
+    for (int i = 0; i < H_THREADS_PER_PROC; i++) {
+        memset(&ts[i], 0, sizeof(ts[i]));
+        ts[i].shm = s;
+        ts[i].id = base + i;
+        ts[i].lock = l;
+        ts[i].name = name;
+        if (raw) {
+            snprintf(ts[i].owner, sizeof(ts[i].owner), "5d0c7a1e-8b2f-4e6a-9c3d-1f7e2a9b6c%02d:%d",
+                     base + i, base + i + 1);
+            ts[i].cmd = bench_raw(0);
+            ts[i].sub = bench_raw(0);
+            redisReply *r = bench_cmd(ts[i].sub, "SUBSCRIBE redisson_lock__channel:{%s}", name);
+            freeReplyObject(r);
+        }
+        pthread_create(&th[i], NULL, h_run, &ts[i]);
+    }
+    for (int i = 0; i < H_THREADS_PER_PROC; i++) {
+        pthread_join(th[i], NULL);
+        if (raw) {
+            redisFree(ts[i].cmd);
+            redisFree(ts[i].sub);
+        }
+    }
+    rlock_free(l);
+    rlock_client_free(cl);
+}
+
+/* One run: fork the second process, run 8 threads, collect hand-off latencies (us). */
+static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_samples *out,
+                   int *self)
+{
+    memset(s, 0, sizeof(*s));
+    s->gens = (int)(3000 * g_cfg.scale) + 50;
+    s->gens = s->gens > H_MAX_GEN ? H_MAX_GEN : s->gens;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        bench_die("fork failed");
+    }
+    if (pid == 0) {
+        h_process(s, H_THREADS_PER_PROC, raw, name, kind);
+        _exit(0);
+    }
+    h_process(s, 0, raw, name, kind);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || atomic_load(&s->errors) != 0) {
+        bench_die("hand-off run failed (child status %d, %d errors)", st, atomic_load(&s->errors));
+    }
+    for (int g = 1; g < s->gens; g++) {
+        if (s->holder[g] == s->holder[g - 1]) {
+            (*self)++;
+            continue;
+        }
+        bench_samples_add(out, (double)(s->acq_ns[g] - s->unlock_ns[g - 1]) / 1000.0);
+    }
+}
+
+/* PING round trip p50 in us, on a raw connection. */
+static double h_rtt_us(void)
+{
+    redisContext *c = bench_raw(0);
+    bench_samples s = {0};
+    for (int i = 0; i < 2000; i++) {
+        int64_t a = bench_now_ns();
+        freeReplyObject(bench_cmd(c, "PING"));
+        bench_samples_add(&s, (double)(bench_now_ns() - a) / 1000.0);
+    }
+    double p50 = bench_pct(&s, 50);
+    bench_samples_free(&s);
+    redisFree(c);
+    return p50;
+}
+
+int bench_handoff(rlock_kind kind)
+{
+    const char *scen = kind == RLOCK_FAIR ? "handoff_fair" : "handoff_reentrant";
+    int with_raw = kind == RLOCK_REENTRANT;
+    /* Probe: a lock type that has not landed cannot be opened. */
+    rlock_client *probe = bench_client(0, 0, 0);
+    rlock *pl = rlock_open(probe, kind, "bench:probe");
+    if (pl == NULL) {
+        printf("%-22s skipped: %s\n", scen, rlock_last_error());
+        rlock_client_free(probe);
+        return -1;
+    }
+    rlock_free(pl);
+    rlock_client_free(probe);
+    redisContext *ctl = bench_raw(0);
+    bench_load_scripts(ctl);
+    redisFree(ctl);
+    h_shm *s = mmap(NULL, sizeof(h_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s == MAP_FAILED) {
+        bench_die("mmap failed");
+    }
+    double rtt[64], p50i[64], p99i[64], p50r[64], p99r[64];
+    int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
+    int self_i = 0, self_r = 0;
+    size_t n_i = 0, n_r = 0;
+    char name_raw[64], name_rl[64];
+    snprintf(name_raw, sizeof(name_raw), "bench:%s:raw", scen);
+    snprintf(name_rl, sizeof(name_rl), "bench:%s:rlock", scen);
+    for (int rep = 0; rep < reps; rep++) {
+        rtt[rep] = h_rtt_us();
+        bench_samples si = {0}, sr = {0};
+        if (with_raw) {
+            h_once(s, 1, name_raw, kind, &si, &self_i);
+        }
+        h_once(s, 0, name_rl, kind, &sr, &self_r);
+        n_i += si.n;
+        n_r += sr.n;
+        p50i[rep] = bench_pct(&si, 50) / rtt[rep];
+        p99i[rep] = bench_pct(&si, 99) / rtt[rep];
+        p50r[rep] = bench_pct(&sr, 50) / rtt[rep];
+        p99r[rep] = bench_pct(&sr, 99) / rtt[rep];
+        bench_samples_free(&si);
+        bench_samples_free(&sr);
+    }
+    munmap(s, sizeof(h_shm));
+    size_t n = (size_t)reps;
+    double mrtt = bench_median(rtt, n);
+    double a50 = with_raw ? bench_median(p50i, n) : NAN,
+           a99 = with_raw ? bench_median(p99i, n) : NAN;
+    double b50 = bench_median(p50r, n), b99 = bench_median(p99r, n);
+    bench_row(scen, "PING RTT p50 (us)", mrtt, mrtt, NULL, -1);
+    bench_row(scen, "hand-off p50 (RTTs)", a50, b50, "rlock <= 3 RTT", b50 <= 3);
+    bench_row(scen, "hand-off p99 (RTTs)", a99, b99, "rlock <= 12 RTT", b99 <= 12);
+    bench_row(scen, "hand-off p50 (us)", a50 * mrtt, b50 * mrtt, NULL, -1);
+    bench_json j;
+    bench_json_begin(&j, scen);
+    bench_json_num(&j, "reps", reps);
+    bench_json_num(&j, "threads", 2 * H_THREADS_PER_PROC);
+    bench_json_num(&j, "processes", 2);
+    bench_json_num(&j, "think_us", H_THINK_US);
+    bench_json_num(&j, "rtt_p50_us", mrtt);
+    bench_json_num(&j, "ideal_handoff_p50_rtt", a50);
+    bench_json_num(&j, "ideal_handoff_p99_rtt", a99);
+    bench_json_num(&j, "rlock_handoff_p50_rtt", b50);
+    bench_json_num(&j, "rlock_handoff_p99_rtt", b99);
+    bench_json_num(&j, "ratio_p50", with_raw ? b50 / a50 : NAN);
+    bench_json_num(&j, "ideal_handoffs", (double)n_i);
+    bench_json_num(&j, "ideal_self_reacquires", self_i);
+    bench_json_num(&j, "rlock_handoffs", (double)n_r);
+    bench_json_num(&j, "rlock_self_reacquires", self_r);
+    bench_json_bool(&j, "pass", b50 <= 3 && b99 <= 12);
+    bench_json_end(&j);
+    return 0;
+}

@@ -1,0 +1,95 @@
+/*
+ * rlock_bench: the benchmark program. Started by tests/bench/run.sh with the ports of
+ * redis-servers it started itself; never part of ctest.
+ *
+ *   rlock_bench --port P [--port P2 --port P3] [--reps N] [--scale X] [--only a,b,...]
+ *
+ * Scenarios (names for --only): u1 u8 handoff handoff_fair watchdog fair_queue rw redlock.
+ * Prints a table while it runs, then one JSON line per scenario.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+typedef struct bench_scenario {
+    const char *name;
+    int (*run)(void);
+} bench_scenario;
+
+static int run_handoff(void)
+{
+    return bench_handoff(RLOCK_REENTRANT);
+}
+
+static int run_handoff_fair(void)
+{
+    return bench_handoff(RLOCK_FAIR);
+}
+
+static const bench_scenario g_scenarios[] = {
+    {"u1", bench_uncontended_1},
+    {"u8", bench_uncontended_8},
+    {"handoff", run_handoff},
+    {"handoff_fair", run_handoff_fair},
+    {"watchdog", bench_watchdog_memory},
+    {"fair_queue", bench_fair_queue},
+    {"rw", bench_rw},
+    {"redlock", bench_redlock},
+};
+
+static int selected(const char *only, const char *name)
+{
+    if (only == NULL) {
+        return 1;
+    }
+    size_t n = strlen(name);
+    for (const char *p = only; *p != '\0';) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) {
+            return 1;
+        }
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = NULL;
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--port") == 0 && i + 1 < argc && g_cfg.nports < BENCH_MAX_SERVERS) {
+            g_cfg.ports[g_cfg.nports++] = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            g_cfg.reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
+            g_cfg.scale = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            fprintf(stderr,
+                    "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
+                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,redlock]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (g_cfg.nports == 0 || g_cfg.reps < 1 || g_cfg.scale <= 0) {
+        fprintf(stderr, "rlock_bench: need --port, reps >= 1, scale > 0\n");
+        return 2;
+    }
+    bench_table_header();
+    int skipped = 0;
+    for (size_t i = 0; i < sizeof(g_scenarios) / sizeof(g_scenarios[0]); i++) {
+        if (selected(only, g_scenarios[i].name) && g_scenarios[i].run() != 0) {
+            skipped++;
+        }
+    }
+    printf("\n");
+    bench_print_json_lines();
+    return 0;
+}

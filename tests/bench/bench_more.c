@@ -1,0 +1,22 @@
+/* Placeholders replaced as the lock types land. */
+#include <stdio.h>
+
+#include "bench.h"
+
+int bench_fair_queue(void)
+{
+    printf("%-22s skipped: not written yet\n", "fair_queue");
+    return -1;
+}
+
+int bench_rw(void)
+{
+    printf("%-22s skipped: not written yet\n", "rw_8r_1w");
+    return -1;
+}
+
+int bench_redlock(void)
+{
+    printf("%-22s skipped: not written yet\n", "redlock_3");
+    return -1;
+}

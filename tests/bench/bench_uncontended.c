@@ -1,0 +1,287 @@
+/*
+ * Scenarios 1 and 2: uncontended lock+unlock pairs.
+ *
+ * Ideal: raw hiredis sends exactly what rlock sends for rlock_lock(l, 30000) + rlock_unlock(l):
+ *   EVALSHA <lock_acquire> 2 <name> redisson_lock_token:{<name>} 30000 <owner>
+ *   EVALSHA <lock_release> 2 <name> redisson_lock__channel:{<name>} 30000 <owner> 0
+ * on a dedicated connection per thread (argv form, as the library uses). rlock does the same
+ * work through the public API on one client shared by all threads.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "bench.h"
+#include "scripts.h"
+
+#define U_MAX_THREADS 16
+
+typedef struct u_thread {
+    int raw; /* 1 = raw hiredis, 0 = rlock */
+    int pairs;
+    char name[64];
+    char owner[64];
+    rlock *lock;                    /* rlock mode: this thread's handle */
+    redisContext *conn;             /* raw mode: this thread's connection */
+    pthread_barrier_t *start, *end; /* around each block, shared with the main thread */
+    const int *modes;               /* per block: 1 raw, 0 rlock */
+    int blocks;
+    bench_samples lat, lat_raw; /* pair latency in us: rlock, raw */
+    int errors;
+} u_thread;
+
+static int u_raw_pair(redisContext *c, const char **acq, const size_t *acq_len, const char **rel,
+                      const size_t *rel_len)
+{
+    redisReply *r = redisCommandArgv(c, 7, acq, acq_len);
+    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->integer == 1;
+    freeReplyObject(r);
+    r = redisCommandArgv(c, 8, rel, rel_len);
+    ok = ok && r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ok;
+}
+
+static void *u_run(void *arg)
+{
+    u_thread *t = arg;
+    char tok[128], ch[128];
+    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", t->name);
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", t->name);
+    const char *acq[7] = {"EVALSHA", bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), "2", t->name, tok, "30000",
+                          t->owner};
+    const char *rel[8] = {
+        "EVALSHA", bench_sha(RLK_SCRIPT_LOCK_RELEASE), "2", t->name, ch, "30000", t->owner, "0"};
+    size_t acq_len[7], rel_len[8];
+    for (int k = 0; k < 7; k++) {
+        acq_len[k] = strlen(acq[k]);
+    }
+    for (int k = 0; k < 8; k++) {
+        rel_len[k] = strlen(rel[k]);
+    }
+    for (int b = 0; b < t->blocks; b++) {
+        int raw = t->modes[b];
+        pthread_barrier_wait(t->start);
+        for (int i = 0; i < t->pairs; i++) {
+            int64_t a = bench_now_ns();
+            int ok;
+            if (raw) {
+                ok = u_raw_pair(t->conn, acq, acq_len, rel, rel_len);
+            } else {
+                ok = rlock_lock(t->lock, 30000) == RLOCK_OK && rlock_unlock(t->lock) == RLOCK_OK;
+            }
+            t->errors += !ok;
+            bench_samples_add(raw ? &t->lat_raw : &t->lat, (double)(bench_now_ns() - a) / 1000.0);
+        }
+        pthread_barrier_wait(t->end);
+    }
+    return NULL;
+}
+
+typedef struct u_result {
+    double secs[2]; /* [rlock, raw] wall time summed over blocks */
+    double pairs[2];
+    double cpu[2];        /* process CPU seconds (user + sys) summed over blocks */
+    double gsecs[16][2];  /* per group of 4 blocks (ABBA): wall time per side */
+    bench_cmdstats st[2]; /* per-command calls summed over blocks */
+} u_result;
+
+static void u_stats_add(bench_cmdstats *sum, const bench_cmdstats *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        int k = 0;
+        while (k < sum->n && strcmp(sum->name[k], s->name[i]) != 0) {
+            k++;
+        }
+        if (k == sum->n && sum->n < BENCH_MAX_CMDS) {
+            snprintf(sum->name[k], sizeof(sum->name[k]), "%s", s->name[i]);
+            sum->n++;
+        }
+        sum->calls[k] += s->calls[i];
+        sum->usec[k] += s->usec[i];
+    }
+}
+
+static double u_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* One repetition: `blocks` blocks of `pairs` pairs per thread, in the order given by modes.
+ * All threads run a block in the same mode at the same time, between two barriers, so raw and
+ * rlock blocks alternate every few tens of milliseconds and see the same machine load. */
+static void u_rep(u_thread *ts, int nthreads, const int *modes, int blocks, int pairs,
+                  redisContext *ctl, u_result *res)
+{
+    pthread_t th[U_MAX_THREADS];
+    pthread_barrier_t start, end;
+    pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
+    pthread_barrier_init(&end, NULL, (unsigned)nthreads + 1);
+    memset(res, 0, sizeof(*res));
+    for (int i = 0; i < nthreads; i++) {
+        ts[i].pairs = pairs;
+        ts[i].start = &start;
+        ts[i].end = &end;
+        ts[i].modes = modes;
+        ts[i].blocks = blocks;
+        ts[i].errors = 0;
+        pthread_create(&th[i], NULL, u_run, &ts[i]);
+    }
+    for (int b = 0; b < blocks; b++) {
+        if (ctl != NULL) {
+            bench_cmd_ok(ctl, "CONFIG RESETSTAT");
+        }
+        double cpu0 = u_cpu_s();
+        pthread_barrier_wait(&start);
+        int64_t a = bench_now_ns();
+        pthread_barrier_wait(&end);
+        res->secs[modes[b]] += (double)(bench_now_ns() - a) / 1e9;
+        res->gsecs[b / 4][modes[b]] += (double)(bench_now_ns() - a) / 1e9;
+        res->cpu[modes[b]] += u_cpu_s() - cpu0;
+        res->pairs[modes[b]] += (double)pairs * nthreads;
+        if (ctl != NULL) {
+            bench_cmdstats st;
+            bench_cmdstats_get(ctl, &st);
+            u_stats_add(&res->st[modes[b]], &st);
+        }
+    }
+    int errors = 0;
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(th[i], NULL);
+        errors += ts[i].errors;
+    }
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&end);
+    if (errors) {
+        bench_die("%d failed lock/unlock pairs (%s)", errors, rlock_last_error());
+    }
+}
+
+static void u_scenario(const char *scen, int nthreads, int pairs, double target)
+{
+    redisContext *ctl = bench_raw(0);
+    bench_load_scripts(ctl);
+    rlock_client *cl = bench_client(0, 0, 0);
+    u_thread ts[U_MAX_THREADS];
+    memset(ts, 0, sizeof(ts));
+    for (int i = 0; i < nthreads; i++) {
+        snprintf(ts[i].name, sizeof(ts[i].name), "bench:%s:%d", scen, i);
+        /* Same shape and length as rlock's "<uuid>:<thread-id>". */
+        snprintf(ts[i].owner, sizeof(ts[i].owner), "0b7e6a52-3f0c-4d8e-9a51-6c2f1e8d4b%02d:%d", i,
+                 i + 1);
+        ts[i].conn = bench_raw(0);
+        ts[i].lock = rlock_open(cl, RLOCK_REENTRANT, ts[i].name);
+        if (ts[i].lock == NULL) {
+            bench_die("rlock_open: %s", rlock_last_error());
+        }
+    }
+    /* ABBA BAAB ... : a block of each side in every pair of consecutive blocks. */
+    enum { BLOCKS = 32 };
+    int modes[BLOCKS];
+    for (int b = 0; b < BLOCKS; b++) {
+        modes[b] = (b % 4 == 0 || b % 4 == 3) ^ (b / 4 % 2);
+    }
+    int per_block = pairs / BLOCKS + 1;
+    /* Warm-up: dials the pool's connections and the raw ones, faults in code and memory. */
+    u_result res;
+    u_rep(ts, nthreads, modes, 2, per_block, NULL, &res);
+    for (int i = 0; i < nthreads; i++) {
+        bench_samples_free(&ts[i].lat);
+        bench_samples_free(&ts[i].lat_raw);
+    }
+    double ideal[64], rl[64], cmds[64], cpu_i[64], cpu_r[64], gratio[64 * BLOCKS / 4];
+    size_t ng = 0;
+    int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
+    for (int rep = 0; rep < reps; rep++) {
+        u_rep(ts, nthreads, modes, BLOCKS, per_block, ctl, &res);
+        ideal[rep] = res.pairs[1] / res.secs[1];
+        rl[rep] = res.pairs[0] / res.secs[0];
+        /* Each ABBA group holds the same number of pairs per side: its ratio of rates is the
+         * inverse ratio of its wall times. */
+        for (int g = 0; g < BLOCKS / 4; g++) {
+            gratio[ng++] = res.gsecs[g][1] / res.gsecs[g][0];
+        }
+        cpu_i[rep] = res.cpu[1] / res.pairs[1] * 1e6;
+        cpu_r[rep] = res.cpu[0] / res.pairs[0] * 1e6;
+        /* The ideal sends exactly 2 commands per pair. rlock's EVALSHA count, plus every
+         * difference between the two sides' per-command counts (Redis counts the commands
+         * scripts run too, the same for the same scripts), is what rlock sent per pair. */
+        cmds[rep] = ((double)bench_cmdstats_calls(&res.st[0], "evalsha") +
+                     (double)bench_cmdstats_diff(&res.st[0], &res.st[1], "evalsha")) /
+                    res.pairs[0];
+    }
+    bench_samples lat_i = {0}, lat_r = {0};
+    for (int i = 0; i < nthreads; i++) {
+        for (size_t k = 0; k < ts[i].lat.n; k++) {
+            bench_samples_add(&lat_r, ts[i].lat.v[k]);
+        }
+        for (size_t k = 0; k < ts[i].lat_raw.n; k++) {
+            bench_samples_add(&lat_i, ts[i].lat_raw.v[k]);
+        }
+        bench_samples_free(&ts[i].lat);
+        bench_samples_free(&ts[i].lat_raw);
+    }
+    double mi = bench_median(ideal, (size_t)reps), mr = bench_median(rl, (size_t)reps);
+    double mc = bench_median(cmds, (size_t)reps);
+    double ratio = bench_median(gratio, ng);
+    double cmax = 0;
+    for (int i = 0; i < reps; i++) {
+        cmax = cmds[i] > cmax ? cmds[i] : cmax;
+    }
+    char tgt[32];
+    snprintf(tgt, sizeof(tgt), "ratio >= %.2f", target);
+    bench_row_ratio(scen, "pairs/s (ratio: paired blocks)", mi, mr, ratio, tgt, ratio >= target);
+    bench_row(scen, "pair latency p50 (us)", bench_pct(&lat_i, 50), bench_pct(&lat_r, 50), NULL,
+              -1);
+    bench_row(scen, "pair latency p99 (us)", bench_pct(&lat_i, 99), bench_pct(&lat_r, 99), NULL,
+              -1);
+    double ci = bench_median(cpu_i, (size_t)reps), cr = bench_median(cpu_r, (size_t)reps);
+    bench_row(scen, "client CPU per pair (us)", ci, cr, NULL, -1);
+    bench_row(scen, "redis commands per pair", 2.0, cmax, "== 2 (every rep)", cmax == 2.0);
+    bench_json j;
+    bench_json_begin(&j, scen);
+    bench_json_num(&j, "threads", nthreads);
+    bench_json_num(&j, "reps", reps);
+    bench_json_num(&j, "pairs_per_rep_each", res.pairs[0]);
+    bench_json_num(&j, "ideal_pairs_per_s", mi);
+    bench_json_num(&j, "rlock_pairs_per_s", mr);
+    bench_json_num(&j, "ratio", ratio);
+    bench_json_num(&j, "ratio_of_medians", mr / mi);
+    bench_json_num(&j, "ideal_p50_us", bench_pct(&lat_i, 50));
+    bench_json_num(&j, "ideal_p99_us", bench_pct(&lat_i, 99));
+    bench_json_num(&j, "rlock_p50_us", bench_pct(&lat_r, 50));
+    bench_json_num(&j, "rlock_p99_us", bench_pct(&lat_r, 99));
+    bench_json_num(&j, "rlock_cmds_per_pair_median", mc);
+    bench_json_num(&j, "ideal_client_cpu_us_per_pair", ci);
+    bench_json_num(&j, "rlock_client_cpu_us_per_pair", cr);
+    bench_json_num(&j, "rlock_cmds_per_pair_max", cmax);
+    bench_json_num(&j, "target_ratio", target);
+    bench_json_bool(&j, "pass", ratio >= target && cmax == 2.0);
+    bench_json_end(&j);
+    bench_samples_free(&lat_i);
+    bench_samples_free(&lat_r);
+    for (int i = 0; i < nthreads; i++) {
+        rlock_free(ts[i].lock);
+        redisFree(ts[i].conn);
+    }
+    rlock_client_free(cl);
+    redisFree(ctl);
+}
+
+int bench_uncontended_1(void)
+{
+    u_scenario("uncontended_1t", 1, (int)(3000 * g_cfg.scale) + 10, 0.95);
+    return 0;
+}
+
+int bench_uncontended_8(void)
+{
+    u_scenario("uncontended_8t", 8, (int)(1500 * g_cfg.scale) + 10, 0.90);
+    return 0;
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# tests/bench/run.sh - build and run the rlock benchmarks.
+#
+# Builds build/bench (Release, RLOCK_BUILD_BENCH=ON), starts its own redis-servers (3: the
+# RedLock scenario needs independent servers; the other scenarios use the first) on free
+# loopback ports in a temp dir with --save '' --appendonly no, runs tests/bench/rlock_bench,
+# and kills the servers by PID on exit. Prints the table while it runs, then one JSON line
+# per scenario. Installs missing Debian packages like tests/run.sh does.
+#
+# Environment:
+#   RLOCK_BENCH_REPS=5       repetitions per scenario (medians over them)
+#   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
+#   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u8,handoff,handoff_fair,watchdog,
+#                            fair_queue,rw,redlock
+#   RLOCK_SKIP_APT=1         never call apt-get
+#   RLOCK_JOBS=2             parallel build jobs
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD="$ROOT/build/bench"
+REPS=${RLOCK_BENCH_REPS:-5}
+SCALE=${RLOCK_BENCH_SCALE:-1}
+JOBS=${RLOCK_JOBS:-2}
+
+PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server libcmocka-dev)
+
+install_packages() {
+    local missing=() p
+    command -v dpkg-query >/dev/null 2>&1 || return 0
+    for p in "${PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$p")
+        fi
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "installing: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+            echo "missing packages (${missing[*]}) and not root" >&2; exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -q
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+if [ "${RLOCK_SKIP_APT:-0}" != 1 ]; then
+    install_packages
+fi
+
+echo "=== build ($BUILD)"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DRLOCK_BUILD_TESTS=ON \
+    -DRLOCK_BUILD_BENCH=ON -DRLOCK_BUILD_EXAMPLES=OFF -DRLOCK_MEMCHECK_TESTS=OFF \
+    >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$JOBS" --target rlock_bench >"$BUILD.build.log" 2>&1 ||
+    { tail -n 60 "$BUILD.build.log"; exit 1; }
+
+TMP=$(mktemp -d /tmp/rlock-bench.XXXXXX)
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do
+        kill -9 "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_free() {
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# start_server N: starts server N on a free port; sets PORT.
+start_server() {
+    local n=$1 tries=0 pid
+    while [ $tries -lt 20 ]; do
+        tries=$((tries + 1))
+        PORT=$((20000 + RANDOM % 40000))
+        port_free "$PORT" || continue
+        mkdir -p "$TMP/s$n"
+        redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+            --dir "$TMP/s$n" --logfile "$TMP/s$n/redis.log" --daemonize no &
+        pid=$!
+        local i
+        for i in $(seq 1 50); do
+            if redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; then
+                PIDS+=("$pid")
+                return 0
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -9 "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    echo "cannot start redis-server" >&2
+    exit 1
+}
+
+ARGS=()
+for n in 1 2 3; do
+    start_server "$n"
+    ARGS+=(--port "$PORT")
+done
+[ -n "${RLOCK_BENCH_ONLY:-}" ] && ARGS+=(--only "$RLOCK_BENCH_ONLY")
+
+echo "=== rlock_bench (reps $REPS, scale $SCALE; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg))"
+START=$(date +%s)
+"$BUILD/tests/bench/rlock_bench" --reps "$REPS" --scale "$SCALE" "${ARGS[@]}"
+echo "=== done in $(( $(date +%s) - START )) s"
