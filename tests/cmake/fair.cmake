@@ -9,3 +9,6 @@ rlock_add_test(NAME test_fair_basic SOURCES fair/test_fair_basic.c LABELS redis 
 
 # FIFO across threads, clients and processes; 500 threads; 20 x 50 waiters in 4 processes.
 rlock_add_test(NAME test_fair_order SOURCES fair/test_fair_order.c LABELS redis TIMEOUT 120)
+
+# Crashed waiters, give-ups, CLIENT PAUSE WRITE mid-wait, deadline drift (~20 s).
+rlock_add_test(NAME test_fair_fault SOURCES fair/test_fair_fault.c LABELS redis fault TIMEOUT 120)
