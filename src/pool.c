@@ -320,11 +320,14 @@ int rlk_exec(rlock_client *c, int flags, int argc, const char *const *argv, cons
         if (rep != NULL && script >= 0 && rlk_reply_is_noscript(rep)) {
             freeReplyObject(rep);
             rep = NULL;
-            if (rlk_script_load(conn, script) == RLOCK_OK) {
+            int lr = rlk_script_load(conn, script);
+            if (lr == RLOCK_OK) {
                 rep = redisCommandArgv(conn->ctx, argc, (const char **)argv, lens);
             } else if (!conn->ctx->err) {
+                /* The load's own code (EREDIS, or EPROTO for a SHA1 mismatch) matches the
+                 * detail it recorded. */
                 rlk_pool_return(c->pool, conn, 0);
-                return RLOCK_EREDIS;
+                return lr;
             }
         }
         if (rep == NULL) {
