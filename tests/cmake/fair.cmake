@@ -12,3 +12,6 @@ rlock_add_test(NAME test_fair_order SOURCES fair/test_fair_order.c LABELS redis 
 
 # Crashed waiters, give-ups, CLIENT PAUSE WRITE mid-wait, deadline drift (~20 s).
 rlock_add_test(NAME test_fair_fault SOURCES fair/test_fair_fault.c LABELS redis fault TIMEOUT 120)
+
+# Redis commands per grant / enqueue / give-up at 10 and 2,000 waiters (INFO commandstats).
+rlock_add_test(NAME test_fair_cost SOURCES fair/test_fair_cost.c LABELS redis TIMEOUT 60)
