@@ -10,6 +10,12 @@
  * no handle twice. RLOCK_OK or RLOCK_EINVAL with a message naming what (the caller). */
 int rlk_group_check_members(rlock *const *locks, size_t n, const char *what);
 
+/* A per-thread xorshift generator for the random pauses between rounds (quality is irrelevant;
+ * it only has to differ between threads and processes). */
+uint64_t rlk_group_rand(void);
+/* Sleeps ms milliseconds (nothing if ms <= 0). */
+void rlk_group_sleep_ms(int64_t ms);
+
 /* The most servers of a RedLock (and of a parallel round). */
 #define RLK_REDLOCK_MAX 16
 
@@ -54,5 +60,14 @@ void rlk_rl_prepare(rlk_rl_round *r, int script);
 void rlk_rl_run(rlk_rl_round *r);
 /* Returns every connection to its pool (closing those with a reply outstanding). */
 void rlk_rl_round_end(rlk_rl_round *r);
+/* Outside acquisition a slow majority is waited for, up to the largest command timeout of the
+ * members, before the per-server timeouts apply: a release or a query needs answers, not speed
+ * (servers beyond the majority still only get their per-server timeout). */
+void rlk_rl_patient(rlk_rl_round *r);
+/* rlk_err(code, "RedLock: <what>: <the current last error>"). */
+int rlk_rl_wrap(int code, const char *what);
+/* A random pause before the next attempt, in [1, 2 x the largest per-server timeout] ms, so that
+ * contenders that split the votes do not collide again. */
+int64_t rlk_rl_pause(rlock *const *members, size_t n);
 
 #endif

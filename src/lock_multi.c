@@ -89,9 +89,7 @@ static int rlk_multi_count(rlock *l, uint64_t tid, int delta)
     return before;
 }
 
-/* A small per-thread generator for the pauses between rounds (quality is irrelevant here; it
- * only has to differ between threads and processes). */
-static uint32_t rlk_multi_rand(void)
+uint64_t rlk_group_rand(void)
 {
     static _Thread_local uint64_t state;
     if (state == 0) {
@@ -102,10 +100,10 @@ static uint32_t rlk_multi_rand(void)
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
-    return (uint32_t)(state >> 32);
+    return state;
 }
 
-static void rlk_sleep_ms(int64_t ms)
+void rlk_group_sleep_ms(int64_t ms)
 {
     if (ms <= 0) {
         return;
@@ -204,9 +202,9 @@ static int rlk_multi_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         if (failures >= 2) {
             int64_t cap = failures * 2 > RLK_MULTI_MAX_BACKOFF_MS ? RLK_MULTI_MAX_BACKOFF_MS
                                                                  : failures * 2;
-            int64_t pause = (int64_t)(rlk_multi_rand() % (uint32_t)(cap + 1));
+            int64_t pause = (int64_t)(rlk_group_rand() % (uint64_t)(cap + 1));
             int64_t left = deadline == INT64_MAX ? pause : deadline - rlk_now_ms();
-            rlk_sleep_ms(pause < left ? pause : left);
+            rlk_group_sleep_ms(pause < left ? pause : left);
         }
         first = busy;
     }
@@ -545,7 +543,6 @@ static void rlk_rl_collect(rlk_rl_round *r)
     }
 }
 
-/* Sends the prepared command to every active server, then collects the replies. */
 void rlk_rl_run(rlk_rl_round *r)
 {
     for (size_t i = 0; i < r->n; i++) {
@@ -556,7 +553,6 @@ void rlk_rl_run(rlk_rl_round *r)
     rlk_rl_collect(r);
 }
 
-/* Returns every connection (stale ones closed) and frees the replies. */
 void rlk_rl_round_end(rlk_rl_round *r)
 {
     for (size_t i = 0; i < r->n; i++) {
@@ -572,3 +568,31 @@ void rlk_rl_round_end(rlk_rl_round *r)
     }
 }
 
+void rlk_rl_patient(rlk_rl_round *r)
+{
+    int64_t t = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        int64_t c = r->members[i]->client->opts.command_timeout_ms;
+        t = c > t ? c : t;
+    }
+    r->need = (int)(r->n / 2 + 1);
+    r->hard_deadline = rlk_add_sat(rlk_now_ms(), t);
+}
+
+int rlk_rl_wrap(int code, const char *what)
+{
+    /* Copied first: the last error is the very buffer rlk_err() writes. */
+    char detail[256];
+    snprintf(detail, sizeof(detail), "%s", rlock_last_error());
+    return rlk_err(code, "RedLock: %s: %s", what, detail);
+}
+
+int64_t rlk_rl_pause(rlock *const *members, size_t n)
+{
+    int64_t t = 1;
+    for (size_t i = 0; i < n; i++) {
+        int64_t s = rlk_group_server_timeout(members[i]);
+        t = s > t ? s : t;
+    }
+    return 1 + (int64_t)(rlk_group_rand() % (uint64_t)(2 * t));
+}

@@ -1,21 +1,14 @@
 /*
- * RedLock: the Redlock algorithm of redis.io over n reentrant locks that live on n independent
- * Redis servers (one client per server).
+ * RedLock: the Redlock algorithm of redis.io over n reentrant locks on n independent servers.
  *
- * One acquisition attempt:
- *  1. Sends the reentrant lock's acquire script to every server before reading any reply, each
- *     on a connection borrowed from that member's pool, and reads the replies with poll() until
- *     each server answered or its per-server timeout (redlock_server_timeout_ms of the member's
- *     client) passed. The attempt thus takes about one per-server timeout at worst, whatever
- *     number of servers hang.
- *  2. With n/2+1 grants it writes the largest per-server fencing token back to the granting
- *     servers (lua/redlock_raise_token.lua) and counts their confirmations.
- *  3. It succeeds iff at least n/2+1 servers granted and confirmed and the validity
- *     lease - elapsed - (lease/100 + 2 ms) measured on the monotonic clock from before the first
- *     send is still positive. Otherwise it releases on every server at once, including those
- *     that did not answer: a server that did not answer gets the release on the same connection
- *     right behind its acquire, so it runs them in order when it wakes up. Then, while wait time
- *     is left, it retries after a random delay.
+ * One attempt: (1) the reentrant acquire script goes to every server before any reply is read
+ * (a parallel round, lock_group.h), so it takes one per-server timeout at worst however many
+ * servers hang; (2) with n/2+1 grants, the largest per-server fencing token is written back to
+ * the granting servers (lua/redlock_raise_token.lua); (3) success iff n/2+1 servers granted and
+ * confirmed and lease - elapsed - (lease/100 + 2 ms) > 0 on the monotonic clock, counted from
+ * before the first send. Otherwise the release goes to every server at once, including those
+ * that did not answer (on the same connection, right behind their acquire, so a server that
+ * wakes up runs both in order), and the attempt is retried after a random pause.
  *
  * Holds are recorded per (group, thread) in this file, not in the members' hold records: a hold
  * remembers which servers granted, the owner field sent to each, the token and the end of its
@@ -28,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lock_group.h"
 #include "scripts.h"
@@ -51,6 +43,7 @@ struct rlk_rl_hold {
     int count;                             /* group holds of the thread; 0 while acquiring */
     uint64_t token;
     int64_t valid_until;                   /* monotonic ms; INT64_MAX under the watchdog */
+    int64_t lease_ms;                      /* as asked: > 0 fixed, < 0 watchdog */
     int granted_n;
     unsigned char granted[RLK_REDLOCK_MAX];
     char fields[RLK_REDLOCK_MAX][RLK_OWNER_MAX];
@@ -86,29 +79,6 @@ static void rlk_rl_add_name(rlk_args *a, const rlock *m)
     rlk_args_add(a, m->name, m->name_len);
 }
 
-/* Outside acquisition a slow majority is waited for (up to the command timeout) rather than
- * given up on after the short per-server timeout: a release or a query needs answers, not speed.
- * Servers beyond the majority still only get their per-server timeout. */
-static void rlk_rl_patient(rlk_rl_round *r, const rlk_redlock *g)
-{
-    int64_t t = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        int64_t c = g->members[i]->client->opts.command_timeout_ms;
-        t = c > t ? c : t;
-    }
-    r->need = g->quorum;
-    r->hard_deadline = rlk_add_sat(rlk_now_ms(), t);
-}
-
-/* rlk_err() with the calling thread's current last error appended (copied first: it is the
- * buffer rlk_err() writes). */
-static int rlk_rl_wrap(int code, const char *what)
-{
-    char detail[256];
-    snprintf(detail, sizeof(detail), "%s", rlock_last_error());
-    return rlk_err(code, "RedLock: %s: %s", what, detail);
-}
-
 /* Releases the hold of h on the servers in mask (lock_release.lua). Returns how many of them
  * confirmed that the owner held it (reply 0 or 1); *first_err gets the first error. */
 static int rlk_rl_release(rlk_rl_round *r, rlk_rl_hold *h, const unsigned char *mask,
@@ -117,7 +87,7 @@ static int rlk_rl_release(rlk_rl_round *r, rlk_rl_hold *h, const unsigned char *
     rlk_redlock *g = rlk_rl_of(h->group);
     rlk_rl_prepare(r, RLK_SCRIPT_LOCK_RELEASE);
     if (patient) {
-        rlk_rl_patient(r, g);
+        rlk_rl_patient(r);
     }
     for (size_t i = 0; i < g->n; i++) {
         rlk_rl_io *io = &r->io[i];
@@ -217,34 +187,20 @@ static int rlk_rl_raise(rlk_rl_round *r, rlk_rl_hold *h, uint64_t token)
 
 /* ---- holds ---------------------------------------------------------------------------------- */
 
-static rlk_rl_hold *rlk_rl_find(rlock *l, uint64_t tid)
+/* The calling thread's hold; with unlink_last, a hold at its last count is also unlinked. */
+static rlk_rl_hold *rlk_rl_find(rlock *l, uint64_t tid, int unlink_last)
 {
     pthread_mutex_lock(&l->mu);
-    rlk_rl_hold *h = rlk_rl_of(l)->holds;
-    while (h != NULL && h->tid != tid) {
-        h = h->next;
+    rlk_rl_hold **pp = &rlk_rl_of(l)->holds;
+    while (*pp != NULL && (*pp)->tid != tid) {
+        pp = &(*pp)->next;
+    }
+    rlk_rl_hold *h = *pp;
+    if (h != NULL && unlink_last && h->count <= 1) {
+        *pp = h->next;
     }
     pthread_mutex_unlock(&l->mu);
     return h;
-}
-
-static void rlk_rl_link(rlock *l, rlk_rl_hold *h, int link)
-{
-    rlk_redlock *g = rlk_rl_of(l);
-    pthread_mutex_lock(&l->mu);
-    if (link) {
-        h->next = g->holds;
-        g->holds = h;
-    } else {
-        rlk_rl_hold **pp = &g->holds;
-        while (*pp != NULL && *pp != h) {
-            pp = &(*pp)->next;
-        }
-        if (*pp != NULL) {
-            *pp = h->next;
-        }
-    }
-    pthread_mutex_unlock(&l->mu);
 }
 
 static int rlk_rl_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
@@ -313,20 +269,6 @@ static void rlk_rl_unwatch(rlk_rl_hold *h)
 
 /* ---- acquire ------------------------------------------------------------------------------- */
 
-static uint64_t rlk_rl_rand(void)
-{
-    static _Thread_local uint64_t state;
-    if (state == 0) {
-        state = (rlk_thread_id() * UINT64_C(0x9E3779B97F4A7C15)) ^ (uint64_t)rlk_now_us() ^
-                ((uint64_t)(uintptr_t)&state << 21);
-        state |= 1;
-    }
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state;
-}
-
 /* One attempt. Returns 1 acquired (h filled), 0 not acquired (everything released), or a
  * negative error when no majority could even be asked (fewer than a quorum answered). */
 static int rlk_rl_attempt(rlock *l, rlk_rl_hold *h, int64_t lease_ms)
@@ -350,10 +292,6 @@ static int rlk_rl_attempt(rlock *l, rlk_rl_hold *h, int64_t lease_ms)
         ok = confirmed >= g->quorum && validity > 0;
         h->token = token;
         h->valid_until = lease_ms > 0 ? start + min_lease - (min_lease / 100 + 2) : INT64_MAX;
-        if (!ok && validity <= 0) {
-            rlk_log(g->members[0]->client, RLOCK_LOG_DEBUG, "RedLock: %d grants but validity "
-                    "spent (%lld ms): released", grants, (long long)validity);
-        }
     }
     if (!ok) {
         unsigned char mask[RLK_REDLOCK_MAX];
@@ -388,27 +326,11 @@ static rlk_rl_hold *rlk_rl_new_hold(rlock *l, uint64_t tid)
     return h;
 }
 
-/* The pause before the next attempt: random in [1, 2 x the largest per-server timeout], so that
- * contenders that split the votes do not collide again. */
-static int64_t rlk_rl_pause(rlk_redlock *g)
-{
-    int64_t t = 1;
-    for (size_t i = 0; i < g->n; i++) {
-        int64_t s = rlk_group_server_timeout(g->members[i]);
-        t = s > t ? s : t;
-    }
-    return 1 + (int64_t)(rlk_rl_rand() % (uint64_t)(2 * t));
-}
-
 static int rlk_rl_reenter(rlk_rl_hold *h)
 {
-    if (atomic_load(&h->lost)) {
-        return rlk_err(RLOCK_ELOST, "RedLock: the calling thread's hold was lost (fewer than a "
-                       "majority of servers could be renewed); unlock it first");
-    }
-    if (rlk_now_ms() >= h->valid_until) {
-        return rlk_err(RLOCK_ELOST, "RedLock: the calling thread's hold is past its validity; "
-                       "unlock it first");
+    if (atomic_load(&h->lost) || rlk_now_ms() >= h->valid_until) {
+        return rlk_err(RLOCK_ELOST, "RedLock: the calling thread's hold was lost (no majority "
+                       "renewed, or past its validity); unlock it first");
     }
     h->count++;
     return RLOCK_OK;
@@ -418,7 +340,7 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 {
     rlk_redlock *g = rlk_rl_of(l);
     uint64_t tid = rlk_thread_id();
-    rlk_rl_hold *h = rlk_rl_find(l, tid);
+    rlk_rl_hold *h = rlk_rl_find(l, tid, 0);
     if (h != NULL) {
         return rlk_rl_reenter(h);
     }
@@ -439,14 +361,9 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         if (rc == 1 || wait_ms == 0 || rlk_now_ms() >= deadline) {
             break;
         }
-        int64_t pause = rlk_rl_pause(g);
+        int64_t pause = rlk_rl_pause(g->members, g->n);
         int64_t left = deadline - rlk_now_ms();
-        struct timespec ts = {0, 0};
-        pause = pause < left ? pause : left;
-        ts.tv_sec = (time_t)(pause / 1000);
-        ts.tv_nsec = (long)((pause % 1000) * 1000000);
-        while (pause > 0 && nanosleep(&ts, &ts) != 0) {
-        }
+        rlk_group_sleep_ms(pause < left ? pause : left);
     }
     if (rc != 1) {
         free(h);
@@ -457,10 +374,14 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
                        "within %lld ms", g->quorum, g->n, (long long)wait_ms);
     }
     h->count = 1;
+    h->lease_ms = lease_ms;
     if (lease_ms < 0) {
         rlk_rl_watch(h, lease_ms);
     }
-    rlk_rl_link(l, h, 1);
+    pthread_mutex_lock(&l->mu);
+    h->next = g->holds;
+    g->holds = h;
+    pthread_mutex_unlock(&l->mu);
     return RLOCK_OK;
 }
 
@@ -469,7 +390,7 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 static int rlk_rl_unlock(rlock *l)
 {
     rlk_redlock *g = rlk_rl_of(l);
-    rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id());
+    rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id(), 1);
     if (h == NULL) {
         return rlk_err(RLOCK_ENOTOWNER, "RedLock: the calling thread does not hold the group");
     }
@@ -478,7 +399,6 @@ static int rlk_rl_unlock(rlock *l)
         return atomic_load(&h->lost) ? rlk_err(RLOCK_ELOST, "RedLock: the hold was lost")
                                      : RLOCK_OK;
     }
-    rlk_rl_link(l, h, 0);
     rlk_rl_unwatch(h);
     int lost = atomic_load(&h->lost);
     unsigned char mask[RLK_REDLOCK_MAX];
@@ -486,8 +406,7 @@ static int rlk_rl_unlock(rlock *l)
     rlk_rl_round r;
     rlk_rl_round_init(&r, g->members, g->n);
     int first_err = RLOCK_OK;
-    int64_t lease = h->valid_until == INT64_MAX ? -1 : 1;
-    int confirmed = rlk_rl_release(&r, h, mask, lease, 1, &first_err);
+    int confirmed = rlk_rl_release(&r, h, mask, h->lease_ms, 1, &first_err);
     rlk_rl_round_end(&r);
     int64_t valid_until = h->valid_until;
     free(h);
@@ -508,75 +427,61 @@ static int rlk_rl_unlock(rlock *l)
                    g->n);
 }
 
-/* Counts servers (in mask) whose integer reply to the prepared plain command is 1. Returns the
- * count, or a negative error when fewer than a quorum answered at all. */
-static int rlk_rl_count_ones(rlk_rl_round *r, const unsigned char *mask)
+/* HEXISTS of the calling thread's field on the servers that granted it (h != NULL), or EXISTS of
+ * the lock key on every server (h == NULL). 1 if a majority answered 1, 0 if not, or an error
+ * when no majority answered at all. */
+static int rlk_rl_query(rlock *l, const rlk_rl_hold *h)
 {
-    rlk_rl_run(r);
-    int ones = 0, answered = 0, first_err = RLOCK_OK;
-    for (size_t i = 0; i < r->n; i++) {
-        redisReply *rep = r->io[i].reply;
-        if (!mask[i]) {
-            continue;
+    rlk_redlock *g = rlk_rl_of(l);
+    rlk_rl_round r;
+    rlk_rl_round_init(&r, g->members, g->n);
+    rlk_rl_prepare(&r, -1);
+    rlk_rl_patient(&r);
+    for (size_t i = 0; i < g->n; i++) {
+        rlk_rl_io *io = &r.io[i];
+        io->active = h == NULL || h->granted[i];
+        rlk_args_adds(&io->args, h != NULL ? "HEXISTS" : "EXISTS");
+        rlk_rl_add_name(&io->args, g->members[i]);
+        if (h != NULL) {
+            rlk_args_add(&io->args, h->fields[i], h->field_len[i]);
         }
+    }
+    rlk_rl_run(&r);
+    int ones = 0, answered = 0, first_err = RLOCK_OK;
+    for (size_t i = 0; i < g->n; i++) {
+        redisReply *rep = r.io[i].reply;
         if (rep != NULL && rep->type == REDIS_REPLY_INTEGER) {
             answered++;
             ones += rep->integer == 1;
-        } else if (first_err == RLOCK_OK) {
-            first_err = r->io[i].err != RLOCK_OK ? r->io[i].err : RLOCK_EPROTO;
+        } else if (r.io[i].active && first_err == RLOCK_OK) {
+            first_err = r.io[i].err != RLOCK_OK ? r.io[i].err : RLOCK_EPROTO;
         }
     }
-    rlk_rl_round_end(r);
-    int quorum = (int)(r->n / 2 + 1);
-    if (ones < quorum && answered < quorum && first_err != RLOCK_OK) {
+    rlk_rl_round_end(&r);
+    if (ones < g->quorum && answered < g->quorum && first_err != RLOCK_OK) {
         return rlk_rl_wrap(first_err, "no majority of servers answered");
     }
-    return ones;
+    return ones >= g->quorum;
 }
 
 static int rlk_rl_is_held(rlock *l)
 {
-    rlk_redlock *g = rlk_rl_of(l);
-    rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id());
+    rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id(), 0);
     if (h == NULL || atomic_load(&h->lost) || rlk_now_ms() >= h->valid_until) {
         return 0;
     }
-    rlk_rl_round r;
-    rlk_rl_round_init(&r, g->members, g->n);
-    rlk_rl_prepare(&r, -1);
-    rlk_rl_patient(&r, g);
-    for (size_t i = 0; i < g->n; i++) {
-        r.io[i].active = h->granted[i];
-        rlk_args_adds(&r.io[i].args, "HEXISTS");
-        rlk_rl_add_name(&r.io[i].args, g->members[i]);
-        rlk_args_add(&r.io[i].args, h->fields[i], h->field_len[i]);
-    }
-    int ones = rlk_rl_count_ones(&r, h->granted);
-    return ones < 0 ? ones : ones >= g->quorum;
+    return rlk_rl_query(l, h);
 }
 
 /* 1 if a majority of the servers have the lock key (whoever holds it). */
 static int rlk_rl_is_locked(rlock *l)
 {
-    rlk_redlock *g = rlk_rl_of(l);
-    unsigned char all[RLK_REDLOCK_MAX];
-    memset(all, 1, sizeof(all));
-    rlk_rl_round r;
-    rlk_rl_round_init(&r, g->members, g->n);
-    rlk_rl_prepare(&r, -1);
-    rlk_rl_patient(&r, g);
-    for (size_t i = 0; i < g->n; i++) {
-        r.io[i].active = 1;
-        rlk_args_adds(&r.io[i].args, "EXISTS");
-        rlk_rl_add_name(&r.io[i].args, g->members[i]);
-    }
-    int ones = rlk_rl_count_ones(&r, all);
-    return ones < 0 ? ones : ones >= g->quorum;
+    return rlk_rl_query(l, NULL);
 }
 
 static uint64_t rlk_rl_token(rlock *l)
 {
-    rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id());
+    rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id(), 0);
     return h != NULL ? h->token : 0;
 }
 
