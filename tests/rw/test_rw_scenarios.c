@@ -611,6 +611,8 @@ static void test_tokens(void **state)
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     assert_int_equal(rlock_token(r), last);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
+    rlock_free(r);
+    rlock_free(w);
 }
 
 /* A writer that gives up leaves the waiting-writers zset and wakes the readers queued behind
