@@ -15,3 +15,7 @@ rlock_add_test(NAME test_fair_fault SOURCES fair/test_fair_fault.c LABELS redis 
 
 # Redis commands per grant / enqueue / give-up at 10 and 2,000 waiters (INFO commandstats).
 rlock_add_test(NAME test_fair_cost SOURCES fair/test_fair_cost.c LABELS redis TIMEOUT 60)
+
+# Mutual exclusion: 4 processes x 6 threads, independent checker, exact count.
+rlock_add_test(NAME test_fair_stress SOURCES fair/test_fair_stress.c LABELS redis stress
+               TIMEOUT 120)
