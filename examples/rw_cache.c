@@ -105,8 +105,7 @@ static int kv_cmd(kv *c, char *out, size_t cap, int argc, const char **argv)
     char line[512];
 
     for (int i = 0; i < argc && n < (int)sizeof(req); i++) {
-        n += snprintf(req + n, sizeof(req) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                      argv[i]);
+        n += snprintf(req + n, sizeof(req) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
     }
     if (n >= (int)sizeof(req) || write(c->fd, req, (size_t)n) != n ||
         kv_line(c, line, sizeof(line)) != 0) {

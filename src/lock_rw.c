@@ -32,8 +32,9 @@ typedef struct rw_impl {
     rlk_buf channel; /* redisson_rwlock:{name} */
     rlk_buf token;   /* redisson_lock_token:{name} */
     rlk_buf writers; /* rlock_rwlock_writers:{name} */
-    rlk_buf wchan;   /* rlock_rwlock_writer:{name}, + ":" + write field = a waiting writer's channel */
-    rlk_buf prefix;  /* {name}, or name itself when it carries a hash tag */
+    rlk_buf
+        wchan; /* rlock_rwlock_writer:{name}, + ":" + write field = a waiting writer's channel */
+    rlk_buf prefix; /* {name}, or name itself when it carries a hash tag */
 } rw_impl;
 
 /* A waiting writer's liveness heartbeat, registered with the watchdog while it waits. */
@@ -88,8 +89,9 @@ static int rw_acquire_reply(rlk_acq *a, const redisReply *r)
         return 1;
     }
     if (status == -1) {
-        return rlk_err(RLOCK_EDEADLK, "the calling thread holds the read side of '%s': asking for "
-                                      "the write side would wait for itself (no upgrade)",
+        return rlk_err(RLOCK_EDEADLK,
+                       "the calling thread holds the read side of '%s': asking for "
+                       "the write side would wait for itself (no upgrade)",
                        a->lock->name);
     }
     a->ttl_ms = value >= 0 ? value : -1;
@@ -347,7 +349,7 @@ static const rlk_single_ops rw_read_single = {
 
 static const rlk_single_ops rw_write_single = {
     rw_write_attempt, rw_channel, rw_write_wait_begin, rw_write_wait_end, rw_write_release,
-    &rw_write_renew, 1,
+    &rw_write_renew,  1,
 };
 
 static int rw_force_unlock(rlock *l)
@@ -424,13 +426,13 @@ static void rw_destroy(rlock *l)
 }
 
 static const rlk_lock_ops rw_read_ops = {
-    "read",           rlk_single_acquire, rlk_single_unlock, rw_force_unlock,
+    "read",           rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
     rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
     rlk_single_token, rw_destroy,
 };
 
 static const rlk_lock_ops rw_write_ops = {
-    "write",          rlk_single_acquire, rlk_single_unlock, rw_force_unlock,
+    "write",          rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
     rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
     rlk_single_token, rw_destroy,
 };

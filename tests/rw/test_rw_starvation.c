@@ -20,7 +20,7 @@
 #include "rw_util.h"
 
 #define READERS 16
-#define ROUNDS 20
+#define ROUNDS  20
 
 static rh_server *g_srv;
 
@@ -111,15 +111,16 @@ static int run_rounds(int reader_preferring, const char *name, int64_t *worst)
     for (int i = 0; i < READERS; i++) {
         pthread_join(th[i], NULL);
     }
-    print_message("stalled round %d, is_locked failed in round %d, bad results %d, reader errors %d\n",
-                  stalled, not_locked, bad_rc, atomic_load(&ctl.errors));
+    print_message(
+        "stalled round %d, is_locked failed in round %d, bad results %d, reader errors %d\n",
+        stalled, not_locked, bad_rc, atomic_load(&ctl.errors));
     assert_int_equal(stalled, -1);
     assert_int_equal(not_locked, -1);
     assert_int_equal(bad_rc, 0);
     assert_int_equal(atomic_load(&ctl.errors), 0);
     print_message("reader_preferring=%d: %d/%d writer grants within 500 ms, worst wait %lld ms, "
-                  "%ld reads\n", reader_preferring, fast, ROUNDS, (long long)*worst,
-                  atomic_load(&ctl.reads));
+                  "%ld reads\n",
+                  reader_preferring, fast, ROUNDS, (long long)*worst, atomic_load(&ctl.reads));
     rlock_free(r);
     rlock_free(w);
     rlock_client_free(c);

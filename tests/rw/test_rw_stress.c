@@ -24,9 +24,9 @@
 
 #include "rw_util.h"
 
-#define PROCS 3
+#define PROCS            3
 #define READERS_PER_PROC 4
-#define LOCK_NAME "rw:stress"
+#define LOCK_NAME        "rw:stress"
 
 typedef struct stress_ctx {
     rlock *r, *w;
@@ -253,8 +253,9 @@ static void test_rw_invariants(void **state)
     counter = rw_redis_int(srv, "GET", "chk:counter");
     maxr = rw_redis_int(srv, "GET", "chk:maxreaders");
     print_message("%lld reads, %lld writes, counter %lld, max concurrent readers %lld, "
-                  "timeouts %lld, errors %lld, violations %lld\n", reads, writes, counter, maxr,
-                  rw_redis_int(srv, "GET", "chk:timeouts"), rw_redis_int(srv, "GET", "chk:errors"),
+                  "timeouts %lld, errors %lld, violations %lld\n",
+                  reads, writes, counter, maxr, rw_redis_int(srv, "GET", "chk:timeouts"),
+                  rw_redis_int(srv, "GET", "chk:errors"),
                   rw_redis_int(srv, "GET", "chk:violations"));
     assert_int_equal(rw_redis_int(srv, "GET", "chk:violations"), 0);
     assert_int_equal(rw_redis_int(srv, "GET", "chk:errors"), 0);
