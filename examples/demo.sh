@@ -68,6 +68,7 @@ FIFO_JOBS=$(find "$BUILD" -type f -name fifo_jobs -perm -u+x | head -n 1)
 # ---------------------------------------------------------------------------------------------
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rlock-demo.XXXXXX")
 REDIS_PID=""
+# shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
     if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
         kill "$REDIS_PID" 2>/dev/null || true
@@ -85,8 +86,8 @@ port_in_use() { # port: 0 if something listens on it
 }
 
 start_redis() {
-    local tries port
-    for tries in 1 2 3 4 5 6 7 8 9 10; do
+    local port
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
         port=$((20000 + RANDOM % 40000))
         port_in_use "$port" && continue
         redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
