@@ -245,7 +245,10 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
     redisReply *r = NULL;
 
     if (w != NULL) {
-        rlk_wd_cancel(a->client->watchdog, &w->wd);
+        /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). */
+        if (!atomic_load(&a->client->closed)) {
+            rlk_wd_cancel(a->client->watchdog, &w->wd);
+        }
         free(w);
         a->scratch = NULL;
     }

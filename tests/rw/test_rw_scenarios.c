@@ -649,6 +649,96 @@ static void test_writer_gives_up(void **state)
     rlock_free(w);
 }
 
+/* Writer preference, deterministically: while a writer waits, a new reader stays out (default),
+ * but passes in a reader-preferring client (Redisson's behaviour); a reader re-entering its own
+ * hold always passes. */
+static void test_waiting_writer_blocks_new_readers(void **state)
+{
+    rlock_client *pref = rw_client(g_srv, 0, 1, 0);
+    rw_worker holder, writer, late;
+
+    (void)state;
+    assert_non_null(pref);
+    rw_worker_start(&holder);
+    rw_worker_start(&writer);
+    rw_worker_start(&late);
+    for (int reader_preferring = 0; reader_preferring < 2; reader_preferring++) {
+        rlock_client *c = reader_preferring ? pref : g_cli;
+        const char *name = fresh_name(reader_preferring ? "prefreaders" : "prefwriters");
+        rlock *r = open_side(c, RLOCK_READ, name);
+        rlock *w = open_side(c, RLOCK_WRITE, name);
+
+        assert_int_equal(rw_worker_do(&holder, RW_OP_TRY, r, 0, -1), RLOCK_OK);
+        rw_worker_post(&writer, RW_OP_TRY, w, 1500, -1);
+        rh_sleep_ms(300);
+        assert_int_equal(rw_worker_do(&late, RW_OP_TRY, r, 0, -1),
+                         reader_preferring ? RLOCK_OK : RLOCK_ETIMEDOUT);
+        assert_int_equal(rw_worker_do(&holder, RW_OP_TRY, r, 0, -1), RLOCK_OK);
+        assert_int_equal(rw_worker_do(&holder, RW_OP_COUNT, r, 0, 0), 2);
+        assert_int_equal(rw_worker_do(&holder, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+        if (reader_preferring) {
+            assert_int_equal(rw_worker_do(&late, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+        }
+        assert_int_equal(rw_worker_do(&holder, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+        assert_int_equal(rw_worker_result(&writer), RLOCK_OK);
+        assert_int_equal(rw_worker_do(&writer, RW_OP_UNLOCK, w, 0, 0), RLOCK_OK);
+        rlock_free(r);
+        rlock_free(w);
+    }
+    rw_worker_stop(&holder);
+    rw_worker_stop(&writer);
+    rw_worker_stop(&late);
+    rlock_client_free(pref);
+}
+
+/* The data on Redis is Redisson's byte for byte: hash fields "mode", "<uuid>:<tid>" and
+ * "<uuid>:<tid>:write", the read hold's timeout key, and the fencing counter. */
+static void test_redisson_layout(void **state)
+{
+    const char *name = fresh_name("layout");
+    rlock *r = open_side(g_cli, RLOCK_READ, name);
+    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+    const char *hkeys[] = {"HKEYS", name, NULL};
+    char owner[128] = "", key[300], *v;
+    redisReply *rep;
+
+    (void)state;
+    assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
+    assert_int_equal(rlock_lock(r, 5000), RLOCK_OK);
+    rep = rh_cmd(g_srv, hkeys);
+    assert_non_null(rep);
+    assert_int_equal(rep->elements, 3);
+    for (size_t i = 0; i < rep->elements; i++) {
+        const char *f = rep->element[i]->str;
+        size_t len = strlen(f);
+
+        if (strcmp(f, "mode") != 0 && (len < 6 || strcmp(f + len - 6, ":write") != 0)) {
+            snprintf(owner, sizeof(owner), "%s", f);
+        }
+    }
+    freeReplyObject(rep);
+    /* "<36-char uuid>:<thread id>" */
+    assert_true(strlen(owner) > 37 && owner[36] == ':' && owner[8] == '-');
+    v = rw_hget(g_srv, name, "mode");
+    assert_string_equal(v, "write");
+    free(v);
+    snprintf(key, sizeof(key), "%s:write", owner);
+    v = rw_hget(g_srv, name, key);
+    assert_string_equal(v, "1");
+    free(v);
+    v = rw_hget(g_srv, name, owner);
+    assert_string_equal(v, "1");
+    free(v);
+    snprintf(key, sizeof(key), "{%s}:%s:rwlock_timeout:1", name, owner);
+    assert_true(rw_pttl(g_srv, key) > 4000);
+    snprintf(key, sizeof(key), "redisson_lock_token:{%s}", name);
+    assert_true(rw_redis_int(g_srv, "GET", key) == (long long)rlock_token(w));
+    assert_int_equal(rlock_unlock(r), RLOCK_OK);
+    assert_int_equal(rlock_unlock(w), RLOCK_OK);
+    rlock_free(r);
+    rlock_free(w);
+}
+
 /* Bad input on both sides: unlock twice, unlock by a non-owner, unlock of the side not held,
  * invalid durations. */
 static void test_bad_input(void **state)
@@ -699,6 +789,8 @@ int main(void)
         cmocka_unit_test(test_hash_tag_name),
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_writer_gives_up),
+        cmocka_unit_test(test_waiting_writer_blocks_new_readers),
+        cmocka_unit_test(test_redisson_layout),
         cmocka_unit_test(test_bad_input),
     };
 
