@@ -40,8 +40,11 @@ void bench_load_scripts(redisContext *c);
 /* SHA1 of an embedded script (RLK_SCRIPT_*). */
 const char *bench_sha(int script);
 
-/* A client with default options except those changed by the callback's caller. */
+/* A client of server idx with default options, except watchdog_timeout_ms and
+ * command_timeout_ms when > 0. */
 rlock_client *bench_client(int idx, int64_t watchdog_ms, int64_t command_timeout_ms);
+/* The same with the caller's options (url is filled in). */
+rlock_client *bench_client_opts(int idx, rlock_options *o);
 
 /* INFO commandstats: calls per command. Commands that scripts run (redis.call) are counted
  * too, so "commands sent by the client" is judged by comparing two runs of the same work

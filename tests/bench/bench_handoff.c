@@ -7,11 +7,16 @@
  * After its unlock a thread thinks for H_THINK_US, so the lock is always wanted by the others
  * but the releaser does not simply barge back in.
  *
- * Ideal (reentrant only): raw hiredis threads run the same protocol as rlock's wait loop with
- * no library around it: one command and one subscriber connection per thread, EVALSHA
- * lock_acquire; when busy, wait for a message on redisson_lock__channel:{name} (at most the
- * holder's PTTL) and retry; EVALSHA lock_release publishes on unlock.
- * The round trip (PING RTT p50 on a raw connection) is measured in the same run.
+ * Ideal: raw hiredis threads run the same protocol as rlock's wait loop with no library around
+ * it: one command and one subscriber connection per thread; the same acquire script (EVALSHA
+ * lock_acquire, or fair_acquire with the same KEYS/ARGV as rlock's); when busy, wait for a
+ * message (redisson_lock__channel:{name}, or for the fair lock the waiter's own channel
+ * redisson_lock__channel:{name}:<owner>) at most the returned bound, and retry; the same release
+ * script publishes on unlock. (The raw fair waiters send no heartbeats: their queue deadline,
+ * 5 s, is refreshed by every attempt and outlasts their waits here.)
+ * The round trip is the PING RTT p50 of a raw connection (500 PINGs 1 ms apart, as redis-cli
+ * --latency does) measured right before each repetition; the PING RTT seen during the run (a PING
+ * every 0.5 ms from a thread of the first process) is reported as well.
  */
 #include <math.h>
 #include <poll.h>
@@ -47,6 +52,7 @@ typedef struct h_thread {
     rlock *lock;      /* rlock mode (shared by the process' threads) */
     const char *name; /* raw mode */
     redisContext *cmd, *sub;
+    int fair; /* raw mode: fair lock scripts and a channel per waiter */
     char owner[64];
 } h_thread;
 
@@ -73,18 +79,26 @@ static int h_sub_read(redisContext *c, int timeout_ms)
     }
 }
 
-/* One raw attempt: 1 acquired, 0 busy with *pttl set. */
-static int h_raw_attempt(h_thread *t, long long *pttl)
+/* One raw attempt, the same call as rlock's attempt for the kind: 1 acquired, 0 busy with
+ * *bound set (the holder's PTTL, or the fair script's wait bound). */
+static int h_raw_attempt(h_thread *t, long long *bound)
 {
-    char tok[128];
-    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", t->name);
-    redisReply *r = redisCommand(t->cmd, "EVALSHA %s 2 %s %s 30000 %s",
-                                 bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), t->name, tok, t->owner);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        bench_die("raw lock_acquire failed");
+    redisReply *r;
+    if (t->fair) {
+        r = redisCommand(t->cmd,
+                         "EVALSHA %s 5 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s} "
+                         "redisson_lock_token:{%s} redisson_lock__channel:{%s} 30000 %s 5000 1",
+                         bench_sha(RLK_SCRIPT_FAIR_ACQUIRE), t->name, t->name, t->name, t->name,
+                         t->name, t->owner);
+    } else {
+        r = redisCommand(t->cmd, "EVALSHA %s 2 %s redisson_lock_token:{%s} 30000 %s",
+                         bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), t->name, t->name, t->owner);
+    }
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        bench_die("raw acquire failed: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     }
     int ok = r->element[0]->integer == 1;
-    *pttl = r->element[1]->integer;
+    *bound = r->element[1]->integer;
     freeReplyObject(r);
     return ok;
 }
@@ -102,12 +116,19 @@ static void h_raw_lock(h_thread *t)
 
 static void h_raw_unlock(h_thread *t)
 {
-    char ch[128];
-    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", t->name);
-    redisReply *r = redisCommand(t->cmd, "EVALSHA %s 2 %s %s 30000 %s 0",
-                                 bench_sha(RLK_SCRIPT_LOCK_RELEASE), t->name, ch, t->owner);
+    redisReply *r;
+    if (t->fair) {
+        r = redisCommand(t->cmd,
+                         "EVALSHA %s 4 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s} "
+                         "redisson_lock__channel:{%s} 30000 %s 0",
+                         bench_sha(RLK_SCRIPT_FAIR_RELEASE), t->name, t->name, t->name, t->name,
+                         t->owner);
+    } else {
+        r = redisCommand(t->cmd, "EVALSHA %s 2 %s redisson_lock__channel:{%s} 30000 %s 0",
+                         bench_sha(RLK_SCRIPT_LOCK_RELEASE), t->name, t->name, t->owner);
+    }
     if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
-        bench_die("raw lock_release failed");
+        bench_die("raw release failed");
     }
     freeReplyObject(r);
 }
@@ -176,7 +197,12 @@ static void h_process(h_shm *s, int base, int raw, const char *name, rlock_kind 
                      base + i, base + i + 1);
             ts[i].cmd = bench_raw(0);
             ts[i].sub = bench_raw(0);
-            redisReply *r = bench_cmd(ts[i].sub, "SUBSCRIBE redisson_lock__channel:{%s}", name);
+            ts[i].fair = kind == RLOCK_FAIR;
+            /* The fair lock notifies each waiter on its own channel. */
+            redisReply *r =
+                ts[i].fair ? bench_cmd(ts[i].sub, "SUBSCRIBE redisson_lock__channel:{%s}:%s", name,
+                                       ts[i].owner)
+                           : bench_cmd(ts[i].sub, "SUBSCRIBE redisson_lock__channel:{%s}", name);
             freeReplyObject(r);
         }
         pthread_create(&th[i], NULL, h_run, &ts[i]);
@@ -192,9 +218,31 @@ static void h_process(h_shm *s, int base, int raw, const char *name, rlock_kind 
     rlock_client_free(cl);
 }
 
-/* One run: fork the second process, run 8 threads, collect hand-off latencies (us). */
+typedef struct h_pinger {
+    atomic_int stop;
+    bench_samples rtt;
+} h_pinger;
+
+/* Measures the round trip under the load of the run itself: the machine's idle round trip
+ * differs from its busy one by up to 3x here (idle vCPUs take long to wake). */
+static void *h_ping(void *arg)
+{
+    h_pinger *p = arg;
+    redisContext *c = bench_raw(0);
+    while (!atomic_load(&p->stop)) {
+        int64_t a = bench_now_ns();
+        freeReplyObject(bench_cmd(c, "PING"));
+        bench_samples_add(&p->rtt, (double)(bench_now_ns() - a) / 1000.0);
+        bench_sleep_us(500);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* One run: fork the second process, run 8 threads, collect hand-off latencies (us) and the
+ * PING round trips measured meanwhile. */
 static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_samples *out,
-                   int *self)
+                   int *self, bench_samples *rtt)
 {
     memset(s, 0, sizeof(*s));
     s->gens = (int)(3000 * g_cfg.scale) + 50;
@@ -208,9 +256,19 @@ static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_s
         h_process(s, H_THREADS_PER_PROC, raw, name, kind);
         _exit(0);
     }
+    h_pinger pg;
+    memset(&pg, 0, sizeof(pg));
+    pthread_t pt;
+    pthread_create(&pt, NULL, h_ping, &pg);
     h_process(s, 0, raw, name, kind);
     int st = 0;
     waitpid(pid, &st, 0);
+    atomic_store(&pg.stop, 1);
+    pthread_join(pt, NULL);
+    for (size_t i = 0; i < pg.rtt.n; i++) {
+        bench_samples_add(rtt, pg.rtt.v[i]);
+    }
+    bench_samples_free(&pg.rtt);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || atomic_load(&s->errors) != 0) {
         bench_die("hand-off run failed (child status %d, %d errors)", st, atomic_load(&s->errors));
     }
@@ -223,15 +281,19 @@ static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_s
     }
 }
 
-/* PING round trip p50 in us, on a raw connection. */
+/* PING round trip p50 in us, as redis-cli --latency measures it: one PING at a time with a
+ * pause between (here 1 ms), on a raw connection of an otherwise idle client. Back-to-back
+ * PINGs keep the vCPUs awake and measure 17-60 us here depending on the moment; a PING after a
+ * pause is what a woken waiter's request meets. */
 static double h_rtt_us(void)
 {
     redisContext *c = bench_raw(0);
     bench_samples s = {0};
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < 500; i++) {
         int64_t a = bench_now_ns();
         freeReplyObject(bench_cmd(c, "PING"));
         bench_samples_add(&s, (double)(bench_now_ns() - a) / 1000.0);
+        bench_sleep_us(1000);
     }
     double p50 = bench_pct(&s, 50);
     bench_samples_free(&s);
@@ -242,7 +304,7 @@ static double h_rtt_us(void)
 int bench_handoff(rlock_kind kind)
 {
     const char *scen = kind == RLOCK_FAIR ? "handoff_fair" : "handoff_reentrant";
-    int with_raw = kind == RLOCK_REENTRANT;
+    int with_raw = 1;
     /* Probe: a lock type that has not landed cannot be opened. */
     rlock_client *probe = bench_client(0, 0, 0);
     rlock *pl = rlock_open(probe, kind, "bench:probe");
@@ -260,7 +322,7 @@ int bench_handoff(rlock_kind kind)
     if (s == MAP_FAILED) {
         bench_die("mmap failed");
     }
-    double rtt[64], p50i[64], p99i[64], p50r[64], p99r[64];
+    double rtt[64], idle[64], busy[64], p50i[64], p99i[64], p50r[64], p99r[64];
     int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
     int self_i = 0, self_r = 0;
     size_t n_i = 0, n_r = 0;
@@ -268,12 +330,15 @@ int bench_handoff(rlock_kind kind)
     snprintf(name_raw, sizeof(name_raw), "bench:%s:raw", scen);
     snprintf(name_rl, sizeof(name_rl), "bench:%s:rlock", scen);
     for (int rep = 0; rep < reps; rep++) {
-        rtt[rep] = h_rtt_us();
-        bench_samples si = {0}, sr = {0};
+        idle[rep] = h_rtt_us();
+        bench_samples si = {0}, sr = {0}, rt = {0};
         if (with_raw) {
-            h_once(s, 1, name_raw, kind, &si, &self_i);
+            h_once(s, 1, name_raw, kind, &si, &self_i, &rt);
         }
-        h_once(s, 0, name_rl, kind, &sr, &self_r);
+        h_once(s, 0, name_rl, kind, &sr, &self_r, &rt);
+        rtt[rep] = idle[rep];
+        busy[rep] = bench_pct(&rt, 50);
+        bench_samples_free(&rt);
         n_i += si.n;
         n_r += sr.n;
         p50i[rep] = bench_pct(&si, 50) / rtt[rep];
@@ -289,6 +354,7 @@ int bench_handoff(rlock_kind kind)
     double a50 = with_raw ? bench_median(p50i, n) : NAN,
            a99 = with_raw ? bench_median(p99i, n) : NAN;
     double b50 = bench_median(p50r, n), b99 = bench_median(p99r, n);
+    double mbusy = bench_median(busy, n);
     bench_row(scen, "PING RTT p50 (us)", mrtt, mrtt, NULL, -1);
     bench_row(scen, "hand-off p50 (RTTs)", a50, b50, "rlock <= 3 RTT", b50 <= 3);
     bench_row(scen, "hand-off p99 (RTTs)", a99, b99, "rlock <= 12 RTT", b99 <= 12);
@@ -300,6 +366,7 @@ int bench_handoff(rlock_kind kind)
     bench_json_num(&j, "processes", 2);
     bench_json_num(&j, "think_us", H_THINK_US);
     bench_json_num(&j, "rtt_p50_us", mrtt);
+    bench_json_num(&j, "rtt_p50_during_run_us", mbusy);
     bench_json_num(&j, "ideal_handoff_p50_rtt", a50);
     bench_json_num(&j, "ideal_handoff_p99_rtt", a99);
     bench_json_num(&j, "rlock_handoff_p50_rtt", b50);

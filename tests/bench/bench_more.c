@@ -3,12 +3,6 @@
 
 #include "bench.h"
 
-int bench_fair_queue(void)
-{
-    printf("%-22s skipped: not written yet\n", "fair_queue");
-    return -1;
-}
-
 int bench_rw(void)
 {
     printf("%-22s skipped: not written yet\n", "rw_8r_1w");

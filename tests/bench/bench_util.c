@@ -94,25 +94,30 @@ const char *bench_sha(int script)
     return rlk_script_get(script)->sha1;
 }
 
-rlock_client *bench_client(int idx, int64_t watchdog_ms, int64_t command_timeout_ms)
+rlock_client *bench_client_opts(int idx, rlock_options *o)
 {
     char url[64];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", g_cfg.ports[idx]);
+    o->url = url;
+    rlock_client *cl = NULL;
+    int r = rlock_client_new(o, &cl);
+    if (r != RLOCK_OK) {
+        bench_die("rlock_client_new: %s: %s", rlock_strerror(r), rlock_last_error());
+    }
+    return cl;
+}
+
+rlock_client *bench_client(int idx, int64_t watchdog_ms, int64_t command_timeout_ms)
+{
     rlock_options o;
     rlock_options_init(&o);
-    o.url = url;
     if (watchdog_ms > 0) {
         o.watchdog_timeout_ms = watchdog_ms;
     }
     if (command_timeout_ms > 0) {
         o.command_timeout_ms = command_timeout_ms;
     }
-    rlock_client *cl = NULL;
-    int r = rlock_client_new(&o, &cl);
-    if (r != RLOCK_OK) {
-        bench_die("rlock_client_new: %s: %s", rlock_strerror(r), rlock_last_error());
-    }
-    return cl;
+    return bench_client_opts(idx, &o);
 }
 
 void bench_cmdstats_get(redisContext *c, bench_cmdstats *out)
