@@ -38,55 +38,14 @@
 /* The longest random pause between failed rounds, in ms. */
 #define RLK_MULTI_MAX_BACKOFF_MS 20
 
-typedef struct rlk_mthread {
-    struct rlk_mthread *next;
-    uint64_t tid;
-    int count;
-} rlk_mthread;
-
 typedef struct rlk_multi {
     size_t n;
-    rlock **members;      /* borrowed handles, in the caller's order */
-    rlk_mthread *threads; /* per-thread group hold counts, under the handle mutex */
+    rlock **members; /* borrowed handles, in the caller's order */
 } rlk_multi;
 
 static rlk_multi *rlk_multi_of(rlock *l)
 {
     return (rlk_multi *)l->impl;
-}
-
-/* Returns the calling thread's group hold count and adds delta to it (the record is created on
- * a positive delta and freed when the count reaches 0). */
-static int rlk_multi_count(rlock *l, uint64_t tid, int delta)
-{
-    rlk_multi *m = rlk_multi_of(l);
-    int before = 0;
-    pthread_mutex_lock(&l->mu);
-    rlk_mthread **pp = &m->threads;
-    while (*pp != NULL && (*pp)->tid != tid) {
-        pp = &(*pp)->next;
-    }
-    if (*pp != NULL) {
-        before = (*pp)->count;
-        (*pp)->count += delta;
-        if ((*pp)->count <= 0) {
-            rlk_mthread *dead = *pp;
-            *pp = dead->next;
-            free(dead);
-        }
-    } else if (delta > 0) {
-        rlk_mthread *t = calloc(1, sizeof(*t));
-        if (t == NULL) {
-            pthread_mutex_unlock(&l->mu);
-            return RLOCK_ENOMEM;
-        }
-        t->tid = tid;
-        t->count = delta;
-        t->next = m->threads;
-        m->threads = t;
-    }
-    pthread_mutex_unlock(&l->mu);
-    return before;
 }
 
 uint64_t rlk_group_rand(void)
@@ -212,13 +171,15 @@ static int rlk_multi_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         free(taken);
     }
     if (rc == RLOCK_OK) {
-        int c = rlk_multi_count(l, rlk_thread_id(), 1);
-        if (c < 0) {
+        /* The group's own per-thread count lives in the handle's hold records (lock.h). */
+        rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 1);
+        if (h == NULL) {
             for (size_t i = 0; i < m->n; i++) {
                 (void)rlock_unlock(m->members[i]);
             }
-            return rlk_err(c, "multi-lock: out of memory recording the hold");
+            return rlk_err(RLOCK_ENOMEM, "multi-lock: out of memory recording the hold");
         }
+        h->count++;
     } else if (rc == RLOCK_ETIMEDOUT) {
         rlk_err(RLOCK_ETIMEDOUT, "multi-lock: not every member could be taken within %lld ms",
                 (long long)wait_ms);
@@ -229,8 +190,8 @@ static int rlk_multi_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 static int rlk_multi_unlock(rlock *l)
 {
     rlk_multi *m = rlk_multi_of(l);
-    uint64_t tid = rlk_thread_id();
-    if (rlk_multi_count(l, tid, 0) <= 0) {
+    rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
+    if (h == NULL || h->count <= 0) {
         return rlk_err(RLOCK_ENOTOWNER, "multi-lock: the calling thread does not hold the group");
     }
     int first_err = RLOCK_OK;
@@ -242,7 +203,8 @@ static int rlk_multi_unlock(rlock *l)
             snprintf(msg, sizeof(msg), "%s", rlock_last_error());
         }
     }
-    (void)rlk_multi_count(l, tid, -1);
+    h->count--;
+    rlk_hold_drop_if_empty(l, h);
     if (first_err != RLOCK_OK) {
         return rlk_err(first_err, "multi-lock: unlocking a member failed: %s", msg);
     }
@@ -296,10 +258,10 @@ static void rlk_multi_destroy(rlock *l)
     if (m == NULL) {
         return;
     }
-    while (m->threads != NULL) {
-        rlk_mthread *t = m->threads;
-        m->threads = t->next;
-        free(t);
+    while (l->holds != NULL) { /* holds of threads that never unlocked */
+        rlk_hold *h = l->holds;
+        l->holds = h->next;
+        free(h);
     }
     free(m->members);
     free(m);
@@ -440,6 +402,12 @@ static int rlk_rl_send_one(rlk_rl_round *r, size_t i)
     return RLOCK_OK;
 }
 
+static struct timeval rlk_rl_tv(int64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
+}
+
 /* Handles a reply: a NOSCRIPT is answered by loading the script (bounded by the per-server
  * timeout) and sending the command again, once. */
 static void rlk_rl_take_reply(rlk_rl_round *r, size_t i, redisReply *rep)
@@ -449,13 +417,9 @@ static void rlk_rl_take_reply(rlk_rl_round *r, size_t i, redisReply *rep)
     if (r->script >= 0 && !io->retried && rlk_reply_is_noscript(rep)) {
         freeReplyObject(rep);
         io->retried = 1;
-        rlock_client *c = r->members[i]->client;
-        int64_t t = rlk_group_server_timeout(r->members[i]);
-        struct timeval tv = {(time_t)(t / 1000), (suseconds_t)((t % 1000) * 1000)};
-        struct timeval ctv = {(time_t)(c->opts.command_timeout_ms / 1000),
-                              (suseconds_t)((c->opts.command_timeout_ms % 1000) * 1000)};
-        redisSetTimeout(io->conn->ctx, tv);
+        redisSetTimeout(io->conn->ctx, rlk_rl_tv(rlk_group_server_timeout(r->members[i])));
         int rc = rlk_script_load(io->conn, r->script);
+        struct timeval ctv = rlk_rl_tv(r->members[i]->client->opts.command_timeout_ms);
         if (rc == RLOCK_OK && redisSetTimeout(io->conn->ctx, ctv) != REDIS_OK) {
             rc = rlk_conn_error(io->conn->ctx, "RedLock: restoring the command timeout");
         }
@@ -475,7 +439,14 @@ static void rlk_rl_take_reply(rlk_rl_round *r, size_t i, redisReply *rep)
     io->reply = rep;
 }
 
-/* Reads every awaited reply until it arrived or its server's deadline passed. */
+/* No reply is read from io any more: the connection is only written to from now on. */
+static void rlk_rl_give_up(rlk_rl_io *io, int err)
+{
+    io->waiting = 0;
+    io->stale = 1;
+    io->err = err;
+}
+
 /* Answers received so far in this round (replies, error replies included). */
 static int rlk_rl_answered(const rlk_rl_round *r)
 {
@@ -494,29 +465,30 @@ static void rlk_rl_collect(rlk_rl_round *r)
     struct pollfd pf[RLK_REDLOCK_MAX];
     size_t idx[RLK_REDLOCK_MAX];
     for (;;) {
+        for (size_t i = 0; i < r->n; i++) {
+            rlk_rl_io *io = &r->io[i];
+            void *rep = NULL;
+            if (!io->waiting) {
+                continue;
+            }
+            if (redisGetReplyFromReader(io->conn->ctx, &rep) == REDIS_ERR) {
+                rlk_rl_give_up(io, rlk_conn_error(io->conn->ctx, "RedLock: reading a reply"));
+            } else if (rep != NULL) {
+                rlk_rl_take_reply(r, i, rep);
+            }
+        }
+        /* Decided after taking every reply already read, so a majority that has just answered
+         * ends the patience at once. */
         int64_t now = rlk_now_ms();
         int64_t wait = INT64_MAX;
         int patient = rlk_rl_answered(r) < r->need && now < r->hard_deadline;
         nfds_t nf = 0;
         for (size_t i = 0; i < r->n; i++) {
             rlk_rl_io *io = &r->io[i];
-            if (!io->waiting) {
-                continue;
-            }
             int64_t deadline = patient && r->hard_deadline > io->deadline ? r->hard_deadline
                                                                           : io->deadline;
-            void *rep = NULL;
-            if (redisGetReplyFromReader(io->conn->ctx, &rep) == REDIS_ERR) {
-                io->waiting = 0;
-                io->stale = 1;
-                io->err = rlk_conn_error(io->conn->ctx, "RedLock: reading a reply");
-            } else if (rep != NULL) {
-                rlk_rl_take_reply(r, i, rep);
-            } else if (now >= deadline) {
-                io->waiting = 0;
-                io->stale = 1;
-                io->err = rlk_err(RLOCK_ECONN, "RedLock: server %zu did not answer within %lld ms",
-                                  i, (long long)rlk_group_server_timeout(r->members[i]));
+            if (io->waiting && now >= deadline) {
+                rlk_rl_give_up(io, rlk_err(RLOCK_ECONN, "RedLock: no answer from server %zu", i));
             }
             if (io->waiting) {
                 pf[nf].fd = io->conn->ctx->fd;
@@ -535,9 +507,7 @@ static void rlk_rl_collect(rlk_rl_round *r)
         for (nfds_t k = 0; k < nf; k++) {
             rlk_rl_io *io = &r->io[idx[k]];
             if (pf[k].revents != 0 && redisBufferRead(io->conn->ctx) == REDIS_ERR) {
-                io->waiting = 0;
-                io->stale = 1;
-                io->err = rlk_conn_error(io->conn->ctx, "RedLock: reading a reply");
+                rlk_rl_give_up(io, rlk_conn_error(io->conn->ctx, "RedLock: reading a reply"));
             }
         }
     }

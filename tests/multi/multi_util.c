@@ -102,7 +102,7 @@ double mu_scale(void)
         return atof(e) / 100.0;
     }
 #ifdef MU_TSAN
-    return 0.25;
+    return 0.5;
 #else
     return 1.0;
 #endif

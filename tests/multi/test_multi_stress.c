@@ -1,6 +1,6 @@
 /*
  * No deadlock, no livelock, no violation: 8 threads take random overlapping groups of 2-4 of 6
- * lock names, in random member order, 2,000 acquisitions each (a quarter under ThreadSanitizer,
+ * lock names, in random member order, 2,000 acquisitions each (half under ThreadSanitizer,
  * or RLOCK_STRESS_SCALE percent), with lock() (no wait limit) so that a deadlock would hang the
  * run (ctest's TIMEOUT then fails it). Inside each section every member name goes through the
  * Redis-side checker (SET NX flag + non-atomic counter); at the end every name's counter must

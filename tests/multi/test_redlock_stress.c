@@ -1,7 +1,7 @@
 /*
  * RedLock mutual exclusion across processes: 3 processes x 4 threads share one RedLock over 3
  * servers (each process has its own 3 clients; the 4 threads of a process share one group
- * handle) for 3,000 acquisitions in all (a quarter under ThreadSanitizer). Inside every section
+ * handle) for 3,000 acquisitions in all (half under ThreadSanitizer). Inside every section
  * a checker on a fourth server (never touched by faults) takes a SET NX flag and bumps a
  * non-atomic GET/SET counter, so an overlap shows as a violation or a lost update.
  *
