@@ -106,6 +106,8 @@ static void test_write_reentrancy(void **state)
     (void)state;
     rw_worker_start(&other);
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
+    /* testReadLockIsLocked: the read side is not locked while only the write side is. */
+    assert_int_equal(rlock_is_locked(r), 0);
     assert_int_equal(rlock_try_lock(w, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_hold_count(w), 2);
     assert_int_equal(rlock_hold_count(r), 0);

@@ -7,10 +7,14 @@
  *  - a dead reader alone: a writer gets in when the dead reader's lease (1.5 s watchdog) ends;
  *  - a dead waiting writer: its liveness deadline stops being refreshed, so readers held back
  *    behind it get in within waiter_timeout_ms (1 s), while a live waiting writer keeps them out
- *    for longer than that (its heartbeat works).
+ *    for longer than that (its heartbeat works);
+ *  - Redis restarted empty under held read and write holds (RedissonLockExpirationRenewalTest):
+ *    the holds are reported lost (on_lost, RLOCK_ELOST on unlock), and holds taken afterwards are
+ *    renewed again for several watchdog periods.
  * Children are fresh processes (rh_spawn_self) that take the lock and then sleep until killed.
  */
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,12 +193,60 @@ static void test_dead_waiting_writer(void **state)
     rlock_free(r);
 }
 
+static void count_lost(const char *name, void *user_data)
+{
+    (void)name;
+    atomic_fetch_add((atomic_int *)user_data, 1);
+}
+
+static void test_restart_loses_and_renews(void **state)
+{
+    static atomic_int lost;
+    rlock_options o;
+    rlock_client *c = NULL;
+
+    (void)state;
+    atomic_init(&lost, 0);
+    rlock_options_init(&o);
+    o.url = rh_url(g_srv);
+    o.watchdog_timeout_ms = 1500;
+    o.on_lost = count_lost;
+    o.user_data = &lost;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    for (int side = 0; side < 2; side++) {
+        const char *name = side ? "rw:restart:w" : "rw:restart:r";
+        rlock *l = rlock_open(c, side ? RLOCK_WRITE : RLOCK_READ, name);
+        int before = atomic_load(&lost);
+        int64_t end;
+
+        assert_non_null(l);
+        assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+        assert_int_equal(rh_restart(g_srv), 0);
+        end = rh_now_ms() + 5000;
+        while (atomic_load(&lost) == before && rh_now_ms() < end) {
+            rh_sleep_ms(50);
+        }
+        assert_int_equal(atomic_load(&lost), before + 1);
+        assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
+        /* After the restart the watchdog renews new holds as before. */
+        assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+        rh_sleep_ms(3500);
+        assert_int_equal(rlock_is_held(l), 1);
+        assert_true(rw_pttl(g_srv, name) > 500);
+        assert_int_equal(rlock_unlock(l), RLOCK_OK);
+        assert_int_equal(rw_exists(g_srv, name), 0);
+        rlock_free(l);
+    }
+    rlock_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dead_reader_next_to_live_reader),
         cmocka_unit_test(test_dead_reader_alone),
         cmocka_unit_test(test_dead_waiting_writer),
+        cmocka_unit_test(test_restart_loses_and_renews),
     };
 
     if (argc == 5 && strcmp(argv[1], "--child") == 0) {
