@@ -22,11 +22,11 @@ void rlk_group_sleep_ms(int64_t ms);
 /* One server's part of a parallel round. */
 typedef struct rlk_rl_io {
     rlk_conn *conn;
-    int active;        /* a command of this round goes to this server */
-    int waiting;       /* its reply is awaited */
-    int stale;         /* an earlier reply never came: the connection is only written to now */
-    int retried;       /* NOSCRIPT handled once */
-    int err;           /* RLOCK_OK or this server's error in this round */
+    int active;  /* a command of this round goes to this server */
+    int waiting; /* its reply is awaited */
+    int stale;   /* an earlier reply never came: the connection is only written to now */
+    int retried; /* NOSCRIPT handled once */
+    int err;     /* RLOCK_OK or this server's error in this round */
     int64_t deadline;
     redisReply *reply;
     rlk_args keys, args;
@@ -35,7 +35,7 @@ typedef struct rlk_rl_io {
 typedef struct rlk_rl_round {
     size_t n;
     rlock *const *members; /* one per server */
-    int script;        /* RLK_SCRIPT_* or -1 for a plain command in args */
+    int script;            /* RLK_SCRIPT_* or -1 for a plain command in args */
     /* Answers wanted before the per-server timeouts apply, and the bound on waiting for them
      * (monotonic ms). 0 = per-server timeouts only, as an acquire must use them. */
     int need;

@@ -130,8 +130,8 @@ static int rlk_multi_round(rlk_multi *m, unsigned char *taken, size_t first, int
         /* The first member's lease may have run out while the others were taken. */
         rlk_multi_giveback(m, taken);
         *busy = first != SIZE_MAX ? first : 0;
-        return rlk_err(RLOCK_ETIMEDOUT, "multi-lock: taking the members took longer than the "
-                       "lease of %lld ms", (long long)lease_ms);
+        return rlk_err(RLOCK_ETIMEDOUT, "multi-lock: the sweep outlasted the %lld ms lease",
+                       (long long)lease_ms);
     }
     return RLOCK_OK;
 }
@@ -159,8 +159,8 @@ static int rlk_multi_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         }
         failures++;
         if (failures >= 2) {
-            int64_t cap = failures * 2 > RLK_MULTI_MAX_BACKOFF_MS ? RLK_MULTI_MAX_BACKOFF_MS
-                                                                 : failures * 2;
+            int64_t cap =
+                failures * 2 > RLK_MULTI_MAX_BACKOFF_MS ? RLK_MULTI_MAX_BACKOFF_MS : failures * 2;
             int64_t pause = (int64_t)(rlk_group_rand() % (uint64_t)(cap + 1));
             int64_t left = deadline == INT64_MAX ? pause : deadline - rlk_now_ms();
             rlk_group_sleep_ms(pause < left ? pause : left);
@@ -295,8 +295,8 @@ int rlk_group_check_members(rlock *const *locks, size_t n, const char *what)
         }
         for (size_t j = 0; j < i; j++) {
             if (locks[j] == locks[i]) {
-                return rlk_err(RLOCK_EINVAL, "%s: members %zu and %zu are the same handle",
-                               what, j, i);
+                return rlk_err(RLOCK_EINVAL, "%s: members %zu and %zu are the same handle", what, j,
+                               i);
             }
         }
     }
@@ -330,7 +330,8 @@ int64_t rlk_group_server_timeout(const rlock *m)
     return t > 0 ? t : 50;
 }
 
-/* ---- the parallel round of RedLock ------------------------------------------------------------------ */
+/* ---- the parallel round of RedLock
+ * ------------------------------------------------------------------ */
 
 void rlk_rl_round_init(rlk_rl_round *r, rlock *const *members, size_t n)
 {
@@ -383,8 +384,7 @@ static int rlk_rl_send_one(rlk_rl_round *r, size_t i)
     if (rc == RLOCK_OK && r->script >= 0) {
         rc = rlk_script_append(io->conn, r->script, &io->keys, &io->args);
     } else if (rc == RLOCK_OK) {
-        rc = redisAppendCommandArgv(io->conn->ctx, io->args.n, io->args.v, io->args.len) ==
-                     REDIS_OK
+        rc = redisAppendCommandArgv(io->conn->ctx, io->args.n, io->args.v, io->args.len) == REDIS_OK
                  ? RLOCK_OK
                  : rlk_conn_error(io->conn->ctx, "RedLock: appending");
     }
@@ -485,8 +485,8 @@ static void rlk_rl_collect(rlk_rl_round *r)
         nfds_t nf = 0;
         for (size_t i = 0; i < r->n; i++) {
             rlk_rl_io *io = &r->io[i];
-            int64_t deadline = patient && r->hard_deadline > io->deadline ? r->hard_deadline
-                                                                          : io->deadline;
+            int64_t deadline =
+                patient && r->hard_deadline > io->deadline ? r->hard_deadline : io->deadline;
             if (io->waiting && now >= deadline) {
                 rlk_rl_give_up(io, rlk_err(RLOCK_ECONN, "RedLock: no answer from server %zu", i));
             }

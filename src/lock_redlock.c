@@ -25,7 +25,6 @@
 #include "lock_group.h"
 #include "scripts.h"
 
-
 typedef struct rlk_rl_hold rlk_rl_hold;
 
 /* A watchdog entry for one member's grant; wd must stay the first member (container cast). */
@@ -40,16 +39,16 @@ struct rlk_rl_hold {
     rlk_rl_hold *next;
     rlock *group;
     uint64_t tid;
-    int count;                             /* group holds of the thread; 0 while acquiring */
+    int count; /* group holds of the thread; 0 while acquiring */
     uint64_t token;
-    int64_t valid_until;                   /* monotonic ms; INT64_MAX under the watchdog */
-    int64_t lease_ms;                      /* as asked: > 0 fixed, < 0 watchdog */
+    int64_t valid_until; /* monotonic ms; INT64_MAX under the watchdog */
+    int64_t lease_ms;    /* as asked: > 0 fixed, < 0 watchdog */
     int granted_n;
     unsigned char granted[RLK_REDLOCK_MAX];
     char fields[RLK_REDLOCK_MAX][RLK_OWNER_MAX];
     size_t field_len[RLK_REDLOCK_MAX];
-    atomic_int lost_n;                     /* member grants judged lost by a watchdog */
-    atomic_int lost;                       /* the group lost its majority */
+    atomic_int lost_n; /* member grants judged lost by a watchdog */
+    atomic_int lost;   /* the group lost its majority */
     rlk_rl_mh mh[RLK_REDLOCK_MAX];
 };
 
@@ -57,9 +56,9 @@ typedef struct rlk_redlock {
     size_t n;
     int quorum;
     rlock *members[RLK_REDLOCK_MAX];
-    rlk_buf tokkey[RLK_REDLOCK_MAX];       /* redisson_lock_token:{name} */
-    rlk_buf channel[RLK_REDLOCK_MAX];      /* redisson_lock__channel:{name} */
-    rlk_rl_hold *holds;                    /* under the handle mutex */
+    rlk_buf tokkey[RLK_REDLOCK_MAX];  /* redisson_lock_token:{name} */
+    rlk_buf channel[RLK_REDLOCK_MAX]; /* redisson_lock__channel:{name} */
+    rlk_rl_hold *holds;               /* under the handle mutex */
 } rlk_redlock;
 
 static rlk_redlock *rlk_rl_of(rlock *l)
@@ -220,8 +219,8 @@ static void rlk_rl_member_lost(rlk_wd_entry *e)
     rlk_redlock *g = rlk_rl_of(h->group);
     int lost = atomic_fetch_add(&h->lost_n, 1) + 1;
     rlock *m = g->members[mh->idx];
-    rlk_log(m->client, RLOCK_LOG_WARN, "RedLock: the hold on server %zu (%s) was lost; %d of %d "
-            "grants remain", mh->idx, m->name, h->granted_n - lost, h->granted_n);
+    rlk_log(m->client, RLOCK_LOG_WARN, "RedLock: hold on server %zu (%s) lost, %d of %d left",
+            mh->idx, m->name, h->granted_n - lost, h->granted_n);
     if (h->granted_n - lost < g->quorum && !atomic_exchange(&h->lost, 1)) {
         rlock *first = g->members[0];
         if (first->client->opts.on_lost != NULL) {
@@ -248,8 +247,8 @@ static void rlk_rl_watch(rlk_rl_hold *h, int64_t lease_ms)
         mh->idx = i;
         rlk_wd_entry_init(&mh->wd, &rlk_rl_renew_class);
         rlock_client *c = g->members[i]->client;
-        mh->registered = rlk_wd_add(c->watchdog, &mh->wd, rlk_rl_lease(g->members[i], lease_ms)) ==
-                         RLOCK_OK;
+        mh->registered =
+            rlk_wd_add(c->watchdog, &mh->wd, rlk_rl_lease(g->members[i], lease_ms)) == RLOCK_OK;
         if (!mh->registered) {
             rlk_rl_member_lost(&mh->wd); /* its client is closed: nobody renews this grant */
         }
@@ -330,7 +329,7 @@ static int rlk_rl_reenter(rlk_rl_hold *h)
 {
     if (atomic_load(&h->lost) || rlk_now_ms() >= h->valid_until) {
         return rlk_err(RLOCK_ELOST, "RedLock: the calling thread's hold was lost (no majority "
-                       "renewed, or past its validity); unlock it first");
+                                    "renewed, or past its validity); unlock it first");
     }
     h->count++;
     return RLOCK_OK;
@@ -370,8 +369,8 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         if (rc < 0) {
             return rlk_rl_wrap(rc, "no majority of servers reachable");
         }
-        return rlk_err(RLOCK_ETIMEDOUT, "RedLock: no majority (%d of %zu) with time to spare "
-                       "within %lld ms", g->quorum, g->n, (long long)wait_ms);
+        return rlk_err(RLOCK_ETIMEDOUT, "RedLock: no valid majority (%d of %zu) in %lld ms",
+                       g->quorum, g->n, (long long)wait_ms);
     }
     h->count = 1;
     h->lease_ms = lease_ms;
@@ -412,7 +411,7 @@ static int rlk_rl_unlock(rlock *l)
     free(h);
     if (lost) {
         return rlk_err(RLOCK_ELOST, "RedLock: fewer than a majority of the grants could be "
-                       "renewed while held");
+                                    "renewed while held");
     }
     if (rlk_now_ms() >= valid_until) {
         return rlk_err(RLOCK_ELOST, "RedLock: the hold outlived its validity (lease - drift)");
@@ -546,13 +545,12 @@ static int rlk_rl_check(rlock *const *locks, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         if (locks[i]->kind != RLOCK_REENTRANT || locks[i]->single == NULL) {
-            return rlk_err(RLOCK_ENOTSUP, "rlock_redlock_new: member %zu is not a reentrant "
-                           "lock (RedLock supports RLOCK_REENTRANT members only)", i);
+            return rlk_err(RLOCK_ENOTSUP, "rlock_redlock_new: member %zu: only reentrant locks", i);
         }
         for (size_t j = 0; j < i; j++) {
             if (locks[j]->client == locks[i]->client) {
-                return rlk_err(RLOCK_EINVAL, "rlock_redlock_new: members %zu and %zu use the "
-                               "same client; RedLock needs one client per server", j, i);
+                return rlk_err(RLOCK_EINVAL, "rlock_redlock_new: members %zu, %zu share a client",
+                               j, i);
             }
         }
     }
@@ -580,8 +578,9 @@ RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n)
         g->members[i] = locks[i];
         rc = rlk_prefix_name(&g->tokkey[i], "redisson_lock_token", locks[i]->name,
                              locks[i]->name_len);
-        rc = rc ? rc : rlk_prefix_name(&g->channel[i], "redisson_lock__channel",
-                                       locks[i]->name, locks[i]->name_len);
+        rc = rc ? rc
+                : rlk_prefix_name(&g->channel[i], "redisson_lock__channel", locks[i]->name,
+                                  locks[i]->name_len);
     }
     rlock *l = rc == RLOCK_OK ? rlk_handle_alloc(&rlk_rl_ops) : NULL;
     if (l == NULL) {

@@ -95,8 +95,8 @@ static void test_lock_unlock(void **state)
     assert_int_equal(rlock_is_held(gr.g), 1);
     assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
     assert_int_equal(rlock_is_held(gr.g), 0);
-    assert_int_equal(mu_exists(srv[0], "lu0") + mu_exists(srv[0], "lu1") +
-                         mu_exists(srv[0], "lu2"), 0);
+    assert_int_equal(mu_exists(srv[0], "lu0") + mu_exists(srv[0], "lu1") + mu_exists(srv[0], "lu2"),
+                     0);
     assert_int_equal(rlock_unlock(gr.g), RLOCK_ENOTOWNER);
     group_close(&gr);
 }
@@ -397,10 +397,14 @@ static void test_bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_unlock),     cmocka_unit_test(test_ten_threads_one_wins),
-        cmocka_unit_test(test_second_lock_waits), cmocka_unit_test(test_three_servers),
-        cmocka_unit_test(test_all_or_nothing),  cmocka_unit_test(test_opposite_orders),
-        cmocka_unit_test(test_lease),           cmocka_unit_test(test_mixed_kinds),
+        cmocka_unit_test(test_lock_unlock),
+        cmocka_unit_test(test_ten_threads_one_wins),
+        cmocka_unit_test(test_second_lock_waits),
+        cmocka_unit_test(test_three_servers),
+        cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_opposite_orders),
+        cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_mixed_kinds),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

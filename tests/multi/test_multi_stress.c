@@ -17,7 +17,7 @@
 
 #include "multi_util.h"
 
-#define NAMES 6
+#define NAMES   6
 #define THREADS 8
 
 static rh_server *srv;
@@ -112,10 +112,45 @@ static void test_no_deadlock(void **state)
     }
     redisFree(chk);
     printf("multi stress: %d threads x %d group acquisitions (%lld member sections) in %lld ms, "
-           "%d violations, %d errors\n", THREADS, iters, total, (long long)took, violations,
-           errors);
+           "%d violations, %d errors\n",
+           THREADS, iters, total, (long long)took, violations, errors);
     assert_int_equal(violations, 0);
     assert_int_equal(errors, 0);
+}
+
+typedef struct bare {
+    int violations;
+} bare;
+
+static void *bare_main(void *arg)
+{
+    bare *b = arg;
+    redisContext *chk = rh_connect(srv);
+    for (int i = 0; chk != NULL && i < 50; i++) {
+        b->violations += mu_check_enter(chk, "bare") > 0;
+        mu_sleep_ms(1);
+        mu_check_leave(chk, "bare");
+    }
+    redisFree(chk);
+    return NULL;
+}
+
+/* Control: the checker does see overlapping sections when no lock is taken, so the zero of the
+ * real run means something. */
+static void test_checker_sees_overlap(void **state)
+{
+    (void)state;
+    bare b[4] = {{0}};
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        pthread_create(&t[i], NULL, bare_main, &b[i]);
+    }
+    int violations = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        violations += b[i].violations;
+    }
+    assert_true(violations > 0);
 }
 
 static int setup(void **state)
@@ -153,6 +188,7 @@ static int teardown(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_deadlock)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_checker_sees_overlap),
+                                       cmocka_unit_test(test_no_deadlock)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

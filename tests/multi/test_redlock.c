@@ -18,7 +18,7 @@
 
 #include "multi_util.h"
 
-#define NSRV 5
+#define NSRV           5
 #define SERVER_TIMEOUT 50
 
 static rh_server *srv[NSRV];
@@ -192,53 +192,51 @@ static void test_quorum_masks(void **state)
         int64_t t0 = rh_now_ms();
         int rc = rlock_try_lock(r.g, wait, 5000);
         int64_t took = rh_now_ms() - t0;
-        printf("mask %02x: %d up, rc %d, %lld ms\n", mask, up, rc, (long long)took);
-        if (up >= 3) {
-            assert_int_equal(rc, RLOCK_OK);
-            assert_true(took <= SERVER_TIMEOUT + slack);
-            assert_int_equal(rlock_unlock(r.g), RLOCK_OK);
-        } else {
-            assert_true(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONN);
-            assert_true(took >= wait - 1 && took <= wait + SERVER_TIMEOUT + slack);
-            assert_int_equal(rlock_is_held(r.g), 0);
-        }
-        for (int i = 0; i < NSRV; i++) {
+        int held = rlock_is_held(r.g);
+        int unlocked = rc == RLOCK_OK ? rlock_unlock(r.g) : RLOCK_OK;
+        for (int i = 0; i < NSRV; i++) { /* resumed before any assertion can stop the test */
             if (mask & (1 << i)) {
                 assert_int_equal(rh_resume(srv[i]), 0);
             }
         }
+        printf("mask %02x: %d up, rc %d, %lld ms\n", mask, up, rc, (long long)took);
+        assert_int_equal(rc == RLOCK_OK, up >= 3);
+        assert_true(rc == RLOCK_OK || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONN);
+        assert_int_equal(held, up >= 3);
+        assert_int_equal(unlocked, RLOCK_OK);
+        assert_true(took <= wait + SERVER_TIMEOUT + slack);
+        assert_true(rc == RLOCK_OK || took >= wait - 1);
         rl_close(&r);
     }
 }
 
-/* Acquisition slower than the lease (two servers paused by CLIENT PAUSE for 80 ms, inside the
- * 300 ms per-server timeout, lease 60 ms): no success, and no key left on any server. */
+/* Acquisition slower than the lease (two servers paused by CLIENT PAUSE for 300 ms, inside the
+ * 1 s per-server timeout, lease 200 ms): no success, and no key left on any server. */
 static void test_validity(void **state)
 {
     (void)state;
     rlock_client *slow[3];
     for (int i = 0; i < 3; i++) {
-        slow[i] = client_with(i, 30000, 300);
+        slow[i] = client_with(i, 30000, 1000);
     }
     rl r;
     rl_open(&r, slow, first3, 3, "rl_valid");
     /* Control: without the delay the same call succeeds. */
-    int rc = rlock_try_lock(r.g, 0, 60);
+    int rc = rlock_try_lock(r.g, 0, 200);
     assert_int_equal(rc, RLOCK_OK);
     rc = rlock_unlock(r.g);
     assert_true(rc == RLOCK_OK || rc == RLOCK_ELOST);
     for (int i = 0; i < 2; i++) {
-        const char *pause[] = {"CLIENT", "PAUSE", "80", "ALL", NULL};
+        const char *pause[] = {"CLIENT", "PAUSE", "300", "ALL", NULL};
         char *ok = rh_cmd_str(srv[i], pause);
         assert_string_equal(ok, "OK");
         free(ok);
     }
     int64_t t0 = rh_now_ms();
-    assert_int_equal(rlock_try_lock(r.g, 0, 60), RLOCK_ETIMEDOUT);
-    assert_true(rh_now_ms() - t0 >= 70);
+    assert_int_equal(rlock_try_lock(r.g, 0, 200), RLOCK_ETIMEDOUT);
+    assert_true(rh_now_ms() - t0 >= 290);
     assert_int_equal(rlock_is_held(r.g), 0);
     assert_int_equal(rlock_token(r.g), 0);
-    mu_sleep_ms(100);
     assert_int_equal(keys_on(first3, 3, "rl_valid"), 0);
     rl_close(&r);
     for (int i = 0; i < 3; i++) {
@@ -402,7 +400,8 @@ static void test_restart_rule(void **state)
     int64_t unsafe = restart_scenario("rl_restart_now", 0);
     int64_t safe = restart_scenario("rl_restart_late", 1500);
     printf("restart at once: second holder %lld ms after the first one's validity ended; "
-           "restart after the max lease: %lld ms\n", (long long)unsafe, (long long)safe);
+           "restart after the max lease: %lld ms\n",
+           (long long)unsafe, (long long)safe);
     assert_true(unsafe < 0);
     assert_true(safe >= 0);
 }
@@ -439,10 +438,14 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic),         cmocka_unit_test(test_held_elsewhere),
-        cmocka_unit_test(test_quorum_masks),  cmocka_unit_test(test_validity),
-        cmocka_unit_test(test_watchdog_majority), cmocka_unit_test(test_noscript),
-        cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_restart_rule),
+        cmocka_unit_test(test_basic),
+        cmocka_unit_test(test_held_elsewhere),
+        cmocka_unit_test(test_quorum_masks),
+        cmocka_unit_test(test_validity),
+        cmocka_unit_test(test_watchdog_majority),
+        cmocka_unit_test(test_noscript),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_restart_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

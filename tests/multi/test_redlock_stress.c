@@ -22,10 +22,10 @@
 
 #include "multi_util.h"
 
-#define PROCS 3
-#define THREADS 4
+#define PROCS    3
+#define THREADS  4
 #define LEASE_MS 1000
-#define KEY "rlstress"
+#define KEY      "rlstress"
 
 typedef struct cworker {
     rlock *g;
@@ -125,8 +125,8 @@ static void test_mutual_exclusion_with_restart(void **state)
     pid_t pid[PROCS];
     int64_t t0 = rh_now_ms();
     for (int p = 0; p < PROCS; p++) {
-        const char *argv[] = {"x", "--child", rh_url(s[0]), rh_url(s[1]), rh_url(s[2]),
-                              rh_url(checker), iters, NULL};
+        const char *argv[] = {"x",          "--child",       rh_url(s[0]), rh_url(s[1]),
+                              rh_url(s[2]), rh_url(checker), iters,        NULL};
         pid[p] = rh_spawn_self(argv);
         assert_true(pid[p] > 0);
     }
@@ -150,10 +150,10 @@ static void test_mutual_exclusion_with_restart(void **state)
     int64_t took = rh_now_ms() - t0;
     long long final = mu_counter(chk, KEY);
     printf("redlock stress: %d processes x %d threads, %lld sections in %lld ms (%lld while a "
-           "server was down), counter %lld\n", PROCS, THREADS, total, (long long)took,
-           while_down, final);
+           "server was down), counter %lld\n",
+           PROCS, THREADS, total, (long long)took, while_down, final);
     assert_int_equal(final, total);
-    assert_true(while_down > 0);      /* the majority of 2 kept working */
+    assert_true(while_down > 0);     /* the majority of 2 kept working */
     assert_true(at_restart < total); /* and the restarted server served the rest */
     redisFree(chk);
     for (int i = 0; i < 3; i++) {
