@@ -39,8 +39,8 @@ typedef struct rw_impl {
     rlk_buf channel; /* redisson_rwlock:{name} */
     rlk_buf token;   /* redisson_lock_token:{name} */
     rlk_buf writers; /* rlock_rwlock_writers:{name} */
-    rlk_buf
-        wchan; /* rlock_rwlock_writer:{name}, + ":" + write field = a waiting writer's channel */
+    /* rlock_rwlock_writer:{name}; + ":" + write field = a waiting writer's own channel */
+    rlk_buf wchan;
     rlk_buf prefix; /* {name}, or name itself when it carries a hash tag */
 } rw_impl;
 
