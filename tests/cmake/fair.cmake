@@ -19,3 +19,6 @@ rlock_add_test(NAME test_fair_cost SOURCES fair/test_fair_cost.c LABELS redis TI
 # Mutual exclusion: 4 processes x 6 threads, independent checker, exact count.
 rlock_add_test(NAME test_fair_stress SOURCES fair/test_fair_stress.c LABELS redis stress
                TIMEOUT 120)
+
+# A raw client speaking Redisson's RFairLock protocol and rlock on one fair lock.
+rlock_add_test(NAME test_fair_compat SOURCES fair/test_fair_compat.c LABELS redis TIMEOUT 90)
