@@ -7,8 +7,9 @@
 #include "lock.h"
 
 /* Checks a member list: locks != NULL, n >= 1, no NULL member, no member that is itself a group,
- * no handle twice. RLOCK_OK or RLOCK_EINVAL with a message naming what (the caller). */
-int rlk_group_check_members(rlock *const *locks, size_t n, const char *what);
+ * no handle twice; for a RedLock also n <= RLK_REDLOCK_MAX, reentrant members only (else
+ * RLOCK_ENOTSUP) and one client per member. RLOCK_OK or RLOCK_EINVAL with a message. */
+int rlk_group_check_members(rlock *const *locks, size_t n, int redlock);
 
 /* A per-thread xorshift generator for the random pauses between rounds (quality is irrelevant;
  * it only has to differ between threads and processes). */

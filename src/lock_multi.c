@@ -281,22 +281,24 @@ static const rlk_lock_ops rlk_multi_ops = {
     .destroy = rlk_multi_destroy,
 };
 
-int rlk_group_check_members(rlock *const *locks, size_t n, const char *what)
+int rlk_group_check_members(rlock *const *locks, size_t n, int redlock)
 {
-    if (locks == NULL || n == 0) {
-        return rlk_err(RLOCK_EINVAL, "%s: needs at least one member lock", what);
+    const char *what = redlock ? "rlock_redlock_new" : "rlock_multi_new";
+    if (locks == NULL || n == 0 || (redlock && n > RLK_REDLOCK_MAX)) {
+        return rlk_err(RLOCK_EINVAL, "%s: needs 1 to %s member locks", what,
+                       redlock ? "16" : "any number of");
     }
     for (size_t i = 0; i < n; i++) {
-        if (locks[i] == NULL) {
-            return rlk_err(RLOCK_EINVAL, "%s: member %zu is NULL", what, i);
+        if (locks[i] == NULL || locks[i]->client == NULL) {
+            return rlk_err(RLOCK_EINVAL, "%s: member %zu is NULL or a group", what, i);
         }
-        if (locks[i]->client == NULL) {
-            return rlk_err(RLOCK_EINVAL, "%s: member %zu is itself a group", what, i);
+        if (redlock && (locks[i]->kind != RLOCK_REENTRANT || locks[i]->single == NULL)) {
+            return rlk_err(RLOCK_ENOTSUP, "%s: member %zu: only reentrant locks", what, i);
         }
         for (size_t j = 0; j < i; j++) {
-            if (locks[j] == locks[i]) {
-                return rlk_err(RLOCK_EINVAL, "%s: members %zu and %zu are the same handle", what, j,
-                               i);
+            if (locks[j] == locks[i] || (redlock && locks[j]->client == locks[i]->client)) {
+                return rlk_err(RLOCK_EINVAL, "%s: members %zu and %zu are the same handle%s", what,
+                               j, i, redlock ? " or share a client" : "");
             }
         }
     }
@@ -305,7 +307,7 @@ int rlk_group_check_members(rlock *const *locks, size_t n, const char *what)
 
 RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n)
 {
-    if (rlk_group_check_members(locks, n, "rlock_multi_new") != RLOCK_OK) {
+    if (rlk_group_check_members(locks, n, 0) != RLOCK_OK) {
         return NULL;
     }
     rlk_multi *m = calloc(1, sizeof(*m));

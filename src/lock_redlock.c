@@ -259,7 +259,8 @@ static void rlk_rl_unwatch(rlk_rl_hold *h)
 {
     rlk_redlock *g = rlk_rl_of(h->group);
     for (size_t i = 0; i < g->n; i++) {
-        if (h->mh[i].registered) {
+        /* A freed client's watchdog is gone and has forgotten its entries already. */
+        if (h->mh[i].registered && !atomic_load(&g->members[i]->client->closed)) {
             rlk_wd_cancel(g->members[i]->client->watchdog, &h->mh[i].wd);
             h->mh[i].registered = 0;
         }
@@ -325,6 +326,18 @@ static rlk_rl_hold *rlk_rl_new_hold(rlock *l, uint64_t tid)
     return h;
 }
 
+/* RLOCK_ECLOSED once any member's client was freed: its pool and watchdog are gone. */
+static int rlk_rl_check_clients(const rlk_redlock *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        int rc = rlk_client_check(g->members[i]->client);
+        if (rc != RLOCK_OK) {
+            return rc;
+        }
+    }
+    return RLOCK_OK;
+}
+
 static int rlk_rl_reenter(rlk_rl_hold *h)
 {
     if (atomic_load(&h->lost) || rlk_now_ms() >= h->valid_until) {
@@ -339,22 +352,19 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 {
     rlk_redlock *g = rlk_rl_of(l);
     uint64_t tid = rlk_thread_id();
+    int rc = rlk_rl_check_clients(g);
+    if (rc != RLOCK_OK) {
+        return rc;
+    }
     rlk_rl_hold *h = rlk_rl_find(l, tid, 0);
     if (h != NULL) {
         return rlk_rl_reenter(h);
-    }
-    for (size_t i = 0; i < g->n; i++) {
-        int rc = rlk_client_check(g->members[i]->client);
-        if (rc != RLOCK_OK) {
-            return rc;
-        }
     }
     h = rlk_rl_new_hold(l, tid);
     if (h == NULL) {
         return rlk_err(RLOCK_ENOMEM, "RedLock: out of memory");
     }
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
-    int rc;
     for (;;) {
         rc = rlk_rl_attempt(l, h, lease_ms);
         if (rc == 1 || wait_ms == 0 || rlk_now_ms() >= deadline) {
@@ -389,6 +399,9 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 static int rlk_rl_unlock(rlock *l)
 {
     rlk_redlock *g = rlk_rl_of(l);
+    if (rlk_rl_check_clients(g) != RLOCK_OK) {
+        return RLOCK_ECLOSED;
+    }
     rlk_rl_hold *h = rlk_rl_find(l, rlk_thread_id(), 1);
     if (h == NULL) {
         return rlk_err(RLOCK_ENOTOWNER, "RedLock: the calling thread does not hold the group");
@@ -432,6 +445,9 @@ static int rlk_rl_unlock(rlock *l)
 static int rlk_rl_query(rlock *l, const rlk_rl_hold *h)
 {
     rlk_redlock *g = rlk_rl_of(l);
+    if (rlk_rl_check_clients(g) != RLOCK_OK) {
+        return RLOCK_ECLOSED;
+    }
     rlk_rl_round r;
     rlk_rl_round_init(&r, g->members, g->n);
     rlk_rl_prepare(&r, -1);
@@ -533,33 +549,9 @@ static const rlk_lock_ops rlk_rl_ops = {
     .destroy = rlk_rl_destroy,
 };
 
-static int rlk_rl_check(rlock *const *locks, size_t n)
-{
-    int rc = rlk_group_check_members(locks, n, "rlock_redlock_new");
-    if (rc != RLOCK_OK) {
-        return rc;
-    }
-    if (n > RLK_REDLOCK_MAX) {
-        return rlk_err(RLOCK_EINVAL, "rlock_redlock_new: at most %d servers, got %zu",
-                       RLK_REDLOCK_MAX, n);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (locks[i]->kind != RLOCK_REENTRANT || locks[i]->single == NULL) {
-            return rlk_err(RLOCK_ENOTSUP, "rlock_redlock_new: member %zu: only reentrant locks", i);
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (locks[j]->client == locks[i]->client) {
-                return rlk_err(RLOCK_EINVAL, "rlock_redlock_new: members %zu, %zu share a client",
-                               j, i);
-            }
-        }
-    }
-    return RLOCK_OK;
-}
-
 RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n)
 {
-    if (rlk_rl_check(locks, n) != RLOCK_OK) {
+    if (rlk_group_check_members(locks, n, 1) != RLOCK_OK) {
         return NULL;
     }
     rlk_redlock *g = calloc(1, sizeof(*g));

@@ -336,6 +336,27 @@ static void test_bad_input(void **state)
     rlock_free(b);
 }
 
+/* A member's client freed under the group: every group call reports RLOCK_ECLOSED. */
+static void test_client_closed(void **state)
+{
+    (void)state;
+    rlock_client *c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = client_with(i, 1500, SERVER_TIMEOUT);
+    }
+    rl r;
+    rl_open(&r, c, first3, 3, "rl_closed");
+    assert_int_equal(rlock_lock(r.g, -1), RLOCK_OK);
+    rlock_client_free(c[1]);
+    assert_int_equal(rlock_is_held(r.g), RLOCK_ECLOSED);
+    assert_int_equal(rlock_is_locked(r.g), RLOCK_ECLOSED);
+    assert_int_equal(rlock_unlock(r.g), RLOCK_ECLOSED);
+    assert_int_equal(rlock_try_lock(r.g, 0, 1000), RLOCK_ECLOSED);
+    rl_close(&r); /* stops the renewals; the keys expire with their lease */
+    rlock_client_free(c[0]);
+    rlock_client_free(c[2]);
+}
+
 typedef struct late {
     rlock *g;
     int64_t lease, got_at;
@@ -445,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_majority),
         cmocka_unit_test(test_noscript),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_client_closed),
         cmocka_unit_test(test_restart_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
