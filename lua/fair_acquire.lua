@@ -58,10 +58,12 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 -- Busy. While the lock is held, its remaining lease bounds the wait (an expiry publishes
 -- nothing); while it is free, the first waiter is being handed it or is dead, which its
--- deadline bounds (and it notifies the next waiter when it takes the lock).
+-- deadline bounds (and it notifies the next waiter when it takes the lock). A Redisson waiter's
+-- deadline can be minutes away, so that bound is capped at the waiter timeout.
 local bound = redis.call('pttl', KEYS[1])
 if bound == -2 then
-    bound = math.max(1, tonumber(redis.call('zscore', KEYS[3], head)) - now)
+    bound = tonumber(redis.call('zscore', KEYS[3], head)) - now
+    bound = math.max(1, math.min(bound, tonumber(ARGV[3])))
 end
 if ARGV[4] ~= '1' then
     return {0, bound, 0}

@@ -1,6 +1,9 @@
 -- fair_heartbeat.lua: the watchdog's batch liveness refresh of fair-lock waiters, and the sweep
 -- that removes dead waiters from anywhere in a queue within a bounded time.
--- Each live waiter's deadline becomes server now + the waiter timeout. Then, once per lock, up to
+-- Each live waiter's deadline becomes server now + the waiter timeout; a waiter that is no
+-- longer in the zset (swept after missed heartbeats, or dropped by a Redisson client's purge after
+-- its grant shifted every score) is sent "0" on its own channel so that it joins again at once
+-- instead of sleeping until its wait bound. Then, once per lock, up to
 -- 100 waiters whose deadline has passed (their process stopped refreshing) leave the zset and
 -- the queue; if that changed who is first in line, the new first waiter is notified (it may
 -- have to take a free lock, or re-arm its wait bound on the holder's lease). The queue, zset and channel are derived from the lock name as Redisson derives
@@ -26,6 +29,7 @@ for i = 1, #KEYS do
         redis.call('zadd', zset, now + tonumber(ARGV[1]), ARGV[i + 1])
         result[i] = 1
     else
+        redis.call('publish', 'redisson_lock__channel:' .. tag(KEYS[i]) .. ':' .. ARGV[i + 1], '0')
         result[i] = 0
     end
 end

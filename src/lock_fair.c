@@ -12,14 +12,14 @@
  *  - A zset score is a liveness deadline, not a turn estimate: server now + waiter_timeout_ms,
  *    refreshed by the watchdog thread every third of that (fair_heartbeat.lua, batched with the
  *    other renewals) and by every attempt of the waiter. Nothing ever has to shift the other
- *    waiters' scores, so a grant (LINDEX, ZSCORE, LPOP, ZREM, HSET, PEXPIRE, INCR) and an enqueue
- *    (ZADD, RPUSH) are O(log N) in the number of waiters; Redisson's ZINCRBY over every waiter
+ *    waiters' scores, so a grant (LINDEX, ZSCORE, LPOP, ZREM, HSET, PEXPIRE, INCR, PUBLISH to the
+ *    next waiter) and an enqueue (ZADD, RPUSH) are O(log N) in the number of waiters; Redisson's ZINCRBY over every waiter
  *    was O(N) per grant and per give-up.
  *  - All deadlines come from the server's clock (TIME inside the scripts), never a client's.
  *  - A waiter whose process died stops heartbeating; within waiter_timeout_ms plus one heartbeat
  *    period of any live waiter of the lock, the heartbeat script sweeps it out of the zset and the
- *    list wherever it stands, and wakes the new first waiter if the lock is free. Dead heads are
- *    also dropped by every acquire and release. Redisson kept a dead waiter for its whole wait
+ *    list wherever it stands (LREM: one scan inside Redis per dead waiter, each removed once),
+ *    and wakes the new first waiter. Dead heads are also dropped by every acquire and release. Redisson kept a dead waiter for its whole wait
  *    (5 minutes by default) and only ever looked at the head.
  *  - A waiter that gives up (its wait elapsed, or an error ended the wait) leaves the list and
  *    the zset before rlock_try_lock() returns, retrying through a transient Redis error (such as
@@ -34,16 +34,27 @@
  *    live waiter is first in line.
  *  - fair_wait_ms is not used: a waiter stays queued for as long as it waits and is alive.
  *
+ * Whoever changes who is first in line (a grant, a give-up, dropping dead heads) publishes "0"
+ * to the new first waiter, so the first waiter's wait bound is always re-armed on the current
+ * holder's lease; a release notifies only the first waiter (no thundering herd).
+ *
  * Mixed queues (rlock and Redisson clients on one fair lock) keep mutual exclusion, because both
- * take the lock only through the hash, but strict order can be lost:
- *  - Redisson's grant and give-up subtract its wait (300 s by default) from every score. An rlock
- *    waiter's score then lies in the past until its next heartbeat (at most waiter_timeout_ms/3),
- *    and a purge in that window drops it; it joins again at the tail on its next attempt.
- *  - A Redisson waiter's deadline is predecessor's deadline + its wait on its own clock; the
- *    rlock sweep drops it when that passes on the server's clock, which differs by the skew.
- *  - A Redisson waiter that died blocks the queue until its deadline passes (Redisson's rules).
- *  - Redisson reads an rlock waiter's score as a turn estimate to compute its own deadline; that
- *    only shortens the Redisson waiter's own deadline estimate and does not change the order.
+ * take the lock only through the hash and respect each other's first waiter, and each wakes the
+ * other's waiters on their own channels. Strict arrival order can be lost in four places:
+ *  - Redisson's grant and give-up subtract its wait (fairLockWaitTimeout, 300 s by default) from
+ *    every score. An rlock waiter's score then lies in the past until its next heartbeat (at most
+ *    waiter_timeout_ms/3 later); a purge in that window (any client's acquire or release when the
+ *    waiter is first, or rlock's sweep) drops it. The heartbeat then finds it gone and wakes it,
+ *    and it joins again at the tail: it loses its place, and waits at most one heartbeat period
+ *    longer than it should to re-join.
+ *  - A Redisson waiter's deadline is its predecessor's deadline + its wait, on its own clock;
+ *    rlock drops it (as dead) when that passes on the server's clock, so clock skew between the
+ *    Java host and Redis shifts when that happens.
+ *  - A Redisson waiter that died blocks the queue until its deadline passes (minutes), as in
+ *    Redisson; rlock cannot tell a slow Redisson waiter from a dead one before that.
+ *  - Redisson does not notify the next waiter when it grants, so an rlock waiter that saw the lock
+ *    free with a Redisson waiter first re-attempts after at most waiter_timeout_ms (its wait bound
+ *    is capped there) rather than on a notification.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -126,7 +137,8 @@ static void fair_queue_keys(const rlock *l, rlk_args *keys)
     rlk_args_add(keys, f->channel.p, f->channel.len);
 }
 
-static int fair_attempt_reply(rlk_acq *a, redisReply *r)
+/* Decodes fair_acquire's reply: 1 acquired, 0 busy (*joined = 1 if appended just now). */
+static int fair_attempt_reply(rlk_acq *a, redisReply *r, int *joined)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -139,6 +151,8 @@ static int fair_attempt_reply(rlk_acq *a, redisReply *r)
         return 1;
     }
     a->ttl_ms = r->element[1]->integer;
+    *joined = r->elements > 2 && r->element[2]->type == REDIS_REPLY_INTEGER &&
+              r->element[2]->integer == 1;
     return 0;
 }
 
@@ -165,11 +179,14 @@ static int fair_attempt(rlk_acq *a)
     if (rc != RLOCK_OK) {
         return rc;
     }
-    rc = fair_attempt_reply(a, r);
+    int joined = 0;
+    rc = fair_attempt_reply(a, r, &joined);
     freeReplyObject(r);
-    /* Still waiting, but the heartbeat was judged lost (Redis unreachable for a whole timeout,
-     * or the entry was swept): the attempt has just put the entry back, so beat again. */
-    if (rc == 0 && w != NULL && !rlk_wd_active(a->client->watchdog, &w->wd)) {
+    /* Still waiting, but the entry had gone (swept after missed heartbeats, or dropped after a
+     * Redisson grant shifted every score) and this attempt put it back, or the heartbeat was
+     * judged lost: beat again. A re-join always restarts the heartbeat, since the one that found
+     * the entry gone may still be finishing (the cancel waits for it). */
+    if (rc == 0 && w != NULL && (joined || !rlk_wd_active(a->client->watchdog, &w->wd))) {
         rc = fair_heartbeat_start(a, w);
     }
     return rc;
