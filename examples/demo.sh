@@ -55,11 +55,12 @@ fi
 # 2. Build.
 # ---------------------------------------------------------------------------------------------
 say "building into $BUILD"
+mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_BUILD_TESTS=OFF \
-    -DRLOCK_BUILD_EXAMPLES=ON >"$BUILD.configure.log" 2>&1 \
-    || { cat "$BUILD.configure.log"; exit 2; }
-cmake --build "$BUILD" -j "${RLOCK_JOBS:-2}" --target example_fifo_jobs >"$BUILD.build.log" 2>&1 \
-    || { tail -n 50 "$BUILD.build.log"; exit 2; }
+    -DRLOCK_BUILD_EXAMPLES=ON >"$BUILD/demo-configure.log" 2>&1 \
+    || { cat "$BUILD/demo-configure.log"; exit 2; }
+cmake --build "$BUILD" -j "${RLOCK_JOBS:-2}" --target example_fifo_jobs \
+    >"$BUILD/demo-build.log" 2>&1 || { tail -n 50 "$BUILD/demo-build.log"; exit 2; }
 FIFO_JOBS=$(find "$BUILD" -type f -name fifo_jobs -perm -u+x | head -n 1)
 [ -n "$FIFO_JOBS" ] || { echo "fifo_jobs was not built" >&2; exit 2; }
 

@@ -438,6 +438,36 @@ static void test_heartbeat_keeps_waiter(void **state)
     rlock_client_free(c);
 }
 
+/* testAutoExpire: a watchdog hold stays while its client renews it and disappears within about
+ * one watchdog lease once the client is gone (here 1.5 s instead of 30 s). */
+static void test_auto_expire(void **state)
+{
+    (void)state;
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = rh_url(g_srv);
+    o.watchdog_timeout_ms = 1500;
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, RLOCK_FAIR, "fair:auto");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rh_sleep_ms(2500);
+    const char *exists[] = {"EXISTS", "fair:auto", NULL};
+    assert_int_equal(rh_cmd_int(g_srv, exists), 1);
+    rlock_client_free(c);
+    int64_t t0 = rh_now_ms();
+    while (rh_cmd_int(g_srv, exists) == 1 && rh_now_ms() - t0 < 3000) {
+        rh_sleep_ms(20);
+    }
+    int64_t took = rh_now_ms() - t0;
+    print_message("watchdog hold gone %lld ms after its client was freed (lease 1500)\n",
+                  (long long)took);
+    assert_int_equal(rh_cmd_int(g_srv, exists), 0);
+    assert_true(took <= 1500 + 200);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_ECLOSED);
+    rlock_free(l);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -467,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_try_lock_wait),
         cmocka_unit_test(test_data_layout_and_notify_head_only),
         cmocka_unit_test(test_heartbeat_keeps_waiter),
+        cmocka_unit_test(test_auto_expire),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
