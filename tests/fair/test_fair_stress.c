@@ -1,6 +1,6 @@
 /*
  * Mutual exclusion of the fair lock under load: 4 processes x 6 threads, one shared handle per
- * process, all on one lock name; 4,800 acquisitions in total (200 per thread; 1,200 = 50 per
+ * process, all on one lock name; 4,800 acquisitions in total (200 per thread; 2,400 = 100 per
  * thread under ThreadSanitizer, which is several times slower; FAIR_STRESS_TOTAL overrides).
  * Every release hands the lock to the first waiter in the queue, so this also drives the queue
  * through thousands of joins, grants and per-waiter notifications.
@@ -141,7 +141,7 @@ static int child_main(void *arg)
 static void test_mutual_exclusion(void **state)
 {
     (void)state;
-    int total = FC_TSAN ? 1200 : 4800;
+    int total = FC_TSAN ? 2400 : 4800;
     const char *env = getenv("FAIR_STRESS_TOTAL");
     if (env != NULL && atoi(env) >= PROCS * THREADS) {
         total = atoi(env);
