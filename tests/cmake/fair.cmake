@@ -22,3 +22,6 @@ rlock_add_test(NAME test_fair_stress SOURCES fair/test_fair_stress.c LABELS redi
 
 # A raw client speaking Redisson's RFairLock protocol and rlock on one fair lock.
 rlock_add_test(NAME test_fair_compat SOURCES fair/test_fair_compat.c LABELS redis TIMEOUT 90)
+
+# The fair scripts' edge cases, run directly with synthetic owners.
+rlock_add_test(NAME test_fair_scripts SOURCES fair/test_fair_scripts.c LABELS redis TIMEOUT 60)
