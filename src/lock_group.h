@@ -11,6 +11,10 @@
  * RLOCK_ENOTSUP) and one client per member. RLOCK_OK or RLOCK_EINVAL with a message. */
 int rlk_group_check_members(rlock *const *locks, size_t n, int redlock);
 
+/* RLOCK_ENOTSUP for the operations a group does not have (force unlock, hold count, TTL). */
+int rlk_group_unsupported(rlock *l);
+int64_t rlk_group_ttl(rlock *l);
+
 /* A per-thread xorshift generator for the random pauses between rounds (quality is irrelevant;
  * it only has to differ between threads and processes). */
 uint64_t rlk_group_rand(void);

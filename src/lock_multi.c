@@ -211,15 +211,15 @@ static int rlk_multi_unlock(rlock *l)
     return RLOCK_OK;
 }
 
-static int rlk_multi_unsupported(rlock *l)
+int rlk_group_unsupported(rlock *l)
 {
     (void)l;
     return rlk_err(RLOCK_ENOTSUP, "not supported on a multi-lock or RedLock group");
 }
 
-static int64_t rlk_multi_ttl(rlock *l)
+int64_t rlk_group_ttl(rlock *l)
 {
-    return RLOCK_TTL_ERROR(rlk_multi_unsupported(l));
+    return RLOCK_TTL_ERROR(rlk_group_unsupported(l));
 }
 
 static int rlk_multi_is_locked(rlock *l)
@@ -272,11 +272,11 @@ static const rlk_lock_ops rlk_multi_ops = {
     .type_name = "multi-lock",
     .acquire = rlk_multi_acquire,
     .unlock = rlk_multi_unlock,
-    .force_unlock = rlk_multi_unsupported,
+    .force_unlock = rlk_group_unsupported,
     .is_locked = rlk_multi_is_locked,
     .is_held = rlk_multi_is_held,
-    .hold_count = rlk_multi_unsupported,
-    .ttl = rlk_multi_ttl,
+    .hold_count = rlk_group_unsupported,
+    .ttl = rlk_group_ttl,
     .token = rlk_multi_token,
     .destroy = rlk_multi_destroy,
 };

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "lock_group.h"
+#include "pubsub.h"
 #include "scripts.h"
 
 typedef struct rlk_rl_hold rlk_rl_hold;
@@ -43,6 +44,7 @@ struct rlk_rl_hold {
     uint64_t token;
     int64_t valid_until; /* monotonic ms; INT64_MAX under the watchdog */
     int64_t lease_ms;    /* as asked: > 0 fixed, < 0 watchdog */
+    int busy_at;         /* last attempt: first server held by another (-1: none) */
     int granted_n;
     unsigned char granted[RLK_REDLOCK_MAX];
     char fields[RLK_REDLOCK_MAX][RLK_OWNER_MAX];
@@ -63,7 +65,7 @@ typedef struct rlk_redlock {
 
 static rlk_redlock *rlk_rl_of(rlock *l)
 {
-    return (rlk_redlock *)l->impl;
+    return l->impl;
 }
 
 static int64_t rlk_rl_lease(const rlock *m, int64_t lease_ms)
@@ -130,6 +132,7 @@ static int rlk_rl_grab(rlk_rl_round *r, rlk_rl_hold *h, int64_t lease_ms, uint64
 {
     rlk_redlock *g = rlk_rl_of(h->group);
     rlk_rl_prepare(r, RLK_SCRIPT_LOCK_ACQUIRE);
+    h->busy_at = -1;
     for (size_t i = 0; i < g->n; i++) {
         rlk_rl_io *io = &r->io[i];
         io->active = 1;
@@ -151,8 +154,8 @@ static int rlk_rl_grab(rlk_rl_round *r, rlk_rl_hold *h, int64_t lease_ms, uint64
                 grants++;
                 uint64_t t = (uint64_t)rep->element[1]->integer;
                 *token = t > *token ? t : *token;
-            } else {
-                (*busy)++;
+            } else if ((*busy)++ == 0) {
+                h->busy_at = (int)i;
             }
         } else if (*first_err == RLOCK_OK) {
             *first_err = r->io[i].err != RLOCK_OK
@@ -326,6 +329,39 @@ static rlk_rl_hold *rlk_rl_new_hold(rlock *l, uint64_t tid)
     return h;
 }
 
+typedef struct rlk_rl_wait {
+    rlk_pubsub *ps;
+    rlk_sub *sub;
+} rlk_rl_wait;
+
+/* Between attempts: a random pause (rlk_rl_pause()). Once a server said "held by another", the
+ * waiter also listens on that server's unlock channel (the holder's release publishes on every
+ * server), so the pause ends early when the lock is released: hand-offs take a round trip, not
+ * the rest of a pause, while the pause still bounds every wait. */
+static void rlk_rl_pause_or_wait(rlk_redlock *g, rlk_rl_hold *h, rlk_rl_wait *w, int64_t deadline)
+{
+    int64_t pause = rlk_rl_pause(g->members, g->n);
+    if (w->sub == NULL && h->busy_at >= 0) {
+        rlk_pubsub *ps = g->members[h->busy_at]->client->pubsub;
+        const rlk_buf *ch = &g->channel[h->busy_at];
+        if (rlk_sub_join(ps, ch->p, ch->len, &w->sub) == RLOCK_OK) {
+            w->ps = ps;
+        } else {
+            w->sub = NULL;
+        }
+    }
+    int64_t left = deadline - rlk_now_ms();
+    pause = pause < left ? pause : left;
+    if (w->sub != NULL) {
+        if (rlk_sub_wait(w->ps, w->sub, pause) == 1) {
+            /* Every process' waiters wake at once: a few ms of jitter spares split votes. */
+            rlk_group_sleep_ms((int64_t)(rlk_group_rand() % 4));
+        }
+    } else {
+        rlk_group_sleep_ms(pause);
+    }
+}
+
 /* RLOCK_ECLOSED once any member's client was freed: its pool and watchdog are gone. */
 static int rlk_rl_check_clients(const rlk_redlock *g)
 {
@@ -365,14 +401,16 @@ static int rlk_rl_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         return rlk_err(RLOCK_ENOMEM, "RedLock: out of memory");
     }
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
+    rlk_rl_wait w = {NULL, NULL};
     for (;;) {
         rc = rlk_rl_attempt(l, h, lease_ms);
         if (rc == 1 || wait_ms == 0 || rlk_now_ms() >= deadline) {
             break;
         }
-        int64_t pause = rlk_rl_pause(g->members, g->n);
-        int64_t left = deadline - rlk_now_ms();
-        rlk_group_sleep_ms(pause < left ? pause : left);
+        rlk_rl_pause_or_wait(g, h, &w, deadline);
+    }
+    if (w.sub != NULL) {
+        rlk_sub_leave(w.ps, w.sub);
     }
     if (rc != 1) {
         free(h);
@@ -422,12 +460,9 @@ static int rlk_rl_unlock(rlock *l)
     rlk_rl_round_end(&r);
     int64_t valid_until = h->valid_until;
     free(h);
-    if (lost) {
-        return rlk_err(RLOCK_ELOST, "RedLock: fewer than a majority of the grants could be "
-                                    "renewed while held");
-    }
-    if (rlk_now_ms() >= valid_until) {
-        return rlk_err(RLOCK_ELOST, "RedLock: the hold outlived its validity (lease - drift)");
+    if (lost || rlk_now_ms() >= valid_until) {
+        return rlk_err(RLOCK_ELOST, "RedLock: %s",
+                       lost ? "no majority could be renewed" : "the hold outlived its validity");
     }
     if (confirmed >= g->quorum) {
         return RLOCK_OK;
@@ -488,7 +523,6 @@ static int rlk_rl_is_held(rlock *l)
     return rlk_rl_query(l, h);
 }
 
-/* 1 if a majority of the servers have the lock key (whoever holds it). */
 static int rlk_rl_is_locked(rlock *l)
 {
     return rlk_rl_query(l, NULL);
@@ -500,39 +534,20 @@ static uint64_t rlk_rl_token(rlock *l)
     return h != NULL ? h->token : 0;
 }
 
-static int rlk_rl_unsupported(rlock *l)
-{
-    (void)l;
-    return rlk_err(RLOCK_ENOTSUP, "not supported on a RedLock group");
-}
-
-static int64_t rlk_rl_ttl(rlock *l)
-{
-    return RLOCK_TTL_ERROR(rlk_rl_unsupported(l));
-}
-
-static void rlk_rl_free_impl(rlk_redlock *g)
-{
-    for (size_t i = 0; i < RLK_REDLOCK_MAX; i++) {
-        rlk_buf_free(&g->tokkey[i]);
-        rlk_buf_free(&g->channel[i]);
-    }
-    free(g);
-}
-
 static void rlk_rl_destroy(rlock *l)
 {
     rlk_redlock *g = rlk_rl_of(l);
-    if (g == NULL) {
-        return;
-    }
-    while (g->holds != NULL) {
+    while (g != NULL && g->holds != NULL) {
         rlk_rl_hold *h = g->holds;
         g->holds = h->next;
         rlk_rl_unwatch(h); /* the grants stop being renewed and expire with their lease */
         free(h);
     }
-    rlk_rl_free_impl(g);
+    for (size_t i = 0; g != NULL && i < RLK_REDLOCK_MAX; i++) {
+        rlk_buf_free(&g->tokkey[i]);
+        rlk_buf_free(&g->channel[i]);
+    }
+    free(g);
     l->impl = NULL;
 }
 
@@ -540,11 +555,11 @@ static const rlk_lock_ops rlk_rl_ops = {
     .type_name = "RedLock",
     .acquire = rlk_rl_acquire,
     .unlock = rlk_rl_unlock,
-    .force_unlock = rlk_rl_unsupported,
+    .force_unlock = rlk_group_unsupported,
     .is_locked = rlk_rl_is_locked,
     .is_held = rlk_rl_is_held,
-    .hold_count = rlk_rl_unsupported,
-    .ttl = rlk_rl_ttl,
+    .hold_count = rlk_group_unsupported,
+    .ttl = rlk_group_ttl,
     .token = rlk_rl_token,
     .destroy = rlk_rl_destroy,
 };
@@ -555,31 +570,29 @@ RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n)
         return NULL;
     }
     rlk_redlock *g = calloc(1, sizeof(*g));
-    if (g == NULL) {
-        rlk_err(RLOCK_ENOMEM, "rlock_redlock_new: out of memory");
-        return NULL;
-    }
-    int rc = RLOCK_OK;
-    g->n = n;
-    g->quorum = (int)(n / 2 + 1);
-    for (size_t i = 0; i < RLK_REDLOCK_MAX; i++) {
-        rlk_buf_init(&g->tokkey[i]);
-        rlk_buf_init(&g->channel[i]);
+    rlock *l = g != NULL ? rlk_handle_alloc(&rlk_rl_ops) : NULL;
+    int rc = l != NULL ? RLOCK_OK : RLOCK_ENOMEM;
+    if (l != NULL) {
+        l->impl = g;
+        g->n = n;
+        g->quorum = (int)(n / 2 + 1);
+        for (size_t i = 0; i < RLK_REDLOCK_MAX; i++) {
+            rlk_buf_init(&g->tokkey[i]);
+            rlk_buf_init(&g->channel[i]);
+        }
     }
     for (size_t i = 0; i < n && rc == RLOCK_OK; i++) {
+        const rlock *m = locks[i];
         g->members[i] = locks[i];
-        rc = rlk_prefix_name(&g->tokkey[i], "redisson_lock_token", locks[i]->name,
-                             locks[i]->name_len);
+        rc = rlk_prefix_name(&g->tokkey[i], "redisson_lock_token", m->name, m->name_len);
         rc = rc ? rc
-                : rlk_prefix_name(&g->channel[i], "redisson_lock__channel", locks[i]->name,
-                                  locks[i]->name_len);
+                : rlk_prefix_name(&g->channel[i], "redisson_lock__channel", m->name, m->name_len);
     }
-    rlock *l = rc == RLOCK_OK ? rlk_handle_alloc(&rlk_rl_ops) : NULL;
-    if (l == NULL) {
-        rlk_rl_free_impl(g);
+    if (rc != RLOCK_OK) {
+        free(l != NULL ? NULL : g);
+        rlock_free(l);
         rlk_err(RLOCK_ENOMEM, "rlock_redlock_new: out of memory");
         return NULL;
     }
-    l->impl = g;
     return l;
 }

@@ -142,6 +142,50 @@ static void test_basic(void **state)
     rl_close(&r);
 }
 
+typedef struct waiter {
+    rlock *g;
+    int64_t got_at;
+    int rc;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    w->rc = rlock_try_lock(w->g, 3000, 5000);
+    w->got_at = rh_now_ms();
+    if (w->rc == RLOCK_OK) {
+        rlock_unlock(w->g);
+    }
+    return NULL;
+}
+
+/* A waiter is woken by the holder's unlock (pub/sub on the busy server's channel), not by its
+ * next random retry (up to 2 x 50 ms away): 10 hand-offs, each well under that. */
+static void test_handoff_is_notified(void **state)
+{
+    (void)state;
+    rl h, w;
+    rl_open(&h, cli, first3, 3, "rl_handoff");
+    rl_open(&w, other, first3, 3, "rl_handoff");
+    int64_t worst = 0;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(rlock_lock(h.g, 5000), RLOCK_OK);
+        waiter wt = {w.g, 0, -1};
+        pthread_t th;
+        pthread_create(&th, NULL, waiter_main, &wt);
+        mu_sleep_ms(150);
+        int64_t released = rh_now_ms();
+        assert_int_equal(rlock_unlock(h.g), RLOCK_OK);
+        pthread_join(th, NULL);
+        assert_int_equal(wt.rc, RLOCK_OK);
+        worst = wt.got_at - released > worst ? wt.got_at - released : worst;
+    }
+    printf("hand-off: worst %lld ms after the unlock\n", (long long)worst);
+    assert_true(worst < 60);
+    rl_close(&h);
+    rl_close(&w);
+}
+
 /* A minority held elsewhere: granted; a majority held elsewhere: refused, nothing left. */
 static void test_held_elsewhere(void **state)
 {
@@ -467,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_noscript),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_client_closed),
+        cmocka_unit_test(test_handoff_is_notified),
         cmocka_unit_test(test_restart_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
