@@ -112,7 +112,8 @@ start_redis() {
 }
 PORT=""
 start_redis
-say "redis-server $(redis-server --version | sed -E 's/.*v=([^ ]+).*/\1/') on 127.0.0.1:$PORT (pid $REDIS_PID, data in $TMP)"
+VERSION=$(redis-server --version | sed -E 's/.*v=([^ ]+).*/\1/')
+say "redis-server $VERSION on 127.0.0.1:$PORT (pid $REDIS_PID, data in $TMP)"
 
 # ---------------------------------------------------------------------------------------------
 # 4. The run: jobs arrive one every GAP ms; each takes WORK ms, so a queue builds up.
@@ -151,7 +152,10 @@ RC=$?
 set -e
 say "what happened (times in ms from the first arrival; one line per job, in lock order)"
 cat "$TMP/run.out"
-say "after the run: queue length $(redis-cli -p "$PORT" LLEN "$QUEUE"), deadlines left $(redis-cli -p "$PORT" ZCARD "$ZSET"), lock held: $(redis-cli -p "$PORT" EXISTS "$LOCK")"
+LEFT_QUEUE=$(redis-cli -p "$PORT" LLEN "$QUEUE")
+LEFT_ZSET=$(redis-cli -p "$PORT" ZCARD "$ZSET")
+LEFT_LOCK=$(redis-cli -p "$PORT" EXISTS "$LOCK")
+say "after the run: queue length $LEFT_QUEUE, deadlines left $LEFT_ZSET, lock held: $LEFT_LOCK"
 if [ "$RC" -eq 0 ]; then
     say "verdict: PASS - the jobs were applied strictly in arrival order"
 else

@@ -104,12 +104,12 @@ static void *job_main(void *arg)
     sleep_until_us(acquired + (int64_t)j->cfg->work_ms * 1000);
     int64_t released = now_us();
     char line[256];
-    int n = snprintf(line, sizeof(line),
-                     "job=%d worker=%d pid=%ld arrived=%lld acquired=%lld released=%lld "
-                     "token=%llu\n",
-                     j->job, j->worker, (long)getpid(), (long long)(arrived - j->start_us),
-                     (long long)(acquired - j->start_us), (long long)(released - j->start_us),
-                     token);
+    int n =
+        snprintf(line, sizeof(line),
+                 "job=%d worker=%d pid=%ld arrived=%lld acquired=%lld released=%lld "
+                 "token=%llu\n",
+                 j->job, j->worker, (long)getpid(), (long long)(arrived - j->start_us),
+                 (long long)(acquired - j->start_us), (long long)(released - j->start_us), token);
     if (write(j->journal_fd, line, (size_t)n) != n) {
         j->failed = 1;
     }
@@ -176,8 +176,9 @@ static int read_journal(const char *path, entry *e, int max)
     char line[256];
     while (n < max && fgets(line, sizeof(line), f) != NULL) {
         long long a, q, r;
-        if (sscanf(line, "job=%d worker=%d pid=%ld arrived=%lld acquired=%lld released=%lld "
-                         "token=%llu",
+        if (sscanf(line,
+                   "job=%d worker=%d pid=%ld arrived=%lld acquired=%lld released=%lld "
+                   "token=%llu",
                    &e[n].job, &e[n].worker, &e[n].pid, &a, &q, &r, &e[n].token) == 7) {
             e[n].arrived_us = a;
             e[n].acquired_us = q;
@@ -254,8 +255,8 @@ static void print_account(const entry *e, int n)
     }
     if (n > 1) {
         printf("\nhand-off (release -> next waiter holds the lock): mean %.2f ms, max %.2f ms; "
-               "longest wait in the queue %.1f ms\n\n", handoff_sum / (n - 1), handoff_max,
-               wait_max);
+               "longest wait in the queue %.1f ms\n\n",
+               handoff_sum / (n - 1), handoff_max, wait_max);
     }
 }
 
@@ -311,7 +312,8 @@ static int run(const config *cfg)
     }
     close(fd);
     printf("%d jobs arrive one every %d ms; %d worker processes apply each for %d ms under the "
-           "fair lock '%s'\n", cfg->jobs, cfg->gap_ms, cfg->workers, cfg->work_ms, cfg->name);
+           "fair lock '%s'\n",
+           cfg->jobs, cfg->gap_ms, cfg->workers, cfg->work_ms, cfg->name);
     fflush(stdout);
     /* The workers are forked before this process creates any thread or client. */
     int64_t start = now_us() + 300000;
@@ -345,8 +347,8 @@ static int run(const config *cfg)
 
 int main(int argc, char **argv)
 {
-    config cfg = {"redis://127.0.0.1:6379", "fifo-jobs:resource", "fifo_jobs.journal", 4, 24, 20,
-                  30};
+    config cfg = {
+        "redis://127.0.0.1:6379", "fifo-jobs:resource", "fifo_jobs.journal", 4, 24, 20, 30};
     const char *check_path = NULL;
     if (parse(argc, argv, &cfg, &check_path) != 0) {
         return usage();

@@ -3,12 +3,12 @@
 -- Each live waiter's deadline becomes server now + the waiter timeout; a waiter that is no
 -- longer in the zset (swept after missed heartbeats, or dropped by a Redisson client's purge after
 -- its grant shifted every score) is sent "0" on its own channel so that it joins again at once
--- instead of sleeping until its wait bound. Then, once per lock, up to
--- 100 waiters whose deadline has passed (their process stopped refreshing) leave the zset and
--- the queue; if that changed who is first in line, the new first waiter is notified (it may
--- have to take a free lock, or re-arm its wait bound on the holder's lease). The queue, zset and channel are derived from the lock name as Redisson derives
--- them ("prefix:{name}", or "prefix:name" when the name already has a hash tag), so they share
--- the lock name's hash slot.
+-- instead of sleeping until its wait bound. Then, once per lock, up to 100 waiters whose
+-- deadline has passed (their process stopped refreshing) leave the zset and the queue; if that
+-- changed who is first in line, the new first waiter is notified (it may have to take a free
+-- lock, or re-arm its wait bound on the holder's lease). The queue, zset and channel are derived
+-- from the lock name as Redisson derives them ("prefix:{name}", or "prefix:name" when the name
+-- already has a hash tag), so they share the lock name's hash slot.
 -- KEYS[1..N]    lock names (hashes), one per waiter; a name may repeat
 -- ARGV[1]       waiter timeout in ms
 -- ARGV[2..N+1]  the waiting owner "<client-uuid>:<thread-id>" of each key, in order

@@ -13,14 +13,15 @@
  *    refreshed by the watchdog thread every third of that (fair_heartbeat.lua, batched with the
  *    other renewals) and by every attempt of the waiter. Nothing ever has to shift the other
  *    waiters' scores, so a grant (LINDEX, ZSCORE, LPOP, ZREM, HSET, PEXPIRE, INCR, PUBLISH to the
- *    next waiter) and an enqueue (ZADD, RPUSH) are O(log N) in the number of waiters; Redisson's ZINCRBY over every waiter
- *    was O(N) per grant and per give-up.
+ *    next waiter) and an enqueue (ZADD, RPUSH) are O(log N) in the number of waiters;
+ *    Redisson's ZINCRBY over every waiter was O(N) per grant and per give-up.
  *  - All deadlines come from the server's clock (TIME inside the scripts), never a client's.
  *  - A waiter whose process died stops heartbeating; within waiter_timeout_ms plus one heartbeat
  *    period of any live waiter of the lock, the heartbeat script sweeps it out of the zset and the
  *    list wherever it stands (LREM: one scan inside Redis per dead waiter, each removed once),
- *    and wakes the new first waiter. Dead heads are also dropped by every acquire and release. Redisson kept a dead waiter for its whole wait
- *    (5 minutes by default) and only ever looked at the head.
+ *    and wakes the new first waiter. Dead heads are also dropped by every acquire and release.
+ *    Redisson kept a dead waiter for its whole wait (5 minutes by default) and only ever looked
+ *    at the head.
  *  - A waiter that gives up (its wait elapsed, or an error ended the wait) leaves the list and
  *    the zset before rlock_try_lock() returns, retrying through a transient Redis error (such as
  *    CLIENT PAUSE WRITE, Redisson #5019) for up to waiter_timeout_ms, after which its entry has
@@ -141,10 +142,8 @@ static void fair_queue_keys(const rlock *l, rlk_args *keys)
 static int fair_attempt_reply(rlk_acq *a, redisReply *r, int *joined)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER) {
-        return rlk_err(RLOCK_EPROTO, "fair_acquire on '%s': unexpected reply shape",
-                       a->lock->name);
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        return rlk_err(RLOCK_EPROTO, "fair_acquire on '%s': unexpected reply shape", a->lock->name);
     }
     if (r->element[0]->integer == 1) {
         a->token = (uint64_t)r->element[1]->integer;
@@ -214,9 +213,10 @@ static void fair_leave(rlk_acq *a)
             return;
         }
         if (rc != RLOCK_ECONN || atomic_load(&a->client->closed) || rlk_now_ms() >= give_up) {
-            rlk_log(a->client, RLOCK_LOG_WARN, "fair lock '%s': could not leave the queue (%s); "
-                    "the entry expires after waiter_timeout_ms", a->lock->name,
-                    rlock_last_error());
+            rlk_log(a->client, RLOCK_LOG_WARN,
+                    "fair lock '%s': could not leave the queue (%s); "
+                    "the entry expires after waiter_timeout_ms",
+                    a->lock->name, rlock_last_error());
             return;
         }
         struct timespec ts = {0, (long)nap * 1000000L};
@@ -296,8 +296,7 @@ static int fair_force_unlock(rlock *l)
     fair_queue_keys(l, &keys);
     rlk_args_init(&args);
     rlk_args_adds(&args, "0");
-    int rc = rlk_script(l->client, RLK_SCRIPT_FAIR_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args,
-                        &r);
+    int rc = rlk_script(l->client, RLK_SCRIPT_FAIR_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args, &r);
     rc = rc != RLOCK_OK ? rc : rlk_reply_int(r, &v, "fair_force_release");
     freeReplyObject(r);
     return rc != RLOCK_OK ? rc : (v == 1);
@@ -332,9 +331,16 @@ static void fair_destroy(rlock *l)
 }
 
 static const rlk_lock_ops fair_ops = {
-    "fair",           rlk_single_acquire, rlk_single_unlock,     fair_force_unlock,
-    rlk_hash_is_locked, rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
-    rlk_single_token, fair_destroy,
+    "fair",
+    rlk_single_acquire,
+    rlk_single_unlock,
+    fair_force_unlock,
+    rlk_hash_is_locked,
+    rlk_single_is_held,
+    rlk_single_hold_count,
+    rlk_single_ttl,
+    rlk_single_token,
+    fair_destroy,
 };
 
 static fair_impl *fair_impl_new(const char *name, size_t len)

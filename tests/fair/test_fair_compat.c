@@ -95,8 +95,8 @@ static int peer_open(peer *p, const char *name, int id)
     if (p->cmd == NULL || p->cmd->err || p->sub == NULL || p->sub->err) {
         return -1;
     }
-    redisReply *r = redisCommand(p->sub, "SUBSCRIBE redisson_lock__channel:{%s}:%s", name,
-                                 p->owner);
+    redisReply *r =
+        redisCommand(p->sub, "SUBSCRIBE redisson_lock__channel:{%s}:%s", name, p->owner);
     if (r == NULL) {
         return -1;
     }
@@ -115,8 +115,9 @@ static long long peer_try(peer *p, long long lease)
 {
     redisReply *r = redisCommand(p->cmd,
                                  "EVAL %s 3 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s}"
-                                 " %lld %s %d %lld", peer_acquire, p->name, p->name, p->name,
-                                 lease, p->owner, WAIT_MS, (long long)wall_ms());
+                                 " %lld %s %d %lld",
+                                 peer_acquire, p->name, p->name, p->name, lease, p->owner, WAIT_MS,
+                                 (long long)wall_ms());
     long long v = -100;
     if (r != NULL) {
         v = r->type == REDIS_REPLY_NIL ? -3 : r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
@@ -129,8 +130,8 @@ static long long peer_unlock(peer *p)
 {
     redisReply *r = redisCommand(p->cmd,
                                  "EVAL %s 4 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s}"
-                                 " redisson_lock__channel:{%s} 0 30000 %s %lld", peer_release,
-                                 p->name, p->name, p->name, p->name, p->owner,
+                                 " redisson_lock__channel:{%s} 0 30000 %s %lld",
+                                 peer_release, p->name, p->name, p->name, p->name, p->owner,
                                  (long long)wall_ms());
     long long v = -100;
     if (r != NULL) {
@@ -142,9 +143,10 @@ static long long peer_unlock(peer *p)
 
 static void peer_give_up(peer *p)
 {
-    redisReply *r = redisCommand(p->cmd, "EVAL %s 2 redisson_lock_queue:{%s} "
-                                 "redisson_lock_timeout:{%s} %s %d", peer_acquire_failed,
-                                 p->name, p->name, p->owner, WAIT_MS);
+    redisReply *r = redisCommand(p->cmd,
+                                 "EVAL %s 2 redisson_lock_queue:{%s} "
+                                 "redisson_lock_timeout:{%s} %s %d",
+                                 peer_acquire_failed, p->name, p->name, p->owner, WAIT_MS);
     if (r != NULL) {
         freeReplyObject(r);
     }
@@ -160,8 +162,8 @@ static int peer_wait(peer *p, int64_t ms)
         /* A timeout leaves the context unusable: reconnect and subscribe again. */
         redisFree(p->sub);
         p->sub = redisConnect("127.0.0.1", rh_port(g_srv));
-        redisReply *s = redisCommand(p->sub, "SUBSCRIBE redisson_lock__channel:{%s}:%s",
-                                     p->name, p->owner);
+        redisReply *s =
+            redisCommand(p->sub, "SUBSCRIBE redisson_lock__channel:{%s}:%s", p->name, p->owner);
         if (s != NULL) {
             freeReplyObject(s);
         }
@@ -249,8 +251,8 @@ static void test_handoff_both_ways(void **state)
 
 /* ---- mixed crowd -------------------------------------------------------------------------- */
 
-#define FLAG "fair:compat:flag"
-#define COUNTER "fair:compat:counter"
+#define FLAG       "fair:compat:flag"
+#define COUNTER    "fair:compat:counter"
 #define PER_THREAD 30
 
 static atomic_int g_violations;
@@ -353,8 +355,8 @@ static void test_mixed_crowd_mutual_exclusion(void **state)
     const char *get[] = {"GET", COUNTER, NULL};
     long long counter = rh_cmd_int(g_srv, get);
     print_message("3 rlock threads + 2 Redisson peers: counter %lld of %d, violations %d, "
-                  "errors %d\n", counter, (RL + PEERS) * PER_THREAD,
-                  atomic_load(&g_violations), errors);
+                  "errors %d\n",
+                  counter, (RL + PEERS) * PER_THREAD, atomic_load(&g_violations), errors);
     assert_int_equal(errors, 0);
     assert_int_equal(atomic_load(&g_violations), 0);
     assert_int_equal(counter, (RL + PEERS) * PER_THREAD);

@@ -26,7 +26,7 @@
 #include "lock.h"
 #include "scripts.h"
 
-#define WT 120000
+#define WT       120000
 #define MAX_CMDS 32
 
 static rh_server *g_srv;
@@ -42,9 +42,9 @@ typedef struct cmdcount {
  * test itself and of the subscriber connection excluded). */
 static void read_counts(cmdcount *out)
 {
-    static const char *const skip[] = {"info", "config|resetstat", "subscribe", "unsubscribe",
-                                       "psubscribe", "punsubscribe", "ping", "client|setname",
-                                       "select", "auth", "hello", "command|docs"};
+    static const char *const skip[] = {
+        "info", "config|resetstat", "subscribe", "unsubscribe", "psubscribe", "punsubscribe",
+        "ping", "client|setname",   "select",    "auth",        "hello",      "command|docs"};
     const char *argv[] = {"INFO", "commandstats", NULL};
     char *info = rh_cmd_str(g_srv, argv);
     memset(out, 0, sizeof(*out));
@@ -127,8 +127,7 @@ static void enqueue_synthetic(rlock *l, int i)
     rlk_args_addi(&args, WT);
     rlk_args_adds(&args, "1");
     redisReply *r = NULL;
-    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &keys, &args, &r),
-                     RLOCK_OK);
+    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &keys, &args, &r), RLOCK_OK);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->element[0]->integer, 0);
     freeReplyObject(r);

@@ -241,8 +241,8 @@ static void test_client_pause_write(void **state)
     int in_queue = fc_in_queue(g_srv, name, w.owner);
     int in_zset = fc_in_zset(g_srv, name, w.owner);
     print_message("try_lock during CLIENT PAUSE WRITE: %s (%s) after %lld ms; queued: %d/%d\n",
-                  rlock_strerror(w.rc), w.rc == RLOCK_OK ? "" : "expected failure",
-                  (long long)took, in_queue, in_zset);
+                  rlock_strerror(w.rc), w.rc == RLOCK_OK ? "" : "expected failure", (long long)took,
+                  in_queue, in_zset);
     const char *unpause[] = {"CLIENT", "UNPAUSE", NULL};
     free(rh_cmd_str(g_srv, unpause));
     assert_int_equal(in_queue, 0);
@@ -356,8 +356,8 @@ static void test_no_deadline_creep(void **state)
     rh_wait_child(doomed, 5000);
     print_message("churn: %d acquired, %d timed out, %d lost to the force unlock, %d errors; "
                   "%d zset samples, latest deadline at most %lld ms after server now (waiter "
-                  "timeout %d)\n", acquired, timed_out, lost, errors, samples, (long long)worst,
-                  WTD);
+                  "timeout %d)\n",
+                  acquired, timed_out, lost, errors, samples, (long long)worst, WTD);
     assert_true(signalled && killed && forced);
     assert_true(acquired > 0 && timed_out > 0);
     assert_int_equal(errors, 0);
@@ -382,10 +382,8 @@ int main(int argc, char **argv)
     }
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crash_middle_waiters),
-        cmocka_unit_test(test_crash_next_in_line),
-        cmocka_unit_test(test_give_up_in_the_middle),
-        cmocka_unit_test(test_client_pause_write),
+        cmocka_unit_test(test_crash_middle_waiters),  cmocka_unit_test(test_crash_next_in_line),
+        cmocka_unit_test(test_give_up_in_the_middle), cmocka_unit_test(test_client_pause_write),
         cmocka_unit_test(test_no_deadline_creep),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

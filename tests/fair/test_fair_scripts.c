@@ -23,10 +23,10 @@
 #include "pool.h"
 #include "scripts.h"
 
-#define L "fl"
-#define Q "redisson_lock_queue:{fl}"
-#define Z "redisson_lock_timeout:{fl}"
-#define T "redisson_lock_token:{fl}"
+#define L  "fl"
+#define Q  "redisson_lock_queue:{fl}"
+#define Z  "redisson_lock_timeout:{fl}"
+#define T  "redisson_lock_token:{fl}"
 #define CH "redisson_lock__channel:{fl}"
 
 static rh_server *g_srv;
@@ -50,8 +50,7 @@ static redisReply *run(int script, int nkeys, const char **keys, int nargs, cons
 }
 
 /* fair_acquire: returns reply element 0 (1 acquired, 0 busy); *bound gets element 1. */
-static long long acquire(const char *owner, const char *wt, const char *may_queue,
-                         long long *bound)
+static long long acquire(const char *owner, const char *wt, const char *may_queue, long long *bound)
 {
     const char *keys[] = {L, Q, Z, T, CH};
     const char *args[] = {"30000", owner, wt, may_queue};

@@ -25,11 +25,11 @@
 
 #include "fair_common.h"
 
-#define PROCS 4
-#define THREADS 6
-#define NAME "fair:stress:lock"
-#define FLAG "fair:stress:flag"
-#define COUNTER "fair:stress:counter"
+#define PROCS      4
+#define THREADS    6
+#define NAME       "fair:stress:lock"
+#define FLAG       "fair:stress:flag"
+#define COUNTER    "fair:stress:counter"
 #define VIOLATIONS "fair:stress:violations"
 
 static rh_server *g_srv;
@@ -84,8 +84,7 @@ static void *worker_main(void *arg)
         /* Alternate watchdog holds and leased holds: both paths of the grant. */
         int r = rlock_lock(w->l, i % 2 ? 10000 : -1);
         if (r != RLOCK_OK) {
-            snprintf(w->err, sizeof(w->err), "lock: %s: %s", rlock_strerror(r),
-                     rlock_last_error());
+            snprintf(w->err, sizeof(w->err), "lock: %s: %s", rlock_strerror(r), rlock_last_error());
             w->errors++;
             continue;
         }
@@ -172,7 +171,8 @@ static void test_mutual_exclusion(void **state)
     long long violations = viol != NULL ? atoll(viol) : 0;
     free(viol);
     print_message("%d processes x %d threads: %d fair acquisitions in %lld ms (%.0f/s); "
-                  "counter %lld, violations %lld\n", PROCS, THREADS, total, (long long)took,
+                  "counter %lld, violations %lld\n",
+                  PROCS, THREADS, total, (long long)took,
                   total * 1000.0 / (double)(took > 0 ? took : 1), counter, violations);
     for (int i = 0; i < PROCS; i++) {
         assert_int_equal(statuses[i], 0);
