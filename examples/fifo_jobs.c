@@ -79,10 +79,10 @@ static void sleep_until_us(int64_t t)
 typedef struct job_thread {
     const config *cfg;
     rlock *lock;
+    int64_t start_us;
     int journal_fd;
     int job;
     int worker;
-    int64_t start_us;
     int failed;
 } job_thread;
 
@@ -145,7 +145,7 @@ static int worker_main(const config *cfg, int worker, int64_t start_us)
     static pthread_t t[MAX_JOBS];
     int n = 0;
     for (int k = worker; k < cfg->jobs; k += cfg->workers) {
-        jt[n] = (job_thread){cfg, l, fd, k, worker, start_us, 0};
+        jt[n] = (job_thread){cfg, l, start_us, fd, k, worker, 0};
         if (pthread_create(&t[n], NULL, job_main, &jt[n]) != 0) {
             jt[n].failed = 1;
             break;
@@ -176,7 +176,8 @@ static int read_journal(const char *path, entry *e, int max)
     char line[256];
     while (n < max && fgets(line, sizeof(line), f) != NULL) {
         long long a, q, r;
-        if (sscanf(line,
+        /* The number of converted fields is checked; a malformed line is skipped. */
+        if (sscanf(line, /* NOLINT(cert-err34-c) */
                    "job=%d worker=%d pid=%ld arrived=%lld acquired=%lld released=%lld "
                    "token=%llu",
                    &e[n].job, &e[n].worker, &e[n].pid, &a, &q, &r, &e[n].token) == 7) {
@@ -270,36 +271,45 @@ static int usage(void)
     return 2;
 }
 
+/* A whole decimal number in [lo, hi], or -1 (never a valid value here) on anything else. */
+static int parse_int(const char *v, int lo, int hi)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
+        return -1;
+    }
+    return (int)x;
+}
+
 static int parse(int argc, char **argv, config *cfg, const char **check)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v == NULL) {
-            return -1;
-        }
-        if (strcmp(argv[i], "--url") == 0) {
+    int i = 1;
+    while (i + 1 < argc) {
+        const char *opt = argv[i], *v = argv[i + 1];
+        if (strcmp(opt, "--url") == 0) {
             cfg->url = v;
-        } else if (strcmp(argv[i], "--name") == 0) {
+        } else if (strcmp(opt, "--name") == 0) {
             cfg->name = v;
-        } else if (strcmp(argv[i], "--journal") == 0) {
+        } else if (strcmp(opt, "--journal") == 0) {
             cfg->journal = v;
-        } else if (strcmp(argv[i], "--check") == 0) {
+        } else if (strcmp(opt, "--check") == 0) {
             *check = v;
-        } else if (strcmp(argv[i], "--workers") == 0) {
-            cfg->workers = atoi(v);
-        } else if (strcmp(argv[i], "--jobs") == 0) {
-            cfg->jobs = atoi(v);
-        } else if (strcmp(argv[i], "--gap") == 0) {
-            cfg->gap_ms = atoi(v);
-        } else if (strcmp(argv[i], "--work") == 0) {
-            cfg->work_ms = atoi(v);
+        } else if (strcmp(opt, "--workers") == 0) {
+            cfg->workers = parse_int(v, 1, 64);
+        } else if (strcmp(opt, "--jobs") == 0) {
+            cfg->jobs = parse_int(v, 1, MAX_JOBS);
+        } else if (strcmp(opt, "--gap") == 0) {
+            cfg->gap_ms = parse_int(v, 1, 60000);
+        } else if (strcmp(opt, "--work") == 0) {
+            cfg->work_ms = parse_int(v, 0, 60000);
         } else {
             return -1;
         }
-        i++;
+        i += 2;
     }
-    int bad = cfg->workers < 1 || cfg->workers > 64 || cfg->jobs < 1 || cfg->jobs > MAX_JOBS ||
-              cfg->gap_ms < 1 || cfg->work_ms < 0;
+    int bad = i != argc || cfg->workers < 0 || cfg->jobs < 0 || cfg->gap_ms < 0 || cfg->work_ms < 0;
     return bad ? -1 : 0;
 }
 
