@@ -25,3 +25,10 @@ rlock_add_test(NAME test_fair_compat SOURCES fair/test_fair_compat.c LABELS redi
 
 # The fair scripts' edge cases, run directly with synthetic owners.
 rlock_add_test(NAME test_fair_scripts SOURCES fair/test_fair_scripts.c LABELS redis TIMEOUT 60)
+
+# The FIFO job example and its checker (the examples are added after the tests, so the target is
+# named by a generator expression, resolved when the build files are generated).
+if(RLOCK_BUILD_EXAMPLES)
+  rlock_add_test(NAME test_fair_example SOURCES fair/test_fair_example.c LABELS redis TIMEOUT 60
+                 ARGS "$<TARGET_FILE:example_fifo_jobs>")
+endif()
