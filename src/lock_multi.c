@@ -26,6 +26,10 @@
  * that the thread does not hold reports RLOCK_ENOTOWNER without touching members that the thread
  * may hold on their own. A re-entry takes every member again (each member counts it) and an
  * unlock releases one hold of every member.
+ *
+ * This file also holds what both group types share (lock_group.h): the member checks, the
+ * random pauses, and RedLock's parallel round (one command to every server before any reply is
+ * read, replies collected with poll() under per-server timeouts).
  */
 #include <poll.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -337,6 +338,30 @@ static void test_lease(void **state)
     group_close(&gr);
 }
 
+/* A sweep slower than the lease (the second member's server paused by CLIENT PAUSE for longer
+ * than the lease) is undone: the group is never returned with a member already expired. */
+static void test_sweep_outlasts_lease(void **state)
+{
+    (void)state;
+    group gr;
+    group_open(&gr, NULL, "sweep", 2); /* sweep0 on server 0, sweep1 on server 1 */
+    const char *pause[] = {"CLIENT", "PAUSE", "400", "ALL", NULL};
+    char *ok = rh_cmd_str(srv[1], pause);
+    assert_string_equal(ok, "OK");
+    free(ok);
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(rlock_try_lock(gr.g, 0, 250), RLOCK_ETIMEDOUT);
+    assert_true(rh_now_ms() - t0 >= 350);
+    assert_int_equal(mu_exists(srv[0], "sweep0") + mu_exists(srv[1], "sweep1"), 0);
+    /* With wait time left the next round (a fast sweep) succeeds. */
+    ok = rh_cmd_str(srv[1], pause);
+    free(ok);
+    assert_int_equal(rlock_try_lock(gr.g, 2000, 250), RLOCK_OK);
+    assert_int_equal(rlock_is_held(gr.g), 1);
+    assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
+    group_close(&gr);
+}
+
 /* Any kinds of members: a reentrant and a fair lock (and a write lock when available). */
 static void test_mixed_kinds(void **state)
 {
@@ -404,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_opposite_orders),
         cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_sweep_outlasts_lease),
         cmocka_unit_test(test_mixed_kinds),
         cmocka_unit_test(test_bad_input),
     };
