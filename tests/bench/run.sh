@@ -50,11 +50,12 @@ if [ "${RLOCK_SKIP_APT:-0}" != 1 ]; then
 fi
 
 echo "=== build ($BUILD)"
+mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DRLOCK_BUILD_TESTS=ON \
     -DRLOCK_BUILD_BENCH=ON -DRLOCK_BUILD_EXAMPLES=OFF -DRLOCK_MEMCHECK_TESTS=OFF \
-    >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$JOBS" --target rlock_bench >"$BUILD.build.log" 2>&1 ||
-    { tail -n 60 "$BUILD.build.log"; exit 1; }
+    >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$JOBS" --target rlock_bench >"$BUILD/build.log" 2>&1 ||
+    { tail -n 60 "$BUILD/build.log"; exit 1; }
 
 TMP=$(mktemp -d /tmp/rlock-bench.XXXXXX)
 PIDS=()
