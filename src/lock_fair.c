@@ -105,8 +105,9 @@ static int fair_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
     return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->owner, w->owner_len);
 }
 
-/* A lost heartbeat needs no action here: the waiter's next attempt finds the entry gone, joins
- * again and registers a new heartbeat (fair_attempt). */
+/* A lost heartbeat needs no action here: the heartbeat script that found the entry gone has
+ * woken the waiter on its channel, and its next attempt joins again and registers a new
+ * heartbeat (fair_attempt); after a whole timeout without answers the attempt does the same. */
 static void fair_waiter_lost(rlk_wd_entry *e)
 {
     (void)e;
