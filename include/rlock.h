@@ -105,8 +105,8 @@ typedef struct rlock_options {
     /* Lease of a hold taken with lease_ms < 0; the watchdog renews it every third of this.
      * Default 30000 (Redisson lockWatchdogTimeout). */
     int64_t watchdog_timeout_ms;
-    /* Fair lock: how long a queued waiter of a lock() call may wait before the queue considers
-     * it gone, when no wait time is given. Default 300000 (Redisson fairLockWaitTimeout). */
+    /* Redisson's fairLockWaitTimeout (default 300000), kept for option parity only: rlock's fair
+     * queue judges waiters by heartbeats (waiter_timeout_ms), not by this deadline. */
     int64_t fair_wait_ms;
     /* Fair lock and waiting writers: a waiter whose process stopped refreshing its liveness for
      * this long is removed from the queue. The watchdog refreshes every third of it.
@@ -180,14 +180,22 @@ RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char
  * rlock_token() returns 0. NULL + last error on failure. */
 RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n);
 
-/* Creates a RedLock over n >= 1 handles that live on n independent Redis servers (one client
- * per server), following the Redlock algorithm: the acquire is sent to every server before any
- * reply is read; it succeeds only with n/2+1 grants and a remaining validity
- * lease - elapsed - (lease/100 + 2 ms) > 0 on the monotonic clock; otherwise what was taken is
- * released on every server and the attempt is retried after a random delay while wait time is
- * left. With lease_ms < 0 the watchdog renews every server's hold; the group is lost when fewer
- * than a majority can be renewed. rlock_token() returns the largest token among the granting
- * majority: see the README for what that guarantees. Same borrowing rules as rlock_multi_new(). */
+/* Creates a RedLock over n handles that live on n independent Redis servers, following the
+ * Redlock algorithm: the acquire is sent to every server before any reply is read (each reply
+ * bounded by that member client's redlock_server_timeout_ms); it succeeds only with n/2+1 grants
+ * and a remaining validity lease - elapsed - (lease/100 + 2 ms) > 0 on the monotonic clock;
+ * otherwise what was taken is released on every server at once and the attempt is retried after
+ * a random delay (or earlier, on the busy server's unlock message) while wait time is left.
+ * Members must be RLOCK_REENTRANT handles (else RLOCK_ENOTSUP), 1 <= n <= 16, each on its own
+ * client (else RLOCK_EINVAL). Same borrowing rules as rlock_multi_new().
+ * With lease_ms < 0 each member client's watchdog renews its server's hold; when fewer than a
+ * majority remain alive the group is lost: on_lost fires once (through member 0's client, with
+ * member 0's name) and rlock_unlock() returns RLOCK_ELOST, as it does after the validity ran out.
+ * Re-entry is counted locally and does not extend validity. rlock_is_locked() is 1 only when a
+ * majority of servers have the key; force unlock, hold count and TTL return RLOCK_ENOTSUP.
+ * rlock_token() returns the largest per-server token among the granting majority (0 with no
+ * hold): see the README for what that guarantees and what it does not. Once any member's client
+ * is freed every call returns RLOCK_ECLOSED. */
 RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n);
 
 /* Frees a handle. Holds of the handle still registered with the watchdog stop being renewed and

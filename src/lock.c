@@ -306,7 +306,10 @@ static int rlk_grant(rlk_acq *a, int watchdog)
     return RLOCK_OK;
 }
 
-/* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error. */
+/* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
+ * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
+ * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
+ * that gives up must have left every queue when the call returns. */
 static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
 {
     rlock *l = a->lock;
@@ -317,13 +320,8 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     int r = l->single->channel(a, &ch);
     r = r ? r : rlk_sub_join(ps, ch.p, ch.len, &sub);
     rlk_buf_free(&ch);
-    if (r != RLOCK_OK) {
-        return r;
-    }
-    int begun = 0;
-    if (l->single->wait_begin != NULL) {
+    if (r == RLOCK_OK && l->single->wait_begin != NULL) {
         r = l->single->wait_begin(a);
-        begun = r == RLOCK_OK;
     }
     while (r == RLOCK_OK) {
         int64_t now = rlk_now_ms();
@@ -338,10 +336,8 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         r = rlk_client_check(l->client);
         r = r ? r : l->single->attempt(a);
     }
-    if (begun || l->single->wait_begin == NULL) {
-        if (l->single->wait_end != NULL) {
-            l->single->wait_end(a, r == 1);
-        }
+    if (l->single->wait_end != NULL) {
+        l->single->wait_end(a, r == 1);
     }
     rlk_sub_leave(ps, sub);
     return r;

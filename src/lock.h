@@ -44,8 +44,10 @@ typedef struct rlk_single_ops {
     int (*attempt)(rlk_acq *a);
     /* Channel this waiter listens on (appended to ch). */
     int (*channel)(rlk_acq *a, rlk_buf *ch);
-    /* Optional: called once before the first wait and once after the last (acquired or not);
-     * the fair lock registers/cancels its liveness heartbeat and leaves the queue on give-up. */
+    /* Optional: wait_begin is called once before the first wait; wait_end once when waiting
+     * ends (acquired or not), on every path after a busy first attempt, even if joining the
+     * channel or wait_begin failed (so it must cope with a missing wait_begin). The fair lock
+     * registers/cancels its liveness heartbeat here and leaves the queue on give-up. */
     int (*wait_begin)(rlk_acq *a);
     void (*wait_end)(rlk_acq *a, int acquired);
     /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),

@@ -219,10 +219,13 @@ int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
         if (p->open < p->c->opts.pool_size) {
             int64_t now = rlk_now_ms();
             if (now < p->next_dial_at) {
+                /* Copy under the mutex: a concurrent failed dial rewrites last_err. */
                 int code = p->last_code;
                 int64_t wait = p->next_dial_at - now;
+                char last[sizeof(p->last_err)];
+                memcpy(last, p->last_err, sizeof(last));
                 pthread_mutex_unlock(&p->mu);
-                return rlk_err(code, "%s (next reconnect attempt in %lld ms)", p->last_err,
+                return rlk_err(code, "%s (next reconnect attempt in %lld ms)", last,
                                (long long)wait);
             }
             p->open++;

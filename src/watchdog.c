@@ -3,7 +3,7 @@
  * next expiry, moves every due entry out of the wheel, and renews them with no lock held: the
  * due entries are grouped by (renew class, lease), cut into batches of RLK_WD_BATCH keys, and
  * every batch goes out in one pipeline, so a sweep of N holds costs one round trip and N/100
- * script calls.
+ * script calls. Due times within a slack of a tenth of a renewal period are renewed together.
  *
  * Entry states make cancel synchronous (as the kernel's timer_delete_sync): an entry that is
  * being renewed is FIRING; rlk_wd_cancel() on it waits until the batch is done, so after cancel
@@ -28,6 +28,7 @@ struct rlk_watchdog {
     pthread_t thread;
     int running;
     int64_t sleep_until;    /* when the sleeping thread will wake by itself */
+    int64_t slack_ms;       /* entries due this soon are renewed with the current sweep */
     rlk_wheel wheel;
     rlk_wd_stats stats;
 };
@@ -334,13 +335,18 @@ static void *rlk_wd_main(void *arg)
     while (wd->running) {
         int64_t now = rlk_now_ms();
         rlk_timer *due = NULL;
-        size_t n = rlk_wheel_expire(&wd->wheel, (uint64_t)now, &due);
+        /* Expiring with slack coalesces renewals: holds taken over a spread of time would
+         * otherwise fall due one tick apart and cost one round trip each, forever, because each
+         * sweep re-adds its entries at the same time. Renewing a little early is harmless. */
+        size_t n = rlk_wheel_expire(&wd->wheel, (uint64_t)(now + wd->slack_ms), &due);
         if (n > 0) {
             wd->stats.ticks++;
             rlk_wd_sweep(wd, due, n);
             continue;
         }
         uint64_t next = rlk_wheel_next_expiry(&wd->wheel);
+        /* Wake when the earliest entry is due, not slack earlier: the sweep then takes
+         * everything due within the slack, so sweeps are at least a slack apart. */
         wd->sleep_until = next > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)next;
         if (wd->sleep_until == INT64_MAX) {
             pthread_cond_wait(&wd->cv, &wd->mu);
@@ -363,6 +369,12 @@ int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out)
     }
     wd->c = c;
     wd->running = 1;
+    /* A tenth of the shortest renewal period in use: watchdog holds renew every
+     * watchdog_timeout/3, waiter heartbeats every waiter_timeout/3. */
+    int64_t shortest = c->opts.watchdog_timeout_ms < c->opts.waiter_timeout_ms
+                           ? c->opts.watchdog_timeout_ms
+                           : c->opts.waiter_timeout_ms;
+    wd->slack_ms = shortest / 30;
     rlk_wheel_init(&wd->wheel, (uint64_t)rlk_now_ms(), RLK_WD_TICK_MS);
     pthread_mutex_init(&wd->mu, NULL);
     pthread_condattr_t ca;
