@@ -71,7 +71,7 @@ void bench_samples_add(bench_samples *s, double x);
 void bench_samples_free(bench_samples *s);
 /* Percentile p (0..100) by nearest rank; sorts s->v in place. NAN when empty. */
 double bench_pct(bench_samples *s, double p);
-double bench_median(double *v, size_t n);
+double bench_median(const double *v, size_t n);
 
 /* Output. A table row per metric and one JSON line per scenario, built incrementally. */
 void bench_table_header(void);

@@ -97,6 +97,43 @@ static double rl_raw_single(redisContext *c, const char *name)
     return us;
 }
 
+/* Alternating blocks: rlock's RedLock, the raw RedLock, then each single server. */
+static void rl_measure(rlock *g, redisContext **raw, bench_samples *s_rl, bench_samples *s_raw,
+                       bench_samples *s_one)
+{
+    int blocks = 4 * g_cfg.reps, per = (int)(100 * g_cfg.scale) + 5;
+    for (int b = -1; b < blocks; b++) {
+        /* Block -1 warms up (dials every pool); its samples are dropped. */
+        for (int k = 0; k < per; k++) {
+            int64_t a = bench_now_ns();
+            if (rlock_lock(g, 30000) != RLOCK_OK) {
+                bench_die("RedLock lock: %s", rlock_last_error());
+            }
+            double us = (double)(bench_now_ns() - a) / 1000.0;
+            if (rlock_unlock(g) != RLOCK_OK) {
+                bench_die("RedLock unlock: %s", rlock_last_error());
+            }
+            if (b >= 0) {
+                bench_samples_add(s_rl, us);
+            }
+        }
+        for (int k = 0; k < per; k++) {
+            double us = rl_raw_group(raw, "bench:redlock:raw");
+            if (b >= 0) {
+                bench_samples_add(s_raw, us);
+            }
+        }
+        for (int i = 0; i < RL_N; i++) {
+            for (int k = 0; k < per; k++) {
+                double us = rl_raw_single(raw[i], "bench:redlock:one");
+                if (b >= 0) {
+                    bench_samples_add(&s_one[i], us);
+                }
+            }
+        }
+    }
+}
+
 int bench_redlock(void)
 {
     const char *sc = "redlock_3_servers";
@@ -124,37 +161,7 @@ int bench_redlock(void)
         return -1;
     }
     bench_samples s_rl = {0}, s_raw = {0}, s_one[RL_N] = {{0}};
-    int blocks = 4 * g_cfg.reps, per = (int)(100 * g_cfg.scale) + 5;
-    for (int b = -1; b < blocks; b++) {
-        /* Block -1 warms up (dials every pool); its samples are dropped. */
-        for (int k = 0; k < per; k++) {
-            int64_t a = bench_now_ns();
-            if (rlock_lock(g, 30000) != RLOCK_OK) {
-                bench_die("RedLock lock: %s", rlock_last_error());
-            }
-            double us = (double)(bench_now_ns() - a) / 1000.0;
-            if (rlock_unlock(g) != RLOCK_OK) {
-                bench_die("RedLock unlock: %s", rlock_last_error());
-            }
-            if (b >= 0) {
-                bench_samples_add(&s_rl, us);
-            }
-        }
-        for (int k = 0; k < per; k++) {
-            double us = rl_raw_group(raw, "bench:redlock:raw");
-            if (b >= 0) {
-                bench_samples_add(&s_raw, us);
-            }
-        }
-        for (int i = 0; i < RL_N; i++) {
-            for (int k = 0; k < per; k++) {
-                double us = rl_raw_single(raw[i], "bench:redlock:one");
-                if (b >= 0) {
-                    bench_samples_add(&s_one[i], us);
-                }
-            }
-        }
-    }
+    rl_measure(g, raw, &s_rl, &s_raw, s_one);
     double one[RL_N], slowest = 0, sum = 0;
     for (int i = 0; i < RL_N; i++) {
         one[i] = bench_pct(&s_one[i], 50);

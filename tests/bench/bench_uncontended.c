@@ -163,6 +163,106 @@ static void u_rep(u_thread *ts, int nthreads, const int *modes, int blocks, int 
     }
 }
 
+/* Everything measured in one scenario, per repetition where it is an array. */
+typedef struct u_sum {
+    int reps;
+    double pairs; /* pairs per side and repetition */
+    double ideal[64], rl[64], cmds[64], cpu_i[64], cpu_r[64];
+    double gratio[64 * 8]; /* per ABBA group: rlock rate / raw rate */
+    size_t ng;
+    bench_samples lat_i, lat_r;
+} u_sum;
+
+enum { U_BLOCKS = 32 };
+
+/* Warm-up, then the repetitions; fills s. */
+static void u_measure(u_thread *ts, int nthreads, int pairs, redisContext *ctl, u_sum *s)
+{
+    /* ABBA BAAB ... : a block of each side in every pair of consecutive blocks. */
+    int modes[U_BLOCKS];
+    for (int b = 0; b < U_BLOCKS; b++) {
+        modes[b] = (b % 4 == 0 || b % 4 == 3) ^ (b / 4 % 2);
+    }
+    int per_block = pairs / U_BLOCKS + 1;
+    /* Warm-up: dials the pool's connections and the raw ones, faults in code and memory. */
+    u_result res;
+    u_rep(ts, nthreads, modes, 2, per_block, NULL, &res);
+    for (int i = 0; i < nthreads; i++) {
+        bench_samples_free(&ts[i].lat);
+        bench_samples_free(&ts[i].lat_raw);
+    }
+    s->reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
+    for (int rep = 0; rep < s->reps; rep++) {
+        u_rep(ts, nthreads, modes, U_BLOCKS, per_block, ctl, &res);
+        s->pairs = res.pairs[0];
+        s->ideal[rep] = res.pairs[1] / res.secs[1];
+        s->rl[rep] = res.pairs[0] / res.secs[0];
+        /* Each ABBA group holds the same number of pairs per side: its ratio of rates is the
+         * inverse ratio of its wall times. */
+        for (int g = 0; g < U_BLOCKS / 4; g++) {
+            s->gratio[s->ng++] = res.gsecs[g][1] / res.gsecs[g][0];
+        }
+        s->cpu_i[rep] = res.cpu[1] / res.pairs[1] * 1e6;
+        s->cpu_r[rep] = res.cpu[0] / res.pairs[0] * 1e6;
+        /* The ideal sends exactly 2 commands per pair. rlock's EVALSHA count, plus every
+         * difference between the two sides' per-command counts (Redis counts the commands
+         * scripts run too, the same for the same scripts), is what rlock sent per pair. */
+        s->cmds[rep] = ((double)bench_cmdstats_calls(&res.st[0], "evalsha") +
+                        (double)bench_cmdstats_diff(&res.st[0], &res.st[1], "evalsha")) /
+                       res.pairs[0];
+    }
+    for (int i = 0; i < nthreads; i++) {
+        for (size_t k = 0; k < ts[i].lat.n; k++) {
+            bench_samples_add(&s->lat_r, ts[i].lat.v[k]);
+        }
+        for (size_t k = 0; k < ts[i].lat_raw.n; k++) {
+            bench_samples_add(&s->lat_i, ts[i].lat_raw.v[k]);
+        }
+        bench_samples_free(&ts[i].lat);
+        bench_samples_free(&ts[i].lat_raw);
+    }
+}
+
+static void u_report(const char *scen, int nthreads, double target, u_sum *s)
+{
+    size_t reps = (size_t)s->reps;
+    double mi = bench_median(s->ideal, reps), mr = bench_median(s->rl, reps);
+    double ratio = bench_median(s->gratio, s->ng), cmax = 0;
+    for (size_t i = 0; i < reps; i++) {
+        cmax = s->cmds[i] > cmax ? s->cmds[i] : cmax;
+    }
+    double i50 = bench_pct(&s->lat_i, 50), i99 = bench_pct(&s->lat_i, 99);
+    double r50 = bench_pct(&s->lat_r, 50), r99 = bench_pct(&s->lat_r, 99);
+    double ci = bench_median(s->cpu_i, reps), cr = bench_median(s->cpu_r, reps);
+    char tgt[32];
+    snprintf(tgt, sizeof(tgt), "ratio >= %.2f", target);
+    bench_row_ratio(scen, "pairs/s (ratio: paired blocks)", mi, mr, ratio, tgt, ratio >= target);
+    bench_row(scen, "pair latency p50 (us)", i50, r50, NULL, -1);
+    bench_row(scen, "pair latency p99 (us)", i99, r99, NULL, -1);
+    bench_row(scen, "client CPU per pair (us)", ci, cr, NULL, -1);
+    bench_row(scen, "redis commands per pair", 2.0, cmax, "== 2 (every rep)", cmax == 2.0);
+    bench_json j;
+    bench_json_begin(&j, scen);
+    bench_json_num(&j, "threads", nthreads);
+    bench_json_num(&j, "reps", s->reps);
+    bench_json_num(&j, "pairs_per_rep_each", s->pairs);
+    bench_json_num(&j, "ideal_pairs_per_s", mi);
+    bench_json_num(&j, "rlock_pairs_per_s", mr);
+    bench_json_num(&j, "ratio", ratio);
+    bench_json_num(&j, "ratio_of_medians", mr / mi);
+    bench_json_num(&j, "ideal_p50_us", i50);
+    bench_json_num(&j, "ideal_p99_us", i99);
+    bench_json_num(&j, "rlock_p50_us", r50);
+    bench_json_num(&j, "rlock_p99_us", r99);
+    bench_json_num(&j, "ideal_client_cpu_us_per_pair", ci);
+    bench_json_num(&j, "rlock_client_cpu_us_per_pair", cr);
+    bench_json_num(&j, "rlock_cmds_per_pair_median", bench_median(s->cmds, reps));
+    bench_json_num(&j, "rlock_cmds_per_pair_max", cmax);
+    bench_json_num(&j, "target_ratio", target);
+    bench_json_bool(&j, "pass", ratio >= target && cmax == 2.0);
+    bench_json_end(&j);
+}
+
 static void u_scenario(const char *scen, int nthreads, int pairs, double target)
 {
     redisContext *ctl = bench_raw(0);
@@ -181,91 +281,15 @@ static void u_scenario(const char *scen, int nthreads, int pairs, double target)
             bench_die("rlock_open: %s", rlock_last_error());
         }
     }
-    /* ABBA BAAB ... : a block of each side in every pair of consecutive blocks. */
-    enum { BLOCKS = 32 };
-    int modes[BLOCKS];
-    for (int b = 0; b < BLOCKS; b++) {
-        modes[b] = (b % 4 == 0 || b % 4 == 3) ^ (b / 4 % 2);
+    u_sum *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        bench_die("out of memory");
     }
-    int per_block = pairs / BLOCKS + 1;
-    /* Warm-up: dials the pool's connections and the raw ones, faults in code and memory. */
-    u_result res;
-    u_rep(ts, nthreads, modes, 2, per_block, NULL, &res);
-    for (int i = 0; i < nthreads; i++) {
-        bench_samples_free(&ts[i].lat);
-        bench_samples_free(&ts[i].lat_raw);
-    }
-    double ideal[64], rl[64], cmds[64], cpu_i[64], cpu_r[64], gratio[64 * BLOCKS / 4];
-    size_t ng = 0;
-    int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
-    for (int rep = 0; rep < reps; rep++) {
-        u_rep(ts, nthreads, modes, BLOCKS, per_block, ctl, &res);
-        ideal[rep] = res.pairs[1] / res.secs[1];
-        rl[rep] = res.pairs[0] / res.secs[0];
-        /* Each ABBA group holds the same number of pairs per side: its ratio of rates is the
-         * inverse ratio of its wall times. */
-        for (int g = 0; g < BLOCKS / 4; g++) {
-            gratio[ng++] = res.gsecs[g][1] / res.gsecs[g][0];
-        }
-        cpu_i[rep] = res.cpu[1] / res.pairs[1] * 1e6;
-        cpu_r[rep] = res.cpu[0] / res.pairs[0] * 1e6;
-        /* The ideal sends exactly 2 commands per pair. rlock's EVALSHA count, plus every
-         * difference between the two sides' per-command counts (Redis counts the commands
-         * scripts run too, the same for the same scripts), is what rlock sent per pair. */
-        cmds[rep] = ((double)bench_cmdstats_calls(&res.st[0], "evalsha") +
-                     (double)bench_cmdstats_diff(&res.st[0], &res.st[1], "evalsha")) /
-                    res.pairs[0];
-    }
-    bench_samples lat_i = {0}, lat_r = {0};
-    for (int i = 0; i < nthreads; i++) {
-        for (size_t k = 0; k < ts[i].lat.n; k++) {
-            bench_samples_add(&lat_r, ts[i].lat.v[k]);
-        }
-        for (size_t k = 0; k < ts[i].lat_raw.n; k++) {
-            bench_samples_add(&lat_i, ts[i].lat_raw.v[k]);
-        }
-        bench_samples_free(&ts[i].lat);
-        bench_samples_free(&ts[i].lat_raw);
-    }
-    double mi = bench_median(ideal, (size_t)reps), mr = bench_median(rl, (size_t)reps);
-    double mc = bench_median(cmds, (size_t)reps);
-    double ratio = bench_median(gratio, ng);
-    double cmax = 0;
-    for (int i = 0; i < reps; i++) {
-        cmax = cmds[i] > cmax ? cmds[i] : cmax;
-    }
-    char tgt[32];
-    snprintf(tgt, sizeof(tgt), "ratio >= %.2f", target);
-    bench_row_ratio(scen, "pairs/s (ratio: paired blocks)", mi, mr, ratio, tgt, ratio >= target);
-    bench_row(scen, "pair latency p50 (us)", bench_pct(&lat_i, 50), bench_pct(&lat_r, 50), NULL,
-              -1);
-    bench_row(scen, "pair latency p99 (us)", bench_pct(&lat_i, 99), bench_pct(&lat_r, 99), NULL,
-              -1);
-    double ci = bench_median(cpu_i, (size_t)reps), cr = bench_median(cpu_r, (size_t)reps);
-    bench_row(scen, "client CPU per pair (us)", ci, cr, NULL, -1);
-    bench_row(scen, "redis commands per pair", 2.0, cmax, "== 2 (every rep)", cmax == 2.0);
-    bench_json j;
-    bench_json_begin(&j, scen);
-    bench_json_num(&j, "threads", nthreads);
-    bench_json_num(&j, "reps", reps);
-    bench_json_num(&j, "pairs_per_rep_each", res.pairs[0]);
-    bench_json_num(&j, "ideal_pairs_per_s", mi);
-    bench_json_num(&j, "rlock_pairs_per_s", mr);
-    bench_json_num(&j, "ratio", ratio);
-    bench_json_num(&j, "ratio_of_medians", mr / mi);
-    bench_json_num(&j, "ideal_p50_us", bench_pct(&lat_i, 50));
-    bench_json_num(&j, "ideal_p99_us", bench_pct(&lat_i, 99));
-    bench_json_num(&j, "rlock_p50_us", bench_pct(&lat_r, 50));
-    bench_json_num(&j, "rlock_p99_us", bench_pct(&lat_r, 99));
-    bench_json_num(&j, "rlock_cmds_per_pair_median", mc);
-    bench_json_num(&j, "ideal_client_cpu_us_per_pair", ci);
-    bench_json_num(&j, "rlock_client_cpu_us_per_pair", cr);
-    bench_json_num(&j, "rlock_cmds_per_pair_max", cmax);
-    bench_json_num(&j, "target_ratio", target);
-    bench_json_bool(&j, "pass", ratio >= target && cmax == 2.0);
-    bench_json_end(&j);
-    bench_samples_free(&lat_i);
-    bench_samples_free(&lat_r);
+    u_measure(ts, nthreads, pairs, ctl, s);
+    u_report(scen, nthreads, target, s);
+    bench_samples_free(&s->lat_i);
+    bench_samples_free(&s->lat_r);
+    free(s);
     for (int i = 0; i < nthreads; i++) {
         rlock_free(ts[i].lock);
         redisFree(ts[i].conn);

@@ -221,7 +221,7 @@ double bench_pct(bench_samples *s, double p)
     return s->v[rank > s->n ? s->n - 1 : rank - 1];
 }
 
-double bench_median(double *v, size_t n)
+double bench_median(const double *v, size_t n)
 {
     if (n == 0) {
         return NAN;

@@ -272,6 +272,85 @@ static void wd_memory_report(wd_run *w, double per_hold)
     bench_json_end(&j);
 }
 
+/* What the sweep part measured. */
+typedef struct wd_cycles {
+    int reps, sweeps_max, n;
+    int64_t lease;
+    double first, acq_s;
+    double sweep[64], raw[64], ratio[64], redis_raw[64], redis_rl[64];
+    rlk_wd_stats st0, st1;
+} wd_cycles;
+
+/* Makes every hold fall due together (see the top of the file), then times reps sweeps of
+ * rlock's watchdog, each after a raw sweep of the same holds. */
+static void wd_measure_sweeps(redisContext *ctl, rlk_watchdog *wd, wd_run *w, rlock *sac,
+                              int64_t t_last, wd_cycles *cy)
+{
+    int64_t period = cy->lease / 3;
+    /* Hold EVALSHA from before the sacrificial hold's renewal until every hold is due. */
+    bench_cmd_ok(ctl, "CLIENT PAUSE %lld WRITE", (long long)(period * 3));
+    int64_t unpause_at = t_last + (period + 300) * 1000000;
+    while (bench_now_ns() < unpause_at) {
+        bench_sleep_us(10000);
+    }
+    bench_cmd_ok(ctl, "CLIENT UNPAUSE");
+    int sw = 0;
+    cy->first = wd_time_sweep(wd, cy->n, 3.0 * period / 1000, &sw, bench_now_ns());
+    if (rlock_unlock(sac) != RLOCK_OK) {
+        bench_die("sacrificial unlock: %s", rlock_last_error());
+    }
+    for (int c = 0; c < cy->reps; c++) {
+        /* Redis' own time in the renewal scripts of each side, from INFO commandstats. */
+        bench_cmdstats cs;
+        bench_cmd_ok(ctl, "CONFIG RESETSTAT");
+        cy->raw[c] = wd_raw_sweep(ctl, w, cy->lease);
+        bench_cmdstats_get(ctl, &cs);
+        cy->redis_raw[c] = (double)bench_cmdstats_usec(&cs, "evalsha") / 1000.0;
+        bench_cmd_ok(ctl, "CONFIG RESETSTAT");
+        cy->sweep[c] = wd_time_sweep(wd, cy->n, 3.0 * period / 1000, &sw, 0);
+        bench_cmdstats_get(ctl, &cs);
+        cy->redis_rl[c] = (double)bench_cmdstats_usec(&cs, "evalsha") / 1000.0;
+        cy->ratio[c] = cy->raw[c] / cy->sweep[c];
+        cy->sweeps_max = sw > cy->sweeps_max ? sw : cy->sweeps_max;
+    }
+}
+
+static void wd_sweep_report(const wd_cycles *cy, int lost)
+{
+    size_t reps = (size_t)cy->reps;
+    double ms = bench_median(cy->sweep, reps), mr = bench_median(cy->raw, reps);
+    double ratio = bench_median(cy->ratio, reps);
+    double rr = bench_median(cy->redis_raw, reps);
+    double rl = bench_median(cy->redis_rl, reps);
+    const char *sc = "watchdog_100k_holds";
+    int pass = ms <= 1.0 && ratio >= 0.9 && lost == 0 && cy->sweeps_max == 1;
+    bench_row(sc, "full sweep wall time (ms)", mr * 1000, ms * 1000, "rlock <= 1000 ms", ms <= 1.0);
+    bench_row_ratio(sc, "renewals/s (ratio: paired)", cy->n / mr, cy->n / ms, ratio,
+                    "ratio >= 0.90", ratio >= 0.9);
+    bench_row(sc, "Redis time in the scripts (ms)", rr, rl, NULL, -1);
+    bench_row(sc, "sweeps per cycle / holds lost", 1, cy->sweeps_max, "1 sweep, 0 lost",
+              cy->sweeps_max == 1 && lost == 0);
+    printf("%-22s after the stall: first sweep %.0f ms; %d holds taken in %.2f s; %d lost\n", sc,
+           cy->first * 1000, cy->n, cy->acq_s, lost);
+    bench_json j;
+    bench_json_begin(&j, sc);
+    bench_json_num(&j, "holds", cy->n);
+    bench_json_num(&j, "reps", cy->reps);
+    bench_json_num(&j, "lease_ms", (double)cy->lease);
+    bench_json_num(&j, "ideal_sweep_ms", mr * 1000);
+    bench_json_num(&j, "rlock_sweep_ms", ms * 1000);
+    bench_json_num(&j, "ratio", ratio);
+    bench_json_num(&j, "ideal_redis_script_ms", rr);
+    bench_json_num(&j, "rlock_redis_script_ms", rl);
+    bench_json_num(&j, "rlock_first_sweep_after_stall_ms", cy->first * 1000);
+    bench_json_num(&j, "sweeps_per_cycle_max", cy->sweeps_max);
+    bench_json_num(&j, "batches", (double)(cy->st1.batches - cy->st0.batches));
+    bench_json_num(&j, "pipelines", (double)(cy->st1.pipelines - cy->st0.pipelines));
+    bench_json_num(&j, "lost", lost);
+    bench_json_bool(&j, "pass", pass);
+    bench_json_end(&j);
+}
+
 int bench_watchdog_memory(void)
 {
     redisContext *ctl = bench_raw(0);
@@ -279,9 +358,14 @@ int bench_watchdog_memory(void)
     /* Default options, except a renewal period (lease/3 = 15 s) longer than taking 100,000
      * holds on a loaded 2-core machine, and a command timeout longer than the pause below. */
     rlock_client *cl = bench_client(0, 45000, 60000);
-    int64_t lease = cl->opts.watchdog_timeout_ms, period = lease / 3;
-    int n = (int)(WD_HOLDS * g_cfg.scale);
-    n = n < 1000 ? 1000 : n;
+    wd_cycles *cy = calloc(1, sizeof(*cy));
+    if (cy == NULL) {
+        bench_die("out of memory");
+    }
+    cy->lease = cl->opts.watchdog_timeout_ms;
+    cy->n = (int)(WD_HOLDS * g_cfg.scale);
+    cy->n = cy->n < 1000 ? 1000 : cy->n;
+    cy->reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
     wd_run w;
     wd_arg args[WD_THREADS];
     /* Warm-up: dials the pool, creates the threads' malloc arenas, registers the thread ids. */
@@ -295,88 +379,29 @@ int bench_watchdog_memory(void)
     int64_t t_sac = bench_now_ns();
     bench_sleep_us(50000);
     size_t heap0 = 0;
-    wd_open(&w, cl, n, "", &heap0);
-    double acq_s = wd_lock_all(&w, args);
+    wd_open(&w, cl, cy->n, "", &heap0);
+    cy->acq_s = wd_lock_all(&w, args);
     size_t heap1 = wd_heap();
     int64_t t_last = bench_now_ns();
-    wd_memory_report(&w, (double)(heap1 - heap0) / n);
-
-    rlk_watchdog *wd = cl->watchdog;
-    rlk_wd_stats st0, st1;
-    rlk_wd_get_stats(wd, &st0);
-    double sweep[64], raw[64], redis_raw[64], redis_rl[64];
-    int reps = g_cfg.reps > 63 ? 63 : g_cfg.reps, sweeps_max = 0;
-    double first = NAN;
-    int ok = (t_last - t_sac) / 1000000 < period - 500 && st0.renewed == 0;
-    if (!ok) {
+    wd_memory_report(&w, (double)(heap1 - heap0) / cy->n);
+    rlk_wd_get_stats(cl->watchdog, &cy->st0);
+    int ok = (t_last - t_sac) / 1000000 < cy->lease / 3 - 500 && cy->st0.renewed == 0;
+    if (ok) {
+        wd_measure_sweeps(ctl, cl->watchdog, &w, sac, t_last, cy);
+    } else {
         printf("%-22s skipped: taking %d holds took %.1f s, not below the renewal period of "
                "%lld ms\n",
-               "watchdog_100k_holds", n, acq_s, (long long)period);
-    } else {
-        /* Hold EVALSHA from before the sacrificial hold's renewal until every hold is due. */
-        bench_cmd_ok(ctl, "CLIENT PAUSE %lld WRITE", (long long)(period * 3));
-        int64_t unpause_at = t_last + (period + 300) * 1000000;
-        while (bench_now_ns() < unpause_at) {
-            bench_sleep_us(10000);
-        }
-        bench_cmd_ok(ctl, "CLIENT UNPAUSE");
-        int sw = 0;
-        first = wd_time_sweep(wd, n, 3.0 * period / 1000, &sw, bench_now_ns());
-        if (rlock_unlock(sac) != RLOCK_OK) {
-            bench_die("sacrificial unlock: %s", rlock_last_error());
-        }
-        for (int c = 0; c < reps; c++) {
-            /* Redis' own time in the renewal scripts of each side, from INFO commandstats. */
-            bench_cmdstats cs;
-            bench_cmd_ok(ctl, "CONFIG RESETSTAT");
-            raw[c] = wd_raw_sweep(ctl, &w, lease);
-            bench_cmdstats_get(ctl, &cs);
-            redis_raw[c] = (double)bench_cmdstats_usec(&cs, "evalsha") / 1000.0;
-            bench_cmd_ok(ctl, "CONFIG RESETSTAT");
-            sweep[c] = wd_time_sweep(wd, n, 3.0 * period / 1000, &sw, 0);
-            bench_cmdstats_get(ctl, &cs);
-            redis_rl[c] = (double)bench_cmdstats_usec(&cs, "evalsha") / 1000.0;
-            sweeps_max = sw > sweeps_max ? sw : sweeps_max;
-        }
-    }
-    rlk_wd_get_stats(wd, &st1);
-    int held = wd_count_held(ctl, &w);
-    int unlock_err = wd_unlock_free(&w);
-    int lost = (int)(st1.lost - st0.lost) + (n - held) + unlock_err;
-    if (ok) {
-        double ms = bench_median(sweep, (size_t)reps), mr = bench_median(raw, (size_t)reps);
-        const char *sc = "watchdog_100k_holds";
-        bench_row(sc, "full sweep wall time (ms)", mr * 1000, ms * 1000, "rlock <= 1000 ms",
-                  ms <= 1.0);
-        bench_row(sc, "renewals/s (ideal/rlock)", n / mr, n / ms, "ratio >= 0.90", mr / ms >= 0.9);
-        double rr = bench_median(redis_raw, (size_t)reps),
-               rl = bench_median(redis_rl, (size_t)reps);
-        bench_row(sc, "Redis time in the scripts (ms)", rr, rl, NULL, -1);
-        bench_row(sc, "sweeps per cycle / holds lost", 1, sweeps_max, "1 sweep, 0 lost",
-                  sweeps_max == 1 && lost == 0);
-        printf("%-22s after the stall: first sweep %.0f ms; %d holds taken in %.2f s; "
-               "%d lost\n",
-               sc, first * 1000, n, acq_s, lost);
-        bench_json j;
-        bench_json_begin(&j, sc);
-        bench_json_num(&j, "holds", n);
-        bench_json_num(&j, "reps", reps);
-        bench_json_num(&j, "lease_ms", (double)lease);
-        bench_json_num(&j, "ideal_sweep_ms", mr * 1000);
-        bench_json_num(&j, "rlock_sweep_ms", ms * 1000);
-        bench_json_num(&j, "ratio", mr / ms);
-        bench_json_num(&j, "ideal_redis_script_ms", rr);
-        bench_json_num(&j, "rlock_redis_script_ms", rl);
-        bench_json_num(&j, "rlock_first_sweep_after_stall_ms", first * 1000);
-        bench_json_num(&j, "sweeps_per_cycle_max", sweeps_max);
-        bench_json_num(&j, "batches", (double)(st1.batches - st0.batches));
-        bench_json_num(&j, "pipelines", (double)(st1.pipelines - st0.pipelines));
-        bench_json_num(&j, "lost", lost);
-        bench_json_bool(&j, "pass", ms <= 1.0 && mr / ms >= 0.9 && lost == 0);
-        bench_json_end(&j);
-    } else {
+               "watchdog_100k_holds", cy->n, cy->acq_s, (long long)(cy->lease / 3));
         rlock_unlock(sac);
     }
+    rlk_wd_get_stats(cl->watchdog, &cy->st1);
+    int held = wd_count_held(ctl, &w);
+    int unlock_err = wd_unlock_free(&w);
+    int lost = (int)(cy->st1.lost - cy->st0.lost) + (cy->n - held) + unlock_err;
+    if (ok) {
+        wd_sweep_report(cy, lost);
+    }
+    free(cy);
     rlock_free(sac);
     rlock_client_free(cl);
     redisFree(ctl);
