@@ -9,7 +9,7 @@
  *
  * Watchdog (scenario 4): holds taken over a few seconds fall due over those seconds too, so to
  * time ONE sweep of all of them the run makes them fall due together, the way a Redis stall
- * does: one "sacrificial" hold is taken 50 ms before the others, and Redis is paused for writes
+ * does: one "sacrificial" hold is taken a little before the others, and Redis is paused for writes
  * (CLIENT PAUSE WRITE, which holds EVALSHA) from before the sacrificial hold's first renewal
  * until after the last hold's first renewal was due. The watchdog's sweep of the sacrificial
  * hold waits in Redis; meanwhile every other hold falls due; after CLIENT UNPAUSE they are all
@@ -377,7 +377,13 @@ int bench_watchdog_memory(void)
         bench_die("sacrificial hold: %s", rlock_last_error());
     }
     int64_t t_sac = bench_now_ns();
-    bench_sleep_us(50000);
+    /* The watchdog renews together what falls due within a slack of a tenth of the shortest
+     * renewal period (watchdog.c); the other holds must come later than that, so that the sweep
+     * that waits out the pause holds the sacrificial hold alone. */
+    int64_t wait_ms = cl->opts.watchdog_timeout_ms < cl->opts.waiter_timeout_ms
+                          ? cl->opts.watchdog_timeout_ms
+                          : cl->opts.waiter_timeout_ms;
+    bench_sleep_us((wait_ms / 30 + 100) * 1000);
     size_t heap0 = 0;
     wd_open(&w, cl, cy->n, "", &heap0);
     cy->acq_s = wd_lock_all(&w, args);
