@@ -227,16 +227,18 @@ static void test_10000_holds_batched(void **state)
     assert_int_equal(alive, MANY);
     /* Batching: a batch carries at most 100 keys, so a round needs at least 100 batches; a
      * pipeline cuts its due entries into chunks of 100 and at most one chunk per pipeline is
-     * partial, so batches <= 100 per round + pipelines. Redis saw exactly one EVALSHA per
-     * batch (nothing else runs scripts meanwhile). */
+     * partial, so batches <= 100 per round + pipelines. Redis saw one EVALSHA per batch
+     * (nothing else runs scripts meanwhile), up to a pipeline in flight at each end of the
+     * window (run by Redis but not yet in the stats, or the reverse): at most 100 batches each.
+     */
     assert_true(batches >= renewed / 100);
     assert_true(batches <= (renewed + 99) / 100 + pipelines);
-    assert_int_equal(evalsha1 - evalsha0, (long long)batches);
+    assert_true(llabs(evalsha1 - evalsha0 - (long long)batches) <= 2 * MANY / 100);
     /* Round trips: the design sends the renewals that fall due within one watchdog tick as one
-     * pipeline, so the window can hold at most one pipeline per 10 ms tick (+2 for its ends),
-     * i.e. about 50 per 500 ms round whatever the number of holds - far fewer round trips than
-     * holds. */
-    assert_true(pipelines <= (uint64_t)(window / TICK_MS + 2));
+     * pipeline, so the window can hold about one pipeline per 10 ms tick (10% + 5 of slack for
+     * its ends and stray wake-ups), i.e. about 50 per 500 ms round whatever the number of
+     * holds - far fewer round trips than holds. */
+    assert_true(pipelines <= (uint64_t)(window * 11 / (10 * TICK_MS) + 5));
     assert_true(pipelines * 50 <= renewed);
 
     /* Unlock unregisters each hold before returning. */
