@@ -6,7 +6,8 @@
  *  - a hold kept for 10 s without unlock stays held with a live lease all along;
  *  - 10,000 holds in one process are all kept alive over 3 renewal rounds, renewed in batches of
  *    up to 100 keys per script call, a few pipelines (round trips) per round;
- *  - unlock unregisters a hold before it returns.
+ *  - unlock unregisters a hold before it returns;
+ *  - a sweep whose batches are all answered NOSCRIPT loads the script and resends them.
  *
  * The SIGKILL test forks, so it runs first, before any test of this program has created a
  * thread (every later test frees its client, which joins the client's threads).
@@ -26,6 +27,7 @@
 
 #include "client.h"
 #include "re_common.h"
+#include "scripts.h"
 #include "watchdog.h"
 
 #define WD_MS 1500
@@ -258,11 +260,104 @@ static void test_10000_holds_batched(void **state)
     rlock_client_free(c);
 }
 
+/* ---- NOSCRIPT in a sweep of several batches --------------------------------------------- */
+
+/* A minimal renew class over a plain hash field, to put two batches of the reentrant lock's
+ * renewal script (renew_hash) in one sweep: entries with different leases go in different
+ * batches. */
+typedef struct {
+    rlk_wd_entry wd;
+    const char *key, *field;
+} plain_entry;
+
+static int plain_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
+{
+    plain_entry *p = (plain_entry *)e;
+    int r = rlk_buf_appends(key, p->key);
+    return r ? r : rlk_buf_appends(field, p->field);
+}
+
+static void plain_lost(rlk_wd_entry *e)
+{
+    (void)e;
+}
+
+static const rlk_renew_class plain_class = {
+    .script = RLK_SCRIPT_RENEW_HASH,
+    .describe = plain_describe,
+    .lost = plain_lost,
+};
+
+/* After SCRIPT FLUSH (or on a server that never saw the script, or after a restart), every
+ * batch of a sweep is answered NOSCRIPT; the watchdog must load the script and resend them all
+ * in that same sweep without failing it. Two entries whose leases differ by 2 ms fall due in
+ * the same millisecond (3000/3 == 3002/3) but travel in two batches. */
+static void test_noscript_retry_with_two_batches(void **state)
+{
+    (void)state;
+    rh_server *srv = rh_start(NULL); /* its own: no other client may load the script for us */
+    assert_non_null(srv);
+    rlock_client *c = re_client(srv);
+    assert_non_null(c);
+    const char *hset1[] = {"HSET", "re:wd:plain1", "f1", "1", NULL};
+    const char *hset2[] = {"HSET", "re:wd:plain2", "f2", "1", NULL};
+    const char *flush[] = {"SCRIPT", "FLUSH", NULL};
+    assert_int_equal(rh_cmd_int(srv, hset1), 1);
+    assert_int_equal(rh_cmd_int(srv, hset2), 1);
+    int together = 0;
+    for (int attempt = 0; attempt < 5 && !together; attempt++) {
+        plain_entry a = {.key = "re:wd:plain1", .field = "f1"};
+        plain_entry b = {.key = "re:wd:plain2", .field = "f2"};
+        rlk_wd_entry_init(&a.wd, &plain_class);
+        rlk_wd_entry_init(&b.wd, &plain_class);
+        char *ok = rh_cmd_str(srv, flush);
+        assert_non_null(ok);
+        free(ok);
+        rlk_wd_stats s0, s1;
+        rlk_wd_get_stats(c->watchdog, &s0);
+        int64_t t0 = rlk_now_ms();
+        assert_int_equal(rlk_wd_add(c->watchdog, &a.wd, 3000), RLOCK_OK);
+        assert_int_equal(rlk_wd_add(c->watchdog, &b.wd, 3002), RLOCK_OK);
+        int same_ms = rlk_now_ms() == t0;
+        int64_t deadline = rh_now_ms() + 2000;
+        do {
+            rh_sleep_ms(20);
+            rlk_wd_get_stats(c->watchdog, &s1);
+        } while (s1.renewed - s0.renewed < 2 && rh_now_ms() < deadline);
+        rh_sleep_ms(50);
+        rlk_wd_get_stats(c->watchdog, &s1);
+        rlk_wd_cancel(c->watchdog, &a.wd);
+        rlk_wd_cancel(c->watchdog, &b.wd);
+        /* Added within one millisecond, both fall due in the same millisecond and so are
+         * taken by the same sweep. */
+        together = same_ms;
+        if (together) {
+            print_message("NOSCRIPT on 2 batches of one sweep: %llu sweep(s), %llu pipeline(s), "
+                          "%llu failure(s), %llu renewed, %lld SCRIPT LOADs\n",
+                          (unsigned long long)(s1.ticks - s0.ticks),
+                          (unsigned long long)(s1.pipelines - s0.pipelines),
+                          (unsigned long long)(s1.failures - s0.failures),
+                          (unsigned long long)(s1.renewed - s0.renewed),
+                          rh_cmdstat_calls(srv, "script|load"));
+            assert_int_equal(s1.ticks - s0.ticks, 1);
+            assert_int_equal(s1.pipelines - s0.pipelines, 1);
+            assert_int_equal(s1.batches - s0.batches, 2);
+            assert_int_equal(s1.failures - s0.failures, 0);
+            assert_int_equal(s1.renewed - s0.renewed, 2);
+            assert_int_equal(s1.lost - s0.lost, 0);
+        }
+    }
+    assert_true(together);
+    rlock_client_free(c);
+    rh_free(srv);
+}
+
 int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigkill_holder_frees_lock),
+        cmocka_unit_test(test_noscript_retry_with_two_batches),
         cmocka_unit_test(test_hold_10s_stays_held),
         cmocka_unit_test(test_10000_holds_batched),
     };
