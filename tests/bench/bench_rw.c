@@ -8,7 +8,7 @@
  *           rlock_rwlock_writers:{<name>}  30000 <owner> <owner>:write 1
  *   EVALSHA rw_read_release 6 <name> redisson_rwlock:{<name>} {<name>}:<owner>:rwlock_timeout
  *           {<name>} rlock_rwlock_writers:{<name>} rlock_rwlock_writer:{<name>}  <owner>
- * Runs alternate raw and rlock (ABBA); the ratio is the median of the paired ratios.
+ * Runs alternate raw and rlock (ABBA BAAB ...); the ratio is the median of the groups' ratios.
  * Part 2 (rlock): the same 8 readers plus 1 writer thread that, every 10 ms, takes the write side
  * (writer preference, the default: new readers wait while it waits), holds it 1 ms and releases
  * it. Reported: reads/s and the writer's wait (call to return) p50/p99.
@@ -155,27 +155,31 @@ int bench_rw(void)
     bench_load_scripts(ctl);
     x.name = "bench:rw:raw";
     int reps = g_cfg.reps > 32 ? 32 : g_cfg.reps;
-    double ratio[64], ideal[32], rl[32], mixed[32];
+    double ratio[128], ideal[32], rl[32], mixed[32];
     int nr = 0;
     x.reads_per_thread = 20; /* warm-up: dials the pool and the raw connections */
     x.raw = 1;
     rw_once(&x, 0, 0);
     x.raw = 0;
     rw_once(&x, 0, 0);
-    x.reads_per_thread = (int)(400 * g_cfg.scale) + 10;
+    x.reads_per_thread = (int)(150 * g_cfg.scale) + 10;
     for (int rep = 0; rep < reps; rep++) {
-        double r[4];
-        for (int k = 0; k < 4; k++) {
-            x.raw = (k == 0 || k == 3) ^ (rep % 2);
-            r[k] = rw_once(&x, 0, 0);
+        double si = 0, sr = 0;
+        for (int grp = 0; grp < 4; grp++) {
+            /* ABBA or BAAB: each group's ratio compares runs next to each other in time. */
+            double r[4];
+            for (int k = 0; k < 4; k++) {
+                x.raw = (k == 0 || k == 3) ^ (grp % 2);
+                r[k] = rw_once(&x, 0, 0);
+            }
+            double ri = grp % 2 ? r[1] + r[2] : r[0] + r[3];
+            double rr = grp % 2 ? r[0] + r[3] : r[1] + r[2];
+            ratio[nr++] = rr / ri;
+            si += ri / 2;
+            sr += rr / 2;
         }
-        /* ABBA (or BAAB): pair each rlock run with its neighbouring raw run. */
-        double i0 = rep % 2 ? r[1] : r[0], i1 = rep % 2 ? r[2] : r[3];
-        double r0 = rep % 2 ? r[0] : r[1], r1 = rep % 2 ? r[3] : r[2];
-        ratio[nr++] = r0 / i0;
-        ratio[nr++] = r1 / i1;
-        ideal[rep] = (i0 + i1) / 2;
-        rl[rep] = (r0 + r1) / 2;
+        ideal[rep] = si / 4;
+        rl[rep] = sr / 4;
     }
     x.reads_per_thread = 0;
     x.raw = 0;
