@@ -187,17 +187,35 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     return RLOCK_OK;
 }
 
+/* Loads, once each, the scripts of the chunks that were answered NOSCRIPT. This runs before
+ * anything is appended: SCRIPT LOAD is a synchronous command and would otherwise read the
+ * reply of a batch still waiting in the pipeline. */
+static int rlk_wd_reload(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks, size_t nc)
+{
+    for (size_t i = 0; i < nc; i++) {
+        int script = items[chunks[i].first].e->cls->script;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) {
+            seen = chunks[j].retry && items[chunks[j].first].e->cls->script == script;
+        }
+        if (chunks[i].retry && !seen) {
+            int r = rlk_script_load(conn, script);
+            if (r != RLOCK_OK) {
+                return r;
+            }
+        }
+    }
+    return RLOCK_OK;
+}
+
 /* Sends every chunk that still needs sending in one pipeline and reads the replies. */
 static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks, size_t nc,
                            int only_retry)
 {
-    int r = RLOCK_OK;
+    int r = only_retry ? rlk_wd_reload(conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
-            if (only_retry) {
-                r = rlk_script_load(conn, items[chunks[i].first].e->cls->script);
-            }
-            r = r ? r : rlk_wd_append(conn, items, &chunks[i]);
+            r = rlk_wd_append(conn, items, &chunks[i]);
         }
     }
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
