@@ -27,29 +27,9 @@ say() { printf '\n== %s\n' "$*"; }
 # 1. Packages (the same list as tests/run.sh, minus what only the tests need).
 # ---------------------------------------------------------------------------------------------
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server redis-tools)
-install_packages() {
-    local missing=() p
-    command -v dpkg-query >/dev/null 2>&1 || return 0
-    for p in "${PACKAGES[@]}"; do
-        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-            missing+=("$p")
-        fi
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    say "installing: ${missing[*]}"
-    local sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-        if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
-            echo "missing packages (${missing[*]}) and not root" >&2; exit 2
-        fi
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -q
-    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-}
-if [ "${RLOCK_SKIP_APT:-0}" != 1 ]; then
-    install_packages
-fi
+# shellcheck source=tests/lib/packages.sh
+source "$ROOT/tests/lib/packages.sh"
+rlock_install_packages "${PACKAGES[@]}"
 
 # ---------------------------------------------------------------------------------------------
 # 2. Build.

@@ -34,35 +34,9 @@ log() { printf '\n=== %s\n' "$*"; }
 # ---------------------------------------------------------------------------
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
           libcmocka-dev valgrind binutils)
-
-install_packages() {
-    local missing=() p
-    command -v dpkg-query >/dev/null 2>&1 || { echo "not a Debian system: skipping apt"; return 0; }
-    for p in "${PACKAGES[@]}"; do
-        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-            missing+=("$p")
-        fi
-    done
-    if [ ${#missing[@]} -eq 0 ]; then
-        return 0
-    fi
-    log "installing: ${missing[*]}"
-    local sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-        if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
-            echo "missing packages (${missing[*]}) and not root" >&2; exit 1
-        fi
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -q
-    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-    # Installing redis-server may start the distro's service on port 6379.
-    # The tests use their own servers on high ports, so it is left alone.
-}
-
-if [ "${RLOCK_SKIP_APT:-0}" != 1 ]; then
-    install_packages
-fi
+# shellcheck source=tests/lib/packages.sh
+source "$ROOT/tests/lib/packages.sh"
+rlock_install_packages "${PACKAGES[@]}"
 
 # ---------------------------------------------------------------------------
 # 2. Sanitizer runtime options.
