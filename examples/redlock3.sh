@@ -21,6 +21,10 @@ LEASE_MS=${LEASE_MS:-2000}
 
 say() { printf '\n== %s\n' "$*"; }
 
+# shellcheck source=tests/lib/packages.sh
+source "$ROOT/tests/lib/packages.sh"
+rlock_install_packages build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server
+
 BIN=${REDLOCK3:-}
 if [ -z "$BIN" ]; then
     BUILD="$ROOT/build/redlock3"
