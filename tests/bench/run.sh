@@ -8,7 +8,8 @@
 # per scenario. Installs missing Debian packages like tests/run.sh does.
 #
 # Environment:
-#   RLOCK_BENCH_REPS=5       repetitions per scenario (medians over them)
+#   RLOCK_BENCH_REPS=9       repetitions per scenario (medians over them; the watchdog
+#                            scenario times at most 5 sweep cycles of 15 s)
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
 #   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u8,handoff,handoff_fair,watchdog,
 #                            fair_queue,rw,redlock
@@ -18,7 +19,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD="$ROOT/build/bench"
-REPS=${RLOCK_BENCH_REPS:-5}
+REPS=${RLOCK_BENCH_REPS:-9}
 SCALE=${RLOCK_BENCH_SCALE:-1}
 JOBS=${RLOCK_JOBS:-2}
 
