@@ -36,7 +36,7 @@
 #include <rlock.h>
 
 #define COUNTER_KEY "example:counter"
-#define LOCK_NAME "example:counter:lock"
+#define LOCK_NAME   "example:counter:lock"
 
 /* ---- a minimal RESP client: connect, send a command, read one reply --------------------- */
 
@@ -124,8 +124,7 @@ static int resp_call(resp_conn *c, int argc, const char **argv, long long *value
     char buf[512];
     int n = snprintf(buf, sizeof(buf), "*%d\r\n", argc);
     for (int i = 0; i < argc && n < (int)sizeof(buf); i++) {
-        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                      argv[i]);
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
     }
     if (n >= (int)sizeof(buf) || write(c->fd, buf, (size_t)n) != n) {
         return -1;
@@ -268,8 +267,7 @@ int main(int argc, char **argv)
     printf("final count %lld, expected %lld: %s (%.2f s, %.0f increments/s)\n", count, expected,
            count == expected ? "exact" : "LOST UPDATES", took, (double)expected / took);
     if (count != expected) {
-        printf("%lld increments were lost to interleaved read-modify-writes\n",
-               expected - count);
+        printf("%lld increments were lost to interleaved read-modify-writes\n", expected - count);
     }
     return count == expected ? 0 : 1;
 }

@@ -49,18 +49,18 @@ static void assert_last_error_is(int code)
     assert_memory_equal(msg, what, strlen(what));
 }
 
-#define EXPECT_ERR(expr, code)                                                                    \
-    do {                                                                                          \
-        rlk_err_clear();                                                                          \
-        assert_int_equal((expr), (code));                                                         \
-        assert_last_error_is(code);                                                               \
+#define EXPECT_ERR(expr, code)                                                                     \
+    do {                                                                                           \
+        rlk_err_clear();                                                                           \
+        assert_int_equal((expr), (code));                                                          \
+        assert_last_error_is(code);                                                                \
     } while (0)
 
-#define EXPECT_OPEN_FAILS(expr, code)                                                             \
-    do {                                                                                          \
-        rlk_err_clear();                                                                          \
-        assert_null(expr);                                                                        \
-        assert_last_error_is(code);                                                               \
+#define EXPECT_OPEN_FAILS(expr, code)                                                              \
+    do {                                                                                           \
+        rlk_err_clear();                                                                           \
+        assert_null(expr);                                                                         \
+        assert_last_error_is(code);                                                                \
     } while (0)
 
 /* ---- NULL and empty arguments ----------------------------------------------------------- */
@@ -186,7 +186,7 @@ static long long bin_cmd(const char *cmd, const char *key, size_t klen, const ch
     size_t lens[3] = {strlen(cmd), klen, alen};
     redisReply *r = redisCommandArgv(g_ctx, arg != NULL ? 3 : 2, argv, lens);
     assert_non_null(r);
-    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
+    long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
                   : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10)
                                                   : -1000;
     freeReplyObject(r);
@@ -325,12 +325,9 @@ int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_null_and_empty),
-        cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_unlock_twice),
-        cmocka_unit_test(test_binary_names),
-        cmocka_unit_test(test_name_length_limit),
-        cmocka_unit_test(test_calls_after_client_free),
+        cmocka_unit_test(test_null_and_empty),    cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_unlock_twice),      cmocka_unit_test(test_binary_names),
+        cmocka_unit_test(test_name_length_limit), cmocka_unit_test(test_calls_after_client_free),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

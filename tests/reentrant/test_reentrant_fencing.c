@@ -47,8 +47,8 @@ static long long counter_of(const char *name)
 /* ---- strictly increasing across threads ------------------------------------------------- */
 
 #define FT_THREADS 4
-#define FT_ROUNDS 100
-#define FT_NAME "re:fence:mt"
+#define FT_ROUNDS  100
+#define FT_NAME    "re:fence:mt"
 
 typedef struct {
     rlock *l;

@@ -23,9 +23,9 @@
 #define WD_MS 1500
 
 static rh_server *g_srv;
-static atomic_int g_lost_calls;     /* on_lost calls for the lock under test */
-static atomic_int g_lost_other;     /* on_lost calls naming any other lock (must stay 0) */
-static const char *g_expect_name;   /* set before the client exists; read-only afterwards */
+static atomic_int g_lost_calls;   /* on_lost calls for the lock under test */
+static atomic_int g_lost_other;   /* on_lost calls naming any other lock (must stay 0) */
+static const char *g_expect_name; /* set before the client exists; read-only afterwards */
 
 static void on_lost(const char *name, void *user)
 {

@@ -29,15 +29,15 @@
 
 #include "re_common.h"
 
-#define PROCS 4
-#define THREADS 8
-#define NAME "re:stress:lock"
-#define FLAG "re:stress:flag"
-#define COUNTER "re:stress:counter"
+#define PROCS      4
+#define THREADS    8
+#define NAME       "re:stress:lock"
+#define FLAG       "re:stress:flag"
+#define COUNTER    "re:stress:counter"
 #define VIOLATIONS "re:stress:violations"
 
 /* Exit codes of a child. */
-#define CHILD_OK 0
+#define CHILD_OK    0
 #define CHILD_ERROR 2
 
 static rh_server *g_srv;
@@ -91,8 +91,7 @@ static void *worker_main(void *arg)
     for (int i = 0; i < g_per_thread; i++) {
         int r = rlock_lock(w->l, -1);
         if (r != RLOCK_OK) {
-            snprintf(w->err, sizeof(w->err), "lock: %s: %s", rlock_strerror(r),
-                     rlock_last_error());
+            snprintf(w->err, sizeof(w->err), "lock: %s: %s", rlock_strerror(r), rlock_last_error());
             w->errors++;
             continue;
         }
@@ -178,7 +177,8 @@ static void test_mutual_exclusion_4x8(void **state)
     long long violations = viol != NULL ? atoll(viol) : 0;
     free(viol);
     print_message("%d processes x %d threads: %d acquisitions in %lld ms (%.0f/s); counter %lld, "
-                  "violations %lld\n", PROCS, THREADS, total, (long long)took,
+                  "violations %lld\n",
+                  PROCS, THREADS, total, (long long)took,
                   total * 1000.0 / (double)(took > 0 ? took : 1), counter, violations);
     for (int i = 0; i < PROCS; i++) {
         assert_int_equal(statuses[i], CHILD_OK);

@@ -22,7 +22,7 @@
 #include "re_common.h"
 
 #define LEASE_MS 20000
-#define THREADS 8
+#define THREADS  8
 
 static rh_server *g_srv;
 static rlock_client *g_c;
@@ -156,8 +156,7 @@ static void test_handoff_attempts_bounded(void **state)
                   "(%.2f per acquisition, %lld beyond the first attempts), %lld unlock "
                   "messages, %lld SUBSCRIBEs; bound %lld\n",
                   THREADS, rounds, calls, (long long)took, attempts,
-                  (double)attempts / (double)calls, attempts - calls, publishes, subscribes,
-                  bound);
+                  (double)attempts / (double)calls, attempts - calls, publishes, subscribes, bound);
     assert_int_equal(errors, 0);
     assert_int_equal(overlaps, 0);
     assert_int_equal(publishes, calls);

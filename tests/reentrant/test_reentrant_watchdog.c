@@ -31,9 +31,9 @@
 #include "scripts.h"
 #include "watchdog.h"
 
-#define WD_MS 1500
+#define WD_MS     1500
 #define PERIOD_MS (WD_MS / 3)
-#define TICK_MS 10 /* the watchdog's wheel tick (RLK_WD_TICK_MS in src/watchdog.c) */
+#define TICK_MS   10 /* the watchdog's wheel tick (RLK_WD_TICK_MS in src/watchdog.c) */
 
 static rh_server *g_srv;
 
@@ -110,7 +110,8 @@ static void test_sigkill_holder_frees_lock(void **state)
     assert_int_equal(rlock_try_lock(l, 5000, -1), RLOCK_OK);
     int64_t freed_after = rh_now_ms() - killed_at;
     print_message("SIGKILLed holder: lease left at kill %lld ms; lock taken by another client "
-                  "%lld ms after the kill\n", ttl_at_kill, (long long)freed_after);
+                  "%lld ms after the kill\n",
+                  ttl_at_kill, (long long)freed_after);
     /* The last renewal was at most one period (+ a tick) before the kill, so at least
      * WD_MS - PERIOD_MS - TICK_MS of lease was left; at most WD_MS. */
     assert_true(freed_after >= WD_MS - PERIOD_MS - 2 * TICK_MS);
@@ -220,9 +221,8 @@ static void test_10000_holds_batched(void **state)
                   "by Redis, lost %llu, failures %llu; %lld keys alive\n",
                   MANY, (long long)span, (long long)window, (unsigned long long)renewed, rounds,
                   (unsigned long long)batches, (double)batches / rounds,
-                  (unsigned long long)pipelines, (double)pipelines / rounds,
-                  evalsha1 - evalsha0, (unsigned long long)s1.lost,
-                  (unsigned long long)s1.failures, alive);
+                  (unsigned long long)pipelines, (double)pipelines / rounds, evalsha1 - evalsha0,
+                  (unsigned long long)s1.lost, (unsigned long long)s1.failures, alive);
     assert_true(renewed >= 3 * MANY);
     assert_true(s1.renewed >= 3 * MANY);
     assert_int_equal(s1.lost, 0);
