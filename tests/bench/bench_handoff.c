@@ -245,12 +245,30 @@ static void *h_ping(void *arg)
     return NULL;
 }
 
-/* One run: fork the second process, run 8 threads, collect hand-off latencies (us) and the
- * PING round trips measured meanwhile. */
+/* Redis commands per acquisition of the last run: [0] EVALSHA, [1] SUBSCRIBE + UNSUBSCRIBE. */
+static void h_stats(int reset, int gens, double *per_acq)
+{
+    redisContext *c = bench_raw(0);
+    if (reset) {
+        bench_cmd_ok(c, "CONFIG RESETSTAT");
+    } else {
+        bench_cmdstats st;
+        bench_cmdstats_get(c, &st);
+        per_acq[0] = (double)bench_cmdstats_calls(&st, "evalsha") / gens;
+        per_acq[1] = (double)(bench_cmdstats_calls(&st, "subscribe") +
+                              bench_cmdstats_calls(&st, "unsubscribe")) /
+                     gens;
+    }
+    redisFree(c);
+}
+
+/* One run: fork the second process, run 8 threads, collect hand-off latencies (us), the PING
+ * round trips measured meanwhile and the commands sent per acquisition. */
 static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_samples *out,
-                   int *self, bench_samples *rtt)
+                   int *self, bench_samples *rtt, double *per_acq)
 {
     memset(s, 0, sizeof(*s));
+    h_stats(1, 0, NULL);
     s->gens = (int)(1500 * g_cfg.scale) + 50;
     s->gens = s->gens > H_MAX_GEN ? H_MAX_GEN : s->gens;
     fflush(stdout);
@@ -271,6 +289,7 @@ static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_s
     waitpid(pid, &st, 0);
     atomic_store(&pg.stop, 1);
     pthread_join(pt, NULL);
+    h_stats(0, s->gens, per_acq);
     for (size_t i = 0; i < pg.rtt.n; i++) {
         bench_samples_add(rtt, pg.rtt.v[i]);
     }
@@ -328,6 +347,7 @@ int bench_handoff(rlock_kind kind)
     if (s == MAP_FAILED) {
         bench_die("mmap failed");
     }
+    double pa_i[2] = {NAN, NAN}, pa_r[2] = {NAN, NAN};
     double rtt[64], idle[64], busy[64], p50i[64], p99i[64], p50r[64], p99r[64];
     int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
     int self_i = 0, self_r = 0;
@@ -339,9 +359,9 @@ int bench_handoff(rlock_kind kind)
         idle[rep] = h_rtt_us();
         bench_samples si = {0}, sr = {0}, rt = {0};
         if (with_raw) {
-            h_once(s, 1, name_raw, kind, &si, &self_i, &rt);
+            h_once(s, 1, name_raw, kind, &si, &self_i, &rt, pa_i);
         }
-        h_once(s, 0, name_rl, kind, &sr, &self_r, &rt);
+        h_once(s, 0, name_rl, kind, &sr, &self_r, &rt, pa_r);
         rtt[rep] = idle[rep];
         busy[rep] = bench_pct(&rt, 50);
         bench_samples_free(&rt);
@@ -365,6 +385,8 @@ int bench_handoff(rlock_kind kind)
     bench_row(scen, "hand-off p50 (RTTs)", a50, b50, "rlock <= 3 RTT", b50 <= 3);
     bench_row(scen, "hand-off p99 (RTTs)", a99, b99, "rlock <= 12 RTT", b99 <= 12);
     bench_row(scen, "hand-off p50 (us)", a50 * mrtt, b50 * mrtt, NULL, -1);
+    bench_row(scen, "EVALSHA per acquisition", pa_i[0], pa_r[0], NULL, -1);
+    bench_row(scen, "(UN)SUBSCRIBE per acquisition", pa_i[1], pa_r[1], NULL, -1);
     bench_json j;
     bench_json_begin(&j, scen);
     bench_json_num(&j, "reps", reps);
@@ -379,6 +401,10 @@ int bench_handoff(rlock_kind kind)
     bench_json_num(&j, "rlock_handoff_p50_rtt", b50);
     bench_json_num(&j, "rlock_handoff_p99_rtt", b99);
     bench_json_num(&j, "ratio_p50", with_raw ? b50 / a50 : NAN);
+    bench_json_num(&j, "ideal_evalsha_per_acquisition", pa_i[0]);
+    bench_json_num(&j, "rlock_evalsha_per_acquisition", pa_r[0]);
+    bench_json_num(&j, "ideal_subscribes_per_acquisition", pa_i[1]);
+    bench_json_num(&j, "rlock_subscribes_per_acquisition", pa_r[1]);
     bench_json_num(&j, "ideal_handoffs", (double)n_i);
     bench_json_num(&j, "ideal_not_handoffs", self_i);
     bench_json_num(&j, "rlock_handoffs", (double)n_r);
