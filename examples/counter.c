@@ -82,7 +82,7 @@ static int resp_connect_unix(const char *path)
     if (strlen(path) >= sizeof(sa.sun_path)) {
         return -1;
     }
-    strcpy(sa.sun_path, path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         close(fd);
@@ -184,7 +184,7 @@ static int worker(const char *url, int id, int increments, int use_lock)
     }
     int status = 0;
     for (int i = 0; i < increments && status == 0; i++) {
-        if (use_lock && (r = rlock_lock(lock, -1)) != RLOCK_OK) {
+        if (use_lock && rlock_lock(lock, -1) != RLOCK_OK) {
             fprintf(stderr, "worker %d: lock: %s\n", id, rlock_last_error());
             status = 2;
             break;
@@ -197,7 +197,7 @@ static int worker(const char *url, int id, int increments, int use_lock)
         snprintf(next, sizeof(next), "%lld", v + 1);
         const char *set[] = {"SET", COUNTER_KEY, next};
         status = status == 0 && resp_call(&conn, 3, set, &v) == 0 ? 0 : 2;
-        if (use_lock && (r = rlock_unlock(lock)) != RLOCK_OK) {
+        if (use_lock && rlock_unlock(lock) != RLOCK_OK) {
             fprintf(stderr, "worker %d: unlock: %s\n", id, rlock_last_error());
             status = 2;
         }
@@ -219,8 +219,9 @@ int main(int argc, char **argv)
             args[pos++] = argv[i];
         }
     }
-    int workers = atoi(args[1]), increments = atoi(args[2]);
-    if (args[0] == NULL || workers < 1 || workers > 256 || increments < 1) {
+    long workers = strtol(args[1], NULL, 10), increments = strtol(args[2], NULL, 10);
+    if (args[0] == NULL || workers < 1 || workers > 256 || increments < 1 ||
+        increments > 100000000) {
         fprintf(stderr, "usage: %s REDIS_URL [WORKERS [INCREMENTS]] [--no-lock]\n", argv[0]);
         return 2;
     }
@@ -231,7 +232,7 @@ int main(int argc, char **argv)
     if (resp_connect(url, &conn) != 0 || resp_call(&conn, 3, reset, &v) != 0) {
         return 2;
     }
-    printf("%d processes x %d increments of %s, %s\n", workers, increments, COUNTER_KEY,
+    printf("%ld processes x %ld increments of %s, %s\n", workers, increments, COUNTER_KEY,
            use_lock ? "each GET+SET under the rlock lock \"" LOCK_NAME "\"" : "WITHOUT a lock");
     fflush(stdout); /* so the children do not inherit and repeat buffered output */
 
@@ -241,7 +242,7 @@ int main(int argc, char **argv)
         pids[i] = fork();
         if (pids[i] == 0) {
             resp_close(&conn);
-            _exit(worker(url, i, increments, use_lock));
+            _exit(worker(url, i, (int)increments, use_lock));
         }
         if (pids[i] < 0) {
             perror("fork");

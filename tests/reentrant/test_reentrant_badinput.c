@@ -259,7 +259,7 @@ static void test_binary_names(void **state)
     assert_int_equal(re_wait_no_channels(g_srv, 1000), 0);
 }
 
-#define MIB (1024u * 1024u)
+#define MIB ((size_t)1024 * 1024)
 
 static void test_name_length_limit(void **state)
 {

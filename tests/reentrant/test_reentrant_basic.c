@@ -359,8 +359,7 @@ static void test_redis_down(void **state)
     assert_int_equal(rh_stop(s), 0);
 
     int64_t t0 = rh_now_ms();
-    int r = other(l, OP_TRY0);
-    assert_int_equal(r, RLOCK_ECONN);
+    assert_int_equal(other(l, OP_TRY0), RLOCK_ECONN);
     try_op t = {.l = l, .wait_ms = 5000};
     re_run_thread(try_main, &t);
     print_message("Redis down: tryLock(5000, ...) returned %d (%s) after %lld ms\n", t.rc,

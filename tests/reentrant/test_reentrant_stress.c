@@ -149,8 +149,9 @@ static void test_mutual_exclusion_4x8(void **state)
     (void)state;
     int total = 20000;
     const char *env = getenv("RE_STRESS_TOTAL");
-    if (env != NULL && atoi(env) >= PROCS * THREADS) {
-        total = atoi(env);
+    long requested = env != NULL ? strtol(env, NULL, 10) : 0;
+    if (requested >= (long)PROCS * THREADS && requested <= 10000000) {
+        total = (int)requested;
     }
     g_per_thread = total / (PROCS * THREADS);
     total = g_per_thread * PROCS * THREADS;
@@ -174,7 +175,7 @@ static void test_mutual_exclusion_4x8(void **state)
     const char *exists[] = {"EXISTS", NAME, FLAG, NULL};
     long long counter = rh_cmd_int(g_srv, get_counter);
     char *viol = rh_cmd_str(g_srv, get_violations);
-    long long violations = viol != NULL ? atoll(viol) : 0;
+    long long violations = viol != NULL ? strtoll(viol, NULL, 10) : 0;
     free(viol);
     print_message("%d processes x %d threads: %d acquisitions in %lld ms (%.0f/s); counter %lld, "
                   "violations %lld\n",

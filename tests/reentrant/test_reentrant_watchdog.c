@@ -167,7 +167,7 @@ static void test_hold_10s_stays_held(void **state)
 /* EXISTS over all MANY keys in one binary-safe command; returns how many exist. */
 static long long count_existing(redisContext *ctx, char (*names)[32])
 {
-    const char **argv = malloc(sizeof(*argv) * (MANY + 1));
+    const char **argv = malloc(sizeof(const char *) * (MANY + 1));
     assert_non_null(argv);
     argv[0] = "EXISTS";
     for (int i = 0; i < MANY; i++) {
@@ -184,7 +184,7 @@ static void test_10000_holds_batched(void **state)
     rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     char(*names)[32] = calloc(MANY, 32);
-    rlock **locks = calloc(MANY, sizeof(*locks));
+    rlock **locks = calloc(MANY, sizeof(rlock *));
     assert_non_null(names);
     assert_non_null(locks);
     redisContext *ctx = rh_connect(g_srv);
@@ -205,11 +205,11 @@ static void test_10000_holds_batched(void **state)
     int64_t w0 = rh_now_ms();
 
     /* Three full renewal rounds after the last lock: every hold renewed three more times. */
-    int64_t deadline = rh_now_ms() + 3 * PERIOD_MS + 3000;
+    int64_t deadline = rh_now_ms() + 3 * (int64_t)PERIOD_MS + 3000;
     do {
         rh_sleep_ms(50);
         rlk_wd_get_stats(c->watchdog, &s1);
-    } while (s1.renewed - s0.renewed < 3 * MANY && rh_now_ms() < deadline);
+    } while (s1.renewed - s0.renewed < 3 * (uint64_t)MANY && rh_now_ms() < deadline);
     int64_t window = rh_now_ms() - w0;
     long long evalsha1 = rh_cmdstat_calls(g_srv, "evalsha");
     long long alive = count_existing(ctx, names);
@@ -223,8 +223,8 @@ static void test_10000_holds_batched(void **state)
                   (unsigned long long)batches, (double)batches / rounds,
                   (unsigned long long)pipelines, (double)pipelines / rounds, evalsha1 - evalsha0,
                   (unsigned long long)s1.lost, (unsigned long long)s1.failures, alive);
-    assert_true(renewed >= 3 * MANY);
-    assert_true(s1.renewed >= 3 * MANY);
+    assert_true(renewed >= 3 * (uint64_t)MANY);
+    assert_true(s1.renewed >= 3 * (uint64_t)MANY);
     assert_int_equal(s1.lost, 0);
     assert_int_equal(s1.failures, 0);
     assert_int_equal(alive, MANY);
@@ -241,7 +241,7 @@ static void test_10000_holds_batched(void **state)
      * pipeline, so the window can hold about one pipeline per 10 ms tick (10% + 5 of slack for
      * its ends and stray wake-ups), i.e. about 50 per 500 ms round whatever the number of
      * holds - far fewer round trips than holds. */
-    assert_true(pipelines <= (uint64_t)(window * 11 / (10 * TICK_MS) + 5));
+    assert_true(pipelines <= (uint64_t)(window * 11 / (10 * (int64_t)TICK_MS) + 5));
     assert_true(pipelines * 50 <= renewed);
 
     /* Unlock unregisters each hold before returning. */
