@@ -376,6 +376,12 @@ int rlk_single_unlock(rlock *l)
         return rlk_err(RLOCK_ENOTOWNER, "lock '%s' is not held by this thread (id %llu) through "
                        "this handle", l->name, (unsigned long long)tid);
     }
+    if (h->count == 1) {
+        /* The last local hold: stop renewing before the release reaches Redis. A renewal that
+         * ran after the release would find the owner gone and report a spurious loss; the
+         * cancel waits for an in-flight batch, so none can. */
+        rlk_hold_stop_renewal(l, h);
+    }
     if (atomic_load(&h->lost)) {
         rlk_hold_forget(l, h);
         return rlk_err(RLOCK_ELOST, "the hold on lock '%s' was lost before unlock (its lease "
@@ -389,6 +395,8 @@ int rlk_single_unlock(rlock *l)
     if (r == 0 && --h->count > 0) {
         return RLOCK_OK;
     }
+    /* Here the thread's last hold through this handle is gone (or Redis still counts holds
+     * taken through another handle, which that handle's record tracks). */
     if (r == 0 || r == 1) {
         rlk_hold_forget(l, h);
         return RLOCK_OK;
