@@ -254,7 +254,10 @@ RLOCK_EXPORT int rlock_hold_count(rlock *lock);
 RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock);
 
 /* Fencing token of the calling thread's current hold (strictly increasing per lock name for
- * exclusive grants; a read grant returns the counter's current value), 0 if none. */
+ * exclusive grants; a read grant returns the counter's current value), 0 if none. Answered from
+ * the local hold record without a round trip: a hold taken with an explicit lease that expired
+ * unnoticed still reports its token until a call that asks Redis (unlock, is_held) finds it
+ * gone; a hold the watchdog found lost reports 0 at once. */
 RLOCK_EXPORT uint64_t rlock_token(rlock *lock);
 
 #ifdef __cplusplus
