@@ -183,7 +183,7 @@ int bench_fair_queue(void)
         calls[k] = bench_median(c, (size_t)reps);
         build[k] = bench_median(b, (size_t)reps);
         char metric[64];
-        snprintf(metric, sizeof(metric), "usec per evalsha, %d waiters", q);
+        snprintf(metric, sizeof(metric), "us per EVALSHA, %d waiters", q);
         bench_row_ratio(sc, metric, NAN, usec[k], usec[k] / usec[0],
                         k == 2 ? "ratio to 10 <= 2" : NULL, k == 2 ? usec[k] / usec[0] <= 2 : -1);
     }
