@@ -91,5 +91,8 @@ int main(int argc, char **argv)
     }
     printf("\n");
     bench_print_json_lines();
+    if (skipped > 0) {
+        printf("%d scenario(s) skipped (see above)\n", skipped);
+    }
     return 0;
 }
