@@ -504,7 +504,14 @@ static void test_crash_exit_without_free(void **state)
 static void test_crash_inside_cmocka(void **state)
 {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    /* TSan's SEGV handler ends the process with _exit(66) before cmocka can catch the fault,
+     * so the atexit path this mode checks never runs (PR_SET_PDEATHSIG, which this mode turns
+     * off on purpose, is what cleans up in that case). The plain and ASan runs cover it. */
+    skip();
+#else
     run_crash_mode("cmocka-segv", 1, 1, 1, 0);
+#endif
 }
 
 /* Only PR_SET_PDEATHSIG can help against SIGKILL. */
