@@ -216,6 +216,13 @@ static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chu
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
             r = rlk_wd_append(conn, items, &chunks[i]);
+            /* Put each batch on the wire at once, so Redis runs batch k while this thread builds
+             * batch k+1 instead of waiting for the whole sweep to be formatted. Redis buffers
+             * the replies, so writing before reading cannot deadlock. */
+            int done = 0;
+            if (r == RLOCK_OK && redisBufferWrite(conn->ctx, &done) != REDIS_OK) {
+                r = rlk_conn_error(conn->ctx, "sending a renewal batch");
+            }
         }
     }
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
