@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "../common/mx_checker.h"
 
 #define PROCS      4
 #define THREADS    8
@@ -49,35 +50,10 @@ typedef struct {
     char err[160];
 } worker;
 
-/* One critical section's checks. Returns 0, or -1 on a Redis error of the checker itself. */
+/* One critical section's checks, by the shared independent checker. */
 static int critical_section(redisContext *ctx)
 {
-    const char *setnx[] = {"SET", FLAG, "1", "NX"};
-    redisReply *r = redisCommandArgv(ctx, 4, setnx, NULL);
-    if (r == NULL) {
-        return -1;
-    }
-    int entered_alone = r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    if (!entered_alone) {
-        const char *incr[] = {"INCR", VIOLATIONS};
-        re_int(ctx, 2, incr);
-    }
-    const char *get[] = {"GET", COUNTER};
-    long long v = re_int(ctx, 2, get);
-    if (v < 0) {
-        return -1;
-    }
-    char buf[32];
-    snprintf(buf, sizeof(buf), "%lld", v + 1);
-    const char *set[] = {"SET", COUNTER, buf};
-    r = redisCommandArgv(ctx, 3, set, NULL);
-    if (r == NULL) {
-        return -1;
-    }
-    freeReplyObject(r);
-    const char *del[] = {"DEL", FLAG};
-    return re_int(ctx, 2, del) < 0 ? -1 : 0;
+    return mx_critical_section(ctx, FLAG, COUNTER, VIOLATIONS);
 }
 
 static void *worker_main(void *arg)
