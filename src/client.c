@@ -186,10 +186,27 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client)
     rlk_client_unref(client);
 }
 
+_Static_assert(sizeof(((rlock_client *)0)->uuid) + 1 + 20 <= RLK_OWNER_MAX,
+               "an owner (uuid, ':', up to 20 digits, NUL) must fit RLK_OWNER_MAX");
+
 size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf)
 {
-    int n = snprintf(buf, RLK_OWNER_MAX, "%s:%llu", c->uuid, (unsigned long long)tid);
-    return n > 0 ? (size_t)n : 0;
+    /* Formatted by hand: the watchdog writes one owner per renewal (100,000 per sweep with
+     * 100,000 holds), and snprintf was a visible share of a sweep's CPU time. */
+    char digits[20];
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + tid % 10);
+        tid /= 10;
+    } while (tid != 0);
+    size_t n = sizeof(c->uuid) - 1;
+    memcpy(buf, c->uuid, n);
+    buf[n++] = ':';
+    while (nd > 0) {
+        buf[n++] = digits[--nd];
+    }
+    buf[n] = '\0';
+    return n;
 }
 
 void rlk_log(const rlock_client *c, int level, const char *fmt, ...)

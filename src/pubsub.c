@@ -14,6 +14,14 @@
  * waiter uses it and the server has confirmed the unsubscribe. After a reconnect every entry
  * with waiters is subscribed again, and its confirmation wakes all of them, because messages
  * published while the connection was down are lost.
+ *
+ * An entry whose last waiter left stays subscribed for RLK_PS_LINGER_MS (it lingers) before the
+ * thread unsubscribes it. A thread that waits on the same channel again soon (a fair waiter's
+ * private channel, a worker looping on one lock) then finds it live, which saves a SUBSCRIBE, an
+ * UNSUBSCRIBE and the re-attempt that the confirmation would trigger. Because a lingering entry
+ * stayed subscribed, a waiter that joins it can only have missed a message that arrived while
+ * nobody waited; such a message (or a confirmation, which stands for messages published before
+ * the subscription) sets `missed`, and the joiner gets one permit for it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +35,10 @@
 
 #define RLK_PS_BUCKETS 4096
 
+/* How long an entry without waiters stays subscribed. Long enough to cover the gap between two
+ * waits of a busy worker, short enough that an idle client leaves no channel behind for long. */
+#define RLK_PS_LINGER_MS 100
+
 struct rlk_sub {
     struct rlk_sub *next;      /* hash chain */
     struct rlk_sub *next_dirty;
@@ -37,6 +49,10 @@ struct rlk_sub {
     int sent;                  /* 1 if the last request sent was SUBSCRIBE */
     int pending;               /* replies to SUBSCRIBE/UNSUBSCRIBE not yet read */
     int dirty;                 /* linked in the dirty list */
+    int lingering;             /* no waiter; linked in the idle list */
+    int missed;                /* a message or confirmation arrived while nobody waited */
+    int64_t idle_since;        /* when the last waiter left (lingering entries) */
+    struct rlk_sub *idle_prev, *idle_next;
     pthread_cond_t cv;
 };
 
@@ -49,6 +65,9 @@ struct rlk_pubsub {
     redisContext *ctx;         /* owned by the thread */
     rlk_sub *buckets[RLK_PS_BUCKETS];
     rlk_sub *dirty;
+    rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
+    int64_t linger_ms;         /* RLK_PS_LINGER_MS; tests change it */
+    uint64_t messages;         /* messages read (for tests) */
     size_t live;               /* entries with waiters */
     int64_t backoff_ms;
 };
@@ -72,8 +91,21 @@ static rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len)
     return NULL;
 }
 
+/* Takes s out of the idle list (it gets a waiter again, expires, or is freed). */
+static void rlk_idle_unlink(rlk_pubsub *ps, rlk_sub *s)
+{
+    if (!s->lingering) {
+        return;
+    }
+    *(s->idle_prev ? &s->idle_prev->idle_next : &ps->idle_head) = s->idle_next;
+    *(s->idle_next ? &s->idle_next->idle_prev : &ps->idle_tail) = s->idle_prev;
+    s->idle_prev = s->idle_next = NULL;
+    s->lingering = 0;
+}
+
 static void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
 {
+    rlk_idle_unlink(ps, s);
     rlk_sub **pp = &ps->buckets[rlk_hash(s->channel, s->len)];
     while (*pp != s) {
         pp = &(*pp)->next;
@@ -133,13 +165,20 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
         s->next = ps->buckets[h];
         ps->buckets[h] = s;
     }
-    if (s->refs++ == 0) {
+    int was_idle = s->refs++ == 0;
+    if (was_idle) {
         ps->live++;
+        rlk_idle_unlink(ps, s);
     }
     if (s->sent && s->pending == 0) {
-        /* Already live: a message published between our failed attempt and joining reached
-         * the entry before we counted, so re-attempt once rather than risk sleeping past it. */
-        rlk_give(s, 0);
+        /* Already live. With other waiters, a message published between our failed attempt
+         * and joining may have reached the entry before we counted, so re-attempt once rather
+         * than risk sleeping past it. A lingering entry stayed subscribed all along, so only a
+         * message that arrived while nobody waited can have been missed. */
+        if (!was_idle || s->missed) {
+            rlk_give(s, 0);
+        }
+        s->missed = 0;
     } else if (!s->sent) {
         rlk_mark_dirty(ps, s);
         rlk_poke(ps);
@@ -179,12 +218,42 @@ void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s)
     if (--s->refs == 0) {
         ps->live--;
         s->permits = 0;
-        rlk_mark_dirty(ps, s);
-        rlk_poke(ps);
+        s->missed = 0;
+        if (s->sent) {
+            s->lingering = 1;
+            s->idle_since = rlk_now_ms();
+            s->idle_prev = ps->idle_tail;
+            *(ps->idle_tail ? &ps->idle_tail->idle_next : &ps->idle_head) = s;
+            ps->idle_tail = s;
+            if (ps->idle_head == s) {
+                /* The thread may sleep with a longer timeout: let it re-arm for this one. */
+                rlk_poke(ps);
+            }
+        } else {
+            /* Never subscribed (or already unsubscribing): nothing worth keeping. */
+            rlk_mark_dirty(ps, s);
+            rlk_poke(ps);
+        }
     } else if (s->permits > s->refs) {
         s->permits = s->refs;
     }
     pthread_mutex_unlock(&ps->mu);
+}
+
+void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->linger_ms = ms;
+    pthread_mutex_unlock(&ps->mu);
+    rlk_poke(ps);
+}
+
+uint64_t rlk_pubsub_messages(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint64_t n = ps->messages;
+    pthread_mutex_unlock(&ps->mu);
+    return n;
 }
 
 size_t rlk_pubsub_channel_count(rlk_pubsub *ps)
@@ -203,7 +272,7 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
         rlk_sub *s = ps->dirty;
         ps->dirty = s->next_dirty;
         s->dirty = 0;
-        int want = s->refs > 0;
+        int want = s->refs > 0 || s->lingering;
         if (want != s->sent && ps->ctx != NULL) {
             const char *argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel};
             size_t lens[2] = {want ? 9u : 11u, s->len};
@@ -230,9 +299,11 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         return;
     }
     if (strcmp(kind, "message") == 0) {
+        ps->messages++;
         redisReply *m = r->element[2];
         int all = m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
         rlk_give(s, all);
+        s->missed |= s->refs == 0;
     } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
         if (s->pending > 0) {
             s->pending--;
@@ -240,10 +311,13 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         if (s->pending == 0 && s->sent && s->refs > 0) {
             /* Confirmed: every waiter re-attempts now that no release can go unnoticed. */
             rlk_give(s, 1);
+        } else if (s->pending == 0 && s->sent) {
+            /* Confirmed while nobody waits: the next joiner re-attempts once instead. */
+            s->missed = 1;
         }
-        if (s->pending == 0 && !s->sent && s->refs == 0 && !s->dirty) {
+        if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
             rlk_unlink_free(ps, s);
-        } else if ((s->refs > 0) != s->sent) {
+        } else if ((s->refs > 0 || s->lingering) != s->sent) {
             rlk_mark_dirty(ps, s);
         }
     }
@@ -258,6 +332,7 @@ static void rlk_reset_entries(rlk_pubsub *ps)
             rlk_sub *n = s->next;
             s->sent = 0;
             s->pending = 0;
+            rlk_idle_unlink(ps, s); /* nobody waits: nothing to resubscribe */
             if (s->refs > 0) {
                 rlk_mark_dirty(ps, s);
             } else if (!s->dirty) {
@@ -311,10 +386,28 @@ static void rlk_ps_connect(rlk_pubsub *ps)
     }
 }
 
+/* Unsubscribes the entries that lingered long enough; returns how long until the next one is
+ * due (at most the idle poll interval). Mutex held. */
+static int rlk_expire_idle(rlk_pubsub *ps)
+{
+    int64_t now = rlk_now_ms();
+    while (ps->idle_head != NULL && now - ps->idle_head->idle_since >= ps->linger_ms) {
+        rlk_sub *s = ps->idle_head;
+        rlk_idle_unlink(ps, s);
+        rlk_mark_dirty(ps, s);
+    }
+    if (ps->idle_head == NULL) {
+        return 1000;
+    }
+    int64_t left = ps->idle_head->idle_since + ps->linger_ms - now;
+    return left > 1000 ? 1000 : (int)left;
+}
+
 /* One round of the connected loop: send, wait, read. */
 static void rlk_ps_step(rlk_pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
+    int timeout = rlk_expire_idle(ps);
     rlk_flush_dirty(ps);
     redisContext *ctx = ps->ctx;
     pthread_mutex_unlock(&ps->mu);
@@ -325,7 +418,7 @@ static void rlk_ps_step(rlk_pubsub *ps)
         pthread_mutex_unlock(&ps->mu);
         return;
     }
-    int ev = rlk_ps_poll(ps, ctx->fd, !done, 1000);
+    int ev = rlk_ps_poll(ps, ctx->fd, !done, timeout);
     if (!(ev & (POLLIN | POLLHUP | POLLERR))) {
         return;
     }
@@ -375,6 +468,7 @@ int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out)
     }
     ps->c = c;
     ps->running = 1;
+    ps->linger_ms = RLK_PS_LINGER_MS;
     if (pipe(ps->wake) != 0) {
         free(ps);
         return rlk_err(RLOCK_ENOMEM, "cannot create the subscriber's wake pipe: %s",

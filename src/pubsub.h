@@ -23,8 +23,16 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
  * Returns 1 if woken (a message, a subscription confirmation, or a reconnect), 0 on timeout. */
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms);
 
-/* Leaves the entry; the last waiter to leave sends UNSUBSCRIBE. */
+/* Leaves the entry. When the last waiter leaves, the entry lingers, still subscribed, for a
+ * short while (RLK_PS_LINGER_MS in pubsub.c) so that a waiter coming back soon finds it live;
+ * then the subscriber thread sends UNSUBSCRIBE. */
 void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s);
+
+/* Changes how long entries without waiters stay subscribed (for tests). */
+void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms);
+
+/* Messages read for channels that had an entry (for tests). */
+uint64_t rlk_pubsub_messages(rlk_pubsub *ps);
 
 /* Number of channels with local waiters (for tests). */
 size_t rlk_pubsub_channel_count(rlk_pubsub *ps);

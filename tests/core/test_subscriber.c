@@ -189,6 +189,68 @@ static void test_pubsub_killed_while_waiting(void **state)
     rlock_client_free(c);
 }
 
+/* A channel whose last waiter left lingers, still subscribed: a waiter that comes back finds it
+ * live, so the return costs no SUBSCRIBE and no spurious wake-up; a message published while
+ * nobody waited is not lost (the next joiner gets one permit for it); and once the linger time
+ * has passed the subscriber unsubscribes by itself. */
+static void test_channel_lingers(void **state)
+{
+    rh_server *s = *state;
+    rlock_options o;
+    cu_opts(&o, s);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    /* Long enough that a slow machine (valgrind, TSan) cannot see it run out mid-test. */
+    rlk_pubsub_set_linger(c->pubsub, 60000);
+    const char *channel = "linger-test";
+    const char *publish[] = {"PUBLISH", channel, "0", NULL};
+    rlk_sub *sub = NULL;
+
+    /* First wait: SUBSCRIBE, whose confirmation is a permit. */
+    assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    rlk_sub_leave(c->pubsub, sub);
+    long long subscribes = rh_cmdstat_calls(s, "subscribe");
+    assert_true(subscribes >= 1);
+    assert_int_equal(rlk_pubsub_channel_count(c->pubsub), 0);
+    assert_int_equal(numsub(s, channel), 1);
+
+    /* Coming back: no new SUBSCRIBE and no permit without a message. */
+    assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 200), 0);
+    /* A message while waiting wakes as usual. */
+    assert_int_equal(rh_cmd_int(s, publish), 1);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    rlk_sub_leave(c->pubsub, sub);
+
+    /* A message read while nobody waits gives the next joiner exactly one permit. */
+    uint64_t seen = rlk_pubsub_messages(c->pubsub);
+    assert_int_equal(rh_cmd_int(s, publish), 1);
+    int64_t deadline = rh_now_ms() + 5000;
+    while (rlk_pubsub_messages(c->pubsub) == seen && rh_now_ms() < deadline) {
+        rh_sleep_ms(1);
+    }
+    assert_true(rlk_pubsub_messages(c->pubsub) > seen); /* read before anyone joined */
+    assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 200), 0);
+    rlk_sub_leave(c->pubsub, sub);
+    assert_int_equal(rh_cmdstat_calls(s, "subscribe"), subscribes);
+    assert_int_equal(rh_cmdstat_calls(s, "unsubscribe"), 0);
+
+    /* A short linger: the channel goes away by itself. */
+    rlk_pubsub_set_linger(c->pubsub, 50);
+    assert_true(wait_until_numsub(s, channel, 0, 5000));
+    assert_int_equal(rh_cmdstat_calls(s, "unsubscribe"), 1);
+
+    /* After that, a new wait subscribes again, as the first one did. */
+    assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    assert_int_equal(rh_cmdstat_calls(s, "subscribe"), subscribes + 1);
+    rlk_sub_leave(c->pubsub, sub);
+    rlock_client_free(c);
+}
+
 static int setup_server(void **state)
 {
     rh_server *s = cu_start(NULL);
@@ -208,6 +270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_pubsub_killed_while_waiting, setup_server,
                                         teardown_server),
+        cmocka_unit_test_setup_teardown(test_channel_lingers, setup_server, teardown_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
