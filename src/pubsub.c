@@ -53,6 +53,8 @@ struct rlk_sub {
     int missed;                /* a message or confirmation arrived while nobody waited */
     int64_t idle_since;        /* when the last waiter left (lingering entries) */
     struct rlk_sub *idle_prev, *idle_next;
+    struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */
+    int waking;
     pthread_cond_t cv;
 };
 
@@ -67,6 +69,8 @@ struct rlk_pubsub {
     rlk_sub *dirty;
     rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
     int64_t linger_ms;         /* RLK_PS_LINGER_MS; tests change it */
+    size_t entries;            /* entries allocated (live, lingering or unsubscribing) */
+    rlk_sub *wakes;            /* entries given permits by the read in progress (thread only) */
     uint64_t messages;         /* messages read (for tests) */
     size_t live;               /* entries with waiters */
     int64_t backoff_ms;
@@ -114,6 +118,7 @@ static void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
     pthread_cond_destroy(&s->cv);
     free(s->channel);
     free(s);
+    ps->entries--;
 }
 
 static void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s)
@@ -132,11 +137,45 @@ static void rlk_poke(rlk_pubsub *ps)
     (void)n; /* A full pipe already guarantees a wake-up. */
 }
 
-static void rlk_give(rlk_sub *s, int all)
+static void rlk_set_permits(rlk_sub *s, int all)
 {
     int target = all ? s->refs : s->permits + 1;
     s->permits = target > s->refs ? s->refs : target;
+}
+
+/* Gives permits and wakes the entry's waiters at once (a joiner, with the mutex held). */
+static void rlk_give(rlk_sub *s, int all)
+{
+    rlk_set_permits(s, all);
     pthread_cond_broadcast(&s->cv);
+}
+
+/* Gives permits from the thread; the waiters are woken by rlk_wake_given() once the mutex is
+ * released, so that a woken waiter does not block on the mutex the thread still holds (on a
+ * VM each extra sleep and wake-up costs tens of microseconds of the hand-off). */
+static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
+{
+    rlk_set_permits(s, all);
+    if (s->refs > 0 && !s->waking) {
+        s->waking = 1;
+        s->next_wake = ps->wakes;
+        ps->wakes = s;
+    }
+}
+
+/* Called by the thread without the mutex. Safe: only this thread frees entries, and an entry
+ * in the list had a waiter when it was added. */
+static void rlk_wake_given(rlk_pubsub *ps)
+{
+    rlk_sub *s = ps->wakes;
+    ps->wakes = NULL;
+    while (s != NULL) {
+        rlk_sub *next = s->next_wake;
+        s->waking = 0;
+        s->next_wake = NULL;
+        pthread_cond_broadcast(&s->cv);
+        s = next;
+    }
 }
 
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
@@ -156,6 +195,7 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
         copy[len] = '\0';
         s->channel = copy;
         s->len = len;
+        ps->entries++;
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -225,10 +265,8 @@ void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s)
             s->idle_prev = ps->idle_tail;
             *(ps->idle_tail ? &ps->idle_tail->idle_next : &ps->idle_head) = s;
             ps->idle_tail = s;
-            if (ps->idle_head == s) {
-                /* The thread may sleep with a longer timeout: let it re-arm for this one. */
-                rlk_poke(ps);
-            }
+            /* No poke: while any entry exists the thread wakes at least every linger period
+             * (rlk_expire_idle), and a poke here would wake it in the middle of a hand-off. */
         } else {
             /* Never subscribed (or already unsubscribing): nothing worth keeping. */
             rlk_mark_dirty(ps, s);
@@ -302,7 +340,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         ps->messages++;
         redisReply *m = r->element[2];
         int all = m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
-        rlk_give(s, all);
+        rlk_give_later(ps, s, all);
         s->missed |= s->refs == 0;
     } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
         if (s->pending > 0) {
@@ -310,7 +348,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         }
         if (s->pending == 0 && s->sent && s->refs > 0) {
             /* Confirmed: every waiter re-attempts now that no release can go unnoticed. */
-            rlk_give(s, 1);
+            rlk_give_later(ps, s, 1);
         } else if (s->pending == 0 && s->sent) {
             /* Confirmed while nobody waits: the next joiner re-attempts once instead. */
             s->missed = 1;
@@ -386,8 +424,9 @@ static void rlk_ps_connect(rlk_pubsub *ps)
     }
 }
 
-/* Unsubscribes the entries that lingered long enough; returns how long until the next one is
- * due (at most the idle poll interval). Mutex held. */
+/* Unsubscribes the entries that lingered long enough; returns how long the thread may sleep:
+ * until the oldest lingering entry is due or, while any entry exists (one may start lingering
+ * meanwhile, without waking the thread), one linger period. Mutex held. */
 static int rlk_expire_idle(rlk_pubsub *ps)
 {
     int64_t now = rlk_now_ms();
@@ -396,10 +435,8 @@ static int rlk_expire_idle(rlk_pubsub *ps)
         rlk_idle_unlink(ps, s);
         rlk_mark_dirty(ps, s);
     }
-    if (ps->idle_head == NULL) {
-        return 1000;
-    }
-    int64_t left = ps->idle_head->idle_since + ps->linger_ms - now;
+    int64_t left = ps->idle_head != NULL ? ps->idle_head->idle_since + ps->linger_ms - now
+                   : ps->entries > 0 ? ps->linger_ms : 1000;
     return left > 1000 ? 1000 : (int)left;
 }
 
@@ -422,8 +459,9 @@ static void rlk_ps_step(rlk_pubsub *ps)
     if (!(ev & (POLLIN | POLLHUP | POLLERR))) {
         return;
     }
+    int rr = redisBufferRead(ctx); /* the context is the thread's own: no mutex needed */
     pthread_mutex_lock(&ps->mu);
-    if (redisBufferRead(ctx) != REDIS_OK) {
+    if (rr != REDIS_OK) {
         rlk_disconnect(ps, ctx->errstr[0] ? ctx->errstr : "read failed");
         pthread_mutex_unlock(&ps->mu);
         return;
@@ -438,6 +476,7 @@ static void rlk_ps_step(rlk_pubsub *ps)
         rlk_disconnect(ps, ctx->errstr);
     }
     pthread_mutex_unlock(&ps->mu);
+    rlk_wake_given(ps);
 }
 
 static void *rlk_ps_main(void *arg)
