@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@ typedef struct h_shm {
     int64_t call_ns[H_MAX_GEN]; /* when the acquirer of g called lock */
     int64_t unlock_ns[H_MAX_GEN];
     int holder[H_MAX_GEN];
+    int tid[H_MAX_GEN]; /* kernel thread id of the acquirer (for the profile, see below) */
 } h_shm;
 
 typedef struct h_thread {
@@ -160,6 +162,7 @@ static void *h_run(void *arg)
             s->acq_ns[g] = now;
             s->call_ns[g] = call;
             s->holder[g] = t->id;
+            s->tid[g] = (int)syscall(SYS_gettid);
             atomic_store(&s->gen, g + 1);
             bench_sleep_us(H_HOLD_US);
         }
@@ -297,12 +300,25 @@ static void h_once(h_shm *s, int raw, const char *name, rlock_kind kind, bench_s
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || atomic_load(&s->errors) != 0) {
         bench_die("hand-off run failed (child status %d, %d errors)", st, atomic_load(&s->errors));
     }
+    /* RLOCK_BENCH_TRACE=file: one line per hand-off (mode, unlock and acquire times in
+     * CLOCK_MONOTONIC ns, the two threads' kernel ids), for tests/bench/handoff_profile.py to
+     * line up with a `perf sched record -k mono` trace of the same run. */
+    const char *trace = getenv("RLOCK_BENCH_TRACE");
+    FILE *tf = trace != NULL ? fopen(trace, "a") : NULL;
     for (int g = 1; g < s->gens; g++) {
         if (s->holder[g] == s->holder[g - 1] || s->call_ns[g] > s->unlock_ns[g - 1]) {
             (*self)++;
             continue;
         }
         bench_samples_add(out, (double)(s->acq_ns[g] - s->unlock_ns[g - 1]) / 1000.0);
+        if (tf != NULL) {
+            fprintf(tf, "%s %s %lld %lld %d %d\n", kind == RLOCK_FAIR ? "fair" : "reentrant",
+                    raw ? "ideal" : "rlock", (long long)s->unlock_ns[g - 1],
+                    (long long)s->acq_ns[g], s->tid[g - 1], s->tid[g]);
+        }
+    }
+    if (tf != NULL) {
+        fclose(tf);
     }
 }
 
