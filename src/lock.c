@@ -310,6 +310,32 @@ static int rlk_grant(rlk_acq *a, int watchdog)
  * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
  * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
  * that gives up must have left every queue when the call returns. */
+/* The attempt the subscriber thread sent for this waiter (armed->state RLK_ARMED_SENT): reads
+ * its reply on the connection it went out on and decodes it as attempt() would. A NOSCRIPT
+ * reply means the script did not run, so the waiter simply attempts itself (which loads it). */
+static int rlk_armed_finish(rlk_acq *a, rlk_armed *armed)
+{
+    const rlk_single_ops *ops = a->lock->single;
+    redisReply *rep = NULL;
+    int r = rlk_conn_read(armed->conn, &rep);
+    rlk_pool_return(a->client->pool, armed->conn, r != RLOCK_OK);
+    armed->conn = NULL;
+    if (r != RLOCK_OK) {
+        return r; /* Like a failed attempt: the outcome is unknown, so it is not resent. */
+    }
+    if (rlk_reply_is_noscript(rep)) {
+        freeReplyObject(rep);
+        return ops->attempt(a);
+    }
+    if (rep->type == REDIS_REPLY_ERROR) {
+        r = rlk_err(RLOCK_EREDIS, "lock attempt on '%s': %s", a->lock->name, rep->str);
+    } else {
+        r = ops->attempt_reply(a, rep);
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
 static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
 {
     rlock *l = a->lock;
@@ -323,6 +349,18 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     if (r == RLOCK_OK && l->single->wait_begin != NULL) {
         r = l->single->wait_begin(a);
     }
+    /* The next attempt, formatted once for the whole wait (its arguments do not change), so
+     * that the subscriber thread can send it the moment the notification arrives. */
+    char *cmd = NULL;
+    size_t cmd_len = 0;
+    rlk_armed armed;
+    if (r == RLOCK_OK && l->single->attempt_format != NULL &&
+        l->single->attempt_format(a, &cmd, &cmd_len) != RLOCK_OK) {
+        cmd = NULL; /* No memory to arm: wait as without arming. */
+    }
+    if (cmd != NULL) {
+        rlk_armed_init(&armed, cmd, cmd_len);
+    }
     while (r == RLOCK_OK) {
         int64_t now = rlk_now_ms();
         if (now >= deadline) {
@@ -332,9 +370,17 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
-        rlk_sub_wait(ps, sub, bound);
+        rlk_sub_wait(ps, sub, bound, cmd != NULL ? &armed : NULL);
+        if (cmd != NULL && armed.state == RLK_ARMED_SENT) {
+            r = rlk_armed_finish(a, &armed);
+            continue;
+        }
         r = rlk_client_check(l->client);
         r = r ? r : l->single->attempt(a);
+    }
+    if (cmd != NULL) {
+        rlk_armed_destroy(&armed);
+        free(cmd);
     }
     if (l->single->wait_end != NULL) {
         l->single->wait_end(a, r == 1);

@@ -57,6 +57,11 @@ typedef struct rlk_single_ops {
     const rlk_renew_class *renew;
     /* Field written to the lock hash for the owner: 0 = "<uuid>:<tid>", 1 = with ":write". */
     int write_field;
+    /* Optional pair that lets a waiter arm its attempt (pubsub.h, rlk_armed): attempt_format
+     * formats the script call attempt() would send (malloc()ed request bytes); attempt_reply
+     * decodes its reply (a non-error reply) exactly as attempt() does, with the same results. */
+    int (*attempt_format)(rlk_acq *a, char **cmd, size_t *len);
+    int (*attempt_reply)(rlk_acq *a, redisReply *r);
 } rlk_single_ops;
 
 #define RLK_NOT_HELD 2

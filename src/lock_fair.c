@@ -156,32 +156,57 @@ static int fair_attempt_reply(rlk_acq *a, redisReply *r, int *joined)
     return 0;
 }
 
-static int fair_attempt(rlk_acq *a)
+/* The attempt's call (fair_acquire.lua's KEYS and ARGV). */
+static void fair_attempt_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
 {
     const fair_impl *f = fair_of(a->lock);
+
+    rlk_args_init(keys);
+    rlk_args_add(keys, a->lock->name, a->lock->name_len);
+    rlk_args_add(keys, f->queue.p, f->queue.len);
+    rlk_args_add(keys, f->zset.p, f->zset.len);
+    rlk_args_add(keys, f->token.p, f->token.len);
+    rlk_args_add(keys, f->channel.p, f->channel.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, a->lease_ms);
+    rlk_args_add(args, a->owner, a->owner_len);
+    rlk_args_addi(args, a->client->opts.waiter_timeout_ms);
+    rlk_args_adds(args, a->may_queue ? "1" : "0");
+}
+
+static int fair_attempt_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    rlk_args keys;
+    rlk_args args;
+
+    fair_attempt_call(a, &keys, &args);
+    return rlk_script_format(RLK_SCRIPT_FAIR_ACQUIRE, &keys, &args, cmd, len);
+}
+
+static int fair_attempt_done(rlk_acq *a, redisReply *r);
+
+static int fair_attempt(rlk_acq *a)
+{
     rlk_args keys;
     rlk_args args;
     redisReply *r = NULL;
-    fair_waiter *w = a->scratch;
 
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, a->lock->name, a->lock->name_len);
-    rlk_args_add(&keys, f->queue.p, f->queue.len);
-    rlk_args_add(&keys, f->zset.p, f->zset.len);
-    rlk_args_add(&keys, f->token.p, f->token.len);
-    rlk_args_add(&keys, f->channel.p, f->channel.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, a->lease_ms);
-    rlk_args_add(&args, a->owner, a->owner_len);
-    rlk_args_addi(&args, a->client->opts.waiter_timeout_ms);
-    rlk_args_adds(&args, a->may_queue ? "1" : "0");
+    fair_attempt_call(a, &keys, &args);
     int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &keys, &args, &r);
     if (rc != RLOCK_OK) {
         return rc;
     }
-    int joined = 0;
-    rc = fair_attempt_reply(a, r, &joined);
+    rc = fair_attempt_done(a, r);
     freeReplyObject(r);
+    return rc;
+}
+
+/* Decodes an attempt's reply and keeps the waiter's heartbeat going. */
+static int fair_attempt_done(rlk_acq *a, redisReply *r)
+{
+    fair_waiter *w = a->scratch;
+    int joined = 0;
+    int rc = fair_attempt_reply(a, r, &joined);
     /* Still waiting, but the entry had gone (swept after missed heartbeats, or dropped after a
      * Redisson grant shifted every score) and this attempt put it back, or the heartbeat was
      * judged lost: beat again. A re-join always restarts the heartbeat, since the one that found
@@ -311,6 +336,7 @@ static const rlk_renew_class fair_hold_renew = {
 
 static const rlk_single_ops fair_single = {
     fair_attempt, fair_channel, fair_wait_begin, fair_wait_end, fair_release, &fair_hold_renew, 0,
+    fair_attempt_format, fair_attempt_done,
 };
 
 static void fair_impl_free(fair_impl *f)

@@ -353,7 +353,7 @@ static void rlk_rl_pause_or_wait(rlk_redlock *g, rlk_rl_hold *h, rlk_rl_wait *w,
     int64_t left = deadline - rlk_now_ms();
     pause = pause < left ? pause : left;
     if (w->sub != NULL) {
-        if (rlk_sub_wait(w->ps, w->sub, pause) == 1) {
+        if (rlk_sub_wait(w->ps, w->sub, pause, NULL) == 1) {
             /* Every process' waiters wake at once: a few ms of jitter spares split votes. */
             rlk_group_sleep_ms((int64_t)(rlk_group_rand() % 4));
         }

@@ -11,40 +11,62 @@ static int rlk_re_channel(rlk_acq *a, rlk_buf *ch)
     return rlk_prefix_name(ch, "redisson_lock__channel", a->lock->name, a->lock->name_len);
 }
 
-static int rlk_re_attempt(rlk_acq *a)
+/* The attempt's call: KEYS lock name + token counter (named in token_key), ARGV lease + field. */
+static int rlk_re_call(rlk_acq *a, rlk_buf *token_key, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
+    int r = rlk_prefix_name(token_key, "redisson_lock_token", l->name, l->name_len);
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, token_key->p, token_key->len);
+    rlk_args_init(args);
+    rlk_args_addi(args, a->lease_ms);
+    rlk_args_add(args, a->field, a->field_len);
+    return r;
+}
+
+static int rlk_re_attempt_reply(rlk_acq *a, redisReply *rep)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER) {
+        return rlk_err(RLOCK_EPROTO, "lock_acquire on '%s': unexpected reply shape",
+                       a->lock->name);
+    }
+    if (rep->element[0]->integer == 1) {
+        a->token = (uint64_t)rep->element[1]->integer;
+        return 1;
+    }
+    a->ttl_ms = rep->element[1]->integer;
+    return 0;
+}
+
+static int rlk_re_attempt(rlk_acq *a)
+{
     rlk_buf token_key;
     rlk_buf_init(&token_key);
-    int r = rlk_prefix_name(&token_key, "redisson_lock_token", l->name, l->name_len);
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, l->name, l->name_len);
-    rlk_args_add(&keys, token_key.p, token_key.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, a->lease_ms);
-    rlk_args_add(&args, a->field, a->field_len);
     redisReply *rep = NULL;
+    int r = rlk_re_call(a, &token_key, &keys, &args);
     r = r ? r : rlk_script(a->client, RLK_SCRIPT_LOCK_ACQUIRE, 0, &keys, &args, &rep);
     rlk_buf_free(&token_key);
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-        rep->element[0]->type != REDIS_REPLY_INTEGER ||
-        rep->element[1]->type != REDIS_REPLY_INTEGER) {
-        freeReplyObject(rep);
-        return rlk_err(RLOCK_EPROTO, "lock_acquire on '%s': unexpected reply shape", l->name);
-    }
-    int acquired = rep->element[0]->integer == 1;
-    long long v = rep->element[1]->integer;
+    r = rlk_re_attempt_reply(a, rep);
     freeReplyObject(rep);
-    if (acquired) {
-        a->token = (uint64_t)v;
-        return 1;
-    }
-    a->ttl_ms = v;
-    return 0;
+    return r;
+}
+
+static int rlk_re_attempt_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    rlk_buf token_key;
+    rlk_buf_init(&token_key);
+    rlk_args keys, args;
+    int r = rlk_re_call(a, &token_key, &keys, &args);
+    r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_ACQUIRE, &keys, &args, cmd, len);
+    rlk_buf_free(&token_key);
+    return r;
 }
 
 static int rlk_re_release(rlk_acq *a)
@@ -106,6 +128,8 @@ static const rlk_single_ops rlk_re_single = {
     .release = rlk_re_release,
     .renew = &rlk_re_renew,
     .write_field = 0,
+    .attempt_format = rlk_re_attempt_format,
+    .attempt_reply = rlk_re_attempt_reply,
 };
 
 static const rlk_lock_ops rlk_re_ops = {

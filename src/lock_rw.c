@@ -354,12 +354,13 @@ static const rlk_renew_class rw_write_renew = {
 };
 
 static const rlk_single_ops rw_read_single = {
-    rw_read_attempt, rw_channel, NULL, NULL, rw_read_release, &rw_read_renew, 0,
+    rw_read_attempt, rw_channel, NULL, NULL, rw_read_release, &rw_read_renew, 0, NULL, NULL,
 };
 
 static const rlk_single_ops rw_write_single = {
     rw_write_attempt, rw_channel, rw_write_wait_begin, rw_write_wait_end, rw_write_release,
     &rw_write_renew,  1,
+    NULL,             NULL,
 };
 
 static int rw_force_unlock(rlock *l)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include "pool.h"
@@ -242,6 +243,45 @@ int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
                            p->c->opts.pool_size);
         }
     }
+}
+
+int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&p->mu);
+    while (p->idle != NULL) {
+        rlk_conn *conn = p->idle;
+        p->idle = conn->next_idle;
+        if (!rlk_conn_dead(conn)) {
+            pthread_mutex_unlock(&p->mu);
+            *out = conn;
+            return RLOCK_OK;
+        }
+        p->open--;
+        pthread_mutex_unlock(&p->mu);
+        redisFree(conn->ctx);
+        free(conn);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return RLOCK_ECONN;
+}
+
+int rlk_conn_send(rlk_conn *conn, const char *buf, size_t len)
+{
+    while (len > 0) {
+        /* MSG_NOSIGNAL: a peer that closed the connection must not raise SIGPIPE. */
+        ssize_t n = send(conn->ctx->fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return rlk_err(RLOCK_ECONN, "sending a request: %s", strerror(errno));
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return RLOCK_OK;
 }
 
 void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)

@@ -23,6 +23,13 @@ void rlk_pool_free(rlk_pool *p);
  * command_timeout_ms for one to be returned. RLOCK_OK, RLOCK_ECONN (pool exhausted, server
  * unreachable), RLOCK_EAUTH. */
 int rlk_pool_borrow(rlk_pool *p, rlk_conn **out);
+/* Takes an idle, live connection if there is one, without dialling or waiting: RLOCK_OK, or
+ * RLOCK_ECONN (none idle) with no last error set. For the subscriber thread, which must never
+ * block on the pool. */
+int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out);
+/* Writes bytes already formatted as a request straight to the connection's socket (hiredis'
+ * output buffer must be empty). RLOCK_OK or RLOCK_ECONN; the connection is then broken. */
+int rlk_conn_send(rlk_conn *conn, const char *buf, size_t len);
 /* Returns a connection. broken != 0 closes it (a later borrow dials a new one). */
 void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken);
 
@@ -64,6 +71,9 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
 
 /* Lower level, for pipelines on a borrowed connection: appends EVALSHA of script. */
 int rlk_script_append(rlk_conn *conn, int script, const rlk_args *keys, const rlk_args *args);
+/* Formats EVALSHA of script as request bytes (*cmd malloc()ed, free() it) for rlk_conn_send(). */
+int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, char **cmd,
+                      size_t *len);
 /* Appends EVALSHA with arrays instead of rlk_args (for large batches). */
 int rlk_script_appendv(rlk_conn *conn, int script, int nkeys, int argc, const char **argv,
                        const size_t *lens);

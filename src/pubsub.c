@@ -55,6 +55,7 @@ struct rlk_sub {
     struct rlk_sub *idle_prev, *idle_next;
     struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */
     int waking;
+    rlk_armed *armed_head, *armed_tail; /* sleeping waiters' armed attempts, oldest first */
     pthread_cond_t cv;
 };
 
@@ -71,6 +72,8 @@ struct rlk_pubsub {
     int64_t linger_ms;         /* RLK_PS_LINGER_MS; tests change it */
     size_t entries;            /* entries allocated (live, lingering or unsubscribing) */
     rlk_sub *wakes;            /* entries given permits by the read in progress (thread only) */
+    rlk_armed *sending;        /* armed attempts claimed by the read in progress (thread only) */
+    uint64_t armed_sent;       /* armed attempts sent (for tests) */
     uint64_t messages;         /* messages read (for tests) */
     size_t live;               /* entries with waiters */
     int64_t backoff_ms;
@@ -137,10 +140,16 @@ static void rlk_poke(rlk_pubsub *ps)
     (void)n; /* A full pipe already guarantees a wake-up. */
 }
 
+/* Sets the permits. Waiters sleeping with an armed attempt sleep on their own condition
+ * variables (so that answering a message with an armed attempt wakes only its owner), so they
+ * are signalled here, with the mutex held; the others by the caller, on the entry's. */
 static void rlk_set_permits(rlk_sub *s, int all)
 {
     int target = all ? s->refs : s->permits + 1;
     s->permits = target > s->refs ? s->refs : target;
+    for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
+        pthread_cond_signal(&a->cv);
+    }
 }
 
 /* Gives permits and wakes the entry's waiters at once (a joiner, with the mutex held). */
@@ -153,14 +162,99 @@ static void rlk_give(rlk_sub *s, int all)
 /* Gives permits from the thread; the waiters are woken by rlk_wake_given() once the mutex is
  * released, so that a woken waiter does not block on the mutex the thread still holds (on a
  * VM each extra sleep and wake-up costs tens of microseconds of the hand-off). */
-static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
+static void rlk_wake_later(rlk_pubsub *ps, rlk_sub *s)
 {
-    rlk_set_permits(s, all);
     if (s->refs > 0 && !s->waking) {
         s->waking = 1;
         s->next_wake = ps->wakes;
         ps->wakes = s;
     }
+}
+
+static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
+{
+    rlk_set_permits(s, all);
+    rlk_wake_later(ps, s);
+}
+
+/* A waiter of s sleeps with an armed attempt and a message arrived: gives the oldest one an
+ * idle connection and queues it for rlk_send_armed(), which sends it right after the waiter is
+ * woken; the waiter then reads the reply there. RLOCK_ECONN (no idle connection; the pool is
+ * never waited for here): the waiter gets a permit and attempts itself, as without arming. */
+static void rlk_armed_link(rlk_sub *s, rlk_armed *a)
+{
+    a->anext = NULL;
+    a->aprev = s->armed_tail;
+    *(s->armed_tail ? &s->armed_tail->anext : &s->armed_head) = a;
+    s->armed_tail = a;
+    a->listed = 1;
+}
+
+static void rlk_armed_unlink(rlk_sub *s, rlk_armed *a)
+{
+    if (a == NULL || !a->listed) {
+        return;
+    }
+    *(a->aprev ? &a->aprev->anext : &s->armed_head) = a->anext;
+    *(a->anext ? &a->anext->aprev : &s->armed_tail) = a->aprev;
+    a->aprev = a->anext = NULL;
+    a->listed = 0;
+}
+
+static int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
+{
+    rlk_conn *conn = NULL;
+    if (rlk_pool_try_idle(ps->c->pool, &conn) != RLOCK_OK) {
+        return RLOCK_ECONN;
+    }
+    rlk_armed *a = s->armed_head;
+    rlk_armed_unlink(s, a);
+    a->conn = conn;
+    a->state = RLK_ARMED_SENT;
+    a->next = ps->sending;
+    ps->sending = a;
+    ps->armed_sent++;
+    return RLOCK_OK;
+}
+
+/* Sends the claimed armed attempts. Called by the thread without the mutex, right after
+ * rlk_wake_given(): the waiter is being scheduled while Redis runs its attempt, and it blocks
+ * reading the reply on the connection it was given (reading and writing one socket from two
+ * threads is safe; hiredis' buffers are only the waiter's). The records stay valid: a waiter
+ * cannot finish before the reply, which comes after this send. A failed send shuts the socket
+ * down, so the waiter's read fails at once (RLOCK_ECONN, like a failed attempt of its own). The
+ * waiters' own copies of the list links are not touched after the send. */
+static void rlk_send_armed(rlk_pubsub *ps)
+{
+    rlk_armed *a = ps->sending;
+    ps->sending = NULL;
+    while (a != NULL) {
+        rlk_armed *next = a->next;
+        /* Wake the owner first, then send: it cannot leave before the reply, so the record is
+         * valid until the send returns, and not used after. A failed send leaves a broken
+         * connection, on which the owner's read fails too (RLOCK_ECONN, like a failed attempt
+         * of its own). */
+        pthread_cond_signal(&a->cv);
+        (void)rlk_conn_send(a->conn, a->cmd, a->len);
+        a = next;
+    }
+}
+
+void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len)
+{
+    memset(a, 0, sizeof(*a));
+    a->cmd = cmd;
+    a->len = len;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+void rlk_armed_destroy(rlk_armed *a)
+{
+    pthread_cond_destroy(&a->cv);
 }
 
 /* Called by the thread without the mutex. Safe: only this thread frees entries, and an entry
@@ -228,23 +322,38 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
     return RLOCK_OK;
 }
 
-int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms)
+int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), timeout_ms);
     pthread_mutex_lock(&ps->mu);
-    while (s->permits == 0) {
+    if (armed != NULL) {
+        armed->state = RLK_ARMED_IDLE;
+        armed->conn = NULL;
+        armed->listed = 0;
+    }
+    /* A claimed attempt (state SENT; the claim unlinked it) wakes without a permit: permits
+     * given meanwhile answer later messages and stay for the next wait. */
+    while (s->permits == 0 && (armed == NULL || armed->state != RLK_ARMED_SENT)) {
+        if (armed != NULL && !armed->listed) {
+            rlk_armed_link(s, armed); /* offered while asleep only */
+        }
+        pthread_cond_t *cv = armed != NULL ? &armed->cv : &s->cv;
         if (deadline == INT64_MAX) {
-            pthread_cond_wait(&s->cv, &ps->mu);
+            pthread_cond_wait(cv, &ps->mu);
             continue;
         }
         if (rlk_now_ms() >= deadline) {
+            rlk_armed_unlink(s, armed); /* not claimed: a claim sets SENT, ending the loop */
             pthread_mutex_unlock(&ps->mu);
             return 0;
         }
         struct timespec ts = {(time_t)(deadline / 1000), (long)((deadline % 1000) * 1000000)};
-        pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
+        pthread_cond_timedwait(cv, &ps->mu, &ts);
     }
-    s->permits--;
+    rlk_armed_unlink(s, armed);
+    if (armed == NULL || armed->state != RLK_ARMED_SENT) {
+        s->permits--;
+    }
     pthread_mutex_unlock(&ps->mu);
     return 1;
 }
@@ -284,6 +393,14 @@ void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms)
     ps->linger_ms = ms;
     pthread_mutex_unlock(&ps->mu);
     rlk_poke(ps);
+}
+
+uint64_t rlk_pubsub_armed_sent(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint64_t n = ps->armed_sent;
+    pthread_mutex_unlock(&ps->mu);
+    return n;
 }
 
 uint64_t rlk_pubsub_messages(rlk_pubsub *ps)
@@ -340,7 +457,13 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         ps->messages++;
         redisReply *m = r->element[2];
         int all = m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
-        rlk_give_later(ps, s, all);
+        if (!all && s->armed_head != NULL && rlk_claim_armed(ps, s) == RLOCK_OK) {
+            /* "0" wakes one waiter: the armed attempt answers it instead of a permit, so that
+             * a message arriving after this point (published after the attempt was sent) gives
+             * a new one. rlk_send_armed() wakes its owner alone. */
+        } else {
+            rlk_give_later(ps, s, all);
+        }
         s->missed |= s->refs == 0;
     } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
         if (s->pending > 0) {
@@ -477,6 +600,7 @@ static void rlk_ps_step(rlk_pubsub *ps)
     }
     pthread_mutex_unlock(&ps->mu);
     rlk_wake_given(ps);
+    rlk_send_armed(ps);
 }
 
 static void *rlk_ps_main(void *arg)

@@ -116,6 +116,26 @@ int rlk_script_append(rlk_conn *conn, int script, const rlk_args *keys, const rl
     return RLOCK_OK;
 }
 
+int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, char **cmd,
+                      size_t *len)
+{
+    const char *argv[RLK_EVAL_MAX];
+    size_t lens[RLK_EVAL_MAX];
+    char nkeys[16];
+    *cmd = NULL;
+    int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
+    if (n < 0) {
+        return n;
+    }
+    long long fl = redisFormatCommandArgv(cmd, n, argv, lens);
+    if (fl < 0) {
+        *cmd = NULL;
+        return rlk_err(RLOCK_ENOMEM, "cannot format a script call");
+    }
+    *len = (size_t)fl;
+    return RLOCK_OK;
+}
+
 int rlk_script_appendv(rlk_conn *conn, int script, int nkeys, int argc, const char **argv,
                        const size_t *lens)
 {

@@ -80,40 +80,48 @@ class Index:
 
 
 def chain(ix, comm, rec):
-    """Segments (name -> us since the unlock returned) of one hand-off, or None if the trace
-    does not show a complete chain."""
+    """(shape, {step: us since the unlock returned}) of one hand-off, or None if the trace does
+    not show a complete chain. The shape names who woke the acquirer, last wake-up first."""
     unlock, acq, acquirer = rec
+    lo = unlock - 2000
+
+    def role(tid):
+        return "redis" if "redis" in comm.get(tid, "") else "subscriber"
+
     seg = {}
-    reply = ix.wake_before(acquirer, acq)  # the reply that made the acquire return
-    if reply is None or reply[0] < unlock - 2000:
+    last = ix.wake_before(acquirer, acq)
+    if last is None or last[0] < lo:
         return None
-    seg["reply: redis wakes the acquirer"] = reply[0]
-    run2 = ix.first_after(ix.runs, acquirer, reply[0])
-    if run2 is None or run2 > acq:
-        return None
-    seg["acquirer runs again"] = run2
-    sent = ix.last_before(ix.sleeps, acquirer, reply[0])  # asleep after sending the attempt
-    if sent is None:
-        return None
-    seg["acquirer sent the attempt and slept"] = sent
-    woke = ix.wake_before(acquirer, sent)  # the wake-up that started this run
-    if woke is None or woke[0] < unlock - 2000:
-        return None
-    seg["acquirer woken (by %s)" % ("redis" if "redis" in comm.get(woke[1], "") else
-                                    "the subscriber thread")] = woke[0]
-    run1 = ix.first_after(ix.runs, acquirer, woke[0])
-    if run1 is not None and run1 <= sent:
-        seg["acquirer runs"] = run1
-    if "redis" not in comm.get(woke[1], ""):
-        sub = woke[1]
-        sw = ix.wake_before(sub, woke[0])
-        if sw is not None and sw[0] >= unlock - 2000:
+    shape = [role(last[1])]
+    seg["acquirer woken by %s (last wake-up)" % shape[0]] = last[0]
+    run = ix.first_after(ix.runs, acquirer, last[0])
+    if run is not None and run <= acq:
+        seg["acquirer runs (last)"] = run
+    sub = last[1] if shape[0] == "subscriber" else None
+    if shape[0] == "redis":
+        # It slept waiting for that reply: since when, and what had woken it before.
+        slept = ix.last_before(ix.sleeps, acquirer, last[0])
+        prev = ix.wake_before(acquirer, slept) if slept is not None else None
+        if prev is None or prev[0] < lo:
+            return None
+        seg["acquirer blocks for the reply"] = slept
+        shape.append(role(prev[1]))
+        seg["acquirer woken by %s (first wake-up)" % shape[1]] = prev[0]
+        run = ix.first_after(ix.runs, acquirer, prev[0])
+        if run is not None and run <= slept:
+            seg["acquirer runs (first)"] = run
+        sub = prev[1] if shape[1] == "subscriber" else None
+    if sub is not None:
+        woke = seg.get("acquirer woken by subscriber (first wake-up)",
+                       seg.get("acquirer woken by subscriber (last wake-up)"))
+        sw = ix.wake_before(sub, woke)
+        if sw is not None and sw[0] >= lo:
             seg["subscriber thread woken (message)"] = sw[0]
             sr = ix.first_after(ix.runs, sub, sw[0])
-            if sr is not None and sr <= woke[0]:
+            if sr is not None and sr <= woke:
                 seg["subscriber thread runs"] = sr
     seg["acquire returns"] = acq
-    return {k: v - unlock for k, v in seg.items()}
+    return " <- ".join(shape), {k: v - unlock for k, v in seg.items()}
 
 
 def main():
@@ -126,45 +134,29 @@ def main():
             groups[(kind, mode)].append((int(unlock) / 1e3, int(acq) / 1e3, int(acquirer)))
     wakes, runs, sleeps, comm = load_perf(sys.argv[2])
     ix = Index(wakes, runs, sleeps)
-    order = ["subscriber thread woken (message)", "subscriber thread runs",
-             "acquirer woken (by redis)", "acquirer woken (by the subscriber thread)",
-             "acquirer runs", "acquirer sent the attempt and slept",
-             "reply: redis wakes the acquirer", "acquirer runs again", "acquire returns"]
     for (kind, mode), recs in sorted(groups.items()):
-        chains = [c for c in (chain(ix, comm, r) for r in recs) if c is not None]
-        print("%s %s: %d hand-offs, %d with a complete chain in the trace" %
-              (kind, mode, len(recs), len(chains)))
-        if not chains:
-            continue
-        print("  %-46s %12s %8s" % ("step (median over hand-offs)", "us after", "n"))
-        print("  %-46s %12s" % ("unlock returned", "0.0"))
-        for name in order:
-            vals = [c[name] for c in chains if name in c]
-            if len(vals) >= len(chains) / 2:
-                print("  %-46s %12.1f %8d" % (name, statistics.median(vals), len(vals)))
-        # Per-step durations, each over the hand-offs that have both ends.
-        pairs = [("subscriber thread woken (message)", "subscriber thread runs",
-                  "subscriber thread sched delay"),
-                 ("subscriber thread runs", "acquirer woken (by the subscriber thread)",
-                  "subscriber thread: read, parse, wake"),
-                 ("acquirer woken (by the subscriber thread)", "acquirer runs",
-                  "acquirer sched delay (1st)"),
-                 ("acquirer woken (by redis)", "acquirer runs", "acquirer sched delay (1st)"),
-                 ("acquirer runs", "acquirer sent the attempt and slept",
-                  "acquirer: until the attempt is sent"),
-                 ("acquirer sent the attempt and slept", "reply: redis wakes the acquirer",
-                  "redis: wake-up, script, reply"),
-                 ("reply: redis wakes the acquirer", "acquirer runs again",
-                  "acquirer sched delay (2nd)"),
-                 ("acquirer runs again", "acquire returns", "acquirer: parse, grant, return")]
-        print("  %-46s %12s %8s" % ("duration (median)", "us", "n"))
-        for a, b, label in pairs:
-            vals = [c[b] - c[a] for c in chains if a in c and b in c]
-            if len(vals) >= len(chains) / 2:
-                print("  %-46s %12.1f %8d" % (label, statistics.median(vals), len(vals)))
-        total = [c["acquire returns"] for c in chains]
-        print("  %-46s %12.1f" % ("hand-off (unlock returned -> acquire returned)",
-                                  statistics.median(total)))
+        shapes = defaultdict(list)
+        for r in recs:
+            c = chain(ix, comm, r)
+            if c is not None:
+                shapes[c[0]].append(c[1])
+        total = [r[1] - r[0] for r in recs]
+        print("%s %s: %d hand-offs, median %.1f us; chains found in the trace: %d" %
+              (kind, mode, len(recs), statistics.median(total),
+               sum(len(v) for v in shapes.values())))
+        for shape, chains in sorted(shapes.items(), key=lambda kv: -len(kv[1])):
+            if len(chains) < len(recs) / 20:
+                continue
+            print("  woken by %s: %d hand-offs (%.0f%%)" %
+                  (shape, len(chains), 100.0 * len(chains) / len(recs)))
+            names = {k for c in chains for k in c}
+            steps = sorted(names, key=lambda k: statistics.median(
+                [c[k] for c in chains if k in c]))
+            print("    %-48s %10s %7s" % ("step (median, us after the unlock returned)",
+                                          "us", "n"))
+            for k in steps:
+                vals = [c[k] for c in chains if k in c]
+                print("    %-48s %10.1f %7d" % (k, statistics.median(vals), len(vals)))
 
 
 if __name__ == "__main__":

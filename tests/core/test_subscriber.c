@@ -208,7 +208,7 @@ static void test_channel_lingers(void **state)
 
     /* First wait: SUBSCRIBE, whose confirmation is a permit. */
     assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
-    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000, NULL), 1);
     rlk_sub_leave(c->pubsub, sub);
     long long subscribes = rh_cmdstat_calls(s, "subscribe");
     assert_true(subscribes >= 1);
@@ -217,10 +217,10 @@ static void test_channel_lingers(void **state)
 
     /* Coming back: no new SUBSCRIBE and no permit without a message. */
     assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
-    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 200), 0);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 200, NULL), 0);
     /* A message while waiting wakes as usual. */
     assert_int_equal(rh_cmd_int(s, publish), 1);
-    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000, NULL), 1);
     rlk_sub_leave(c->pubsub, sub);
 
     /* A message read while nobody waits gives the next joiner exactly one permit. */
@@ -232,8 +232,8 @@ static void test_channel_lingers(void **state)
     }
     assert_true(rlk_pubsub_messages(c->pubsub) > seen); /* read before anyone joined */
     assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
-    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
-    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 200), 0);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000, NULL), 1);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 200, NULL), 0);
     rlk_sub_leave(c->pubsub, sub);
     assert_int_equal(rh_cmdstat_calls(s, "subscribe"), subscribes);
     assert_int_equal(rh_cmdstat_calls(s, "unsubscribe"), 0);
@@ -245,7 +245,7 @@ static void test_channel_lingers(void **state)
 
     /* After that, a new wait subscribes again, as the first one did. */
     assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
-    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000), 1);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000, NULL), 1);
     assert_int_equal(rh_cmdstat_calls(s, "subscribe"), subscribes + 1);
     rlk_sub_leave(c->pubsub, sub);
     rlock_client_free(c);
