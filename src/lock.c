@@ -318,6 +318,7 @@ static int rlk_armed_finish(rlk_acq *a, rlk_armed *armed)
     const rlk_single_ops *ops = a->lock->single;
     redisReply *rep = NULL;
     int r = rlk_conn_read(armed->conn, &rep);
+    rlk_armed_settle(a->client->pubsub, armed);
     rlk_pool_return(a->client->pool, armed->conn, r != RLOCK_OK);
     armed->conn = NULL;
     if (r != RLOCK_OK) {

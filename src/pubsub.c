@@ -211,6 +211,7 @@ static int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
     rlk_armed_unlink(s, a);
     a->conn = conn;
     a->state = RLK_ARMED_SENT;
+    a->inflight = 1;
     a->next = ps->sending;
     ps->sending = a;
     ps->armed_sent++;
@@ -226,18 +227,36 @@ static int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
  * waiters' own copies of the list links are not touched after the send. */
 static void rlk_send_armed(rlk_pubsub *ps)
 {
-    rlk_armed *a = ps->sending;
+    rlk_armed *list = ps->sending;
     ps->sending = NULL;
-    while (a != NULL) {
-        rlk_armed *next = a->next;
-        /* Wake the owner first, then send: it cannot leave before the reply, so the record is
-         * valid until the send returns, and not used after. A failed send leaves a broken
-         * connection, on which the owner's read fails too (RLOCK_ECONN, like a failed attempt
-         * of its own). */
+    if (list == NULL) {
+        return;
+    }
+    for (rlk_armed *a = list; a != NULL; a = a->next) {
+        /* Wake the owner first, then send, so that its scheduling overlaps Redis' work. A
+         * failed send leaves a broken connection, on which the owner's read fails too
+         * (RLOCK_ECONN, like a failed attempt of its own). */
         pthread_cond_signal(&a->cv);
         (void)rlk_conn_send(a->conn, a->cmd, a->len);
-        a = next;
     }
+    /* Hand the records back (rlk_armed_settle): their owners may now reuse or free them. */
+    pthread_mutex_lock(&ps->mu);
+    for (rlk_armed *a = list, *next; a != NULL; a = next) {
+        next = a->next;
+        a->next = NULL;
+        a->inflight = 0;
+        pthread_cond_signal(&a->cv);
+    }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
+{
+    pthread_mutex_lock(&ps->mu);
+    while (a->inflight) {
+        pthread_cond_wait(&a->cv, &ps->mu);
+    }
+    pthread_mutex_unlock(&ps->mu);
 }
 
 void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len)

@@ -23,6 +23,7 @@ typedef struct rlk_armed {
     size_t len;
     pthread_cond_t cv;        /* an armed waiter sleeps here (rlk_armed_init) */
     int state;                /* RLK_ARMED_SENT: the attempt was sent on conn */
+    int inflight;             /* the subscriber thread still uses cmd and cv */
     struct rlk_conn *conn;    /* borrowed from the pool; the waiter reads and returns it */
     struct rlk_armed *next;   /* the subscriber thread's list */
     struct rlk_armed *aprev, *anext; /* the entry's list of sleeping armed waiters */
@@ -44,6 +45,11 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
  * entry; after the call, armed->state == RLK_ARMED_SENT says the attempt was sent on
  * armed->conn, and the caller must read its reply there and return the connection. */
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed);
+
+/* After an armed attempt was sent (state RLK_ARMED_SENT) and its reply read: waits until the
+ * subscriber thread no longer touches the record (in practice it finished long before the
+ * reply came back), so that it may be reused or destroyed. */
+void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a);
 
 /* Prepares an armed attempt for the request bytes cmd/len (kept by the caller), and frees what
  * rlk_armed_init() set up. */

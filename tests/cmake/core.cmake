@@ -61,4 +61,6 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_errors SOURCES core/test_errors.c LABELS redis fault TIMEOUT 60)
   rlock_add_test(NAME core_subscriber SOURCES core/test_subscriber.c LABELS redis fault
                  TIMEOUT 60)
+  # Armed attempts: one attempt per hand-off, NOSCRIPT re-attempt, no idle connection, fair order.
+  rlock_add_test(NAME core_armed SOURCES core/test_armed.c LABELS redis fault TIMEOUT 60)
 endif()

@@ -1,0 +1,267 @@
+/*
+ * Armed attempts (pubsub.h): a waiter formats its next attempt before it sleeps, and when a "0"
+ * message arrives the subscriber thread sends it on an idle pool connection while it wakes that
+ * waiter alone. Checked against a real redis-server, counting what reaches the server:
+ *  - a release hands off through exactly one attempt per release, also with several local
+ *    waiters on one channel (the one asleep longest is chosen, the others sleep on), and each
+ *    hand-off is counted as an armed attempt;
+ *  - an armed attempt answered NOSCRIPT (the scripts were flushed while the waiter slept) is
+ *    made again by the waiter, which loads the script, and the hand-off still happens;
+ *  - with no idle connection the subscriber thread does not wait for the pool: the waiter gets a
+ *    permit and attempts itself;
+ *  - fair waiters (one channel each) hand off in order through armed attempts.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "client.h"
+#include "core_util.h"
+#include "pool.h"
+#include "pubsub.h"
+
+#define LEASE_MS 20000
+#define WAIT_MS  10000
+#define HOLD_MS  50
+
+typedef struct waiter {
+    rlock *lock;
+    atomic_int started;
+    atomic_int result; /* 1 while waiting */
+    int64_t acquired_at;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    atomic_store(&w->started, 1);
+    int r = rlock_try_lock(w->lock, WAIT_MS, LEASE_MS);
+    if (r == RLOCK_OK) {
+        w->acquired_at = rh_now_ms();
+        rh_sleep_ms(HOLD_MS);
+        r = rlock_unlock(w->lock);
+    }
+    atomic_store(&w->result, r);
+    return NULL;
+}
+
+static long long numsub(rh_server *s, const char *channel)
+{
+    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    long long n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        n = r->element[1]->integer;
+    }
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+/* Starts n waiters on lock and returns once every one is asleep on its channel: subscribed, and
+ * (a generous pause) past its first attempt and the re-attempt a join may cause. */
+static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_t *t, int n,
+                          rlock *lock)
+{
+    for (int i = 0; i < n; i++) {
+        w[i].lock = lock;
+        atomic_init(&w[i].started, 0);
+        atomic_init(&w[i].result, 1);
+        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
+        while (!atomic_load(&w[i].started)) {
+            rh_sleep_ms(1);
+        }
+        rh_sleep_ms(20); /* arrival order: the first to sleep is the first chosen */
+    }
+    int64_t deadline = rh_now_ms() + 5000;
+    while (numsub(s, channel) != 1 && rh_now_ms() < deadline) {
+        rh_sleep_ms(5);
+    }
+    assert_int_equal(numsub(s, channel), 1);
+    rh_sleep_ms(300);
+}
+
+static void join_waiters(waiter *w, pthread_t *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&w[i].result), RLOCK_OK);
+    }
+}
+
+static rlock_client *client(rh_server *s, int pool_size)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    o.pool_size = pool_size;
+    o.command_timeout_ms = 3000;
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    return c;
+}
+
+/* Three waiters of one process share the reentrant lock's channel. Each release reaches one of
+ * them through one armed attempt: 1 EVALSHA per release plus 1 per hand-off, nothing else. */
+static void test_one_attempt_per_handoff(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = client(s, 8);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:re");
+    assert_non_null(l);
+    /* One lock/unlock first, so that the counts below include no NOSCRIPT reload. */
+    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    enum { N = 3 };
+    waiter w[N];
+    pthread_t t[N];
+    start_waiters(s, "redisson_lock__channel:{armed:re}", w, t, N, l);
+    uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
+    long long evalsha0 = rh_cmdstat_calls(s, "evalsha");
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    join_waiters(w, t, N);
+    /* The unlock, then per waiter its armed attempt and its unlock. */
+    assert_int_equal(rh_cmdstat_calls(s, "evalsha") - evalsha0, 1 + 2 * N);
+    assert_int_equal(rlk_pubsub_armed_sent(c->pubsub) - armed0, N);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* The scripts are flushed while the waiter sleeps; the holder's hash is deleted and the release
+ * message published by hand (so nothing reloads the script first). The armed attempt gets
+ * NOSCRIPT; the waiter attempts again, loading the script, and gets the lock. */
+static void test_noscript_reattempts(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = client(s, 8);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:noscript");
+    assert_non_null(l);
+    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    waiter w[1];
+    pthread_t t[1];
+    start_waiters(s, "redisson_lock__channel:{armed:noscript}", w, t, 1, l);
+    uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
+    const char *flush[] = {"SCRIPT", "FLUSH", NULL};
+    const char *del[] = {"DEL", "armed:noscript", NULL};
+    const char *pub[] = {"PUBLISH", "redisson_lock__channel:{armed:noscript}", "0", NULL};
+    long long loads0 = rh_cmdstat_calls(s, "script|load");
+    char *ok = rh_cmd_str(s, flush);
+    assert_non_null(ok);
+    assert_string_equal(ok, "OK");
+    free(ok);
+    assert_int_equal(rh_cmd_int(s, del), 1);
+    assert_int_equal(rh_cmd_int(s, pub), 1);
+    join_waiters(w, t, 1);
+    assert_int_equal(rlk_pubsub_armed_sent(c->pubsub) - armed0, 1);
+    assert_true(rh_cmdstat_calls(s, "script|load") > loads0);
+    /* This thread's hold was deleted under it. */
+    assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* A pool of one connection, borrowed by the test while the release arrives: the subscriber
+ * thread cannot get an idle connection and must not wait for one, so no armed attempt is sent;
+ * the waiter attempts itself once the connection comes back. */
+static void test_no_idle_connection(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = client(s, 1);
+    rlock_client *holder_c = client(s, 2);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:pool");
+    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "armed:pool");
+    assert_true(l != NULL && h != NULL);
+    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+    waiter w[1];
+    pthread_t t[1];
+    start_waiters(s, "redisson_lock__channel:{armed:pool}", w, t, 1, l);
+    uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
+    uint64_t msgs0 = rlk_pubsub_messages(c->pubsub);
+    rlk_conn *conn = NULL;
+    assert_int_equal(rlk_pool_borrow(c->pool, &conn), RLOCK_OK);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    int64_t deadline = rh_now_ms() + 5000;
+    while (rlk_pubsub_messages(c->pubsub) == msgs0 && rh_now_ms() < deadline) {
+        rh_sleep_ms(1);
+    }
+    assert_true(rlk_pubsub_messages(c->pubsub) > msgs0);
+    rh_sleep_ms(50);
+    assert_int_equal(atomic_load(&w[0].result), 1); /* still waiting: for the connection */
+    rlk_pool_return(c->pool, conn, 0);
+    join_waiters(w, t, 1);
+    assert_int_equal(rlk_pubsub_armed_sent(c->pubsub), armed0);
+    rlock_free(h);
+    rlock_free(l);
+    rlock_client_free(holder_c);
+    rlock_client_free(c);
+}
+
+/* Fair waiters listen on their own channels: each release goes to the first in line, through
+ * its armed attempt, in arrival order. */
+static void test_fair_in_order(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = client(s, 8);
+    rlock *l = rlock_open(c, RLOCK_FAIR, "armed:fair");
+    assert_non_null(l);
+    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    enum { N = 4 };
+    waiter w[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        w[i].lock = l;
+        atomic_init(&w[i].started, 0);
+        atomic_init(&w[i].result, 1);
+        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
+        const char *llen[] = {"LLEN", "redisson_lock_queue:{armed:fair}", NULL};
+        int64_t deadline = rh_now_ms() + 5000;
+        while (rh_cmd_int(s, llen) != i + 1 && rh_now_ms() < deadline) {
+            rh_sleep_ms(2);
+        }
+        assert_int_equal(rh_cmd_int(s, llen), i + 1);
+    }
+    rh_sleep_ms(300);
+    uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    join_waiters(w, t, N);
+    for (int i = 1; i < N; i++) {
+        assert_true(w[i - 1].acquired_at <= w[i].acquired_at);
+    }
+    /* Every hand-off went through an armed attempt (a grant also notifies the next waiter,
+     * whose armed attempt then finds the lock held: those are counted too). */
+    assert_true(rlk_pubsub_armed_sent(c->pubsub) - armed0 >= N);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static int setup_server(void **state)
+{
+    rh_server *s = cu_start(NULL);
+    *state = s;
+    return s == NULL ? -1 : 0;
+}
+
+static int teardown_server(void **state)
+{
+    rh_free(*state);
+    return 0;
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_one_attempt_per_handoff, setup_server,
+                                        teardown_server),
+        cmocka_unit_test_setup_teardown(test_noscript_reattempts, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_no_idle_connection, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_fair_in_order, setup_server, teardown_server),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
