@@ -306,10 +306,6 @@ static int rlk_grant(rlk_acq *a, int watchdog)
     return RLOCK_OK;
 }
 
-/* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
- * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
- * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
- * that gives up must have left every queue when the call returns. */
 /* The attempt the subscriber thread sent for this waiter (armed->state RLK_ARMED_SENT): reads
  * its reply on the connection it went out on and decodes it as attempt() would. A NOSCRIPT
  * reply means the script did not run, so the waiter simply attempts itself (which loads it). */
@@ -337,6 +333,10 @@ static int rlk_armed_finish(rlk_acq *a, rlk_armed *armed)
     return r;
 }
 
+/* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
+ * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
+ * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
+ * that gives up must have left every queue when the call returns. */
 static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
 {
     rlock *l = a->lock;

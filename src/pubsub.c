@@ -177,10 +177,7 @@ static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
     rlk_wake_later(ps, s);
 }
 
-/* A waiter of s sleeps with an armed attempt and a message arrived: gives the oldest one an
- * idle connection and queues it for rlk_send_armed(), which sends it right after the waiter is
- * woken; the waiter then reads the reply there. RLOCK_ECONN (no idle connection; the pool is
- * never waited for here): the waiter gets a permit and attempts itself, as without arming. */
+/* The entry's armed attempts, in the order their owners went to sleep (mutex held). */
 static void rlk_armed_link(rlk_sub *s, rlk_armed *a)
 {
     a->anext = NULL;
@@ -201,6 +198,10 @@ static void rlk_armed_unlink(rlk_sub *s, rlk_armed *a)
     a->listed = 0;
 }
 
+/* A waiter of s sleeps with an armed attempt and a message arrived: gives the oldest one an
+ * idle connection and queues it for rlk_send_armed(), which sends it right after the waiter is
+ * woken; the waiter then reads the reply there. RLOCK_ECONN (no idle connection; the pool is
+ * never waited for here): the waiter gets a permit and attempts itself, as without arming. */
 static int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
 {
     rlk_conn *conn = NULL;
@@ -218,13 +219,12 @@ static int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
     return RLOCK_OK;
 }
 
-/* Sends the claimed armed attempts. Called by the thread without the mutex, right after
- * rlk_wake_given(): the waiter is being scheduled while Redis runs its attempt, and it blocks
- * reading the reply on the connection it was given (reading and writing one socket from two
- * threads is safe; hiredis' buffers are only the waiter's). The records stay valid: a waiter
- * cannot finish before the reply, which comes after this send. A failed send shuts the socket
- * down, so the waiter's read fails at once (RLOCK_ECONN, like a failed attempt of its own). The
- * waiters' own copies of the list links are not touched after the send. */
+/* Sends the claimed armed attempts. Called by the thread without the mutex, after
+ * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
+ * while Redis runs the attempt, and it blocks reading the reply on the connection it was given
+ * (one thread writing and another reading a socket is safe; the hiredis context is only read by
+ * the owner, the send bypasses it). A record stays the thread's until the hand-back below, which
+ * rlk_armed_settle() waits for before its owner reuses or frees it. */
 static void rlk_send_armed(rlk_pubsub *ps)
 {
     rlk_armed *list = ps->sending;
