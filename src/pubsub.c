@@ -32,52 +32,7 @@
 
 #include "pool.h"
 #include "pubsub.h"
-
-#define RLK_PS_BUCKETS 4096
-
-/* How long an entry without waiters stays subscribed. Long enough to cover the gap between two
- * waits of a busy worker, short enough that an idle client leaves no channel behind for long. */
-#define RLK_PS_LINGER_MS 100
-
-struct rlk_sub {
-    struct rlk_sub *next;      /* hash chain */
-    struct rlk_sub *next_dirty;
-    char *channel;
-    size_t len;
-    int refs;                  /* local waiters */
-    int permits;
-    int sent;                  /* 1 if the last request sent was SUBSCRIBE */
-    int pending;               /* replies to SUBSCRIBE/UNSUBSCRIBE not yet read */
-    int dirty;                 /* linked in the dirty list */
-    int lingering;             /* no waiter; linked in the idle list */
-    int missed;                /* a message or confirmation arrived while nobody waited */
-    int64_t idle_since;        /* when the last waiter left (lingering entries) */
-    struct rlk_sub *idle_prev, *idle_next;
-    struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */
-    int waking;
-    rlk_armed *armed_head, *armed_tail; /* sleeping waiters' armed attempts, oldest first */
-    pthread_cond_t cv;
-};
-
-struct rlk_pubsub {
-    rlock_client *c;
-    pthread_mutex_t mu;
-    pthread_t thread;
-    int running;
-    int wake[2];               /* self-pipe: waiters wake the thread */
-    redisContext *ctx;         /* owned by the thread */
-    rlk_sub *buckets[RLK_PS_BUCKETS];
-    rlk_sub *dirty;
-    rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
-    int64_t linger_ms;         /* RLK_PS_LINGER_MS; tests change it */
-    size_t entries;            /* entries allocated (live, lingering or unsubscribing) */
-    rlk_sub *wakes;            /* entries given permits by the read in progress (thread only) */
-    rlk_armed *sending;        /* armed attempts claimed by the read in progress (thread only) */
-    uint64_t armed_sent;       /* armed attempts sent (for tests) */
-    uint64_t messages;         /* messages read (for tests) */
-    size_t live;               /* entries with waiters */
-    int64_t backoff_ms;
-};
+#include "pubsub_impl.h"
 
 static uint32_t rlk_hash(const char *p, size_t n)
 {
@@ -175,105 +130,6 @@ static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
 {
     rlk_set_permits(s, all);
     rlk_wake_later(ps, s);
-}
-
-/* The entry's armed attempts, in the order their owners went to sleep (mutex held). */
-static void rlk_armed_link(rlk_sub *s, rlk_armed *a)
-{
-    a->anext = NULL;
-    a->aprev = s->armed_tail;
-    *(s->armed_tail ? &s->armed_tail->anext : &s->armed_head) = a;
-    s->armed_tail = a;
-    a->listed = 1;
-}
-
-static void rlk_armed_unlink(rlk_sub *s, rlk_armed *a)
-{
-    if (a == NULL || !a->listed) {
-        return;
-    }
-    *(a->aprev ? &a->aprev->anext : &s->armed_head) = a->anext;
-    *(a->anext ? &a->anext->aprev : &s->armed_tail) = a->aprev;
-    a->aprev = a->anext = NULL;
-    a->listed = 0;
-}
-
-/* A waiter of s sleeps with an armed attempt and a message arrived: gives the oldest one an
- * idle connection and queues it for rlk_send_armed(), which sends it right after the waiter is
- * woken; the waiter then reads the reply there. RLOCK_ECONN (no idle connection; the pool is
- * never waited for here): the waiter gets a permit and attempts itself, as without arming. */
-static int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
-{
-    rlk_conn *conn = NULL;
-    if (rlk_pool_try_idle(ps->c->pool, &conn) != RLOCK_OK) {
-        return RLOCK_ECONN;
-    }
-    rlk_armed *a = s->armed_head;
-    rlk_armed_unlink(s, a);
-    a->conn = conn;
-    a->state = RLK_ARMED_SENT;
-    a->inflight = 1;
-    a->next = ps->sending;
-    ps->sending = a;
-    ps->armed_sent++;
-    return RLOCK_OK;
-}
-
-/* Sends the claimed armed attempts. Called by the thread without the mutex, after
- * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
- * while Redis runs the attempt, and it blocks reading the reply on the connection it was given
- * (one thread writing and another reading a socket is safe; the hiredis context is only read by
- * the owner, the send bypasses it). A record stays the thread's until the hand-back below, which
- * rlk_armed_settle() waits for before its owner reuses or frees it. */
-static void rlk_send_armed(rlk_pubsub *ps)
-{
-    rlk_armed *list = ps->sending;
-    ps->sending = NULL;
-    if (list == NULL) {
-        return;
-    }
-    for (rlk_armed *a = list; a != NULL; a = a->next) {
-        /* Wake the owner first, then send, so that its scheduling overlaps Redis' work. A
-         * failed send leaves a broken connection, on which the owner's read fails too
-         * (RLOCK_ECONN, like a failed attempt of its own). */
-        pthread_cond_signal(&a->cv);
-        (void)rlk_conn_send(a->conn, a->cmd, a->len);
-    }
-    /* Hand the records back (rlk_armed_settle): their owners may now reuse or free them. */
-    pthread_mutex_lock(&ps->mu);
-    for (rlk_armed *a = list, *next; a != NULL; a = next) {
-        next = a->next;
-        a->next = NULL;
-        a->inflight = 0;
-        pthread_cond_signal(&a->cv);
-    }
-    pthread_mutex_unlock(&ps->mu);
-}
-
-void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
-{
-    pthread_mutex_lock(&ps->mu);
-    while (a->inflight) {
-        pthread_cond_wait(&a->cv, &ps->mu);
-    }
-    pthread_mutex_unlock(&ps->mu);
-}
-
-void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len)
-{
-    memset(a, 0, sizeof(*a));
-    a->cmd = cmd;
-    a->len = len;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
-void rlk_armed_destroy(rlk_armed *a)
-{
-    pthread_cond_destroy(&a->cv);
 }
 
 /* Called by the thread without the mutex. Safe: only this thread frees entries, and an entry
@@ -412,14 +268,6 @@ void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms)
     ps->linger_ms = ms;
     pthread_mutex_unlock(&ps->mu);
     rlk_poke(ps);
-}
-
-uint64_t rlk_pubsub_armed_sent(rlk_pubsub *ps)
-{
-    pthread_mutex_lock(&ps->mu);
-    uint64_t n = ps->armed_sent;
-    pthread_mutex_unlock(&ps->mu);
-    return n;
 }
 
 uint64_t rlk_pubsub_messages(rlk_pubsub *ps)
