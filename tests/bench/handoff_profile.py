@@ -9,13 +9,13 @@ PERF_SCRIPT_OUTPUT is `perf script` of a `perf sched record -k mono` taken durin
 so both use one clock. tests/bench/profile_handoff.sh runs all of it.
 
 For each hand-off it follows the chain of wake-ups that ends in the acquirer returning, walking
-back from the acquire: the acquirer's last wake-up before it returned (the reply to its winning
-attempt, from redis-server), the time it went to sleep before that (it had just sent the
-attempt), the wake-up that started its run (from redis-server for a raw waiter reading its own
-subscriber connection, from the client's subscriber thread for rlock), and for rlock the
-subscriber thread's own wake-up (the published message). Every segment is printed as a median
-over the hand-offs in microseconds, relative to the unlock returning. "sched delay" is the time
-from a thread being woken to it running on a vCPU.
+back from the acquire: the acquirer's last wake-up before it returned and who woke it (Redis with
+the reply, or the client's subscriber thread); if that was the reply, when the acquirer went to
+sleep for it and what had woken it before (Redis with the message for a raw waiter reading its
+own subscriber connection; the subscriber thread for rlock, which with armed attempts has sent
+the attempt by then); and the subscriber thread's own wake-up by the message. Hand-offs are
+grouped by that shape ("woken by redis <- subscriber": last wake-up first), and each step is
+printed as a median over the group, in microseconds after the unlock returned.
 """
 import bisect
 import re
