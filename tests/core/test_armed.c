@@ -9,6 +9,8 @@
  *    made again by the waiter, which loads the script, and the hand-off still happens;
  *  - with no idle connection the subscriber thread does not wait for the pool: the waiter gets a
  *    permit and attempts itself;
+ *  - the connection of an armed attempt breaks before Redis runs it: the waiter's call returns
+ *    RLOCK_ECONN, as a failed attempt of its own would;
  *  - fair waiters (one channel each) hand off in order through armed attempts.
  */
 #include <pthread.h>
@@ -202,6 +204,61 @@ static void test_no_idle_connection(void **state)
     rlock_client_free(c);
 }
 
+/* The connection breaks while an armed attempt waits in Redis: the release message and a
+ * CLIENT PAUSE WRITE arrive in one pipeline, so the attempt the subscriber thread sends stays
+ * queued in Redis, and CLIENT KILL closes the connection it waits on. The waiter's read fails:
+ * try_lock returns RLOCK_ECONN with a message (the attempt never ran, but a waiter cannot know
+ * that, so it is not resent), and the lock works again afterwards. */
+static void test_connection_lost_in_flight(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = client(s, 8);
+    rlock_client *holder_c = client(s, 2);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:lost");
+    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "armed:lost");
+    assert_true(l != NULL && h != NULL);
+    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+    waiter w[1];
+    pthread_t t[1];
+    start_waiters(s, "redisson_lock__channel:{armed:lost}", w, t, 1, l);
+    uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
+    assert_int_equal(rlock_force_unlock(h), 1);
+    redisContext *raw = rh_connect(s);
+    assert_non_null(raw);
+    redisAppendCommand(raw, "PUBLISH redisson_lock__channel:{armed:lost} 0");
+    redisAppendCommand(raw, "CLIENT PAUSE 5000 WRITE");
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = NULL;
+        assert_int_equal(redisGetReply(raw, (void **)&r), REDIS_OK);
+        assert_true(r->type != REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+    }
+    int64_t deadline = rh_now_ms() + 5000;
+    while (rlk_pubsub_armed_sent(c->pubsub) == armed0 && rh_now_ms() < deadline) {
+        rh_sleep_ms(1);
+    }
+    assert_int_equal(rlk_pubsub_armed_sent(c->pubsub) - armed0, 1);
+    rh_sleep_ms(50); /* the attempt reaches Redis and waits there */
+    redisReply *r = redisCommand(raw, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer >= 1);
+    freeReplyObject(r);
+    pthread_join(t[0], NULL);
+    assert_int_equal(atomic_load(&w[0].result), RLOCK_ECONN);
+    r = redisCommand(raw, "CLIENT UNPAUSE");
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(raw);
+    const char *exists[] = {"EXISTS", "armed:lost", NULL};
+    assert_int_equal(rh_cmd_int(s, exists), 0); /* the killed attempt never ran */
+    int64_t took = 0;
+    assert_int_equal(cu_lock_works_within(l, 3000, &took), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(h);
+    rlock_free(l);
+    rlock_client_free(holder_c);
+    rlock_client_free(c);
+}
+
 /* Fair waiters listen on their own channels: each release goes to the first in line, through
  * its armed attempt, in arrival order. */
 static void test_fair_in_order(void **state)
@@ -261,6 +318,8 @@ int main(void)
                                         teardown_server),
         cmocka_unit_test_setup_teardown(test_noscript_reattempts, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_no_idle_connection, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_connection_lost_in_flight, setup_server,
+                                        teardown_server),
         cmocka_unit_test_setup_teardown(test_fair_in_order, setup_server, teardown_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
