@@ -196,23 +196,33 @@ static int rlk_pool_dial_slot(rlk_pool *p, rlk_conn **out)
     return r;
 }
 
+/* Takes the first live idle connection, closing dead ones on the way (the mutex is dropped
+ * while one is freed). Mutex held; NULL if none is idle. */
+static rlk_conn *rlk_pool_pop_live(rlk_pool *p)
+{
+    while (p->idle != NULL) {
+        rlk_conn *conn = p->idle;
+        p->idle = conn->next_idle;
+        if (!rlk_conn_dead(conn)) {
+            return conn;
+        }
+        p->open--;
+        pthread_mutex_unlock(&p->mu);
+        redisFree(conn->ctx);
+        free(conn);
+        pthread_mutex_lock(&p->mu);
+    }
+    return NULL;
+}
+
 int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
 {
     *out = NULL;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), p->c->opts.command_timeout_ms);
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        if (p->idle != NULL) {
-            rlk_conn *conn = p->idle;
-            p->idle = conn->next_idle;
-            if (rlk_conn_dead(conn)) {
-                p->open--;
-                pthread_mutex_unlock(&p->mu);
-                redisFree(conn->ctx);
-                free(conn);
-                pthread_mutex_lock(&p->mu);
-                continue;
-            }
+        rlk_conn *conn = rlk_pool_pop_live(p);
+        if (conn != NULL) {
             pthread_mutex_unlock(&p->mu);
             *out = conn;
             return RLOCK_OK;
@@ -247,24 +257,10 @@ int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
 
 int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out)
 {
-    *out = NULL;
     pthread_mutex_lock(&p->mu);
-    while (p->idle != NULL) {
-        rlk_conn *conn = p->idle;
-        p->idle = conn->next_idle;
-        if (!rlk_conn_dead(conn)) {
-            pthread_mutex_unlock(&p->mu);
-            *out = conn;
-            return RLOCK_OK;
-        }
-        p->open--;
-        pthread_mutex_unlock(&p->mu);
-        redisFree(conn->ctx);
-        free(conn);
-        pthread_mutex_lock(&p->mu);
-    }
+    *out = rlk_pool_pop_live(p);
     pthread_mutex_unlock(&p->mu);
-    return RLOCK_ECONN;
+    return *out != NULL ? RLOCK_OK : RLOCK_ECONN;
 }
 
 int rlk_conn_send(rlk_conn *conn, const char *buf, size_t len)
