@@ -117,19 +117,14 @@ static void rlk_give(rlk_sub *s, int all)
 /* Gives permits from the thread; the waiters are woken by rlk_wake_given() once the mutex is
  * released, so that a woken waiter does not block on the mutex the thread still holds (on a
  * VM each extra sleep and wake-up costs tens of microseconds of the hand-off). */
-static void rlk_wake_later(rlk_pubsub *ps, rlk_sub *s)
+static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
 {
+    rlk_set_permits(s, all);
     if (s->refs > 0 && !s->waking) {
         s->waking = 1;
         s->next_wake = ps->wakes;
         ps->wakes = s;
     }
-}
-
-static void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
-{
-    rlk_set_permits(s, all);
-    rlk_wake_later(ps, s);
 }
 
 /* Called by the thread without the mutex. Safe: only this thread frees entries, and an entry
