@@ -108,6 +108,30 @@ static rlock_client *client(rh_server *s, int pool_size)
     return c;
 }
 
+/* A waiting client c (pool_size connections) and a holder on its own client, holding name. */
+typedef struct two_clients {
+    rlock_client *c, *holder_c;
+    rlock *l, *h;
+} two_clients;
+
+static void two_clients_open(rh_server *s, two_clients *t, int pool_size, const char *name)
+{
+    t->c = client(s, pool_size);
+    t->holder_c = client(s, 2);
+    t->l = rlock_open(t->c, RLOCK_REENTRANT, name);
+    t->h = rlock_open(t->holder_c, RLOCK_REENTRANT, name);
+    assert_true(t->l != NULL && t->h != NULL);
+    assert_int_equal(rlock_try_lock(t->h, 0, LEASE_MS), RLOCK_OK);
+}
+
+static void two_clients_close(two_clients *t)
+{
+    rlock_free(t->h);
+    rlock_free(t->l);
+    rlock_client_free(t->holder_c);
+    rlock_client_free(t->c);
+}
+
 /* Three waiters of one process share the reentrant lock's channel. Each release reaches one of
  * them through one armed attempt: 1 EVALSHA per release plus 1 per hand-off, nothing else. */
 static void test_one_attempt_per_handoff(void **state)
@@ -174,20 +198,17 @@ static void test_noscript_reattempts(void **state)
 static void test_no_idle_connection(void **state)
 {
     rh_server *s = *state;
-    rlock_client *c = client(s, 1);
-    rlock_client *holder_c = client(s, 2);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:pool");
-    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "armed:pool");
-    assert_true(l != NULL && h != NULL);
-    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+    two_clients tc;
+    two_clients_open(s, &tc, 1, "armed:pool");
+    rlock_client *c = tc.c;
     waiter w[1];
     pthread_t t[1];
-    start_waiters(s, "redisson_lock__channel:{armed:pool}", w, t, 1, l);
+    start_waiters(s, "redisson_lock__channel:{armed:pool}", w, t, 1, tc.l);
     uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
     uint64_t msgs0 = rlk_pubsub_messages(c->pubsub);
     rlk_conn *conn = NULL;
     assert_int_equal(rlk_pool_borrow(c->pool, &conn), RLOCK_OK);
-    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    assert_int_equal(rlock_unlock(tc.h), RLOCK_OK);
     int64_t deadline = rh_now_ms() + 5000;
     while (rlk_pubsub_messages(c->pubsub) == msgs0 && rh_now_ms() < deadline) {
         rh_sleep_ms(1);
@@ -198,10 +219,7 @@ static void test_no_idle_connection(void **state)
     rlk_pool_return(c->pool, conn, 0);
     join_waiters(w, t, 1);
     assert_int_equal(rlk_pubsub_armed_sent(c->pubsub), armed0);
-    rlock_free(h);
-    rlock_free(l);
-    rlock_client_free(holder_c);
-    rlock_client_free(c);
+    two_clients_close(&tc);
 }
 
 /* The connection breaks while an armed attempt waits in Redis: the release message and a
@@ -212,17 +230,18 @@ static void test_no_idle_connection(void **state)
 static void test_connection_lost_in_flight(void **state)
 {
     rh_server *s = *state;
-    rlock_client *c = client(s, 8);
-    rlock_client *holder_c = client(s, 2);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:lost");
-    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "armed:lost");
-    assert_true(l != NULL && h != NULL);
-    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+    two_clients tc;
+    two_clients_open(s, &tc, 8, "armed:lost");
+    rlock_client *c = tc.c;
     waiter w[1];
     pthread_t t[1];
-    start_waiters(s, "redisson_lock__channel:{armed:lost}", w, t, 1, l);
+    w[0].acquired_at = 0;
+    start_waiters(s, "redisson_lock__channel:{armed:lost}", w, t, 1, tc.l);
     uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
-    assert_int_equal(rlock_force_unlock(h), 1);
+    /* Free the lock without a message (rlock_force_unlock would publish one, whose armed
+     * attempt would run before the pause): only the PUBLISH below wakes the waiter. */
+    const char *del[] = {"DEL", "armed:lost", NULL};
+    assert_int_equal(rh_cmd_int(s, del), 1);
     redisContext *raw = rh_connect(s);
     assert_non_null(raw);
     redisAppendCommand(raw, "PUBLISH redisson_lock__channel:{armed:lost} 0");
@@ -244,6 +263,7 @@ static void test_connection_lost_in_flight(void **state)
     freeReplyObject(r);
     pthread_join(t[0], NULL);
     assert_int_equal(atomic_load(&w[0].result), RLOCK_ECONN);
+    assert_int_equal(w[0].acquired_at, 0); /* the lock call failed, not its unlock */
     r = redisCommand(raw, "CLIENT UNPAUSE");
     assert_non_null(r);
     freeReplyObject(r);
@@ -251,12 +271,9 @@ static void test_connection_lost_in_flight(void **state)
     const char *exists[] = {"EXISTS", "armed:lost", NULL};
     assert_int_equal(rh_cmd_int(s, exists), 0); /* the killed attempt never ran */
     int64_t took = 0;
-    assert_int_equal(cu_lock_works_within(l, 3000, &took), RLOCK_OK);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlock_free(h);
-    rlock_free(l);
-    rlock_client_free(holder_c);
-    rlock_client_free(c);
+    assert_int_equal(cu_lock_works_within(tc.l, 3000, &took), RLOCK_OK);
+    assert_int_equal(rlock_unlock(tc.l), RLOCK_OK);
+    two_clients_close(&tc);
 }
 
 /* Fair waiters listen on their own channels: each release goes to the first in line, through
