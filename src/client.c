@@ -99,25 +99,33 @@ static void rlk_client_stop(rlock_client *c)
 /* Dials one connection and PINGs the server, so that a wrong URL, password or db, and a server
  * that accepts connections but does not answer (stopped, overloaded), are reported by
  * rlock_client_new() rather than by the first lock call. A TCP connect alone proves little: the
- * kernel completes it even for a SIGSTOPped server. */
+ * kernel completes it even for a SIGSTOPped server. Dial and PING together are bounded by
+ * connect_timeout_ms, as the header promises; the connection then joins the pool. */
 static int rlk_client_probe(rlock_client *c)
 {
+    int64_t deadline = rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms);
     rlk_conn *conn = NULL;
-    int r = rlk_pool_borrow(c->pool, &conn);
+    int r = rlk_conn_open(c, deadline, c->opts.command_timeout_ms, &conn);
     if (r != RLOCK_OK) {
         return r;
     }
+    int64_t left = deadline - rlk_now_ms();
     const char *argv[1] = {"PING"};
-    redisReply *rep = redisCommandArgv(conn->ctx, 1, argv, NULL);
-    if (rep == NULL) {
-        r = rlk_conn_error(conn->ctx, "PING");
-    } else if (rep->type == REDIS_REPLY_ERROR) {
+    redisReply *rep = NULL;
+    r = rlk_conn_set_timeout(conn, left < 1 ? 1 : left);
+    r = r ? r : rlk_conn_command(conn, 1, argv, NULL, &rep);
+    if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
         int auth = strncmp(rep->str, "NOAUTH", 6) == 0 || strncmp(rep->str, "WRONGPASS", 9) == 0;
         r = rlk_err(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "PING refused by Redis: %s", rep->str);
     }
     freeReplyObject(rep);
-    rlk_pool_return(c->pool, conn, r != RLOCK_OK);
-    return r;
+    r = r ? r : rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);
+    if (r != RLOCK_OK) {
+        rlk_conn_close(conn);
+        return r;
+    }
+    rlk_pool_adopt(c->pool, conn);
+    return RLOCK_OK;
 }
 
 static int rlk_client_start(rlock_client *c)

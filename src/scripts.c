@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
 #include "scripts.h"
 
 const rlk_script_src *rlk_script_get(int id)
@@ -33,11 +32,11 @@ int rlk_script_load(rlk_conn *conn, int script)
     }
     const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
     size_t lens[3] = {6, 4, s->len};
-    redisReply *r = redisCommandArgv(conn->ctx, 3, argv, lens);
-    if (r == NULL) {
-        return rlk_conn_error(conn->ctx, "SCRIPT LOAD");
+    redisReply *r = NULL;
+    int rc = rlk_conn_command(conn, 3, argv, lens, &r);
+    if (rc != RLOCK_OK) {
+        return rc;
     }
-    int rc = RLOCK_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         rc = rlk_err(RLOCK_EREDIS, "SCRIPT LOAD %s failed: %s", s->name, r->str);
     } else if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, s->sha1, 40)) {
@@ -76,6 +75,30 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
     return n;
 }
 
+/* One EVALSHA call for rlk_pool_run(): the request and the script it runs. */
+typedef struct rlk_eval {
+    int script;
+    int argc;
+    const char **argv;
+    const size_t *lens;
+} rlk_eval;
+
+/* Sends EVALSHA; a NOSCRIPT reply loads the script on the same connection and resends once. A
+ * failed load that left the connection usable fails the call with the load's own code (EREDIS,
+ * or EPROTO for a SHA1 mismatch), which matches the detail it recorded. */
+static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
+{
+    const rlk_eval *e = arg;
+    int r = rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+    if (r == RLOCK_OK && rlk_reply_is_noscript(*out)) {
+        freeReplyObject(*out);
+        *out = NULL;
+        r = rlk_script_load(conn, e->script);
+        r = r ? r : rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+    }
+    return r;
+}
+
 int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, const rlk_args *args,
                redisReply **out)
 {
@@ -87,8 +110,9 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     if (n < 0) {
         return n;
     }
+    rlk_eval e = {script, n, argv, lens};
     redisReply *r = NULL;
-    int rc = rlk_exec(c, flags, n, argv, lens, script, &r);
+    int rc = rlk_pool_run(c, flags, rlk_exchange_eval, &e, &r);
     if (rc != RLOCK_OK) {
         return rc;
     }
@@ -110,10 +134,7 @@ int rlk_script_append(rlk_conn *conn, int script, const rlk_args *keys, const rl
     if (n < 0) {
         return n;
     }
-    if (redisAppendCommandArgv(conn->ctx, n, argv, lens) != REDIS_OK) {
-        return rlk_conn_error(conn->ctx, "queueing EVALSHA");
-    }
-    return RLOCK_OK;
+    return rlk_conn_append(conn, n, argv, lens);
 }
 
 int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, char **cmd,
@@ -160,21 +181,8 @@ int rlk_script_appendv(rlk_conn *conn, int script, int nkeys, int argc, const ch
     l[2] = (size_t)kn;
     memcpy(v + 3, argv, sizeof(*v) * (size_t)argc);
     memcpy(l + 3, lens, sizeof(*l) * (size_t)argc);
-    int rc = redisAppendCommandArgv(conn->ctx, argc + 3, v, l) == REDIS_OK
-                 ? RLOCK_OK
-                 : rlk_conn_error(conn->ctx, "queueing EVALSHA");
+    int rc = rlk_conn_append(conn, argc + 3, v, l);
     free(v);
     free(l);
     return rc;
-}
-
-int rlk_conn_read(rlk_conn *conn, redisReply **out)
-{
-    void *rep = NULL;
-    *out = NULL;
-    if (redisGetReply(conn->ctx, &rep) != REDIS_OK || rep == NULL) {
-        return rlk_conn_error(conn->ctx, "reading a pipelined reply");
-    }
-    *out = rep;
-    return RLOCK_OK;
 }

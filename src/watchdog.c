@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "scripts.h"
 #include "watchdog.h"
 
 #define RLK_WD_TICK_MS 10
@@ -213,9 +214,7 @@ static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chu
              * batch k+1 instead of waiting for the whole sweep to be formatted. Redis buffers
              * the replies, so writing before reading cannot deadlock. */
             int done = 0;
-            if (r == RLOCK_OK && redisBufferWrite(conn->ctx, &done) != REDIS_OK) {
-                r = rlk_conn_error(conn->ctx, "sending a renewal batch");
-            }
+            r = r ? r : rlk_conn_flush(conn, &done);
         }
     }
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
