@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lock.h"
+#include "scripts.h"
 
 #define RLK_NAME_MAX (1024u * 1024u)
 
@@ -306,31 +307,37 @@ static int rlk_grant(rlk_acq *a, int watchdog)
     return RLOCK_OK;
 }
 
-/* The attempt the subscriber thread sent for this waiter (armed->state RLK_ARMED_SENT): reads
- * its reply on the connection it went out on and decodes it as attempt() would. A NOSCRIPT
- * reply means the script did not run, so the waiter simply attempts itself (which loads it). */
-static int rlk_armed_finish(rlk_acq *a, rlk_armed *armed)
+/* Decodes the reply to the attempt the subscriber thread sent for this waiter, as attempt()
+ * would. A NOSCRIPT reply means the script did not run, so the waiter simply attempts itself
+ * (which loads it). */
+static int rlk_armed_reply(rlk_acq *a, redisReply *rep)
 {
     const rlk_single_ops *ops = a->lock->single;
-    redisReply *rep = NULL;
-    int r = rlk_conn_read(armed->conn, &rep);
-    rlk_armed_settle(a->client->pubsub, armed);
-    rlk_pool_return(a->client->pool, armed->conn, r != RLOCK_OK);
-    armed->conn = NULL;
-    if (r != RLOCK_OK) {
-        return r; /* Like a failed attempt: the outcome is unknown, so it is not resent. */
-    }
+    int r;
     if (rlk_reply_is_noscript(rep)) {
-        freeReplyObject(rep);
-        return ops->attempt(a);
-    }
-    if (rep->type == REDIS_REPLY_ERROR) {
+        r = ops->attempt(a);
+    } else if (rep->type == REDIS_REPLY_ERROR) {
         r = rlk_err(RLOCK_EREDIS, "lock attempt on '%s': %s", a->lock->name, rep->str);
     } else {
         r = ops->attempt_reply(a, rep);
     }
     freeReplyObject(rep);
     return r;
+}
+
+/* The next attempt, formatted once for the whole wait (its arguments do not change), so that
+ * the subscriber thread can send it the moment the notification arrives. NULL when the type
+ * cannot arm or there is no memory to: the waiter then waits as without arming. */
+static rlk_armed *rlk_arm(rlk_acq *a)
+{
+    char *cmd = NULL;
+    size_t len = 0;
+    rlk_armed *armed = NULL;
+    if (a->lock->single->attempt_format != NULL &&
+        a->lock->single->attempt_format(a, &cmd, &len) == RLOCK_OK) {
+        (void)rlk_armed_new(cmd, len, &armed);
+    }
+    return armed;
 }
 
 /* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
@@ -350,18 +357,7 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     if (r == RLOCK_OK && l->single->wait_begin != NULL) {
         r = l->single->wait_begin(a);
     }
-    /* The next attempt, formatted once for the whole wait (its arguments do not change), so
-     * that the subscriber thread can send it the moment the notification arrives. */
-    char *cmd = NULL;
-    size_t cmd_len = 0;
-    rlk_armed armed;
-    if (r == RLOCK_OK && l->single->attempt_format != NULL &&
-        l->single->attempt_format(a, &cmd, &cmd_len) != RLOCK_OK) {
-        cmd = NULL; /* No memory to arm: wait as without arming. */
-    }
-    if (cmd != NULL) {
-        rlk_armed_init(&armed, cmd, cmd_len);
-    }
+    rlk_armed *armed = r == RLOCK_OK ? rlk_arm(a) : NULL;
     while (r == RLOCK_OK) {
         int64_t now = rlk_now_ms();
         if (now >= deadline) {
@@ -371,18 +367,15 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
-        rlk_sub_wait(ps, sub, bound, cmd != NULL ? &armed : NULL);
-        if (cmd != NULL && armed.state == RLK_ARMED_SENT) {
-            r = rlk_armed_finish(a, &armed);
+        int w = rlk_sub_wait(ps, sub, bound, armed);
+        if (w == RLK_WAIT_REPLY) {
+            r = rlk_armed_reply(a, rlk_armed_take_reply(armed));
             continue;
         }
-        r = rlk_client_check(l->client);
+        r = w < 0 ? w : rlk_client_check(l->client);
         r = r ? r : l->single->attempt(a);
     }
-    if (cmd != NULL) {
-        rlk_armed_destroy(&armed);
-        free(cmd);
-    }
+    rlk_armed_free(armed);
     if (l->single->wait_end != NULL) {
         l->single->wait_end(a, r == 1);
     }

@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "pool.h"
-#include "pubsub.h"
 #include "pubsub_impl.h"
 
 static uint32_t rlk_hash(const char *p, size_t n)
@@ -74,6 +73,7 @@ static void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
     }
     *pp = s->next;
     pthread_cond_destroy(&s->cv);
+    free(s->fail_msg);
     free(s->channel);
     free(s);
     ps->entries--;
@@ -192,6 +192,13 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
     return RLOCK_OK;
 }
 
+/* The failure recorded for s, as the caller's error. Mutex held. */
+static int rlk_sub_failure(const rlk_sub *s)
+{
+    return rlk_err(s->fail_code, "%s",
+                   s->fail_msg != NULL ? s->fail_msg : "the channel's subscription failed");
+}
+
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), timeout_ms);
@@ -203,7 +210,8 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
     }
     /* A claimed attempt (state SENT; the claim unlinked it) wakes without a permit: permits
      * given meanwhile answer later messages and stay for the next wait. */
-    while (s->permits == 0 && (armed == NULL || armed->state != RLK_ARMED_SENT)) {
+    while (s->permits == 0 && s->fail_code == 0 &&
+           (armed == NULL || armed->state != RLK_ARMED_SENT)) {
         if (armed != NULL && !armed->listed) {
             rlk_armed_link(s, armed); /* offered while asleep only */
         }
@@ -215,17 +223,24 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
         if (rlk_now_ms() >= deadline) {
             rlk_armed_unlink(s, armed); /* not claimed: a claim sets SENT, ending the loop */
             pthread_mutex_unlock(&ps->mu);
-            return 0;
+            return RLK_WAIT_TIMEOUT;
         }
         struct timespec ts = {(time_t)(deadline / 1000), (long)((deadline % 1000) * 1000000)};
         pthread_cond_timedwait(cv, &ps->mu, &ts);
     }
     rlk_armed_unlink(s, armed);
-    if (armed == NULL || armed->state != RLK_ARMED_SENT) {
+    if (armed != NULL && armed->state == RLK_ARMED_SENT) {
+        pthread_mutex_unlock(&ps->mu);
+        return rlk_armed_finish(ps, armed);
+    }
+    int r = RLK_WAIT_WOKEN;
+    if (s->fail_code != 0) {
+        r = rlk_sub_failure(s);
+    } else {
         s->permits--;
     }
     pthread_mutex_unlock(&ps->mu);
-    return 1;
+    return r;
 }
 
 void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s)
@@ -238,6 +253,11 @@ void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s)
         ps->live--;
         s->permits = 0;
         s->missed = 0;
+        /* Every waiter that saw the failure has left: a new one subscribes afresh. */
+        s->fail_code = 0;
+        s->refused = 0;
+        free(s->fail_msg);
+        s->fail_msg = NULL;
         if (s->sent) {
             s->lingering = 1;
             s->idle_since = rlk_now_ms();
@@ -281,31 +301,148 @@ size_t rlk_pubsub_channel_count(rlk_pubsub *ps)
     return n;
 }
 
+/* Remembers a request sent for s, in order (thread, mutex held). RLOCK_ENOMEM if the ring
+ * cannot grow: the request is then not sent. */
+static int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe)
+{
+    if (ps->req_count == ps->req_cap) {
+        size_t cap = ps->req_cap ? 2 * ps->req_cap : 64;
+        rlk_ps_req *r = malloc(cap * sizeof(*r));
+        if (r == NULL) {
+            return RLOCK_ENOMEM;
+        }
+        for (size_t i = 0; i < ps->req_count; i++) {
+            r[i] = ps->reqs[(ps->req_head + i) % ps->req_cap];
+        }
+        free(ps->reqs);
+        ps->reqs = r;
+        ps->req_cap = cap;
+        ps->req_head = 0;
+    }
+    ps->reqs[(ps->req_head + ps->req_count++) % ps->req_cap] =
+        (rlk_ps_req){.s = s, .sent_at = rlk_now_ms(), .subscribe = subscribe};
+    return RLOCK_OK;
+}
+
+/* Takes the oldest request out: its reply arrived. NULL if none was outstanding. */
+static rlk_ps_req *rlk_req_pop(rlk_pubsub *ps)
+{
+    if (ps->req_count == 0) {
+        return NULL;
+    }
+    rlk_ps_req *r = &ps->reqs[ps->req_head];
+    ps->req_head = (ps->req_head + 1) % ps->req_cap;
+    ps->req_count--;
+    return r;
+}
+
+/* 1 if s should be subscribed: it has waiters or lingers, and Redis did not refuse it. */
+static int rlk_want(const rlk_sub *s)
+{
+    return (s->refs > 0 || s->lingering) && !s->refused;
+}
+
 /* Sends what the dirty entries need. Called by the thread with the mutex held; only queues
- * bytes in hiredis' output buffer. */
+ * bytes in the connection's output buffer. */
 static void rlk_flush_dirty(rlk_pubsub *ps)
 {
     while (ps->dirty != NULL) {
         rlk_sub *s = ps->dirty;
         ps->dirty = s->next_dirty;
         s->dirty = 0;
-        int want = s->refs > 0 || s->lingering;
-        if (want != s->sent && ps->ctx != NULL) {
+        int want = rlk_want(s);
+        if (want != s->sent && ps->conn != NULL) {
+            if (rlk_req_push(ps, s, want) != RLOCK_OK) {
+                rlk_mark_dirty(ps, s); /* no memory now: tried again at the next round */
+                return;
+            }
             const char *argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel};
             size_t lens[2] = {want ? 9u : 11u, s->len};
-            redisAppendCommandArgv(ps->ctx, 2, argv, lens);
+            (void)rlk_conn_append(ps->conn, 2, argv, lens); /* a failure shows at the write */
             s->sent = want;
             s->pending++;
         }
-        if (!want && !s->sent && s->pending == 0) {
+        if (s->refs == 0 && !s->lingering && !s->sent && s->pending == 0) {
             rlk_unlink_free(ps, s);
         }
     }
 }
 
+/* Records why s's subscription failed and wakes its waiters, who return code with the message.
+ * Mutex held. */
+static void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
+{
+    if (s->fail_code != 0 || s->refs == 0) {
+        return;
+    }
+    s->fail_code = code;
+    s->fail_msg = strdup(msg);
+    rlk_give_later(ps, s, 1);
+}
+
+/* Redis refused a SUBSCRIBE or UNSUBSCRIBE (an ACL without the command or the channel). A
+ * refused SUBSCRIBE fails its waiters at once, instead of leaving them asleep without wake-ups
+ * until their deadline; it is not sent again while they wait. */
+static void rlk_on_refused(rlk_pubsub *ps, const redisReply *r)
+{
+    rlk_ps_req *req = rlk_req_pop(ps);
+    if (req == NULL) {
+        rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: unexpected error reply: %s", r->str);
+        return;
+    }
+    rlk_sub *s = req->s;
+    rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s %s refused by Redis: %s",
+            req->subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel, r->str);
+    if (s->pending > 0) {
+        s->pending--;
+    }
+    if (req->subscribe) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "SUBSCRIBE %s refused by Redis: %s", s->channel, r->str);
+        s->sent = 0;
+        s->refused = s->refs > 0;
+        rlk_sub_fail(ps, s, RLOCK_EREDIS, msg);
+    }
+    if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
+        rlk_unlink_free(ps, s);
+    } else if (s->pending == 0 && rlk_want(s) != s->sent) {
+        rlk_mark_dirty(ps, s);
+    }
+}
+
+/* Fails the waiters of every SUBSCRIBE that Redis has not confirmed within
+ * subscription_timeout_ms (a paused or overloaded server), and returns how long the thread may
+ * sleep before the next one is due. Mutex held. */
+static int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
+{
+    int64_t limit = ps->c->opts.subscription_timeout_ms;
+    for (size_t i = 0; i < ps->req_count; i++) {
+        rlk_ps_req *req = &ps->reqs[(ps->req_head + i) % ps->req_cap];
+        if (req->checked) {
+            continue;
+        }
+        if (now - req->sent_at < limit) {
+            return req->sent_at + limit - now;
+        }
+        req->checked = 1;
+        if (req->subscribe && req->s->sent) {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "SUBSCRIBE %s not confirmed by Redis within %lld ms "
+                     "(subscription_timeout_ms)", req->s->channel, (long long)limit);
+            rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s", msg);
+            rlk_sub_fail(ps, req->s, RLOCK_ECONN, msg);
+        }
+    }
+    return INT64_MAX;
+}
+
 /* Handles one reply read from the subscriber connection. Mutex held. */
 static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
 {
+    if (r->type == REDIS_REPLY_ERROR) {
+        rlk_on_refused(ps, r);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
         return;
@@ -328,11 +465,16 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         }
         s->missed |= s->refs == 0;
     } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
+        (void)rlk_req_pop(ps); /* answered in order: the oldest request is this one */
         if (s->pending > 0) {
             s->pending--;
         }
         if (s->pending == 0 && s->sent && s->refs > 0) {
-            /* Confirmed: every waiter re-attempts now that no release can go unnoticed. */
+            /* Confirmed: every waiter re-attempts now that no release can go unnoticed (a late
+             * confirmation also ends a subscription_timeout_ms failure). */
+            s->fail_code = 0;
+            free(s->fail_msg);
+            s->fail_msg = NULL;
             rlk_give_later(ps, s, 1);
         } else if (s->pending == 0 && s->sent) {
             /* Confirmed while nobody waits: the next joiner re-attempts once instead. */
@@ -340,7 +482,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         }
         if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
             rlk_unlink_free(ps, s);
-        } else if ((s->refs > 0 || s->lingering) != s->sent) {
+        } else if (rlk_want(s) != s->sent) {
             rlk_mark_dirty(ps, s);
         }
     }
@@ -349,6 +491,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
 /* Forgets the server's state after the connection broke: nothing is subscribed any more. */
 static void rlk_reset_entries(rlk_pubsub *ps)
 {
+    ps->req_head = ps->req_count = 0;
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         rlk_sub *s = ps->buckets[i];
         while (s != NULL) {
@@ -369,8 +512,8 @@ static void rlk_reset_entries(rlk_pubsub *ps)
 static void rlk_disconnect(rlk_pubsub *ps, const char *why)
 {
     rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber connection lost (%s); resubscribing", why);
-    redisFree(ps->ctx);
-    ps->ctx = NULL;
+    rlk_conn_close(ps->conn);
+    ps->conn = NULL;
     rlk_reset_entries(ps);
 }
 
@@ -390,11 +533,14 @@ static int rlk_ps_poll(rlk_pubsub *ps, int fd, int want_write, int timeout_ms)
 
 static void rlk_ps_connect(rlk_pubsub *ps)
 {
-    redisContext *ctx = NULL;
-    int r = rlk_dial(ps->c, 0, &ctx);
+    /* Writes are bounded by the connect timeout too: the thread only ever writes the few bytes
+     * of SUBSCRIBE/UNSUBSCRIBE, and reads only what poll() says has arrived. */
+    rlk_conn *conn = NULL;
+    int64_t deadline = rlk_add_sat(rlk_now_ms(), ps->c->opts.connect_timeout_ms);
+    int r = rlk_conn_open(ps->c, deadline, ps->c->opts.connect_timeout_ms, &conn);
     pthread_mutex_lock(&ps->mu);
     if (r == RLOCK_OK) {
-        ps->ctx = ctx;
+        ps->conn = conn;
         ps->backoff_ms = 0;
         rlk_reset_entries(ps);
     } else {
@@ -412,7 +558,7 @@ static void rlk_ps_connect(rlk_pubsub *ps)
 /* Unsubscribes the entries that lingered long enough; returns how long the thread may sleep:
  * until the oldest lingering entry is due or, while any entry exists (one may start lingering
  * meanwhile, without waking the thread), one linger period. Mutex held. */
-static int rlk_expire_idle(rlk_pubsub *ps)
+static int64_t rlk_expire_idle(rlk_pubsub *ps)
 {
     int64_t now = rlk_now_ms();
     while (ps->idle_head != NULL && now - ps->idle_head->idle_since >= ps->linger_ms) {
@@ -422,43 +568,45 @@ static int rlk_expire_idle(rlk_pubsub *ps)
     }
     int64_t left = ps->idle_head != NULL ? ps->idle_head->idle_since + ps->linger_ms - now
                    : ps->entries > 0 ? ps->linger_ms : 1000;
-    return left > 1000 ? 1000 : (int)left;
+    return left > 1000 ? 1000 : left;
 }
 
 /* One round of the connected loop: send, wait, read. */
 static void rlk_ps_step(rlk_pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
-    int timeout = rlk_expire_idle(ps);
+    int64_t timeout = rlk_expire_idle(ps);
+    int64_t due = rlk_check_confirmations(ps, rlk_now_ms());
+    timeout = due < timeout ? due : timeout;
     rlk_flush_dirty(ps);
-    redisContext *ctx = ps->ctx;
+    rlk_conn *conn = ps->conn;
     pthread_mutex_unlock(&ps->mu);
+    rlk_wake_given(ps); /* waiters of a subscription that just timed out */
     int done = 0;
-    if (redisBufferWrite(ctx, &done) != REDIS_OK) {
+    if (rlk_conn_flush(conn, &done) != RLOCK_OK) {
         pthread_mutex_lock(&ps->mu);
-        rlk_disconnect(ps, ctx->errstr);
+        rlk_disconnect(ps, rlock_last_error());
         pthread_mutex_unlock(&ps->mu);
         return;
     }
-    int ev = rlk_ps_poll(ps, ctx->fd, !done, timeout);
+    int ev = rlk_ps_poll(ps, rlk_conn_fd(conn), !done, (int)timeout);
     if (!(ev & (POLLIN | POLLHUP | POLLERR))) {
         return;
     }
-    int rr = redisBufferRead(ctx); /* the context is the thread's own: no mutex needed */
+    int rr = rlk_conn_fill(conn); /* the connection is the thread's own: no mutex needed */
     pthread_mutex_lock(&ps->mu);
-    if (rr != REDIS_OK) {
-        rlk_disconnect(ps, ctx->errstr[0] ? ctx->errstr : "read failed");
+    if (rr != RLOCK_OK) {
+        rlk_disconnect(ps, rlock_last_error());
         pthread_mutex_unlock(&ps->mu);
         return;
     }
-    void *rep = NULL;
-    while (redisGetReplyFromReader(ctx, &rep) == REDIS_OK && rep != NULL) {
+    redisReply *rep = NULL;
+    while (rlk_conn_next(conn, &rep) == RLOCK_OK && rep != NULL) {
         rlk_on_reply(ps, rep);
         freeReplyObject(rep);
-        rep = NULL;
     }
-    if (ctx->err) {
-        rlk_disconnect(ps, ctx->errstr);
+    if (rlk_conn_broken(conn)) {
+        rlk_disconnect(ps, rlock_last_error());
     }
     pthread_mutex_unlock(&ps->mu);
     rlk_wake_given(ps);
@@ -471,7 +619,7 @@ static void *rlk_ps_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&ps->mu);
         int running = ps->running;
-        int connected = ps->ctx != NULL;
+        int connected = ps->conn != NULL;
         pthread_mutex_unlock(&ps->mu);
         if (!running) {
             break;
@@ -525,9 +673,8 @@ void rlk_pubsub_free(rlk_pubsub *ps)
     pthread_mutex_unlock(&ps->mu);
     rlk_poke(ps);
     pthread_join(ps->thread, NULL);
-    if (ps->ctx != NULL) {
-        redisFree(ps->ctx);
-    }
+    rlk_conn_close(ps->conn);
+    free(ps->reqs);
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         while (ps->buckets[i] != NULL) {
             rlk_unlink_free(ps, ps->buckets[i]);

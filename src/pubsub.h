@@ -6,6 +6,8 @@
 #ifndef RLK_PUBSUB_H
 #define RLK_PUBSUB_H
 
+#include <hiredis.h>
+
 #include "client.h"
 
 typedef struct rlk_sub rlk_sub;
@@ -14,21 +16,17 @@ typedef struct rlk_sub rlk_sub;
  * a "0" message on its channel (wake one waiter) can be answered by the subscriber thread
  * sending these bytes on an idle pool connection as it wakes the waiter, instead of giving a
  * permit: Redis then runs the attempt while the waiter is being scheduled, not after. Among
- * several armed waiters of one channel the one that has slept longest is chosen. The waiter
- * reads the reply from conn. The fields other than cmd and len belong to the subscriber (read
- * state and conn after rlk_sub_wait). */
-enum { RLK_ARMED_IDLE = 0, RLK_ARMED_SENT };
-typedef struct rlk_armed {
-    const char *cmd;
-    size_t len;
-    pthread_cond_t cv;        /* an armed waiter sleeps here (rlk_armed_init) */
-    int state;                /* RLK_ARMED_SENT: the attempt was sent on conn */
-    int inflight;             /* the subscriber thread still uses cmd and cv */
-    struct rlk_conn *conn;    /* borrowed from the pool; the waiter reads and returns it */
-    struct rlk_armed *next;   /* the subscriber thread's list */
-    struct rlk_armed *aprev, *anext; /* the entry's list of sleeping armed waiters */
-    int listed;
-} rlk_armed;
+ * several armed waiters of one channel the one that has slept longest is chosen. Its state is
+ * the subscriber's (pubsub_impl.h). */
+typedef struct rlk_armed rlk_armed;
+
+/* Makes an armed attempt of the request bytes cmd/len, taking cmd (malloc()ed) over: it is
+ * freed by rlk_armed_free() or, on failure (RLOCK_ENOMEM, *out NULL), at once. */
+int rlk_armed_new(char *cmd, size_t len, rlk_armed **out);
+void rlk_armed_free(rlk_armed *a);
+/* After rlk_sub_wait() returned RLK_WAIT_REPLY: the reply to the attempt (an error reply
+ * included, such as NOSCRIPT), which the caller now owns and frees. */
+redisReply *rlk_armed_take_reply(rlk_armed *a);
 
 int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out);
 void rlk_pubsub_free(rlk_pubsub *ps);
@@ -39,25 +37,21 @@ void rlk_pubsub_free(rlk_pubsub *ps);
  * an unlock published before the subscription existed). */
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out);
 
-/* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it.
- * Returns 1 if woken (a message, a subscription confirmation, or a reconnect), 0 on timeout.
- * armed (may be NULL) is offered to the subscriber thread while this waiter sleeps alone on the
- * entry; after the call, armed->state == RLK_ARMED_SENT says the attempt was sent on
- * armed->conn, and the caller must read its reply there and return the connection. */
+/* What rlk_sub_wait() returns besides a negative error. */
+#define RLK_WAIT_TIMEOUT 0 /* the timeout passed without a wake-up */
+#define RLK_WAIT_WOKEN 1   /* a permit: a message, a subscription confirmation or a reconnect */
+#define RLK_WAIT_REPLY 2   /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
+
+/* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it. armed (may be NULL)
+ * is offered to the subscriber thread while this waiter sleeps; when the thread sent it, the
+ * reply is read here, on the connection it went out on, which goes back to the pool, and the
+ * call returns RLK_WAIT_REPLY. Errors: RLOCK_ECONN if reading that reply failed (the attempt's outcome is unknown),
+ * or if Redis did not confirm the channel's SUBSCRIBE within subscription_timeout_ms;
+ * RLOCK_EREDIS if Redis refused the SUBSCRIBE (an ACL without the channel, say). */
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed);
 
-/* After an armed attempt was sent (state RLK_ARMED_SENT) and its reply read: waits until the
- * subscriber thread no longer touches the record (in practice it finished long before the
- * reply came back), so that it may be reused or destroyed. */
-void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a);
-
-/* Prepares an armed attempt for the request bytes cmd/len (kept by the caller), and frees what
- * rlk_armed_init() set up. */
-void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len);
-void rlk_armed_destroy(rlk_armed *a);
-
 /* Leaves the entry. When the last waiter leaves, the entry lingers, still subscribed, for a
- * short while (RLK_PS_LINGER_MS in pubsub.c) so that a waiter coming back soon finds it live;
+ * short while (RLK_PS_LINGER_MS, pubsub_impl.h) so that a waiter coming back soon finds it live;
  * then the subscriber thread sends UNSUBSCRIBE. */
 void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s);
 

@@ -1,12 +1,12 @@
 /*
  * Armed attempts (see pubsub.h): the entry's list of sleeping armed waiters, the claim that
- * answers a "0" message with the oldest one's attempt, the send, and the hand-back of the record.
+ * answers a "0" message with the oldest one's attempt, the send, the hand-back of the record,
+ * and the owner's reading of the reply. The wait loop only ever sees the reply.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "pool.h"
-#include "pubsub.h"
 #include "pubsub_impl.h"
 
 /* The entry's armed attempts, in the order their owners went to sleep (mutex held). */
@@ -54,8 +54,8 @@ int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
  * while Redis runs the attempt, and it blocks reading the reply on the connection it was given
- * (one thread writing and another reading a socket is safe; the hiredis context is only read by
- * the owner, the send bypasses it). A record stays the thread's until the hand-back below, which
+ * (one thread writing and another reading a socket is safe; the owner alone reads the
+ * connection, the send bypasses its buffers). A record stays the thread's until the hand-back below, which
  * rlk_armed_settle() waits for before its owner reuses or frees it. */
 void rlk_send_armed(rlk_pubsub *ps)
 {
@@ -82,7 +82,9 @@ void rlk_send_armed(rlk_pubsub *ps)
     pthread_mutex_unlock(&ps->mu);
 }
 
-void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
+/* Waits until the subscriber thread handed the record back (in practice it did so long before
+ * the reply came back), so that its owner may reuse or free it. */
+static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
 {
     pthread_mutex_lock(&ps->mu);
     while (a->inflight) {
@@ -91,9 +93,25 @@ void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
     pthread_mutex_unlock(&ps->mu);
 }
 
-void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len)
+int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a)
 {
-    memset(a, 0, sizeof(*a));
+    int r = rlk_conn_read(a->conn, &a->reply);
+    rlk_armed_settle(ps, a);
+    /* A failed read is like a failed attempt of the waiter's own: the outcome is unknown, so
+     * the attempt is not resent, and the connection is closed. */
+    rlk_pool_return(ps->c->pool, a->conn, r != RLOCK_OK);
+    a->conn = NULL;
+    return r == RLOCK_OK ? RLK_WAIT_REPLY : r;
+}
+
+int rlk_armed_new(char *cmd, size_t len, rlk_armed **out)
+{
+    rlk_armed *a = calloc(1, sizeof(*a));
+    *out = a;
+    if (a == NULL) {
+        free(cmd);
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate an armed attempt");
+    }
     a->cmd = cmd;
     a->len = len;
     pthread_condattr_t ca;
@@ -101,11 +119,25 @@ void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cv, &ca);
     pthread_condattr_destroy(&ca);
+    return RLOCK_OK;
 }
 
-void rlk_armed_destroy(rlk_armed *a)
+redisReply *rlk_armed_take_reply(rlk_armed *a)
 {
+    redisReply *r = a->reply;
+    a->reply = NULL;
+    return r;
+}
+
+void rlk_armed_free(rlk_armed *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    freeReplyObject(a->reply);
     pthread_cond_destroy(&a->cv);
+    free(a->cmd);
+    free(a);
 }
 
 uint64_t rlk_pubsub_armed_sent(rlk_pubsub *ps)

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "conn.h"
 #include "pubsub.h"
 
 #define RLK_PS_BUCKETS 4096
@@ -16,6 +17,22 @@
 /* How long an entry without waiters stays subscribed. Long enough to cover the gap between two
  * waits of a busy worker, short enough that an idle client leaves no channel behind for long. */
 #define RLK_PS_LINGER_MS 100
+
+/* An armed attempt (pubsub.h). cmd, len and cv are set up once per wait; the rest is guarded by
+ * the mutex. */
+enum { RLK_ARMED_IDLE = 0, RLK_ARMED_SENT };
+struct rlk_armed {
+    char *cmd;
+    size_t len;
+    pthread_cond_t cv;        /* an armed waiter sleeps here */
+    int state;                /* RLK_ARMED_SENT: the attempt was sent on conn */
+    int inflight;             /* the subscriber thread still uses cmd and cv */
+    rlk_conn *conn;           /* borrowed from the pool; the owner reads the reply and returns it */
+    struct rlk_armed *next;   /* the subscriber thread's list of attempts to send */
+    struct rlk_armed *aprev, *anext; /* the entry's list of sleeping armed waiters */
+    int listed;
+    redisReply *reply;        /* the reply read by rlk_armed_finish(), until taken */
+};
 
 struct rlk_sub {
     struct rlk_sub *next;      /* hash chain */
@@ -34,8 +51,20 @@ struct rlk_sub {
     struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */
     int waking;
     rlk_armed *armed_head, *armed_tail; /* sleeping waiters' armed attempts, oldest first */
+    int refused;               /* Redis refused the SUBSCRIBE: not sent again while waited on */
+    int fail_code;             /* != 0: the subscription failed; its waiters return this code */
+    char *fail_msg;            /* ... with this detail (NULL if it could not be allocated) */
     pthread_cond_t cv;
 };
+
+/* A SUBSCRIBE or UNSUBSCRIBE sent and not answered yet. Redis answers them in order, so the
+ * oldest one is what an error reply refuses, and the first to miss subscription_timeout_ms. */
+typedef struct rlk_ps_req {
+    rlk_sub *s;                /* kept alive: an entry with pending requests is never freed */
+    int64_t sent_at;
+    int subscribe;
+    int checked;               /* its timeout was handled */
+} rlk_ps_req;
 
 struct rlk_pubsub {
     rlock_client *c;
@@ -43,7 +72,7 @@ struct rlk_pubsub {
     pthread_t thread;
     int running;
     int wake[2];               /* self-pipe: waiters wake the thread */
-    redisContext *ctx;         /* owned by the thread */
+    rlk_conn *conn;            /* owned by the thread */
     rlk_sub *buckets[RLK_PS_BUCKETS];
     rlk_sub *dirty;
     rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
@@ -55,12 +84,19 @@ struct rlk_pubsub {
     uint64_t messages;         /* messages read (for tests) */
     size_t live;               /* entries with waiters */
     int64_t backoff_ms;
+    rlk_ps_req *reqs;          /* ring of requests awaiting their reply, oldest first (thread only) */
+    size_t req_head, req_count, req_cap;
 };
 
-/* Armed attempts (pubsub_armed.c), all called with the mutex held except rlk_send_armed(). */
+/* Armed attempts (pubsub_armed.c), all called with the mutex held except rlk_send_armed() and
+ * rlk_armed_finish(). */
 void rlk_armed_link(rlk_sub *s, rlk_armed *a);
 void rlk_armed_unlink(rlk_sub *s, rlk_armed *a);
 int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s);
 void rlk_send_armed(rlk_pubsub *ps);
+/* The owner's side after the thread sent its attempt: reads the reply on a->conn into
+ * a->reply, waits until the thread no longer touches the record, and returns the connection to
+ * the pool. RLK_WAIT_REPLY, or RLOCK_ECONN. */
+int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a);
 
 #endif
