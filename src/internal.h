@@ -46,10 +46,8 @@ typedef struct rlk_buf {
 
 void rlk_buf_init(rlk_buf *b);
 void rlk_buf_free(rlk_buf *b);
-void rlk_buf_reset(rlk_buf *b);
 int rlk_buf_append(rlk_buf *b, const void *p, size_t n);   /* 0 or RLOCK_ENOMEM */
 int rlk_buf_appends(rlk_buf *b, const char *s);
-int rlk_buf_appendf(rlk_buf *b, const char *fmt, ...) RLK_PRINTF(2, 3);
 
 /* Redisson's derived names. prefix_name: "prefix:{name}" ("prefix:name" if name has a '{').
  * suffix_name: "{name}:suffix" ("name:suffix" if name has a '{'). Appended to b. */

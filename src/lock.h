@@ -18,13 +18,13 @@
 #include "client.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "scripts.h"
 #include "watchdog.h"
 
 typedef struct rlk_hold rlk_hold;
 typedef struct rlk_acq rlk_acq;
 
 typedef struct rlk_lock_ops {
-    const char *type_name;
     /* wait_ms: 0 = one attempt, < 0 = no limit. lease_ms: > 0 lease, < 0 watchdog. Validated. */
     int (*acquire)(rlock *l, int64_t wait_ms, int64_t lease_ms);
     int (*unlock)(rlock *l);

@@ -358,7 +358,6 @@ static void fair_destroy(rlock *l)
 }
 
 static const rlk_lock_ops fair_ops = {
-    "fair",
     rlk_single_acquire,
     rlk_single_unlock,
     fair_force_unlock,

@@ -273,7 +273,6 @@ static void rlk_multi_destroy(rlock *l)
 }
 
 static const rlk_lock_ops rlk_multi_ops = {
-    .type_name = "multi-lock",
     .acquire = rlk_multi_acquire,
     .unlock = rlk_multi_unlock,
     .force_unlock = rlk_group_unsupported,

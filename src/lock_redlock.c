@@ -552,7 +552,6 @@ static void rlk_rl_destroy(rlock *l)
 }
 
 static const rlk_lock_ops rlk_rl_ops = {
-    .type_name = "RedLock",
     .acquire = rlk_rl_acquire,
     .unlock = rlk_rl_unlock,
     .force_unlock = rlk_group_unsupported,

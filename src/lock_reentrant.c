@@ -133,7 +133,6 @@ static const rlk_single_ops rlk_re_single = {
 };
 
 static const rlk_lock_ops rlk_re_ops = {
-    .type_name = "reentrant",
     .acquire = rlk_single_acquire,
     .unlock = rlk_single_unlock,
     .force_unlock = rlk_re_force_unlock,

@@ -437,13 +437,13 @@ static void rw_destroy(rlock *l)
 }
 
 static const rlk_lock_ops rw_read_ops = {
-    "read",           rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
+    rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
     rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
     rlk_single_token, rw_destroy,
 };
 
 static const rlk_lock_ops rw_write_ops = {
-    "write",          rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
+    rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
     rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
     rlk_single_token, rw_destroy,
 };

@@ -60,12 +60,6 @@ void rlk_buf_free(rlk_buf *b)
     rlk_buf_init(b);
 }
 
-void rlk_buf_reset(rlk_buf *b)
-{
-    b->len = 0;
-    b->p[0] = '\0';
-}
-
 static int rlk_buf_grow(rlk_buf *b, size_t need)
 {
     if (need <= b->cap) {
@@ -99,29 +93,6 @@ int rlk_buf_append(rlk_buf *b, const void *p, size_t n)
 int rlk_buf_appends(rlk_buf *b, const char *s)
 {
     return rlk_buf_append(b, s, strlen(s));
-}
-
-int rlk_buf_appendf(rlk_buf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        return rlk_err(RLOCK_EINVAL, "formatting failed");
-    }
-    if ((size_t)n < sizeof(tmp)) {
-        return rlk_buf_append(b, tmp, (size_t)n);
-    }
-    if (rlk_buf_grow(b, b->len + (size_t)n) != 0) {
-        return RLOCK_ENOMEM;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-    return 0;
 }
 
 int rlk_prefix_name(rlk_buf *b, const char *prefix, const char *name, size_t name_len)
