@@ -63,4 +63,7 @@ if(TARGET rlock_harness)
                  TIMEOUT 60)
   # Armed attempts: one attempt per hand-off, NOSCRIPT re-attempt, no idle connection, fair order.
   rlock_add_test(NAME core_armed SOURCES core/test_armed.c LABELS redis fault TIMEOUT 60)
+  # Failed subscriptions: refused by an ACL (RLOCK_EREDIS at once), unconfirmed in time (ECONN).
+  rlock_add_test(NAME core_subscribe_errors SOURCES core/test_subscribe_errors.c
+                 LABELS redis fault TIMEOUT 60)
 endif()

@@ -353,6 +353,71 @@ static void test_paused_server(void **state)
     rh_free(s);
 }
 
+/* Creating a client against a SIGSTOPped server: the TCP connect succeeds (the kernel answers),
+ * then nothing does. The whole creation, PING included, is bounded by connect_timeout_ms, not
+ * by connect + command timeout. */
+static void test_new_bounded_by_connect_timeout(void **state)
+{
+    (void)state;
+    rh_server *s = cu_start(NULL);
+    assert_non_null(s);
+    assert_int_equal(rh_pause(s), 0);
+    rlock_options o;
+    cu_opts(&o, s);
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 4000;
+    rlock_client *c = NULL;
+    int64_t t0 = rh_now_ms();
+    int r = rlock_client_new(&o, &c);
+    int64_t dt = rh_now_ms() - t0;
+    assert_int_equal(rh_resume(s), 0);
+    print_message("client_new against a paused server: %d (%s) in %lld ms\n", r,
+                  rlock_last_error(), (long long)dt);
+    assert_int_equal(r, RLOCK_ECONN);
+    assert_null(c);
+    assert_in_range(dt, 250, 300 + 1500); /* far below the 4 s command timeout */
+    rh_free(s);
+}
+
+/* Counts the occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) {
+        n++;
+    }
+    return n;
+}
+
+/* While the pool backs off after a failed dial, calls fail fast quoting the dial's failure: the
+ * code's message ("connection to Redis failed or timed out") appears once, not twice. */
+static void test_backoff_message(void **state)
+{
+    (void)state;
+    rh_server *s = cu_start(NULL);
+    assert_non_null(s);
+    rlock_options o;
+    cu_opts(&o, s);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "backoff-lock");
+    assert_int_equal(rh_stop(s), 0);
+    int backoff_seen = 0;
+    for (int i = 0; i < 50 && !backoff_seen; i++) {
+        assert_int_equal(rlock_try_lock(l, 0, 5000), RLOCK_ECONN);
+        const char *msg = rlock_last_error();
+        backoff_seen = strstr(msg, "next reconnect attempt") != NULL;
+        if (backoff_seen) {
+            print_message("%s\n", msg);
+            assert_int_equal(count_of(msg, rlock_strerror(RLOCK_ECONN)), 1);
+        }
+    }
+    assert_true(backoff_seen);
+    rlock_free(l);
+    rlock_client_free(c);
+    rh_free(s);
+}
+
 static void test_strerror_and_version(void **state)
 {
     (void)state;
@@ -406,6 +471,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_db_selection, setup_server, teardown_server),
         cmocka_unit_test(test_dead_port),
         cmocka_unit_test(test_paused_server),
+        cmocka_unit_test(test_new_bounded_by_connect_timeout),
+        cmocka_unit_test(test_backoff_message),
         cmocka_unit_test(test_strerror_and_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,176 @@
+/*
+ * A subscription that fails must fail its waiters, not leave them asleep without wake-ups:
+ *  - an ACL user without the SUBSCRIBE command, or without access to the lock's channel: Redis
+ *    refuses the SUBSCRIBE, and a waiter on a held lock returns RLOCK_EREDIS with Redis' NOPERM
+ *    text at once (not at its deadline), the refusal is logged, and the next wait is refused the
+ *    same way (nothing is left behind);
+ *  - a SUBSCRIBE that Redis does not confirm within subscription_timeout_ms (the server is
+ *    paused with CLIENT PAUSE ALL after the subscriber connected): the wait fails with
+ *    RLOCK_ECONN and a message naming the option; once Redis answers again, waits work.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "client.h"
+#include "core_util.h"
+#include "pubsub_impl.h"
+
+#define LEASE_MS 20000
+
+static atomic_int refusals; /* WARN lines of the subscriber about a refused SUBSCRIBE */
+
+static void on_log(int level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == RLOCK_LOG_WARN && strstr(msg, "SUBSCRIBE") != NULL &&
+        strstr(msg, "refused") != NULL && strstr(msg, "NOPERM") != NULL) {
+        atomic_fetch_add(&refusals, 1);
+    }
+}
+
+/* Creates the ACL user rlk_acl (password pw) with the given rules after "on >pw ~* +@all". */
+static void acl_user(rh_server *s, const char *rule1, const char *rule2)
+{
+    const char *setuser[] = {"ACL", "SETUSER", "rlk_acl", "reset", "on", ">pw",
+                             "~*",  "+@all",   rule1,     rule2,   NULL};
+    char *ok = rh_cmd_str(s, setuser);
+    assert_non_null(ok);
+    assert_string_equal(ok, "OK");
+    free(ok);
+}
+
+/* A lock held by the default user, and a waiter as rlk_acl: the wait must end with EREDIS long
+ * before its deadline (the holder's lease is longer still), twice. */
+static void check_refused_wait(rh_server *s)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    rlock_client *holder_c = NULL;
+    assert_int_equal(rlock_client_new(&o, &holder_c), RLOCK_OK);
+    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "acl:held");
+    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+
+    char url[256];
+    snprintf(url, sizeof(url), "redis://rlk_acl:pw@127.0.0.1:%d", rh_port(s));
+    o.url = url;
+    o.log_fn = on_log;
+    atomic_store(&refusals, 0);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "acl:held");
+    for (int round = 0; round < 2; round++) {
+        int64_t t0 = rh_now_ms();
+        int r = rlock_try_lock(l, 8000, LEASE_MS);
+        int64_t took = rh_now_ms() - t0;
+        print_message("round %d: %d (%s) after %lld ms\n", round, r, rlock_last_error(),
+                      (long long)took);
+        assert_int_equal(r, RLOCK_EREDIS);
+        assert_non_null(strstr(rlock_last_error(), "NOPERM"));
+        assert_true(took < 8000);
+    }
+    assert_true(atomic_load(&refusals) >= 2);
+    assert_int_equal(rlk_pubsub_channel_count(c->pubsub), 0);
+
+    /* A lock that is free needs no subscription: the user can still take it (its unlock is
+     * not checked: publishing the release needs the channel, which one of the users lacks). */
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_OK);
+    rlock_free(l);
+    rlock_free(h);
+    rlock_client_free(c);
+    rlock_client_free(holder_c);
+}
+
+static void test_user_without_subscribe(void **state)
+{
+    rh_server *s = *state;
+    acl_user(s, "-subscribe", "&*");
+    check_refused_wait(s);
+}
+
+static void test_user_without_channels(void **state)
+{
+    rh_server *s = *state;
+    acl_user(s, "resetchannels", "&other:*");
+    check_refused_wait(s);
+}
+
+static int subscriber_connected(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    int connected = ps->conn != NULL;
+    pthread_mutex_unlock(&ps->mu);
+    return connected;
+}
+
+/* CLIENT PAUSE ALL holds every command, SUBSCRIBE included, until it ends: with a 300 ms
+ * subscription timeout the wait fails long before the pause (or the wait's own 5 s) is over. */
+static void test_unconfirmed_subscribe(void **state)
+{
+    rh_server *s = *state;
+    rlock_options o;
+    cu_opts(&o, s);
+    o.subscription_timeout_ms = 300;
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    /* The subscriber connects by itself; wait until it did, so that only SUBSCRIBE is held. */
+    int64_t deadline = rh_now_ms() + 5000;
+    while (!subscriber_connected(c->pubsub) && rh_now_ms() < deadline) {
+        rh_sleep_ms(5);
+    }
+    assert_true(subscriber_connected(c->pubsub));
+    redisContext *raw = rh_connect(s);
+    assert_non_null(raw);
+    redisReply *rep = redisCommand(raw, "CLIENT PAUSE 2000 ALL");
+    assert_true(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    int64_t paused_at = rh_now_ms();
+
+    const char *channel = "unconfirmed";
+    rlk_sub *sub = NULL;
+    assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
+    int64_t t0 = rh_now_ms();
+    int r = rlk_sub_wait(c->pubsub, sub, 5000, NULL);
+    int64_t took = rh_now_ms() - t0;
+    print_message("wait: %d (%s) after %lld ms\n", r, rlock_last_error(), (long long)took);
+    assert_int_equal(r, RLOCK_ECONN);
+    assert_non_null(strstr(rlock_last_error(), "subscription_timeout_ms"));
+    rlk_sub_leave(c->pubsub, sub);
+
+    /* After the pause the subscriber works again: a new wait is confirmed (a permit). */
+    rh_sleep_ms(2000 - (rh_now_ms() - paused_at) + 100);
+    assert_int_equal(rlk_sub_join(c->pubsub, "confirmed", 9, &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(c->pubsub, sub, 5000, NULL), 1);
+    rlk_sub_leave(c->pubsub, sub);
+    redisFree(raw);
+    rlock_client_free(c);
+}
+
+static int setup_server(void **state)
+{
+    rh_server *s = cu_start(NULL);
+    *state = s;
+    return s == NULL ? -1 : 0;
+}
+
+static int teardown_server(void **state)
+{
+    rh_free(*state);
+    return 0;
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_user_without_subscribe, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_user_without_channels, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_unconfirmed_subscribe, setup_server, teardown_server),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
