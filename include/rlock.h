@@ -112,7 +112,8 @@ typedef struct rlock_options {
      * this long is removed from the queue. The watchdog refreshes every third of it.
      * Default 5000. */
     int64_t waiter_timeout_ms;
-    /* Bound on a SUBSCRIBE being confirmed. Default 7500 (Redisson subscriptionTimeout). */
+    /* Bound on a SUBSCRIBE being confirmed once sent; a wait whose subscription is not confirmed
+     * in time fails with RLOCK_ECONN. Default 7500 (Redisson subscriptionTimeout). */
     int64_t subscription_timeout_ms;
     /* RedLock: bound on each server's reply during acquire, small relative to the lease.
      * Default 50. Taken from the client of each member lock. */
@@ -138,8 +139,8 @@ RLOCK_EXPORT void rlock_options_init(rlock_options *opts);
 typedef struct rlock_client rlock_client;
 
 /* Creates a client. Copies everything it needs from *opts (NULL = defaults). Parses the URL and
- * dials one connection to check the server (AUTH and SELECT included), so a wrong password or an
- * unreachable server is reported here. Starts the watchdog thread and the subscriber.
+ * dials one connection to check the server (AUTH, SELECT and a PING, all within
+ * connect_timeout_ms), so a wrong password or an unreachable server is reported here. Starts the watchdog thread and the subscriber.
  * Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or option), RLOCK_ECONN,
  * RLOCK_EAUTH, RLOCK_ENOMEM; *out is NULL on failure. Thread-safe. */
 RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
@@ -214,7 +215,10 @@ RLOCK_EXPORT void rlock_free(rlock *lock);
  * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL.
  * Re-entry by the holding thread increments the hold count and succeeds at once.
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EDEADLK (write requested by a thread holding only the
- * read side), RLOCK_ECONN/EREDIS/EPROTO/EAUTH, RLOCK_ECLOSED. */
+ * read side), RLOCK_ECONN/EREDIS/EPROTO/EAUTH, RLOCK_ECLOSED. A wait whose SUBSCRIBE to the
+ * lock's channel Redis refuses (an ACL user without the command or the channel) returns
+ * RLOCK_EREDIS with Redis' text at once; one not confirmed within subscription_timeout_ms
+ * returns RLOCK_ECONN. */
 RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
