@@ -140,9 +140,9 @@ typedef struct rlock_client rlock_client;
 
 /* Creates a client. Copies everything it needs from *opts (NULL = defaults). Parses the URL and
  * dials one connection to check the server (AUTH, SELECT and a PING, all within
- * connect_timeout_ms), so a wrong password or an unreachable server is reported here. Starts the watchdog thread and the subscriber.
- * Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or option), RLOCK_ECONN,
- * RLOCK_EAUTH, RLOCK_ENOMEM; *out is NULL on failure. Thread-safe. */
+ * connect_timeout_ms), so a wrong password or an unreachable server is reported here. Starts the
+ * watchdog thread and the subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or
+ * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM; *out is NULL on failure. Thread-safe. */
 RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
 
 /* Stops the background threads, closes every connection and frees the client. Holds still

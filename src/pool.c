@@ -72,8 +72,7 @@ static const char *rlk_err_detail(int code)
     const char *msg = rlock_last_error();
     const char *prefix = rlock_strerror(code);
     size_t n = strlen(prefix);
-    return strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2
-                                                                              : msg;
+    return strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
 }
 
 static int rlk_pool_dial_slot(rlk_pool *p, rlk_conn **out)

@@ -427,8 +427,10 @@ static int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
         req->checked = 1;
         if (req->subscribe && req->s->sent) {
             char msg[512];
-            snprintf(msg, sizeof(msg), "SUBSCRIBE %s not confirmed by Redis within %lld ms "
-                     "(subscription_timeout_ms)", req->s->channel, (long long)limit);
+            snprintf(msg, sizeof(msg),
+                     "SUBSCRIBE %s not confirmed by Redis within %lld ms "
+                     "(subscription_timeout_ms)",
+                     req->s->channel, (long long)limit);
             rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s", msg);
             rlk_sub_fail(ps, req->s, RLOCK_ECONN, msg);
         }

@@ -39,15 +39,16 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
 
 /* What rlk_sub_wait() returns besides a negative error. */
 #define RLK_WAIT_TIMEOUT 0 /* the timeout passed without a wake-up */
-#define RLK_WAIT_WOKEN 1   /* a permit: a message, a subscription confirmation or a reconnect */
-#define RLK_WAIT_REPLY 2   /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
+#define RLK_WAIT_WOKEN   1 /* a permit: a message, a subscription confirmation or a reconnect */
+#define RLK_WAIT_REPLY   2 /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
 
 /* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it. armed (may be NULL)
  * is offered to the subscriber thread while this waiter sleeps; when the thread sent it, the
  * reply is read here, on the connection it went out on, which goes back to the pool, and the
- * call returns RLK_WAIT_REPLY. Errors: RLOCK_ECONN if reading that reply failed (the attempt's outcome is unknown),
- * or if Redis did not confirm the channel's SUBSCRIBE within subscription_timeout_ms;
- * RLOCK_EREDIS if Redis refused the SUBSCRIBE (an ACL without the channel, say). */
+ * call returns RLK_WAIT_REPLY. Errors: RLOCK_ECONN if reading that reply failed (the attempt's
+ * outcome is unknown), or if Redis did not confirm the channel's SUBSCRIBE within
+ * subscription_timeout_ms; RLOCK_EREDIS if Redis refused the SUBSCRIBE (an ACL without the channel,
+ * say). */
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed);
 
 /* Leaves the entry. When the last waiter leaves, the entry lingers, still subscribed, for a

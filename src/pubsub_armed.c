@@ -55,8 +55,8 @@ int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
  * while Redis runs the attempt, and it blocks reading the reply on the connection it was given
  * (one thread writing and another reading a socket is safe; the owner alone reads the
- * connection, the send bypasses its buffers). A record stays the thread's until the hand-back below, which
- * rlk_armed_settle() waits for before its owner reuses or frees it. */
+ * connection, the send bypasses its buffers). A record stays the thread's until the hand-back
+ * below, which rlk_armed_settle() waits for before its owner reuses or frees it. */
 void rlk_send_armed(rlk_pubsub *ps)
 {
     rlk_armed *list = ps->sending;

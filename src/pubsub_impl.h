@@ -24,14 +24,14 @@ enum { RLK_ARMED_IDLE = 0, RLK_ARMED_SENT };
 struct rlk_armed {
     char *cmd;
     size_t len;
-    pthread_cond_t cv;        /* an armed waiter sleeps here */
-    int state;                /* RLK_ARMED_SENT: the attempt was sent on conn */
-    int inflight;             /* the subscriber thread still uses cmd and cv */
-    rlk_conn *conn;           /* borrowed from the pool; the owner reads the reply and returns it */
-    struct rlk_armed *next;   /* the subscriber thread's list of attempts to send */
+    pthread_cond_t cv;      /* an armed waiter sleeps here */
+    int state;              /* RLK_ARMED_SENT: the attempt was sent on conn */
+    int inflight;           /* the subscriber thread still uses cmd and cv */
+    rlk_conn *conn;         /* borrowed from the pool; the owner reads the reply and returns it */
+    struct rlk_armed *next; /* the subscriber thread's list of attempts to send */
     struct rlk_armed *aprev, *anext; /* the entry's list of sleeping armed waiters */
     int listed;
-    redisReply *reply;        /* the reply read by rlk_armed_finish(), until taken */
+    redisReply *reply; /* the reply read by rlk_armed_finish(), until taken */
 };
 
 struct rlk_sub {
@@ -51,19 +51,19 @@ struct rlk_sub {
     struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */
     int waking;
     rlk_armed *armed_head, *armed_tail; /* sleeping waiters' armed attempts, oldest first */
-    int refused;               /* Redis refused the SUBSCRIBE: not sent again while waited on */
-    int fail_code;             /* != 0: the subscription failed; its waiters return this code */
-    char *fail_msg;            /* ... with this detail (NULL if it could not be allocated) */
+    int refused;    /* Redis refused the SUBSCRIBE: not sent again while waited on */
+    int fail_code;  /* != 0: the subscription failed; its waiters return this code */
+    char *fail_msg; /* ... with this detail (NULL if it could not be allocated) */
     pthread_cond_t cv;
 };
 
 /* A SUBSCRIBE or UNSUBSCRIBE sent and not answered yet. Redis answers them in order, so the
  * oldest one is what an error reply refuses, and the first to miss subscription_timeout_ms. */
 typedef struct rlk_ps_req {
-    rlk_sub *s;                /* kept alive: an entry with pending requests is never freed */
+    rlk_sub *s; /* kept alive: an entry with pending requests is never freed */
     int64_t sent_at;
     int subscribe;
-    int checked;               /* its timeout was handled */
+    int checked; /* its timeout was handled */
 } rlk_ps_req;
 
 struct rlk_pubsub {
@@ -84,7 +84,7 @@ struct rlk_pubsub {
     uint64_t messages;         /* messages read (for tests) */
     size_t live;               /* entries with waiters */
     int64_t backoff_ms;
-    rlk_ps_req *reqs;          /* ring of requests awaiting their reply, oldest first (thread only) */
+    rlk_ps_req *reqs; /* ring of requests awaiting their reply, oldest first (thread only) */
     size_t req_head, req_count, req_cap;
 };
 

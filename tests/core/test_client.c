@@ -371,8 +371,8 @@ static void test_new_bounded_by_connect_timeout(void **state)
     int r = rlock_client_new(&o, &c);
     int64_t dt = rh_now_ms() - t0;
     assert_int_equal(rh_resume(s), 0);
-    print_message("client_new against a paused server: %d (%s) in %lld ms\n", r,
-                  rlock_last_error(), (long long)dt);
+    print_message("client_new against a paused server: %d (%s) in %lld ms\n", r, rlock_last_error(),
+                  (long long)dt);
     assert_int_equal(r, RLOCK_ECONN);
     assert_null(c);
     assert_in_range(dt, 250, 300 + 1500); /* far below the 4 s command timeout */

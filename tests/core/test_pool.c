@@ -201,8 +201,10 @@ static void *borrow_main(void *arg)
 
 static int ping_conn(rlk_conn *conn)
 {
-    redisReply *r = redisCommand(conn->ctx, "PING");
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    const char *argv[] = {"PING"};
+    redisReply *r = NULL;
+    int ok = rlk_conn_command(conn, 1, argv, NULL, &r) == RLOCK_OK &&
+             r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
     if (r != NULL) {
         freeReplyObject(r);
     }
