@@ -424,8 +424,9 @@ static int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
         if (now - req->sent_at < limit) {
             return req->sent_at + limit - now;
         }
-        req->checked = 1;
-        if (req->subscribe && req->s->sent) {
+        /* An entry nobody waits on (lingering) is checked again later: a waiter may join it. */
+        req->checked = !req->subscribe || !req->s->sent || req->s->refs > 0;
+        if (req->subscribe && req->s->sent && req->s->refs > 0) {
             char msg[512];
             snprintf(msg, sizeof(msg),
                      "SUBSCRIBE %s not confirmed by Redis within %lld ms "
