@@ -353,9 +353,15 @@ static void rlk_rl_pause_or_wait(rlk_redlock *g, rlk_rl_hold *h, rlk_rl_wait *w,
     int64_t left = deadline - rlk_now_ms();
     pause = pause < left ? pause : left;
     if (w->sub != NULL) {
-        if (rlk_sub_wait(w->ps, w->sub, pause, NULL) == 1) {
+        int64_t end = rlk_now_ms() + pause;
+        int rc = rlk_sub_wait(w->ps, w->sub, pause, NULL);
+        if (rc == 1) {
             /* Every process' waiters wake at once: a few ms of jitter spares split votes. */
             rlk_group_sleep_ms((int64_t)(rlk_group_rand() % 4));
+        } else if (rc < 0 && end > rlk_now_ms()) {
+            /* The channel's subscription failed (refused by an ACL, or not confirmed in time):
+             * the rest of the pause still bounds the next round, as without a channel. */
+            rlk_group_sleep_ms(end - rlk_now_ms());
         }
     } else {
         rlk_group_sleep_ms(pause);

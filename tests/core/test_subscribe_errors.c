@@ -4,6 +4,7 @@
  *    refuses the SUBSCRIBE, and a waiter on a held lock returns RLOCK_EREDIS with Redis' NOPERM
  *    text at once (not at its deadline), the refusal is logged, and the next wait is refused the
  *    same way (nothing is left behind);
+ *  - a RedLock waiter whose SUBSCRIBE is refused still pauses between rounds;
  *  - a SUBSCRIBE that Redis does not confirm within subscription_timeout_ms (the server is
  *    paused with CLIENT PAUSE ALL after the subscriber connected): the wait fails with
  *    RLOCK_ECONN and a message naming the option; once Redis answers again, waits work.
@@ -100,6 +101,42 @@ static void test_user_without_channels(void **state)
     check_refused_wait(s);
 }
 
+/* RedLock waits between rounds with a random pause, ended early by the busy server's unlock
+ * message. When that channel's SUBSCRIBE is refused the pause must still be taken: a refused
+ * wait returns at once, and a round loop that skipped the pause would hammer the servers. Over
+ * 1.5 s with pauses of at most 2 * redlock_server_timeout_ms (100 ms) a waiter makes at least
+ * ~15 rounds, never hundreds. */
+static void test_redlock_pauses_on_refused_subscribe(void **state)
+{
+    rh_server *s = *state;
+    acl_user(s, "-subscribe", "&*");
+    rlock_options o;
+    cu_opts(&o, s);
+    rlock_client *holder_c = NULL;
+    assert_int_equal(rlock_client_new(&o, &holder_c), RLOCK_OK);
+    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "acl:redlock");
+    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+
+    char url[256];
+    snprintf(url, sizeof(url), "redis://rlk_acl:pw@127.0.0.1:%d", rh_port(s));
+    o.url = url;
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock *m = rlock_open(c, RLOCK_REENTRANT, "acl:redlock");
+    rlock *rl = rlock_redlock_new(&m, 1);
+    assert_non_null(rl);
+    long long calls0 = rh_cmdstat_calls(s, "evalsha");
+    assert_int_equal(rlock_try_lock(rl, 1500, LEASE_MS), RLOCK_ETIMEDOUT);
+    long long calls = rh_cmdstat_calls(s, "evalsha") - calls0;
+    print_message("RedLock rounds' EVALSHA calls in 1.5 s: %lld\n", calls);
+    assert_in_range(calls, 5, 200);
+    rlock_free(rl);
+    rlock_free(m);
+    rlock_free(h);
+    rlock_client_free(c);
+    rlock_client_free(holder_c);
+}
+
 static int subscriber_connected(rlk_pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
@@ -171,6 +208,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_user_without_subscribe, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_user_without_channels, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_unconfirmed_subscribe, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_redlock_pauses_on_refused_subscribe, setup_server,
+                                        teardown_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
