@@ -88,6 +88,22 @@ struct rlk_pubsub {
     size_t req_head, req_count, req_cap;
 };
 
+/* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */
+void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s);
+void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s);
+void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all);
+int rlk_want(const rlk_sub *s);
+
+/* Requests awaiting their reply (pubsub_requests.c), thread only. */
+int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe);
+rlk_ps_req *rlk_req_pop(rlk_pubsub *ps);
+void rlk_req_clear(rlk_pubsub *ps);
+/* An error reply: Redis refused the oldest request. */
+void rlk_on_refused(rlk_pubsub *ps, const redisReply *r);
+/* Fails the waiters of SUBSCRIBEs unconfirmed for subscription_timeout_ms; returns the ms until
+ * the next one is due (INT64_MAX: none). */
+int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now);
+
 /* Armed attempts (pubsub_armed.c), all called with the mutex held except rlk_send_armed() and
  * rlk_armed_finish(). */
 void rlk_armed_link(rlk_sub *s, rlk_armed *a);

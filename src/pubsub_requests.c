@@ -1,0 +1,122 @@
+/*
+ * The subscriber's requests (see pubsub.c): SUBSCRIBE and UNSUBSCRIBE in the order they were
+ * sent, so that an error reply can be matched to the request it refuses and an unconfirmed
+ * SUBSCRIBE can be timed out, and what fails an entry's waiters when either happens. Everything
+ * here runs on the subscriber thread with the mutex held.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pubsub_impl.h"
+
+void rlk_req_clear(rlk_pubsub *ps)
+{
+    ps->req_head = ps->req_count = 0;
+}
+
+/* Remembers a request sent for s, in order (thread, mutex held). RLOCK_ENOMEM if the ring
+ * cannot grow: the request is then not sent. */
+int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe)
+{
+    if (ps->req_count == ps->req_cap) {
+        size_t cap = ps->req_cap ? 2 * ps->req_cap : 64;
+        rlk_ps_req *r = malloc(cap * sizeof(*r));
+        if (r == NULL) {
+            return RLOCK_ENOMEM;
+        }
+        for (size_t i = 0; i < ps->req_count; i++) {
+            r[i] = ps->reqs[(ps->req_head + i) % ps->req_cap];
+        }
+        free(ps->reqs);
+        ps->reqs = r;
+        ps->req_cap = cap;
+        ps->req_head = 0;
+    }
+    ps->reqs[(ps->req_head + ps->req_count++) % ps->req_cap] =
+        (rlk_ps_req){.s = s, .sent_at = rlk_now_ms(), .subscribe = subscribe};
+    return RLOCK_OK;
+}
+
+/* Takes the oldest request out: its reply arrived. NULL if none was outstanding. */
+rlk_ps_req *rlk_req_pop(rlk_pubsub *ps)
+{
+    if (ps->req_count == 0) {
+        return NULL;
+    }
+    rlk_ps_req *r = &ps->reqs[ps->req_head];
+    ps->req_head = (ps->req_head + 1) % ps->req_cap;
+    ps->req_count--;
+    return r;
+}
+
+/* Records why s's subscription failed and wakes its waiters, who return code with the message.
+ * Mutex held. */
+void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
+{
+    if (s->fail_code != 0 || s->refs == 0) {
+        return;
+    }
+    s->fail_code = code;
+    s->fail_msg = strdup(msg);
+    rlk_give_later(ps, s, 1);
+}
+
+/* Redis refused a SUBSCRIBE or UNSUBSCRIBE (an ACL without the command or the channel). A
+ * refused SUBSCRIBE fails its waiters at once, instead of leaving them asleep without wake-ups
+ * until their deadline; it is not sent again while they wait. */
+void rlk_on_refused(rlk_pubsub *ps, const redisReply *r)
+{
+    rlk_ps_req *req = rlk_req_pop(ps);
+    if (req == NULL) {
+        rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: unexpected error reply: %s", r->str);
+        return;
+    }
+    rlk_sub *s = req->s;
+    rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s %s refused by Redis: %s",
+            req->subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel, r->str);
+    if (s->pending > 0) {
+        s->pending--;
+    }
+    if (req->subscribe) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "SUBSCRIBE %s refused by Redis: %s", s->channel, r->str);
+        s->sent = 0;
+        s->refused = s->refs > 0;
+        rlk_sub_fail(ps, s, RLOCK_EREDIS, msg);
+    }
+    if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
+        rlk_unlink_free(ps, s);
+    } else if (s->pending == 0 && rlk_want(s) != s->sent) {
+        rlk_mark_dirty(ps, s);
+    }
+}
+
+/* Fails the waiters of every SUBSCRIBE that Redis has not confirmed within
+ * subscription_timeout_ms (a paused or overloaded server), and returns how long the thread may
+ * sleep before the next one is due. Mutex held. */
+int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
+{
+    int64_t limit = ps->c->opts.subscription_timeout_ms;
+    for (size_t i = 0; i < ps->req_count; i++) {
+        rlk_ps_req *req = &ps->reqs[(ps->req_head + i) % ps->req_cap];
+        if (req->checked) {
+            continue;
+        }
+        if (now - req->sent_at < limit) {
+            return req->sent_at + limit - now;
+        }
+        /* An entry nobody waits on (lingering) is checked again later: a waiter may join it. */
+        req->checked = !req->subscribe || !req->s->sent || req->s->refs > 0;
+        if (req->subscribe && req->s->sent && req->s->refs > 0) {
+            char msg[512];
+            snprintf(msg, sizeof(msg),
+                     "SUBSCRIBE %s not confirmed by Redis within %lld ms "
+                     "(subscription_timeout_ms)",
+                     req->s->channel, (long long)limit);
+            rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s", msg);
+            rlk_sub_fail(ps, req->s, RLOCK_ECONN, msg);
+        }
+    }
+    return INT64_MAX;
+}
