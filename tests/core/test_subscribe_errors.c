@@ -4,6 +4,7 @@
  *    refuses the SUBSCRIBE, and a waiter on a held lock returns RLOCK_EREDIS with Redis' NOPERM
  *    text at once (not at its deadline), the refusal is logged, and the next wait is refused the
  *    same way (nothing is left behind);
+ *  - a fair waiter whose SUBSCRIBE is refused leaves the queue as it returns;
  *  - a RedLock waiter whose SUBSCRIBE is refused still pauses between rounds;
  *  - a SUBSCRIBE that Redis does not confirm within subscription_timeout_ms (the server is
  *    paused with CLIENT PAUSE ALL after the subscriber connected): the wait fails with
@@ -99,6 +100,36 @@ static void test_user_without_channels(void **state)
     rh_server *s = *state;
     acl_user(s, "resetchannels", "&other:*");
     check_refused_wait(s);
+}
+
+/* A fair waiter joins the queue before it subscribes to its own channel; when that SUBSCRIBE
+ * is refused the waiter returns RLOCK_EREDIS and has left the queue, so it does not block the
+ * waiters behind it. */
+static void test_fair_waiter_leaves_queue(void **state)
+{
+    rh_server *s = *state;
+    acl_user(s, "-subscribe", "&*");
+    rlock_options o;
+    cu_opts(&o, s);
+    rlock_client *holder_c = NULL;
+    assert_int_equal(rlock_client_new(&o, &holder_c), RLOCK_OK);
+    rlock *h = rlock_open(holder_c, RLOCK_FAIR, "acl:fair");
+    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
+
+    char url[256];
+    snprintf(url, sizeof(url), "redis://rlk_acl:pw@127.0.0.1:%d", rh_port(s));
+    o.url = url;
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, RLOCK_FAIR, "acl:fair");
+    assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_EREDIS);
+    assert_non_null(strstr(rlock_last_error(), "NOPERM"));
+    const char *llen[] = {"LLEN", "redisson_lock_queue:{acl:fair}", NULL};
+    assert_int_equal(rh_cmd_int(s, llen), 0);
+    rlock_free(l);
+    rlock_free(h);
+    rlock_client_free(c);
+    rlock_client_free(holder_c);
 }
 
 /* RedLock waits between rounds with a random pause, ended early by the busy server's unlock
@@ -207,6 +238,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_user_without_subscribe, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_user_without_channels, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_fair_waiter_leaves_queue, setup_server,
+                                        teardown_server),
         cmocka_unit_test_setup_teardown(test_unconfirmed_subscribe, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_redlock_pauses_on_refused_subscribe, setup_server,
                                         teardown_server),
