@@ -511,6 +511,12 @@ int rlk_single_is_held(rlock *l)
     int r = rlk_query(l, "HEXISTS", a.field, a.field_len, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "HEXISTS");
     freeReplyObject(rep);
+    if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0) {
+        /* Redis says the hold is gone (its lease ran out unnoticed, or the key was deleted):
+         * the record says so too, so that rlock_token() answers 0 from now on (rlock.h). The
+         * next unlock then reports RLOCK_ELOST without a round trip, as after a watchdog loss. */
+        atomic_store(&h->lost, 1);
+    }
     return r ? r : (v != 0);
 }
 
