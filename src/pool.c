@@ -30,11 +30,6 @@ struct rlk_pool {
     char last_err[256];
 };
 
-static struct timeval rlk_tv(int64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
-}
 
 int rlk_conn_error(const redisContext *ctx, const char *what)
 {
@@ -95,7 +90,7 @@ static int rlk_handshake(const rlock_client *c, redisContext *ctx)
 int rlk_dial(const rlock_client *c, int64_t read_timeout_ms, redisContext **out)
 {
     *out = NULL;
-    struct timeval ctv = rlk_tv(c->opts.connect_timeout_ms);
+    struct timeval ctv = rlk_timeval(c->opts.connect_timeout_ms);
     redisContext *ctx = c->url.is_unix ? redisConnectUnixWithTimeout(c->url.path, ctv)
                                        : redisConnectWithTimeout(c->url.host, c->url.port, ctv);
     if (ctx == NULL || ctx->err) {
@@ -112,7 +107,7 @@ int rlk_dial(const rlock_client *c, int64_t read_timeout_ms, redisContext **out)
     }
     int r = rlk_handshake(c, ctx);
     if (r == RLOCK_OK && read_timeout_ms > 0) {
-        r = redisSetTimeout(ctx, rlk_tv(read_timeout_ms)) == REDIS_OK
+        r = redisSetTimeout(ctx, rlk_timeval(read_timeout_ms)) == REDIS_OK
                 ? RLOCK_OK
                 : rlk_conn_error(ctx, "setting the command timeout");
     }
@@ -132,11 +127,7 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
     }
     p->c = c;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlk_cond_init_monotonic(&p->cv);
     *out = p;
     return RLOCK_OK;
 }

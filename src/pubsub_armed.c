@@ -96,11 +96,7 @@ void rlk_armed_init(rlk_armed *a, const char *cmd, size_t len)
     memset(a, 0, sizeof(*a));
     a->cmd = cmd;
     a->len = len;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlk_cond_init_monotonic(&a->cv);
 }
 
 void rlk_armed_destroy(rlk_armed *a)
