@@ -88,7 +88,7 @@ RLOCK_EXPORT void rlock_free(rlock *lock)
     if (lock->ops->destroy != NULL) {
         lock->ops->destroy(lock);
     }
-    if (lock->client != NULL) {
+    if (!lock->ops->group) {
         rlk_client_unref(lock->client);
     }
     pthread_mutex_destroy(&lock->mu);
@@ -102,7 +102,8 @@ static int rlk_check_handle(rlock *l)
     if (l == NULL) {
         return rlk_err(RLOCK_EINVAL, "lock must not be NULL");
     }
-    return l->client != NULL ? rlk_client_check(l->client) : RLOCK_OK;
+    /* A group has no client of its own: each member call checks its member's. */
+    return l->ops->group ? RLOCK_OK : rlk_client_check(l->client);
 }
 
 static int rlk_check_lease(int64_t lease_ms)
@@ -191,7 +192,7 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
         h = h->next;
     }
     if (h == NULL && create) {
-        h = calloc(1, sizeof(*h));
+        h = calloc(1, l->ops->hold_size > 0 ? l->ops->hold_size : sizeof(*h));
         if (h != NULL) {
             h->lock = l;
             h->tid = tid;
@@ -205,12 +206,11 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
     return h;
 }
 
-/* Stops the hold's renewal (a no-op when it has none). Never called with l->mu held: the
- * cancel may wait for an in-flight batch. After rlock_client_free() the watchdog is gone and
- * has already forgotten every entry. */
+/* Stops the hold's renewal (a no-op when it has none: only single-key types register the
+ * record's own entry). Never called with l->mu held: the cancel may wait for an in-flight batch. */
 static void rlk_hold_stop_renewal(rlock *l, rlk_hold *h)
 {
-    if (l->client != NULL && !atomic_load(&l->client->closed)) {
+    if (l->single != NULL) {
         rlk_wd_cancel(l->client->watchdog, &h->wd);
     }
 }
@@ -237,9 +237,16 @@ void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h)
     }
 }
 
+void rlk_hold_forget_all(rlock *l)
+{
+    while (l->holds != NULL) {
+        rlk_hold_forget(l, l->holds);
+    }
+}
+
 int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
-    rlk_hold *h = (rlk_hold *)((char *)e - offsetof(rlk_hold, wd));
+    rlk_hold *h = RLK_CONTAINER_OF(e, rlk_hold, wd);
     rlock *l = h->lock;
     char owner[RLK_OWNER_MAX];
     size_t n = rlk_owner(l->client, h->tid, owner);
@@ -250,13 +257,19 @@ int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 
 void rlk_hold_on_lost(rlk_wd_entry *e)
 {
-    rlk_hold *h = (rlk_hold *)((char *)e - offsetof(rlk_hold, wd));
-    rlock_client *c = h->lock->client;
+    rlk_hold *h = RLK_CONTAINER_OF(e, rlk_hold, wd);
     atomic_store(&h->lost, 1);
-    rlk_log(c, RLOCK_LOG_WARN, "lost the hold of thread %llu on lock '%s': its lease ran out",
+    rlk_log(h->lock->client, RLOCK_LOG_WARN,
+            "lost the hold of thread %llu on lock '%s': its lease ran out",
             (unsigned long long)h->tid, h->lock->name);
-    if (c->opts.on_lost != NULL) {
-        c->opts.on_lost(h->lock->name, c->opts.user_data);
+    rlk_notify_lost(h->lock);
+}
+
+void rlk_notify_lost(const rlock *l)
+{
+    const rlock_options *o = &l->client->opts;
+    if (o->on_lost != NULL) {
+        o->on_lost(l->name, o->user_data);
     }
 }
 
@@ -557,7 +570,5 @@ uint64_t rlk_single_token(rlock *l)
 
 void rlk_single_destroy(rlock *l)
 {
-    while (l->holds != NULL) {
-        rlk_hold_forget(l, l->holds);
-    }
+    rlk_hold_forget_all(l);
 }
