@@ -6,6 +6,7 @@
  * lease; the watchdog only sets `lost`. Records are linked in the handle under its mutex, which
  * is never held across Redis I/O or a watchdog cancel.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,6 +193,7 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
         h = h->next;
     }
     if (h == NULL && create) {
+        assert(l->ops->hold_size == 0 || l->ops->hold_size >= sizeof(*h));
         h = calloc(1, l->ops->hold_size > 0 ? l->ops->hold_size : sizeof(*h));
         if (h != NULL) {
             h->lock = l;

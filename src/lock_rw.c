@@ -245,10 +245,7 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
     redisReply *r = NULL;
 
     if (w != NULL) {
-        /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). */
-        if (!atomic_load(&a->client->closed)) {
-            rlk_wd_cancel(a->client->watchdog, &w->wd);
-        }
+        rlk_wd_cancel(a->client->watchdog, &w->wd); /* a no-op once the client is freed */
         free(w);
         a->scratch = NULL;
     }

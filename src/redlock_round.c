@@ -3,6 +3,7 @@
  * is read, replies collected with poll() under per-server timeouts. Static helpers are named
  * round_*.
  */
+#include <assert.h>
 #include <poll.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@ int64_t rlk_round_server_timeout(const rlock *m)
 
 void rlk_round_init(rlk_round *r, rlock *const *members, size_t n)
 {
+    assert(n <= RLK_REDLOCK_MAX); /* rlock_redlock_new() refuses more members */
     memset(r, 0, sizeof(*r));
     r->n = n;
     r->members = members;
