@@ -73,7 +73,7 @@ static int64_t multi_left(int64_t deadline)
  * member held, RLOCK_ETIMEDOUT with *busy set to the member that was busy (nothing held), or
  * another error (nothing held). */
 static int multi_round(multi_group *m, unsigned char *taken, size_t first, int64_t deadline,
-                           int64_t lease_ms, size_t *busy)
+                       int64_t lease_ms, size_t *busy)
 {
     memset(taken, 0, m->n);
     int64_t sweep_start = 0;
@@ -134,8 +134,7 @@ static int multi_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         }
         failures++;
         if (failures >= 2) {
-            int64_t cap =
-                failures * 2 > MULTI_MAX_BACKOFF_MS ? MULTI_MAX_BACKOFF_MS : failures * 2;
+            int64_t cap = failures * 2 > MULTI_MAX_BACKOFF_MS ? MULTI_MAX_BACKOFF_MS : failures * 2;
             int64_t pause = (int64_t)(rlk_group_rand() % (uint64_t)(cap + 1));
             int64_t left = deadline == INT64_MAX ? pause : deadline - rlk_now_ms();
             rlk_group_sleep_ms(pause < left ? pause : left);

@@ -92,15 +92,10 @@ static int64_t redlock_pause(rlock *const *members, size_t n)
 
 /* ---- scripts per phase --------------------------------------------------------------------- */
 
-static void redlock_add_name(rlk_args *a, const rlock *m)
-{
-    rlk_args_add(a, m->name, m->name_len);
-}
-
 /* Releases the hold of h on the servers in mask (lock_release.lua). Returns how many of them
  * confirmed that the owner held it (reply 0 or 1); *first_err gets the first error. */
 static int redlock_release(rlk_round *r, redlock_hold *h, const unsigned char *mask,
-                          int64_t lease_ms, int patient, int *first_err)
+                           int64_t lease_ms, int patient, int *first_err)
 {
     redlock_group *g = redlock_of(h->base.lock);
     rlk_round_prepare(r, RLK_SCRIPT_LOCK_RELEASE);
@@ -110,7 +105,7 @@ static int redlock_release(rlk_round *r, redlock_hold *h, const unsigned char *m
     for (size_t i = 0; i < g->n; i++) {
         rlk_round_io *io = &r->io[i];
         io->active = mask[i];
-        redlock_add_name(&io->keys, g->members[i]);
+        rlk_args_add(&io->keys, g->members[i]->name, g->members[i]->name_len);
         rlk_args_add(&io->keys, g->channel[i].p, g->channel[i].len);
         rlk_args_addi(&io->args, redlock_lease(g->members[i], lease_ms));
         rlk_args_add(&io->args, h->fields[i], h->field_len[i]);
@@ -144,8 +139,8 @@ static void redlock_release_mask(redlock_group *g, const redlock_hold *h, unsign
 
 /* Phase 1: the acquire script everywhere. Returns the number of grants; fills h->granted,
  * *token (largest), *busy (servers that answered "held by another") and *first_err. */
-static int redlock_grab(rlk_round *r, redlock_hold *h, int64_t lease_ms, uint64_t *token,
-                       int *busy, int *first_err)
+static int redlock_grab(rlk_round *r, redlock_hold *h, int64_t lease_ms, uint64_t *token, int *busy,
+                        int *first_err)
 {
     redlock_group *g = redlock_of(h->base.lock);
     rlk_round_prepare(r, RLK_SCRIPT_LOCK_ACQUIRE);
@@ -153,7 +148,7 @@ static int redlock_grab(rlk_round *r, redlock_hold *h, int64_t lease_ms, uint64_
     for (size_t i = 0; i < g->n; i++) {
         rlk_round_io *io = &r->io[i];
         io->active = 1;
-        redlock_add_name(&io->keys, g->members[i]);
+        rlk_args_add(&io->keys, g->members[i]->name, g->members[i]->name_len);
         rlk_args_add(&io->keys, g->tokkey[i].p, g->tokkey[i].len);
         rlk_args_addi(&io->args, redlock_lease(g->members[i], lease_ms));
         rlk_args_add(&io->args, h->fields[i], h->field_len[i]);
@@ -341,7 +336,8 @@ typedef struct redlock_wait {
  * waiter also listens on that server's unlock channel (the holder's release publishes on every
  * server), so the pause ends early when the lock is released: hand-offs take a round trip, not
  * the rest of a pause, while the pause still bounds every wait. */
-static void redlock_pause_or_wait(redlock_group *g, redlock_hold *h, redlock_wait *w, int64_t deadline)
+static void redlock_pause_or_wait(redlock_group *g, redlock_hold *h, redlock_wait *w,
+                                  int64_t deadline)
 {
     int64_t pause = redlock_pause(g->members, g->n);
     if (w->sub == NULL && h->busy_at >= 0) {
@@ -492,7 +488,7 @@ static int redlock_query(rlock *l, const redlock_hold *h)
         rlk_round_io *io = &r.io[i];
         io->active = h == NULL || h->granted[i];
         rlk_args_adds(&io->args, h != NULL ? "HEXISTS" : "EXISTS");
-        redlock_add_name(&io->args, g->members[i]);
+        rlk_args_add(&io->args, g->members[i]->name, g->members[i]->name_len);
         if (h != NULL) {
             rlk_args_add(&io->args, h->fields[i], h->field_len[i]);
         }

@@ -31,7 +31,6 @@ struct rlk_pool {
     char last_err[256];
 };
 
-
 int rlk_conn_error(const redisContext *ctx, const char *what)
 {
     if (ctx == NULL) {

@@ -310,7 +310,7 @@ static void test_watchdog_majority(void **state)
     mu_sleep_ms(1200);
     assert_int_equal(atomic_load(&lost_calls), 0);
     assert_int_equal(rlock_is_held(r.g), 1);
-    assert_int_equal(rlock_token(r.g), token); /* a majority still holds it */
+    assert_int_equal(rlock_token(r.g), token);    /* a majority still holds it */
     assert_int_equal(rh_cmd_int(srv[1], del), 1); /* a second one: no majority left */
     int64_t t0 = rh_now_ms();
     while (atomic_load(&lost_calls) == 0 && rh_now_ms() - t0 < 3000) {
