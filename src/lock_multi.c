@@ -246,18 +246,28 @@ RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n)
     if (rlk_group_check_members(locks, n, 0) != RLOCK_OK) {
         return NULL;
     }
+    rlock *l = NULL;
     multi_group *m = calloc(1, sizeof(*m));
-    rlock **copy = calloc(n, sizeof(*copy));
-    rlock *l = (m != NULL && copy != NULL) ? rlk_handle_alloc(&multi_ops) : NULL;
-    if (l == NULL) {
-        free(m);
-        free(copy);
-        rlk_err(RLOCK_ENOMEM, "rlock_multi_new: out of memory");
-        return NULL;
+    if (m == NULL) {
+        goto nomem;
     }
-    memcpy(copy, locks, n * sizeof(*copy));
+    m->members = calloc(n, sizeof(*m->members));
+    if (m->members == NULL) {
+        goto nomem;
+    }
+    l = rlk_handle_alloc(&multi_ops);
+    if (l == NULL) {
+        goto nomem;
+    }
+    memcpy(m->members, locks, n * sizeof(*m->members));
     m->n = n;
-    m->members = copy;
     l->impl = m;
     return l;
+nomem:
+    if (m != NULL) {
+        free(m->members);
+    }
+    free(m);
+    rlk_err(RLOCK_ENOMEM, "rlock_multi_new: out of memory");
+    return NULL;
 }
