@@ -88,8 +88,10 @@ static void rlk_client_stop(rlock_client *c)
 {
     atomic_store(&c->closed, 1);
     /* The watchdog goes first: it borrows pool connections, so the pool must outlive it. */
-    rlk_watchdog_free(c->watchdog);
+    /* Cleared before the free: rlk_wd_cancel() treats a NULL watchdog as "nothing registered". */
+    rlk_watchdog *wd = c->watchdog;
     c->watchdog = NULL;
+    rlk_watchdog_free(wd);
     rlk_pubsub_free(c->pubsub);
     c->pubsub = NULL;
     rlk_pool_free(c->pool);

@@ -5,9 +5,11 @@
 #ifndef RLK_INTERNAL_H
 #define RLK_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 
 #include "rlock.h"
 
@@ -32,6 +34,17 @@ int64_t rlk_now_us(void);
 /* The calling thread's rlock thread id: given on first use from a process-wide counter starting
  * at 1, unique in the process and never reused (thread ids of the OS are reused). */
 uint64_t rlk_thread_id(void);
+
+/* The struct of type that contains member at address ptr (intrusive nodes: timers, watchdog
+ * entries, hold records). */
+#define RLK_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* Initialises cv to time its waits on CLOCK_MONOTONIC (deadlines here are monotonic, so a
+ * wall-clock step must not shorten or stretch a wait). */
+void rlk_cond_init_monotonic(pthread_cond_t *cv);
+
+/* ms milliseconds as a struct timeval (hiredis timeouts). */
+struct timeval rlk_timeval(int64_t ms);
 
 /* Saturating add for deadlines: a + b, capped at INT64_MAX. */
 int64_t rlk_add_sat(int64_t a, int64_t b);

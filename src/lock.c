@@ -6,6 +6,7 @@
  * lease; the watchdog only sets `lost`. Records are linked in the handle under its mutex, which
  * is never held across Redis I/O or a watchdog cancel.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,7 +90,7 @@ RLOCK_EXPORT void rlock_free(rlock *lock)
     if (lock->ops->destroy != NULL) {
         lock->ops->destroy(lock);
     }
-    if (lock->client != NULL) {
+    if (!lock->ops->group) {
         rlk_client_unref(lock->client);
     }
     pthread_mutex_destroy(&lock->mu);
@@ -103,7 +104,8 @@ static int rlk_check_handle(rlock *l)
     if (l == NULL) {
         return rlk_err(RLOCK_EINVAL, "lock must not be NULL");
     }
-    return l->client != NULL ? rlk_client_check(l->client) : RLOCK_OK;
+    /* A group has no client of its own: each member call checks its member's. */
+    return l->ops->group ? RLOCK_OK : rlk_client_check(l->client);
 }
 
 static int rlk_check_lease(int64_t lease_ms)
@@ -192,7 +194,8 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
         h = h->next;
     }
     if (h == NULL && create) {
-        h = calloc(1, sizeof(*h));
+        assert(l->ops->hold_size == 0 || l->ops->hold_size >= sizeof(*h));
+        h = calloc(1, l->ops->hold_size > 0 ? l->ops->hold_size : sizeof(*h));
         if (h != NULL) {
             h->lock = l;
             h->tid = tid;
@@ -206,12 +209,11 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
     return h;
 }
 
-/* Stops the hold's renewal (a no-op when it has none). Never called with l->mu held: the
- * cancel may wait for an in-flight batch. After rlock_client_free() the watchdog is gone and
- * has already forgotten every entry. */
+/* Stops the hold's renewal (a no-op when it has none: only single-key types register the
+ * record's own entry). Never called with l->mu held: the cancel may wait for an in-flight batch. */
 static void rlk_hold_stop_renewal(rlock *l, rlk_hold *h)
 {
-    if (l->client != NULL && !atomic_load(&l->client->closed)) {
+    if (l->single != NULL) {
         rlk_wd_cancel(l->client->watchdog, &h->wd);
     }
 }
@@ -238,9 +240,16 @@ void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h)
     }
 }
 
+void rlk_hold_forget_all(rlock *l)
+{
+    while (l->holds != NULL) {
+        rlk_hold_forget(l, l->holds);
+    }
+}
+
 int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
-    rlk_hold *h = (rlk_hold *)((char *)e - offsetof(rlk_hold, wd));
+    rlk_hold *h = RLK_CONTAINER_OF(e, rlk_hold, wd);
     rlock *l = h->lock;
     char owner[RLK_OWNER_MAX];
     size_t n = rlk_owner(l->client, h->tid, owner);
@@ -251,13 +260,19 @@ int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 
 void rlk_hold_on_lost(rlk_wd_entry *e)
 {
-    rlk_hold *h = (rlk_hold *)((char *)e - offsetof(rlk_hold, wd));
-    rlock_client *c = h->lock->client;
+    rlk_hold *h = RLK_CONTAINER_OF(e, rlk_hold, wd);
     atomic_store(&h->lost, 1);
-    rlk_log(c, RLOCK_LOG_WARN, "lost the hold of thread %llu on lock '%s': its lease ran out",
+    rlk_log(h->lock->client, RLOCK_LOG_WARN,
+            "lost the hold of thread %llu on lock '%s': its lease ran out",
             (unsigned long long)h->tid, h->lock->name);
-    if (c->opts.on_lost != NULL) {
-        c->opts.on_lost(h->lock->name, c->opts.user_data);
+    rlk_notify_lost(h->lock);
+}
+
+void rlk_notify_lost(const rlock *l)
+{
+    const rlock_options *o = &l->client->opts;
+    if (o->on_lost != NULL) {
+        o->on_lost(l->name, o->user_data);
     }
 }
 
@@ -504,6 +519,12 @@ int rlk_single_is_held(rlock *l)
     int r = rlk_query(l, "HEXISTS", a.field, a.field_len, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "HEXISTS");
     freeReplyObject(rep);
+    if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0) {
+        /* Redis says the hold is gone (its lease ran out unnoticed, or the key was deleted):
+         * the record says so too, so that rlock_token() answers 0 from now on (rlock.h). The
+         * next unlock then reports RLOCK_ELOST without a round trip, as after a watchdog loss. */
+        atomic_store(&h->lost, 1);
+    }
     return r ? r : (v != 0);
 }
 
@@ -544,7 +565,5 @@ uint64_t rlk_single_token(rlock *l)
 
 void rlk_single_destroy(rlock *l)
 {
-    while (l->holds != NULL) {
-        rlk_hold_forget(l, l->holds);
-    }
+    rlk_hold_forget_all(l);
 }

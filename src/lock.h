@@ -35,6 +35,12 @@ typedef struct rlk_lock_ops {
     int64_t (*ttl)(rlock *l);
     uint64_t (*token)(rlock *l);
     void (*destroy)(rlock *l); /* frees type-specific state (not the handle itself) */
+    /* 1 for a group (multi-lock, RedLock): a handle over member handles, with no client of its
+     * own (its members check theirs) that may not itself be a member of a group. */
+    int group;
+    /* Bytes of a hold record: 0 for a plain rlk_hold; a type that keeps more per thread embeds
+     * rlk_hold as the member `base` of a larger struct (RedLock). */
+    size_t hold_size;
 } rlk_lock_ops;
 
 typedef struct rlk_single_ops {
@@ -81,8 +87,8 @@ struct rlk_hold {
 
 struct rlock {
     const rlk_lock_ops *ops;
-    const rlk_single_ops *single; /* NULL for groups */
-    rlock_client *client;         /* NULL for groups */
+    const rlk_single_ops *single; /* single-key types only */
+    rlock_client *client;         /* single-key types only (see rlk_lock_ops.group) */
     rlock_kind kind;
     uint32_t name_len;            /* names are at most 1 MiB; packed beside kind to save memory */
     pthread_mutex_t mu;           /* guards holds */
@@ -121,6 +127,8 @@ int rlk_single_unlock(rlock *l);
 int rlk_single_is_held(rlock *l);
 int rlk_single_hold_count(rlock *l);
 int64_t rlk_single_ttl(rlock *l);
+/* The calling thread's token from its hold record (0 with no hold, or a lost one); also the
+ * token of groups that keep their token in rlk_hold (RedLock). */
 uint64_t rlk_single_token(rlock *l);
 void rlk_single_destroy(rlock *l);
 
@@ -131,13 +139,18 @@ int rlk_hash_is_locked(rlock *l);
  * the hold's thread; lost() marks the hold lost and calls the client's on_lost once. */
 int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field);
 void rlk_hold_on_lost(rlk_wd_entry *e);
+/* Calls the on_lost callback of l's client (if set) with l's name: the one place it is called. */
+void rlk_notify_lost(const rlock *l);
 
 /* Helpers for lock types. */
 int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK_EPROTO if not */
 /* Hold-record access for group implementations: record a grant/release done outside the wait
- * loop (RedLock sends its own pipelined acquires). */
+ * loop (RedLock sends its own pipelined acquires). rlk_hold_get() creates a zeroed record of
+ * ops->hold_size bytes. drop_if_empty forgets a record whose count is 0; forget_all every
+ * record of a handle that is being destroyed. */
 rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create);
 void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h);
+void rlk_hold_forget_all(rlock *l);
 
 /* Lock-type constructors, one per source file. */
 rlock *rlk_reentrant_open(rlock_client *c, const char *name);

@@ -99,7 +99,7 @@ static int fair_channel(rlk_acq *a, rlk_buf *ch)
  * the zset and queue names as Redisson does (the batch shape gives one key per entry). */
 static int fair_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
-    fair_waiter *w = (fair_waiter *)(void *)((char *)e - offsetof(fair_waiter, wd));
+    fair_waiter *w = RLK_CONTAINER_OF(e, fair_waiter, wd);
     int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
 
     return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->owner, w->owner_len);
@@ -358,15 +358,15 @@ static void fair_destroy(rlock *l)
 }
 
 static const rlk_lock_ops fair_ops = {
-    rlk_single_acquire,
-    rlk_single_unlock,
-    fair_force_unlock,
-    rlk_hash_is_locked,
-    rlk_single_is_held,
-    rlk_single_hold_count,
-    rlk_single_ttl,
-    rlk_single_token,
-    fair_destroy,
+    .acquire = rlk_single_acquire,
+    .unlock = rlk_single_unlock,
+    .force_unlock = fair_force_unlock,
+    .is_locked = rlk_hash_is_locked,
+    .is_held = rlk_single_is_held,
+    .hold_count = rlk_single_hold_count,
+    .ttl = rlk_single_ttl,
+    .token = rlk_single_token,
+    .destroy = fair_destroy,
 };
 
 static fair_impl *fair_impl_new(const char *name, size_t len)

@@ -1,18 +1,19 @@
 /*
  * The reentrant lock: Redisson's RLock data (a hash at the lock name, owner field = hold count,
  * PEXPIRE lease; release publishes "0" on redisson_lock__channel:{name}) plus a fencing token
- * counter redisson_lock_token:{name} incremented whenever the lock is taken from free.
+ * counter redisson_lock_token:{name} incremented whenever the lock is taken from free. Static
+ * helpers are named reentrant_*.
  */
 #include "lock.h"
 #include "scripts.h"
 
-static int rlk_re_channel(rlk_acq *a, rlk_buf *ch)
+static int reentrant_channel(rlk_acq *a, rlk_buf *ch)
 {
     return rlk_prefix_name(ch, "redisson_lock__channel", a->lock->name, a->lock->name_len);
 }
 
 /* The attempt's call: KEYS lock name + token counter (named in token_key), ARGV lease + field. */
-static int rlk_re_call(rlk_acq *a, rlk_buf *token_key, rlk_args *keys, rlk_args *args)
+static int reentrant_call(rlk_acq *a, rlk_buf *token_key, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
     int r = rlk_prefix_name(token_key, "redisson_lock_token", l->name, l->name_len);
@@ -25,7 +26,7 @@ static int rlk_re_call(rlk_acq *a, rlk_buf *token_key, rlk_args *keys, rlk_args 
     return r;
 }
 
-static int rlk_re_attempt_reply(rlk_acq *a, redisReply *rep)
+static int reentrant_attempt_reply(rlk_acq *a, redisReply *rep)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -41,40 +42,40 @@ static int rlk_re_attempt_reply(rlk_acq *a, redisReply *rep)
     return 0;
 }
 
-static int rlk_re_attempt(rlk_acq *a)
+static int reentrant_attempt(rlk_acq *a)
 {
     rlk_buf token_key;
     rlk_buf_init(&token_key);
     rlk_args keys, args;
     redisReply *rep = NULL;
-    int r = rlk_re_call(a, &token_key, &keys, &args);
+    int r = reentrant_call(a, &token_key, &keys, &args);
     r = r ? r : rlk_script(a->client, RLK_SCRIPT_LOCK_ACQUIRE, 0, &keys, &args, &rep);
     rlk_buf_free(&token_key);
     if (r != RLOCK_OK) {
         return r;
     }
-    r = rlk_re_attempt_reply(a, rep);
+    r = reentrant_attempt_reply(a, rep);
     freeReplyObject(rep);
     return r;
 }
 
-static int rlk_re_attempt_format(rlk_acq *a, char **cmd, size_t *len)
+static int reentrant_attempt_format(rlk_acq *a, char **cmd, size_t *len)
 {
     rlk_buf token_key;
     rlk_buf_init(&token_key);
     rlk_args keys, args;
-    int r = rlk_re_call(a, &token_key, &keys, &args);
+    int r = reentrant_call(a, &token_key, &keys, &args);
     r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_ACQUIRE, &keys, &args, cmd, len);
     rlk_buf_free(&token_key);
     return r;
 }
 
-static int rlk_re_release(rlk_acq *a)
+static int reentrant_release(rlk_acq *a)
 {
     rlock *l = a->lock;
     rlk_buf ch;
     rlk_buf_init(&ch);
-    int r = rlk_re_channel(a, &ch);
+    int r = reentrant_channel(a, &ch);
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, l->name, l->name_len);
@@ -95,7 +96,7 @@ static int rlk_re_release(rlk_acq *a)
     return v < 0 ? RLK_NOT_HELD : (int)v;
 }
 
-static int rlk_re_force_unlock(rlock *l)
+static int reentrant_force_unlock(rlock *l)
 {
     rlk_buf ch;
     rlk_buf_init(&ch);
@@ -116,26 +117,26 @@ static int rlk_re_force_unlock(rlock *l)
     return r ? r : (int)v;
 }
 
-static const rlk_renew_class rlk_re_renew = {
+static const rlk_renew_class reentrant_renew = {
     .script = RLK_SCRIPT_RENEW_HASH,
     .describe = rlk_hold_describe,
     .lost = rlk_hold_on_lost,
 };
 
-static const rlk_single_ops rlk_re_single = {
-    .attempt = rlk_re_attempt,
-    .channel = rlk_re_channel,
-    .release = rlk_re_release,
-    .renew = &rlk_re_renew,
+static const rlk_single_ops reentrant_single = {
+    .attempt = reentrant_attempt,
+    .channel = reentrant_channel,
+    .release = reentrant_release,
+    .renew = &reentrant_renew,
     .write_field = 0,
-    .attempt_format = rlk_re_attempt_format,
-    .attempt_reply = rlk_re_attempt_reply,
+    .attempt_format = reentrant_attempt_format,
+    .attempt_reply = reentrant_attempt_reply,
 };
 
-static const rlk_lock_ops rlk_re_ops = {
+static const rlk_lock_ops reentrant_ops = {
     .acquire = rlk_single_acquire,
     .unlock = rlk_single_unlock,
-    .force_unlock = rlk_re_force_unlock,
+    .force_unlock = reentrant_force_unlock,
     .is_locked = rlk_hash_is_locked,
     .is_held = rlk_single_is_held,
     .hold_count = rlk_single_hold_count,
@@ -146,5 +147,5 @@ static const rlk_lock_ops rlk_re_ops = {
 
 rlock *rlk_reentrant_open(rlock_client *c, const char *name)
 {
-    return rlk_single_new(c, RLOCK_REENTRANT, name, &rlk_re_ops, &rlk_re_single);
+    return rlk_single_new(c, RLOCK_REENTRANT, name, &reentrant_ops, &reentrant_single);
 }

@@ -190,7 +190,7 @@ static int rw_channel(rlk_acq *a, rlk_buf *ch)
  * derives the zset name, as the batch shape gives one key per entry). */
 static int rw_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
-    rw_waiter *w = (rw_waiter *)(void *)((char *)e - offsetof(rw_waiter, wd));
+    rw_waiter *w = RLK_CONTAINER_OF(e, rw_waiter, wd);
     int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
 
     return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->field, w->field_len);
@@ -245,10 +245,7 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
     redisReply *r = NULL;
 
     if (w != NULL) {
-        /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). */
-        if (!atomic_load(&a->client->closed)) {
-            rlk_wd_cancel(a->client->watchdog, &w->wd);
-        }
+        rlk_wd_cancel(a->client->watchdog, &w->wd); /* a no-op once the client is freed */
         free(w);
         a->scratch = NULL;
     }
@@ -437,15 +434,27 @@ static void rw_destroy(rlock *l)
 }
 
 static const rlk_lock_ops rw_read_ops = {
-    rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
-    rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
-    rlk_single_token, rw_destroy,
+    .acquire = rlk_single_acquire,
+    .unlock = rlk_single_unlock,
+    .force_unlock = rw_force_unlock,
+    .is_locked = rw_is_locked,
+    .is_held = rlk_single_is_held,
+    .hold_count = rlk_single_hold_count,
+    .ttl = rlk_single_ttl,
+    .token = rlk_single_token,
+    .destroy = rw_destroy,
 };
 
 static const rlk_lock_ops rw_write_ops = {
-    rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
-    rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
-    rlk_single_token, rw_destroy,
+    .acquire = rlk_single_acquire,
+    .unlock = rlk_single_unlock,
+    .force_unlock = rw_force_unlock,
+    .is_locked = rw_is_locked,
+    .is_held = rlk_single_is_held,
+    .hold_count = rlk_single_hold_count,
+    .ttl = rlk_single_ttl,
+    .token = rlk_single_token,
+    .destroy = rw_destroy,
 };
 
 static rw_impl *rw_impl_new(const char *name, size_t len)

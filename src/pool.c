@@ -4,6 +4,7 @@
  * reused; the next borrow dials a fresh one. Dialling failures back off (10 ms doubling to 1 s)
  * so a down server costs callers a fast RLOCK_ECONN instead of a connect timeout each.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -35,11 +36,7 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
     }
     p->c = c;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlk_cond_init_monotonic(&p->cv);
     *out = p;
     return RLOCK_OK;
 }
@@ -197,6 +194,9 @@ void rlk_args_init(rlk_args *a)
 
 void rlk_args_add(rlk_args *a, const char *p, size_t len)
 {
+    /* Every caller adds a fixed number of arguments below RLK_ARGS_MAX: more is a bug. The
+     * check stays for builds without assertions, where the argument is dropped. */
+    assert(a->n < RLK_ARGS_MAX);
     if (a->n < RLK_ARGS_MAX) {
         a->v[a->n] = p;
         a->len[a->n] = len;
@@ -211,6 +211,7 @@ void rlk_args_adds(rlk_args *a, const char *s)
 
 void rlk_args_addi(rlk_args *a, int64_t v)
 {
+    assert(a->n < RLK_ARGS_MAX);
     if (a->n < RLK_ARGS_MAX) {
         int n = snprintf(a->num[a->n], sizeof(a->num[0]), "%lld", (long long)v);
         rlk_args_add(a, a->num[a->n], (size_t)n);

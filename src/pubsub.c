@@ -160,11 +160,7 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
         s->channel = copy;
         s->len = len;
         ps->entries++;
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&s->cv, &ca);
-        pthread_condattr_destroy(&ca);
+        rlk_cond_init_monotonic(&s->cv);
         uint32_t h = rlk_hash(channel, len);
         s->next = ps->buckets[h];
         ps->buckets[h] = s;

@@ -114,11 +114,7 @@ int rlk_armed_new(char *cmd, size_t len, rlk_armed **out)
     }
     a->cmd = cmd;
     a->len = len;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlk_cond_init_monotonic(&a->cv);
     return RLOCK_OK;
 }
 

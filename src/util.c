@@ -36,6 +36,21 @@ uint64_t rlk_thread_id(void)
     return rlk_tid;
 }
 
+void rlk_cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+struct timeval rlk_timeval(int64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
+}
+
 int64_t rlk_add_sat(int64_t a, int64_t b)
 {
     if (b > 0 && a > INT64_MAX - b) {

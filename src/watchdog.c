@@ -34,7 +34,7 @@ struct rlk_watchdog {
     rlk_wd_stats stats;
 };
 
-#define RLK_ENTRY_OF(t) ((rlk_wd_entry *)((char *)(t)-offsetof(rlk_wd_entry, timer)))
+#define RLK_ENTRY_OF(t) RLK_CONTAINER_OF(t, rlk_wd_entry, timer)
 
 void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls)
 {
@@ -51,6 +51,9 @@ static int64_t rlk_wd_period(int64_t lease_ms)
 
 int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms)
 {
+    if (wd == NULL) {
+        return rlk_err(RLOCK_ECLOSED, "the client was freed");
+    }
     int64_t now = rlk_now_ms();
     pthread_mutex_lock(&wd->mu);
     if (!wd->running) {
@@ -72,6 +75,9 @@ int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms)
 
 void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e)
 {
+    if (wd == NULL) {
+        return;
+    }
     pthread_mutex_lock(&wd->mu);
     if (e->state == RLK_WD_PENDING) {
         rlk_wheel_cancel(&wd->wheel, &e->timer);
@@ -402,12 +408,8 @@ int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out)
     wd->slack_ms = shortest / 30;
     rlk_wheel_init(&wd->wheel, (uint64_t)rlk_now_ms(), RLK_WD_TICK_MS);
     pthread_mutex_init(&wd->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd->cv, &ca);
-    pthread_cond_init(&wd->done_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlk_cond_init_monotonic(&wd->cv);
+    rlk_cond_init_monotonic(&wd->done_cv);
     if (pthread_create(&wd->thread, NULL, rlk_wd_main, wd) != 0) {
         pthread_cond_destroy(&wd->cv);
         pthread_cond_destroy(&wd->done_cv);

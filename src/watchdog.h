@@ -41,10 +41,12 @@ void rlk_watchdog_free(rlk_watchdog *wd);  /* stops the thread; registered entri
 
 void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls);
 /* Registers e (not registered yet): first renewal at now + lease_ms/3; lease judged from now.
- * O(1). Returns RLOCK_OK or RLOCK_ECLOSED. */
+ * O(1). Returns RLOCK_OK or RLOCK_ECLOSED (stopped, or wd NULL: the client was freed). */
 int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms);
 /* Unregisters e. Synchronous: when it returns no renewal of e is in flight, none will be sent,
- * and the watchdog holds no reference to e (it may be freed). No-op if not registered.
+ * and the watchdog holds no reference to e (it may be freed). No-op if not registered, and
+ * with wd NULL: rlock_client_free() clears the client's watchdog pointer, and the freed
+ * watchdog had forgotten every entry, so call sites need not check for a closed client.
  * Must not be called with a lock held that lost() takes. */
 void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e);
 /* 1 while e is registered (not cancelled and not judged lost). Takes the watchdog mutex. */

@@ -289,7 +289,7 @@ static void test_validity(void **state)
 }
 
 /* lease < 0: the watchdogs keep the grants; losing one of three is tolerated, losing two makes
- * the group lost (on_lost once, unlock RLOCK_ELOST). */
+ * the group lost (on_lost once, token 0 at once, unlock RLOCK_ELOST). */
 static void test_watchdog_majority(void **state)
 {
     (void)state;
@@ -301,6 +301,8 @@ static void test_watchdog_majority(void **state)
     rl_open(&r, wc, first3, 3, "rl_wd");
     atomic_store(&lost_calls, 0);
     assert_int_equal(rlock_lock(r.g, -1), RLOCK_OK);
+    uint64_t token = rlock_token(r.g);
+    assert_true(token > 0);
     mu_sleep_ms(1500);
     assert_int_equal(rlock_is_held(r.g), 1);
     const char *del[] = {"DEL", "rl_wd", NULL};
@@ -308,12 +310,16 @@ static void test_watchdog_majority(void **state)
     mu_sleep_ms(1200);
     assert_int_equal(atomic_load(&lost_calls), 0);
     assert_int_equal(rlock_is_held(r.g), 1);
+    assert_int_equal(rlock_token(r.g), token);    /* a majority still holds it */
     assert_int_equal(rh_cmd_int(srv[1], del), 1); /* a second one: no majority left */
     int64_t t0 = rh_now_ms();
     while (atomic_load(&lost_calls) == 0 && rh_now_ms() - t0 < 3000) {
         mu_sleep_ms(20);
     }
     assert_int_equal(atomic_load(&lost_calls), 1);
+    /* rlock.h: a hold the watchdog found lost reports token 0 at once (it used to keep the old
+     * token until unlock). */
+    assert_int_equal(rlock_token(r.g), 0);
     assert_int_equal(rlock_is_held(r.g), 0);
     assert_int_equal(rlock_lock(r.g, -1), RLOCK_ELOST); /* no re-entry into a lost hold */
     assert_int_equal(rlock_unlock(r.g), RLOCK_ELOST);

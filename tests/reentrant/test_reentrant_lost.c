@@ -191,6 +191,41 @@ static void test_explicit_lease_expires_silently(void **state)
     rlock_client_free(c);
 }
 
+/* A call that asks Redis and finds the hold gone updates the hold record: after rlock_is_held()
+ * answered 0, rlock_token() is 0 too (rlock.h), not the token of the hold that is gone. */
+static void test_is_held_clears_token(void **state)
+{
+    (void)state;
+    g_expect_name = "re:lost:isheld";
+    atomic_store(&g_lost_calls, 0);
+    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
+    assert_non_null(l);
+    assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
+    assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
+    uint64_t token = rlock_token(l);
+    assert_true(token > 0);
+    const char *del[] = {"DEL", g_expect_name, NULL};
+    assert_int_equal(rh_cmd_int(g_srv, del), 1);
+    assert_int_equal(rlock_token(l), token); /* nobody asked Redis yet */
+    assert_int_equal(rlock_is_held(l), 0);
+    assert_int_equal(rlock_token(l), 0);
+    assert_int_equal(rlock_is_held(l), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
+    assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
+    /* A new hold starts afresh, with a newer token. */
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_true(rlock_token(l) > token);
+    assert_int_equal(rlock_is_held(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(rlock_token(l), 0);
+    assert_int_equal(atomic_load(&g_lost_calls), 0);
+    assert_int_equal(atomic_load(&g_lost_other), 0);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
 int main(void)
 {
     rh_skip_if_unavailable();
@@ -198,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_lost_by_del),
         cmocka_unit_test(test_lost_by_pause),
         cmocka_unit_test(test_explicit_lease_expires_silently),
+        cmocka_unit_test(test_is_held_clears_token),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
