@@ -127,7 +127,6 @@ static const rlk_single_ops rlk_re_single = {
     .channel = rlk_re_channel,
     .release = rlk_re_release,
     .renew = &rlk_re_renew,
-    .write_field = 0,
     .attempt_format = rlk_re_attempt_format,
     .attempt_reply = rlk_re_attempt_reply,
 };

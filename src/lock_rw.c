@@ -31,6 +31,7 @@
 
 #include "lock.h"
 #include "scripts.h"
+#include "waiter_heartbeat.h"
 
 #define RW_TIMEOUT_SUFFIX ":rwlock_timeout"
 
@@ -43,14 +44,6 @@ typedef struct rw_impl {
     rlk_buf wchan;
     rlk_buf prefix; /* {name}, or name itself when it carries a hash tag */
 } rw_impl;
-
-/* A waiting writer's liveness heartbeat, registered with the watchdog while it waits. */
-typedef struct rw_waiter {
-    rlk_wd_entry wd;
-    rlock *lock;
-    char field[RLK_OWNER_MAX];
-    size_t field_len;
-} rw_waiter;
 
 static rw_impl *rw_of(const rlock *l)
 {
@@ -72,12 +65,14 @@ static int rw_timeout_prefix(const rlk_acq *a, rlk_buf *b)
     return rlk_suffix_name(b, a->lock->name, a->lock->name_len, suffix);
 }
 
-/* Writes the write field of a's owner ("<owner>:write") into out (RLK_OWNER_MAX bytes). */
-static size_t rw_write_field(const rlk_acq *a, char *out)
+/* Writes the write field of an owner ("<owner>:write", Redisson's) into out (RLK_OWNER_MAX
+ * bytes): the write side's hash_field hook, and what a reader names to recognise its own
+ * thread's write hold. */
+static size_t rw_write_field(const char *owner, size_t owner_len, char *out)
 {
-    memcpy(out, a->owner, a->owner_len);
-    memcpy(out + a->owner_len, ":write", sizeof(":write"));
-    return a->owner_len + sizeof(":write") - 1;
+    memcpy(out, owner, owner_len);
+    memcpy(out + owner_len, ":write", sizeof(":write"));
+    return owner_len + sizeof(":write") - 1;
 }
 
 /* Decodes the {status, value} reply of both acquire scripts into a. */
@@ -110,7 +105,7 @@ static int rw_read_attempt(rlk_acq *a)
     rlock *l = a->lock;
     rw_impl *rw = rw_of(l);
     char wfield[RLK_OWNER_MAX];
-    size_t wlen = rw_write_field(a, wfield);
+    size_t wlen = rw_write_field(a->owner, a->owner_len, wfield);
     rlk_buf tp;
     rlk_args keys;
     rlk_args args;
@@ -186,72 +181,40 @@ static int rw_channel(rlk_acq *a, rlk_buf *ch)
     return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->field, a->field_len);
 }
 
-/* Heartbeat of a waiting writer: the key is the lock name, the field its write field (the script
- * derives the zset name, as the batch shape gives one key per entry). */
-static int rw_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
-{
-    rw_waiter *w = (rw_waiter *)(void *)((char *)e - offsetof(rw_waiter, wd));
-    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
-
-    return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->field, w->field_len);
-}
-
-/* A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
+/* A waiting writer's liveness heartbeat (waiter_heartbeat.h), its member being its write field.
+ * A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
  * expires, and the writer's next attempt records it again. */
-static void rw_waiter_lost(rlk_wd_entry *e)
-{
-    (void)e;
-}
-
 static const rlk_renew_class rw_waiter_class = {
-    RLK_SCRIPT_RW_WRITER_HEARTBEAT,
-    rw_waiter_describe,
-    rw_waiter_lost,
+    .script = RLK_SCRIPT_RW_WRITER_HEARTBEAT,
+    .describe = rlk_waiter_hb_describe,
+    .lost = rlk_waiter_hb_lost,
 };
 
 static int rw_write_wait_begin(rlk_acq *a)
 {
-    rw_waiter *w;
+    rlk_waiter_hb *w = NULL;
     int rc;
 
     if (!rw_writer_preferring(a->lock) || !a->may_queue) {
         return RLOCK_OK;
     }
-    w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        return rlk_err(RLOCK_ENOMEM, "out of memory for a waiting writer's heartbeat");
-    }
-    w->lock = a->lock;
-    memcpy(w->field, a->field, a->field_len);
-    w->field_len = a->field_len;
-    rlk_wd_entry_init(&w->wd, &rw_waiter_class);
-    rc = rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
-    if (rc != RLOCK_OK) {
-        free(w);
-        return rc;
-    }
+    rc = rlk_waiter_hb_start(a, &rw_waiter_class, a->field, a->field_len, &w);
     a->scratch = w;
-    return RLOCK_OK;
+    return rc;
 }
 
 /* Ends a writer's wait: the heartbeat stops before the zset entry goes, so it cannot be put back
  * afterwards. A writer that gives up leaves the zset and wakes the readers queued behind it. */
 static void rw_write_wait_end(rlk_acq *a, int acquired)
 {
-    rw_waiter *w = a->scratch;
+    rlk_waiter_hb *w = a->scratch;
     const rw_impl *rw = rw_of(a->lock);
     rlk_args keys;
     rlk_args args;
     redisReply *r = NULL;
 
-    if (w != NULL) {
-        /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). */
-        if (!atomic_load(&a->client->closed)) {
-            rlk_wd_cancel(a->client->watchdog, &w->wd);
-        }
-        free(w);
-        a->scratch = NULL;
-    }
+    rlk_waiter_hb_stop(a, &w);
+    a->scratch = NULL;
     if (acquired || !rw_writer_preferring(a->lock) || !a->may_queue) {
         return;
     }
@@ -342,25 +305,32 @@ static int rw_write_release(rlk_acq *a)
 /* Watchdog entries of holds use lock.c's describe (key = lock name, field = the read owner, whose
  * timeout keys the read script renews, or the write field) and lost handler. */
 static const rlk_renew_class rw_read_renew = {
-    RLK_SCRIPT_RW_RENEW_READ,
-    rlk_hold_describe,
-    rlk_hold_on_lost,
+    .script = RLK_SCRIPT_RW_RENEW_READ,
+    .describe = rlk_hold_describe,
+    .lost = rlk_hold_on_lost,
 };
 
 static const rlk_renew_class rw_write_renew = {
-    RLK_SCRIPT_RW_RENEW_WRITE,
-    rlk_hold_describe,
-    rlk_hold_on_lost,
+    .script = RLK_SCRIPT_RW_RENEW_WRITE,
+    .describe = rlk_hold_describe,
+    .lost = rlk_hold_on_lost,
 };
 
 static const rlk_single_ops rw_read_single = {
-    rw_read_attempt, rw_channel, NULL, NULL, rw_read_release, &rw_read_renew, 0, NULL, NULL,
+    .attempt = rw_read_attempt,
+    .channel = rw_channel,
+    .release = rw_read_release,
+    .renew = &rw_read_renew,
 };
 
 static const rlk_single_ops rw_write_single = {
-    rw_write_attempt, rw_channel, rw_write_wait_begin, rw_write_wait_end, rw_write_release,
-    &rw_write_renew,  1,
-    NULL,             NULL,
+    .attempt = rw_write_attempt,
+    .channel = rw_channel,
+    .wait_begin = rw_write_wait_begin,
+    .wait_end = rw_write_wait_end,
+    .release = rw_write_release,
+    .renew = &rw_write_renew,
+    .hash_field = rw_write_field,
 };
 
 static int rw_force_unlock(rlock *l)
@@ -437,15 +407,29 @@ static void rw_destroy(rlock *l)
 }
 
 static const rlk_lock_ops rw_read_ops = {
-    "read",           rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
-    rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
-    rlk_single_token, rw_destroy,
+    .type_name = "read",
+    .acquire = rlk_single_acquire,
+    .unlock = rlk_single_unlock,
+    .force_unlock = rw_force_unlock,
+    .is_locked = rw_is_locked,
+    .is_held = rlk_single_is_held,
+    .hold_count = rlk_single_hold_count,
+    .ttl = rlk_single_ttl,
+    .token = rlk_single_token,
+    .destroy = rw_destroy,
 };
 
 static const rlk_lock_ops rw_write_ops = {
-    "write",          rlk_single_acquire, rlk_single_unlock,     rw_force_unlock,
-    rw_is_locked,     rlk_single_is_held, rlk_single_hold_count, rlk_single_ttl,
-    rlk_single_token, rw_destroy,
+    .type_name = "write",
+    .acquire = rlk_single_acquire,
+    .unlock = rlk_single_unlock,
+    .force_unlock = rw_force_unlock,
+    .is_locked = rw_is_locked,
+    .is_held = rlk_single_is_held,
+    .hold_count = rlk_single_hold_count,
+    .ttl = rlk_single_ttl,
+    .token = rlk_single_token,
+    .destroy = rw_destroy,
 };
 
 static rw_impl *rw_impl_new(const char *name, size_t len)
