@@ -13,11 +13,13 @@
  *    write holder's own reads still pass). A dead waiting writer blocks readers for at most
  *    waiter_timeout_ms. rw_reader_preferring = 1 restores Redisson's behaviour (the zset is never
  *    written).
- *  - Such a waiting writer listens on its own channel `rlock_rwlock_writer:{name}:<owner>:write`
- *    (releases that may let it in publish "1" there too): on the shared channel, the wake-up it
- *    needs could be consumed by a reader of the same process that has to keep waiting behind it.
- *    A Redisson client's release does not reach that channel, so the writer's wait is also
- *    bounded by waiter_timeout_ms.
+ *  - Such a waiting writer listens on its own channel `rlock_rwlock_writer:{name}:<owner>:write`:
+ *    on the shared channel, the wake-up it needs could be consumed by a reader of the same process
+ *    that has to keep waiting behind it. A release that may let a writer in publishes "0" on the
+ *    channel of ONE waiting writer (the live one with the earliest deadline; a writer that gives
+ *    up passes it on), and that writer's attempt is armed (sent by the subscriber thread as the
+ *    message arrives), as the fair lock's waiters do. A Redisson client's release does not reach
+ *    that channel, so the writer's wait is also bounded by waiter_timeout_ms.
  *  - A reader asking for the write side gets RLOCK_EDEADLK at once instead of waiting forever.
  *  - A write release that downgrades to read wakes waiting readers and sets the TTL to the
  *    longest remaining read hold; a reentrant write with a shorter lease, a later reader with a
@@ -136,25 +138,32 @@ static int rw_read_attempt(rlk_acq *a)
     return rc;
 }
 
-static int rw_write_attempt(rlk_acq *a)
+/* The write attempt's call (rw_write_acquire.lua's KEYS and ARGV). */
+static void rw_write_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
-    rw_impl *rw = rw_of(l);
+    const rw_impl *rw = rw_of(l);
     int queue = rw_writer_preferring(l) && a->may_queue;
+
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, rw->token.p, rw->token.len);
+    rlk_args_add(keys, rw->writers.p, rw->writers.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, a->lease_ms);
+    rlk_args_add(args, a->field, a->field_len);
+    rlk_args_add(args, a->owner, a->owner_len);
+    rlk_args_addi(args, queue ? a->client->opts.waiter_timeout_ms : 0);
+}
+
+static int rw_write_attempt(rlk_acq *a)
+{
     rlk_args keys;
     rlk_args args;
     redisReply *r = NULL;
     int rc;
 
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, l->name, l->name_len);
-    rlk_args_add(&keys, rw->token.p, rw->token.len);
-    rlk_args_add(&keys, rw->writers.p, rw->writers.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, a->lease_ms);
-    rlk_args_add(&args, a->field, a->field_len);
-    rlk_args_add(&args, a->owner, a->owner_len);
-    rlk_args_addi(&args, queue ? a->client->opts.waiter_timeout_ms : 0);
+    rw_write_call(a, &keys, &args);
     rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITE_ACQUIRE, 0, &keys, &args, &r);
     if (rc != RLOCK_OK) {
         return rc;
@@ -162,6 +171,23 @@ static int rw_write_attempt(rlk_acq *a)
     rc = rw_acquire_reply(a, r);
     freeReplyObject(r);
     return rc;
+}
+
+/* Arms a waiting writer's attempt (lock.h, attempt_format): its private channel gets "0" when
+ * it is the one writer a release wakes, and the subscriber thread then sends this attempt at
+ * once, as for the fair lock's waiters. */
+static int rw_write_attempt_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    rlk_args keys;
+    rlk_args args;
+
+    rw_write_call(a, &keys, &args);
+    return rlk_script_format(RLK_SCRIPT_RW_WRITE_ACQUIRE, &keys, &args, cmd, len);
+}
+
+static int rw_write_attempt_reply(rlk_acq *a, redisReply *r)
+{
+    return rw_acquire_reply(a, r);
 }
 
 /* Readers (and writers of a reader-preferring client) wait on Redisson's channel. A waiting writer
@@ -221,6 +247,7 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
     rlk_args_init(&keys);
     rlk_args_add(&keys, rw->writers.p, rw->writers.len);
     rlk_args_add(&keys, rw->channel.p, rw->channel.len);
+    rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
     /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
@@ -331,6 +358,8 @@ static const rlk_single_ops rw_write_single = {
     .release = rw_write_release,
     .renew = &rw_write_renew,
     .hash_field = rw_write_field,
+    .attempt_format = rw_write_attempt_format,
+    .attempt_reply = rw_write_attempt_reply,
 };
 
 static int rw_force_unlock(rlock *l)
