@@ -75,7 +75,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
-                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,redlock]\n",
+                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
+                    "redlock]\n",
                     argv[0]);
             return 2;
         }
