@@ -3,12 +3,18 @@
 # Run in script mode:
 #   cmake -DLUA_DIR=<dir with *.lua> -DOUT_DIR=<output dir> -P rlock_embed_lua.cmake
 #
-# Writes <OUT_DIR>/rlock_scripts_gen.h and <OUT_DIR>/rlock_scripts_gen.c.
-# Each script becomes an unsigned char array holding the exact bytes of the
-# file (never trimmed, never re-encoded) plus a trailing NUL that is not
-# counted in len, and the SHA1 of those exact bytes as computed by
-# file(SHA1), which is what Redis' SCRIPT LOAD returns for the same bytes.
-# No Python and no external tool is needed.
+# Writes <OUT_DIR>/rlock_scripts_gen.h, <OUT_DIR>/rlock_scripts_gen.c and the
+# expanded scripts <OUT_DIR>/lua/*.lua. Redis scripts cannot call each other,
+# so Lua shared by several scripts lives in a snippet (lua/inc/*.lua) that a
+# script names on a line of its own, "--@include inc/<file>.lua"; that whole
+# line is replaced by the snippet's bytes (which end with a newline). Snippets
+# include nothing themselves. Each expanded script becomes an unsigned char
+# array holding its exact bytes (never trimmed, never re-encoded) plus a
+# trailing NUL that is not counted in len, and the SHA1 of those exact bytes
+# as computed by file(SHA1), which is what Redis' SCRIPT LOAD returns for the
+# same bytes. The expanded files are what lua_syntax parses and what
+# core_scripts compares with the table. No Python and no external tool is
+# needed.
 
 cmake_minimum_required(VERSION 3.16)
 
@@ -25,8 +31,32 @@ set(_table "")
 set(_count 0)
 set(_seen_ids "")
 
-foreach(_file IN LISTS _lua_files)
-  get_filename_component(_name "${_file}" NAME)
+# Sets out_var to the text of script file with every "--@include <path>" line
+# replaced by the bytes of LUA_DIR/<path>.
+function(rlk_expand_includes file out_var)
+  file(READ "${file}" _text)
+  string(REGEX MATCHALL "\n--@include [^\n]*\n" _lines "${_text}")
+  foreach(_line IN LISTS _lines)
+    string(REGEX REPLACE "^\n--@include ([^\n]*)\n$" "\\1" _inc "${_line}")
+    if(NOT _inc MATCHES "^inc/[A-Za-z0-9_]+\\.lua$" OR NOT EXISTS "${LUA_DIR}/${_inc}")
+      message(FATAL_ERROR "rlock_embed_lua: ${file}: no snippet lua/${_inc}")
+    endif()
+    file(READ "${LUA_DIR}/${_inc}" _snippet)
+    if(NOT _snippet MATCHES "\n$" OR _snippet MATCHES "(^|\n)--@include")
+      message(FATAL_ERROR
+        "rlock_embed_lua: lua/${_inc}: a snippet ends with a newline and includes nothing")
+    endif()
+    string(REPLACE "${_line}" "\n${_snippet}" _text "${_text}")
+  endforeach()
+  set(${out_var} "${_text}" PARENT_SCOPE)
+endfunction()
+
+file(MAKE_DIRECTORY "${OUT_DIR}/lua")
+foreach(_src IN LISTS _lua_files)
+  get_filename_component(_name "${_src}" NAME)
+  rlk_expand_includes("${_src}" _expanded)
+  set(_file "${OUT_DIR}/lua/${_name}")
+  file(WRITE "${_file}" "${_expanded}")
   # Stem = file name without the final ".lua" (NAME_WE would cut at the first dot).
   string(REGEX REPLACE "\\.lua$" "" _stem "${_name}")
   if(NOT _stem MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")

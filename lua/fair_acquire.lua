@@ -21,20 +21,12 @@
 --         {0, bound, joined}  busy; bound = ms after which to try again unless notified
 --                             (-1: unknown), joined = 1 if the caller was appended just now
 redis.replicate_commands()
+--@include inc/fair_purge.lua
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Dead heads (deadline passed, or no deadline at all) leave the queue.
 local first = redis.call('lindex', KEYS[2], 0)
-local head = first
-while head do
-    local s = redis.call('zscore', KEYS[3], head)
-    if s and tonumber(s) > now then
-        break
-    end
-    redis.call('zrem', KEYS[3], head)
-    redis.call('lpop', KEYS[2])
-    head = redis.call('lindex', KEYS[2], 0)
-end
+local head = fair_purge(KEYS[2], KEYS[3], now, first)
 if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
     if head then
         redis.call('lpop', KEYS[2])

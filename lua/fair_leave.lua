@@ -11,6 +11,7 @@
 -- ARGV[2]  message to publish ("0" = unlock)
 -- Returns 1 if the owner was queued (list or zset), 0 if it was not.
 redis.replicate_commands()
+--@include inc/fair_purge.lua
 local first = redis.call('lindex', KEYS[2], 0)
 local removed = redis.call('zrem', KEYS[3], ARGV[1])
 if first == ARGV[1] then
@@ -27,15 +28,8 @@ if first ~= ARGV[1] then
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head = redis.call('lindex', KEYS[2], 0)
-while head do
-    local s = redis.call('zscore', KEYS[3], head)
-    if s and tonumber(s) > now then
-        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[2])
-        break
-    end
-    redis.call('zrem', KEYS[3], head)
-    redis.call('lpop', KEYS[2])
-    head = redis.call('lindex', KEYS[2], 0)
+local head = fair_purge(KEYS[2], KEYS[3], now, redis.call('lindex', KEYS[2], 0))
+if head then
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[2])
 end
 return removed

@@ -14,19 +14,11 @@
 --          0  one hold released, the owner still holds the lock
 --          1  fully released; the first live waiter (if any) was notified
 redis.replicate_commands()
+--@include inc/fair_purge.lua
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first = redis.call('lindex', KEYS[2], 0)
-local head = first
-while head do
-    local s = redis.call('zscore', KEYS[3], head)
-    if s and tonumber(s) > now then
-        break
-    end
-    redis.call('zrem', KEYS[3], head)
-    redis.call('lpop', KEYS[2])
-    head = redis.call('lindex', KEYS[2], 0)
-end
+local head = fair_purge(KEYS[2], KEYS[3], now, first)
 local result
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     result = -1

@@ -1,9 +1,10 @@
 -- rw_read_release.lua: release one read hold (Redisson RReadWriteLock data). The hold's timeout
 -- key goes, and the hash's TTL is recomputed from the remaining read holds' own timeout keys, so
 -- readers whose process died (their keys expired) cannot keep the lock alive; when no live read
--- hold remains the hash is deleted and waiters are woken: "0" on Redisson's channel, and "1" on the
--- private channel of every waiting writer (writers have their own channels so that a wake-up meant
--- for them cannot be taken by a reader of the same process that must keep waiting behind them).
+-- hold remains the hash is deleted and waiters are woken: "0" on Redisson's channel, and "0" on the
+-- private channel of one waiting writer, the live one with the earliest deadline (writers have
+-- their own channels so that a wake-up meant for them cannot be taken by a reader of the same
+-- process that must keep waiting behind them; only one writer can get the lock).
 -- While the owner also holds the write side the hash and its TTL belong to that write hold and are
 -- left alone.
 -- KEYS[1]  the lock hash (the lock name)
@@ -16,6 +17,7 @@
 -- Returns -1  the owner holds no read hold (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the read side
 --          1  the owner's last read hold released
+--@include inc/rw_wake_writer.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1
@@ -51,7 +53,5 @@ if redis.call('hlen', KEYS[1]) > 1 then
 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], 0)
-for _, writer in ipairs(redis.call('zrange', KEYS[5], 0, -1)) do
-    redis.call('publish', KEYS[6] .. ':' .. writer, 1)
-end
+rw_wake_writer(KEYS[5], KEYS[6])
 return result

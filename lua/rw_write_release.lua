@@ -2,8 +2,8 @@
 -- hold either frees the lock or, when the owner still holds read holds, turns the lock into a
 -- read lock (downgrade) whose TTL is its read holds' longest remaining lease. Both cases publish
 -- "1" so that every waiting reader in every process re-attempts (Redisson publishes nothing on a
--- downgrade, leaving readers asleep until their TTL bound), and "1" on the private channel of each
--- waiting writer.
+-- downgrade, leaving readers asleep until their TTL bound), and "0" on the private channel of one
+-- waiting writer (the live one with the earliest deadline): only one writer can get the lock.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  this owner's timeout-key prefix, {name}:<uuid>:<tid>:rwlock_timeout
@@ -14,6 +14,7 @@
 -- Returns -1  the owner holds no write hold; nothing changed
 --          0  one hold released, the owner still holds the write side
 --          1  the owner's last write hold released
+--@include inc/rw_wake_writer.lua
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
         redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1
@@ -34,7 +35,5 @@ else
     redis.call('del', KEYS[1])
 end
 redis.call('publish', KEYS[2], 1)
-for _, writer in ipairs(redis.call('zrange', KEYS[4], 0, -1)) do
-    redis.call('publish', KEYS[5] .. ':' .. writer, 1)
-end
+rw_wake_writer(KEYS[4], KEYS[5])
 return 1

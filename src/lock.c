@@ -252,10 +252,11 @@ int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
     rlk_hold *h = RLK_CONTAINER_OF(e, rlk_hold, wd);
     rlock *l = h->lock;
     char owner[RLK_OWNER_MAX];
+    char f[RLK_OWNER_MAX];
     size_t n = rlk_owner(l->client, h->tid, owner);
+    n = rlk_hash_field(l, owner, n, f);
     int r = rlk_buf_append(key, l->name, l->name_len);
-    r = r ? r : rlk_buf_append(field, owner, n);
-    return r ? r : (l->single->write_field ? rlk_buf_appends(field, ":write") : 0);
+    return r ? r : rlk_buf_append(field, f, n);
 }
 
 void rlk_hold_on_lost(rlk_wd_entry *e)
@@ -278,6 +279,16 @@ void rlk_notify_lost(const rlock *l)
 
 /* ---- acquire ----------------------------------------------------------------------------- */
 
+size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out)
+{
+    if (l->single != NULL && l->single->hash_field != NULL) {
+        return l->single->hash_field(owner, owner_len, out);
+    }
+    memcpy(out, owner, owner_len);
+    out[owner_len] = '\0';
+    return owner_len;
+}
+
 void rlk_acq_init(rlk_acq *a, rlock *l)
 {
     memset(a, 0, sizeof(*a));
@@ -285,12 +296,7 @@ void rlk_acq_init(rlk_acq *a, rlock *l)
     a->client = l->client;
     a->tid = rlk_thread_id();
     a->owner_len = rlk_owner(l->client, a->tid, a->owner);
-    memcpy(a->field, a->owner, a->owner_len + 1);
-    a->field_len = a->owner_len;
-    if (l->single != NULL && l->single->write_field) {
-        memcpy(a->field + a->field_len, ":write", 7);
-        a->field_len += 6;
-    }
+    a->field_len = rlk_hash_field(l, a->owner, a->owner_len, a->field);
     a->ttl_ms = -1;
 }
 

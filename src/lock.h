@@ -61,8 +61,11 @@ typedef struct rlk_single_ops {
     int (*release)(rlk_acq *a);
     /* Renewal class for holds taken with the watchdog. */
     const rlk_renew_class *renew;
-    /* Field written to the lock hash for the owner: 0 = "<uuid>:<tid>", 1 = with ":write". */
-    int write_field;
+    /* Optional: writes the lock-hash field of owner ("<uuid>:<tid>", owner_len bytes) into out
+     * (RLK_OWNER_MAX bytes, NUL-terminated) and returns its length. NULL: the field is the owner
+     * itself. The read-write lock's write side adds its ":write" suffix here, so the generic
+     * layer never knows a lock type's field format. */
+    size_t (*hash_field)(const char *owner, size_t owner_len, char *out);
     /* Optional pair that lets a waiter arm its attempt (pubsub.h, rlk_armed): attempt_format
      * formats the script call attempt() would send (malloc()ed request bytes); attempt_reply
      * decodes its reply (a non-error reply) exactly as attempt() does, with the same results. */
@@ -105,7 +108,7 @@ struct rlk_acq {
     uint64_t tid;
     char owner[RLK_OWNER_MAX];   /* "<uuid>:<tid>" */
     size_t owner_len;
-    char field[RLK_OWNER_MAX];   /* hash field: owner, or owner + ":write" */
+    char field[RLK_OWNER_MAX];   /* hash field: owner, or what single->hash_field makes of it */
     size_t field_len;
     int64_t lease_ms;            /* effective lease: the caller's, or watchdog_timeout_ms */
     int64_t wait_ms;             /* the caller's wait (< 0 none), for fair queue deadlines */
@@ -120,6 +123,8 @@ rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name,
                       const rlk_lock_ops *ops, const rlk_single_ops *single);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
+/* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */
+size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out);
 
 /* Generic implementations for single-key types. */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms);

@@ -64,6 +64,7 @@
 
 #include "lock.h"
 #include "scripts.h"
+#include "waiter_heartbeat.h"
 
 /* Names derived once per handle from the lock name (immutable while the handle lives). */
 typedef struct fair_impl {
@@ -72,14 +73,6 @@ typedef struct fair_impl {
     rlk_buf token;   /* redisson_lock_token:{name} */
     rlk_buf channel; /* redisson_lock__channel:{name}; a waiter's channel adds ":<owner>" */
 } fair_impl;
-
-/* A queued waiter's liveness heartbeat, registered with the watchdog while it waits. */
-typedef struct fair_waiter {
-    rlk_wd_entry wd;
-    rlock *lock;
-    char owner[RLK_OWNER_MAX];
-    size_t owner_len;
-} fair_waiter;
 
 static fair_impl *fair_of(const rlock *l)
 {
@@ -95,37 +88,14 @@ static int fair_channel(rlk_acq *a, rlk_buf *ch)
     return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->owner, a->owner_len);
 }
 
-/* Heartbeat entry: the key is the lock name and the field the waiting owner; the script derives
- * the zset and queue names as Redisson does (the batch shape gives one key per entry). */
-static int fair_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
-{
-    fair_waiter *w = RLK_CONTAINER_OF(e, fair_waiter, wd);
-    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
-
-    return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->owner, w->owner_len);
-}
-
-/* A lost heartbeat needs no action here: the heartbeat script that found the entry gone has
- * woken the waiter on its channel, and its next attempt joins again and registers a new
- * heartbeat (fair_attempt); after a whole timeout without answers the attempt does the same. */
-static void fair_waiter_lost(rlk_wd_entry *e)
-{
-    (void)e;
-}
-
+/* A queued waiter's liveness heartbeat (waiter_heartbeat.h), its member being its owner. When
+ * the heartbeat script finds the entry gone, it wakes the waiter on its channel, and the waiter's
+ * next attempt joins again and restarts the heartbeat (fair_attempt_done). */
 static const rlk_renew_class fair_waiter_class = {
-    RLK_SCRIPT_FAIR_HEARTBEAT,
-    fair_waiter_describe,
-    fair_waiter_lost,
+    .script = RLK_SCRIPT_FAIR_HEARTBEAT,
+    .describe = rlk_waiter_hb_describe,
+    .lost = rlk_waiter_hb_lost,
 };
-
-/* Registers the waiter's heartbeat (again, after it was judged lost). */
-static int fair_heartbeat_start(rlk_acq *a, fair_waiter *w)
-{
-    rlk_wd_cancel(a->client->watchdog, &w->wd);
-    rlk_wd_entry_init(&w->wd, &fair_waiter_class);
-    return rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
-}
 
 /* Keys shared by the release, force release and leave scripts. */
 static void fair_queue_keys(const rlock *l, rlk_args *keys)
@@ -204,7 +174,7 @@ static int fair_attempt(rlk_acq *a)
 /* Decodes an attempt's reply and keeps the waiter's heartbeat going. */
 static int fair_attempt_done(rlk_acq *a, redisReply *r)
 {
-    fair_waiter *w = a->scratch;
+    rlk_waiter_hb *w = a->scratch;
     int joined = 0;
     int rc = fair_attempt_reply(a, r, &joined);
     /* Still waiting, but the entry had gone (swept after missed heartbeats, or dropped after a
@@ -212,7 +182,7 @@ static int fair_attempt_done(rlk_acq *a, redisReply *r)
      * judged lost: beat again. A re-join always restarts the heartbeat, since the one that found
      * the entry gone may still be finishing (the cancel waits for it). */
     if (rc == 0 && w != NULL && (joined || !rlk_wd_active(a->client->watchdog, &w->wd))) {
-        rc = fair_heartbeat_start(a, w);
+        rc = rlk_waiter_hb_restart(a, w);
     }
     return rc;
 }
@@ -256,18 +226,9 @@ static int fair_wait_begin(rlk_acq *a)
     if (!a->may_queue) {
         return RLOCK_OK;
     }
-    fair_waiter *w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        fair_leave(a);
-        return rlk_err(RLOCK_ENOMEM, "out of memory for a fair-lock waiter's heartbeat");
-    }
-    w->lock = a->lock;
-    memcpy(w->owner, a->owner, a->owner_len);
-    w->owner_len = a->owner_len;
-    rlk_wd_entry_init(&w->wd, &fair_waiter_class);
-    int rc = rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
+    rlk_waiter_hb *w = NULL;
+    int rc = rlk_waiter_hb_start(a, &fair_waiter_class, a->owner, a->owner_len, &w);
     if (rc != RLOCK_OK) {
-        free(w);
         fair_leave(a);
         return rc;
     }
@@ -279,13 +240,10 @@ static int fair_wait_begin(rlk_acq *a)
  * A granted waiter was taken off the queue by the grant itself. */
 static void fair_wait_end(rlk_acq *a, int acquired)
 {
-    fair_waiter *w = a->scratch;
+    rlk_waiter_hb *w = a->scratch;
 
-    if (w != NULL) {
-        rlk_wd_cancel(a->client->watchdog, &w->wd);
-        free(w);
-        a->scratch = NULL;
-    }
+    rlk_waiter_hb_stop(a, &w);
+    a->scratch = NULL;
     if (!acquired && a->may_queue) {
         fair_leave(a);
     }
@@ -329,14 +287,20 @@ static int fair_force_unlock(rlock *l)
 }
 
 static const rlk_renew_class fair_hold_renew = {
-    RLK_SCRIPT_RENEW_HASH,
-    rlk_hold_describe,
-    rlk_hold_on_lost,
+    .script = RLK_SCRIPT_RENEW_HASH,
+    .describe = rlk_hold_describe,
+    .lost = rlk_hold_on_lost,
 };
 
 static const rlk_single_ops fair_single = {
-    fair_attempt, fair_channel, fair_wait_begin, fair_wait_end, fair_release, &fair_hold_renew, 0,
-    fair_attempt_format, fair_attempt_done,
+    .attempt = fair_attempt,
+    .channel = fair_channel,
+    .wait_begin = fair_wait_begin,
+    .wait_end = fair_wait_end,
+    .release = fair_release,
+    .renew = &fair_hold_renew,
+    .attempt_format = fair_attempt_format,
+    .attempt_reply = fair_attempt_done,
 };
 
 static void fair_impl_free(fair_impl *f)

@@ -128,7 +128,6 @@ static const rlk_single_ops reentrant_single = {
     .channel = reentrant_channel,
     .release = reentrant_release,
     .renew = &reentrant_renew,
-    .write_field = 0,
     .attempt_format = reentrant_attempt_format,
     .attempt_reply = reentrant_attempt_reply,
 };

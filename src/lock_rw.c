@@ -13,11 +13,13 @@
  *    write holder's own reads still pass). A dead waiting writer blocks readers for at most
  *    waiter_timeout_ms. rw_reader_preferring = 1 restores Redisson's behaviour (the zset is never
  *    written).
- *  - Such a waiting writer listens on its own channel `rlock_rwlock_writer:{name}:<owner>:write`
- *    (releases that may let it in publish "1" there too): on the shared channel, the wake-up it
- *    needs could be consumed by a reader of the same process that has to keep waiting behind it.
- *    A Redisson client's release does not reach that channel, so the writer's wait is also
- *    bounded by waiter_timeout_ms.
+ *  - Such a waiting writer listens on its own channel `rlock_rwlock_writer:{name}:<owner>:write`:
+ *    on the shared channel, the wake-up it needs could be consumed by a reader of the same process
+ *    that has to keep waiting behind it. A release that may let a writer in publishes "0" on the
+ *    channel of ONE waiting writer (the live one with the earliest deadline; a writer that gives
+ *    up passes it on), and that writer's attempt is armed (sent by the subscriber thread as the
+ *    message arrives), as the fair lock's waiters do. A Redisson client's release does not reach
+ *    that channel, so the writer's wait is also bounded by waiter_timeout_ms.
  *  - A reader asking for the write side gets RLOCK_EDEADLK at once instead of waiting forever.
  *  - A write release that downgrades to read wakes waiting readers and sets the TTL to the
  *    longest remaining read hold; a reentrant write with a shorter lease, a later reader with a
@@ -31,6 +33,7 @@
 
 #include "lock.h"
 #include "scripts.h"
+#include "waiter_heartbeat.h"
 
 #define RW_TIMEOUT_SUFFIX ":rwlock_timeout"
 
@@ -43,14 +46,6 @@ typedef struct rw_impl {
     rlk_buf wchan;
     rlk_buf prefix; /* {name}, or name itself when it carries a hash tag */
 } rw_impl;
-
-/* A waiting writer's liveness heartbeat, registered with the watchdog while it waits. */
-typedef struct rw_waiter {
-    rlk_wd_entry wd;
-    rlock *lock;
-    char field[RLK_OWNER_MAX];
-    size_t field_len;
-} rw_waiter;
 
 static rw_impl *rw_of(const rlock *l)
 {
@@ -72,12 +67,14 @@ static int rw_timeout_prefix(const rlk_acq *a, rlk_buf *b)
     return rlk_suffix_name(b, a->lock->name, a->lock->name_len, suffix);
 }
 
-/* Writes the write field of a's owner ("<owner>:write") into out (RLK_OWNER_MAX bytes). */
-static size_t rw_write_field(const rlk_acq *a, char *out)
+/* Writes the write field of an owner ("<owner>:write", Redisson's) into out (RLK_OWNER_MAX
+ * bytes): the write side's hash_field hook, and what a reader names to recognise its own
+ * thread's write hold. */
+static size_t rw_write_field(const char *owner, size_t owner_len, char *out)
 {
-    memcpy(out, a->owner, a->owner_len);
-    memcpy(out + a->owner_len, ":write", sizeof(":write"));
-    return a->owner_len + sizeof(":write") - 1;
+    memcpy(out, owner, owner_len);
+    memcpy(out + owner_len, ":write", sizeof(":write"));
+    return owner_len + sizeof(":write") - 1;
 }
 
 /* Decodes the {status, value} reply of both acquire scripts into a. */
@@ -110,7 +107,7 @@ static int rw_read_attempt(rlk_acq *a)
     rlock *l = a->lock;
     rw_impl *rw = rw_of(l);
     char wfield[RLK_OWNER_MAX];
-    size_t wlen = rw_write_field(a, wfield);
+    size_t wlen = rw_write_field(a->owner, a->owner_len, wfield);
     rlk_buf tp;
     rlk_args keys;
     rlk_args args;
@@ -141,25 +138,32 @@ static int rw_read_attempt(rlk_acq *a)
     return rc;
 }
 
-static int rw_write_attempt(rlk_acq *a)
+/* The write attempt's call (rw_write_acquire.lua's KEYS and ARGV). */
+static void rw_write_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
-    rw_impl *rw = rw_of(l);
+    const rw_impl *rw = rw_of(l);
     int queue = rw_writer_preferring(l) && a->may_queue;
+
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, rw->token.p, rw->token.len);
+    rlk_args_add(keys, rw->writers.p, rw->writers.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, a->lease_ms);
+    rlk_args_add(args, a->field, a->field_len);
+    rlk_args_add(args, a->owner, a->owner_len);
+    rlk_args_addi(args, queue ? a->client->opts.waiter_timeout_ms : 0);
+}
+
+static int rw_write_attempt(rlk_acq *a)
+{
     rlk_args keys;
     rlk_args args;
     redisReply *r = NULL;
     int rc;
 
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, l->name, l->name_len);
-    rlk_args_add(&keys, rw->token.p, rw->token.len);
-    rlk_args_add(&keys, rw->writers.p, rw->writers.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, a->lease_ms);
-    rlk_args_add(&args, a->field, a->field_len);
-    rlk_args_add(&args, a->owner, a->owner_len);
-    rlk_args_addi(&args, queue ? a->client->opts.waiter_timeout_ms : 0);
+    rw_write_call(a, &keys, &args);
     rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITE_ACQUIRE, 0, &keys, &args, &r);
     if (rc != RLOCK_OK) {
         return rc;
@@ -167,6 +171,23 @@ static int rw_write_attempt(rlk_acq *a)
     rc = rw_acquire_reply(a, r);
     freeReplyObject(r);
     return rc;
+}
+
+/* Arms a waiting writer's attempt (lock.h, attempt_format): its private channel gets "0" when
+ * it is the one writer a release wakes, and the subscriber thread then sends this attempt at
+ * once, as for the fair lock's waiters. */
+static int rw_write_attempt_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    rlk_args keys;
+    rlk_args args;
+
+    rw_write_call(a, &keys, &args);
+    return rlk_script_format(RLK_SCRIPT_RW_WRITE_ACQUIRE, &keys, &args, cmd, len);
+}
+
+static int rw_write_attempt_reply(rlk_acq *a, redisReply *r)
+{
+    return rw_acquire_reply(a, r);
 }
 
 /* Readers (and writers of a reader-preferring client) wait on Redisson's channel. A waiting writer
@@ -186,75 +207,47 @@ static int rw_channel(rlk_acq *a, rlk_buf *ch)
     return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->field, a->field_len);
 }
 
-/* Heartbeat of a waiting writer: the key is the lock name, the field its write field (the script
- * derives the zset name, as the batch shape gives one key per entry). */
-static int rw_waiter_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
-{
-    rw_waiter *w = RLK_CONTAINER_OF(e, rw_waiter, wd);
-    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
-
-    return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->field, w->field_len);
-}
-
-/* A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
+/* A waiting writer's liveness heartbeat (waiter_heartbeat.h), its member being its write field.
+ * A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
  * expires, and the writer's next attempt records it again. */
-static void rw_waiter_lost(rlk_wd_entry *e)
-{
-    (void)e;
-}
-
 static const rlk_renew_class rw_waiter_class = {
-    RLK_SCRIPT_RW_WRITER_HEARTBEAT,
-    rw_waiter_describe,
-    rw_waiter_lost,
+    .script = RLK_SCRIPT_RW_WRITER_HEARTBEAT,
+    .describe = rlk_waiter_hb_describe,
+    .lost = rlk_waiter_hb_lost,
 };
 
 static int rw_write_wait_begin(rlk_acq *a)
 {
-    rw_waiter *w;
+    rlk_waiter_hb *w = NULL;
     int rc;
 
     if (!rw_writer_preferring(a->lock) || !a->may_queue) {
         return RLOCK_OK;
     }
-    w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        return rlk_err(RLOCK_ENOMEM, "out of memory for a waiting writer's heartbeat");
-    }
-    w->lock = a->lock;
-    memcpy(w->field, a->field, a->field_len);
-    w->field_len = a->field_len;
-    rlk_wd_entry_init(&w->wd, &rw_waiter_class);
-    rc = rlk_wd_add(a->client->watchdog, &w->wd, a->client->opts.waiter_timeout_ms);
-    if (rc != RLOCK_OK) {
-        free(w);
-        return rc;
-    }
+    rc = rlk_waiter_hb_start(a, &rw_waiter_class, a->field, a->field_len, &w);
     a->scratch = w;
-    return RLOCK_OK;
+    return rc;
 }
 
 /* Ends a writer's wait: the heartbeat stops before the zset entry goes, so it cannot be put back
  * afterwards. A writer that gives up leaves the zset and wakes the readers queued behind it. */
 static void rw_write_wait_end(rlk_acq *a, int acquired)
 {
-    rw_waiter *w = a->scratch;
+    rlk_waiter_hb *w = a->scratch;
     const rw_impl *rw = rw_of(a->lock);
     rlk_args keys;
     rlk_args args;
     redisReply *r = NULL;
 
-    if (w != NULL) {
-        rlk_wd_cancel(a->client->watchdog, &w->wd); /* a no-op once the client is freed */
-        free(w);
-        a->scratch = NULL;
-    }
+    rlk_waiter_hb_stop(a, &w);
+    a->scratch = NULL;
     if (acquired || !rw_writer_preferring(a->lock) || !a->may_queue) {
         return;
     }
     rlk_args_init(&keys);
     rlk_args_add(&keys, rw->writers.p, rw->writers.len);
     rlk_args_add(&keys, rw->channel.p, rw->channel.len);
+    rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
     /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
@@ -339,25 +332,34 @@ static int rw_write_release(rlk_acq *a)
 /* Watchdog entries of holds use lock.c's describe (key = lock name, field = the read owner, whose
  * timeout keys the read script renews, or the write field) and lost handler. */
 static const rlk_renew_class rw_read_renew = {
-    RLK_SCRIPT_RW_RENEW_READ,
-    rlk_hold_describe,
-    rlk_hold_on_lost,
+    .script = RLK_SCRIPT_RW_RENEW_READ,
+    .describe = rlk_hold_describe,
+    .lost = rlk_hold_on_lost,
 };
 
 static const rlk_renew_class rw_write_renew = {
-    RLK_SCRIPT_RW_RENEW_WRITE,
-    rlk_hold_describe,
-    rlk_hold_on_lost,
+    .script = RLK_SCRIPT_RW_RENEW_WRITE,
+    .describe = rlk_hold_describe,
+    .lost = rlk_hold_on_lost,
 };
 
 static const rlk_single_ops rw_read_single = {
-    rw_read_attempt, rw_channel, NULL, NULL, rw_read_release, &rw_read_renew, 0, NULL, NULL,
+    .attempt = rw_read_attempt,
+    .channel = rw_channel,
+    .release = rw_read_release,
+    .renew = &rw_read_renew,
 };
 
 static const rlk_single_ops rw_write_single = {
-    rw_write_attempt, rw_channel, rw_write_wait_begin, rw_write_wait_end, rw_write_release,
-    &rw_write_renew,  1,
-    NULL,             NULL,
+    .attempt = rw_write_attempt,
+    .channel = rw_channel,
+    .wait_begin = rw_write_wait_begin,
+    .wait_end = rw_write_wait_end,
+    .release = rw_write_release,
+    .renew = &rw_write_renew,
+    .hash_field = rw_write_field,
+    .attempt_format = rw_write_attempt_format,
+    .attempt_reply = rw_write_attempt_reply,
 };
 
 static int rw_force_unlock(rlock *l)

@@ -99,6 +99,7 @@ int bench_handoff(rlock_kind kind);
 int bench_watchdog_memory(void);
 int bench_fair_queue(void);
 int bench_rw(void);
+int bench_rw_handoff(void);
 int bench_redlock(void);
 
 #endif

@@ -4,7 +4,8 @@
  *
  *   rlock_bench --port P [--port P2 --port P3] [--reps N] [--scale X] [--only a,b,...]
  *
- * Scenarios (names for --only): u1 u8 handoff handoff_fair watchdog fair_queue rw redlock.
+ * Scenarios (names for --only): u1 u8 handoff handoff_fair watchdog fair_queue rw rw_handoff
+ * redlock.
  * Prints a table while it runs, then one JSON line per scenario.
  */
 #include <signal.h>
@@ -37,6 +38,7 @@ static const bench_scenario g_scenarios[] = {
     {"watchdog", bench_watchdog_memory},
     {"fair_queue", bench_fair_queue},
     {"rw", bench_rw},
+    {"rw_handoff", bench_rw_handoff},
     {"redlock", bench_redlock},
 };
 
@@ -73,7 +75,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
-                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,redlock]\n",
+                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
+                    "redlock]\n",
                     argv[0]);
             return 2;
         }

@@ -1,11 +1,13 @@
 # tests/cmake/core.cmake - build-system level checks and core unit tests.
 # Included from tests/CMakeLists.txt; paths are relative to tests/.
 
-# (a) lua_syntax: every lua/*.lua parses as Lua 5.1 (the dialect Redis runs).
+# (a) lua_syntax: every lua/*.lua, expanded, parses as Lua 5.1 (the dialect Redis runs).
 find_program(RLOCK_LUAC_EXECUTABLE NAMES luac5.1 luac)
 if(RLOCK_LUA_FILES)
   if(RLOCK_LUAC_EXECUTABLE)
-    add_test(NAME lua_syntax COMMAND "${RLOCK_LUAC_EXECUTABLE}" -p ${RLOCK_LUA_FILES})
+    # The expanded scripts (what Redis runs, snippets spliced in) and the snippets alone.
+    add_test(NAME lua_syntax COMMAND "${RLOCK_LUAC_EXECUTABLE}" -p ${RLOCK_LUA_EXPANDED}
+                                     ${RLOCK_LUA_SNIPPETS})
   else()
     add_test(NAME lua_syntax COMMAND sh -c "echo 'luac5.1 not found: skipped'; exit 77")
   endif()
@@ -57,7 +59,7 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_client SOURCES core/test_client.c LABELS redis fault TIMEOUT 60)
   rlock_add_test(NAME core_pool SOURCES core/test_pool.c LABELS redis fault TIMEOUT 90)
   rlock_add_test(NAME core_scripts SOURCES core/test_scripts.c LABELS redis fault TIMEOUT 60
-                 ARGS "${PROJECT_SOURCE_DIR}/lua")
+                 ARGS "${RLOCK_GENERATED_DIR}/lua")
   rlock_add_test(NAME core_errors SOURCES core/test_errors.c LABELS redis fault TIMEOUT 60)
   rlock_add_test(NAME core_subscriber SOURCES core/test_subscriber.c LABELS redis fault
                  TIMEOUT 60)

@@ -16,3 +16,8 @@ rlock_add_test(NAME test_rw_starvation
 rlock_add_test(NAME test_rw_stress
                SOURCES rw/test_rw_stress.c rw/rw_util.c
                LABELS redis stress TIMEOUT 120)
+
+# A release wakes one waiting writer, a writer that gives up passes the wake-up on (issue 17).
+rlock_add_test(NAME test_rw_wake
+               SOURCES rw/test_rw_wake.c rw/rw_util.c
+               LABELS redis TIMEOUT 60)

@@ -4,7 +4,7 @@
  * are invisible to callers (NOSCRIPT loads and retries, dead connections are redialled), also
  * for the watchdog's pipelined renewals.
  *
- * Usage: test_scripts <lua dir>   (the build passes the source tree's lua/ directory)
+ * Usage: test_scripts <lua dir>   (the build passes its expanded scripts, generated/lua/)
  */
 #include <dirent.h>
 #include <setjmp.h>

@@ -1,0 +1,36 @@
+/*
+ * A waiter's liveness heartbeat, shared by the lock types whose waiters are recorded in Redis
+ * while they wait: fair-lock waiters (redisson_lock_timeout:{name}) and waiting writers of a
+ * writer-preferring read-write lock (rlock_rwlock_writers:{name}). While registered with the
+ * client's watchdog, the type's heartbeat script refreshes the waiter's server-clock deadline, so
+ * a waiter whose process died leaves within waiter_timeout_ms.
+ */
+#ifndef RLK_WAITER_HEARTBEAT_H
+#define RLK_WAITER_HEARTBEAT_H
+
+#include "lock.h"
+
+typedef struct rlk_waiter_hb {
+    rlk_wd_entry wd;
+    rlock *lock;
+    char member[RLK_OWNER_MAX]; /* the waiter's member in the type's zset */
+    size_t member_len;
+} rlk_waiter_hb;
+
+/* Starts the heartbeat of a's wait, renewed by cls (whose describe and lost must be
+ * rlk_waiter_hb_describe and rlk_waiter_hb_lost), for member. Sets *out; on failure returns a
+ * negative error with *out NULL. */
+int rlk_waiter_hb_start(rlk_acq *a, const rlk_renew_class *cls, const char *member, size_t len,
+                        rlk_waiter_hb **out);
+/* Registers w again after the watchdog judged it lost or the waiter's entry had gone. */
+int rlk_waiter_hb_restart(rlk_acq *a, rlk_waiter_hb *w);
+/* Stops and frees *w (may be NULL); when it returns no heartbeat of it is in flight, so the
+ * waiter's entry can be removed without being put back. */
+void rlk_waiter_hb_stop(rlk_acq *a, rlk_waiter_hb **w);
+
+/* The renew-class pieces: key = the lock name, field = the member (the scripts derive the zset
+ * from the lock name, as a batch gives one key per entry); a lost heartbeat needs no action. */
+int rlk_waiter_hb_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field);
+void rlk_waiter_hb_lost(rlk_wd_entry *e);
+
+#endif
