@@ -72,7 +72,7 @@ static void *fencer_main(void *arg)
         /* Critical sections are exclusive, so consecutive exchanges see consecutive grants. */
         uint64_t prev = atomic_exchange(f->last, tok);
         f->not_increasing += tok <= prev;
-        f->not_counter += (long long)tok != re_int(ctx, 2, get);
+        f->not_counter += (long long)tok != tc_int(ctx, 2, get);
         if (rlock_unlock(f->l) != RLOCK_OK) {
             f->errors++;
         }

@@ -1,0 +1,35 @@
+/*
+ * The test programs' one Redis-side toolbox: the integer-reply helper, the client factory and the
+ * cmocka setup/teardown pair that gives a test its own redis-server. Part of the rlock_testcommon
+ * library that rlock_add_test() links into every test.
+ */
+#ifndef RLOCK_TESTS_TC_REDIS_H
+#define RLOCK_TESTS_TC_REDIS_H
+
+#include <hiredis.h>
+
+#include "redis_harness.h"
+#include "rlock.h"
+
+/* Runs a command given as argc argv strings on ctx and returns its integer reply (a decimal
+ * string is converted, nil is 0, a status is 1); TC_INT_ERROR on any error, so that a caller can
+ * assert on it. */
+#define TC_INT_ERROR (-1000000LL)
+long long tc_int(redisContext *ctx, int argc, const char **argv);
+
+/* Options for server s (url, a pool of 16, the library's timeouts): the base every test edits. */
+void tc_options(rlock_options *o, const rh_server *s);
+
+/* A client from o, or NULL after printing rlock's message to stderr: for child processes, which
+ * must report failure through their exit status rather than through cmocka. */
+rlock_client *tc_client_try(const rlock_options *o);
+
+/* A client from o; fails the running cmocka test with rlock's message when there is none. */
+rlock_client *tc_client(const rlock_options *o);
+
+/* A cmocka setup/teardown pair: *state becomes a fresh redis-server (rh_server *), which the
+ * teardown stops. The setup skips the whole program when redis-server is missing. */
+int tc_server_setup(void **state);
+int tc_server_teardown(void **state);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * The stress driver: procs forked processes x threads threads x iterations (or a duration), every
+ * thread calling the test's step once an iteration, with the independent checker (tc_checker.h)
+ * in memory that all of them share. The test supplies what a process sets up (its own client and
+ * handles: clients are never shared across fork()) and what one iteration does; the driver forks,
+ * runs, counts errors and retries across processes, and hands the checker back to the parent.
+ *
+ * The processes are forked by tc_stress_start(), which must therefore run before the parent
+ * creates any thread or rlock client (see rh_fork_child()).
+ */
+#ifndef RLOCK_TESTS_TC_STRESS_H
+#define RLOCK_TESTS_TC_STRESS_H
+
+#include <stdint.h>
+
+#include "tc_checker.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define TC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TC_TSAN 1
+#endif
+#endif
+#ifndef TC_TSAN
+#define TC_TSAN 0
+#endif
+
+/* What a step returns. */
+enum {
+    TC_STEP_OK = 0,     /* the iteration is done */
+    TC_STEP_RETRY = 1,  /* not done (a timed-out attempt): counted, and the iteration runs again */
+    TC_STEP_ERROR = -1, /* an unexpected failure: counted as an error, the iteration is done */
+};
+
+typedef struct tc_worker {
+    int proc, thread; /* this worker's process and thread index */
+    void *proc_ctx;   /* what the spec's proc_init returned in this process */
+    void *arg;        /* the spec's arg */
+    tc_mx *mx;        /* the shared checker */
+    unsigned seed;    /* for rand_r(), different in every worker */
+    long errors, retries;
+} tc_worker;
+
+typedef struct tc_stress_spec {
+    int procs, threads;
+    long iters;          /* per thread; 0 = until duration_ms */
+    int64_t duration_ms; /* 0 = no time limit */
+    int64_t timeout_ms;  /* how long the parent waits for a child (default 120 s) */
+    long max_retries;    /* per thread, after which the thread gives up (default 100,000) */
+    /* In each child, before its threads start: its clients and handles, or NULL on failure. */
+    void *(*proc_init)(int proc, void *arg);
+    void (*proc_fini)(void *proc_ctx);
+    int (*step)(tc_worker *w, long i);
+    void *arg;
+} tc_stress_spec;
+
+typedef struct tc_stress_result {
+    int failed_procs; /* children that did not exit 0 (setup failed, crashed, timed out) */
+    long errors, retries, iterations;
+    int64_t took_ms;
+} tc_stress_result;
+
+typedef struct tc_stress tc_stress;
+
+/* Forks the processes and returns at once; NULL on failure. */
+tc_stress *tc_stress_start(const tc_stress_spec *spec);
+/* The checker, live while the run goes on (for a test that injects a fault mid-run). */
+tc_mx *tc_stress_mx(tc_stress *st);
+/* Waits for every child and fills *out. */
+void tc_stress_wait(tc_stress *st, tc_stress_result *out);
+void tc_stress_free(tc_stress *st);
+
+/* Prints a step's failure (with rlock's last error) and returns TC_STEP_ERROR. */
+int tc_step_fail(tc_worker *w, const char *what, int rc);
+
+#endif
