@@ -7,8 +7,15 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* Totals the children add to, in memory shared with the parent. */
 typedef struct tc_totals {
@@ -151,4 +158,89 @@ void tc_stress_free(tc_stress *st)
     }
     free(st->kids);
     free(st);
+}
+
+void *tc_proc_open(int proc, void *handles)
+{
+    (void)proc;
+    const tc_handles *hs = handles;
+    tc_proc *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return NULL;
+    }
+    rlock_options o;
+    tc_options(&o, hs->srv);
+    if (hs->tune != NULL) {
+        hs->tune(&o);
+    }
+    p->c = tc_client_try(&o);
+    int ok = p->c != NULL;
+    for (int i = 0; ok && i < hs->n; i++) {
+        p->h[i] = rlock_open(p->c, hs->type[i], hs->name[i]);
+        ok = p->h[i] != NULL;
+    }
+    if (!ok) {
+        tc_proc_close(p);
+        return NULL;
+    }
+    return p;
+}
+
+void tc_proc_close(void *proc_ctx)
+{
+    tc_proc *p = proc_ctx;
+    for (int i = 0; i < TC_MAX_HANDLES; i++) {
+        rlock_free(p->h[i]);
+    }
+    rlock_client_free(p->c);
+    free(p);
+}
+
+void tc_stress_snapshot(tc_stress *st, const tc_stress_result *res, tc_stress_report *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->res = *res;
+    out->violations = tc_mx_violations(st->mx);
+    for (int s = 0; s < TC_MX_SLOTS; s++) {
+        out->counter[s] = tc_mx_counter(st->mx, s);
+        out->entries[s] = tc_mx_entries(st->mx, s);
+        out->reads[s] = tc_mx_reads(st->mx, s);
+        out->max_readers[s] = tc_mx_max_readers(st->mx, s);
+    }
+}
+
+void tc_stress_run(const tc_stress_spec *spec, tc_stress_report *out)
+{
+    tc_stress *st = tc_stress_start(spec);
+    if (st == NULL) {
+        fail_msg("tc_stress_start: no shared memory");
+    }
+    tc_stress_result res;
+    tc_stress_wait(st, &res);
+    tc_stress_snapshot(st, &res, out);
+    tc_stress_free(st);
+}
+
+void tc_assert_clean(const tc_stress_report *r)
+{
+    assert_int_equal(r->res.failed_procs, 0);
+    assert_int_equal(r->res.errors, 0);
+    assert_int_equal(r->violations, 0);
+    for (int s = 0; s < TC_MX_SLOTS; s++) {
+        assert_int_equal(r->counter[s], r->entries[s]);
+    }
+}
+
+int tc_step_exclusive(tc_worker *w, long i)
+{
+    rlock *l = ((tc_proc *)w->proc_ctx)->h[0];
+    /* Alternate watchdog holds and leased holds: both paths of the grant. */
+    int r = rlock_lock(l, i % 2 ? 10000 : -1);
+    if (r != RLOCK_OK) {
+        return tc_step_fail(w, "lock", r);
+    }
+    tc_mx_enter(w->mx, 0);
+    tc_mx_leave(w->mx, 0);
+    r = rlock_unlock(l);
+    return r == RLOCK_OK ? TC_STEP_OK : tc_step_fail(w, "unlock", r);
 }

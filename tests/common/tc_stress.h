@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "redis_harness.h"
+#include "rlock.h"
 #include "tc_checker.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -70,6 +72,46 @@ tc_mx *tc_stress_mx(tc_stress *st);
 /* Waits for every child and fills *out. */
 void tc_stress_wait(tc_stress *st, tc_stress_result *out);
 void tc_stress_free(tc_stress *st);
+
+/* The common child setup: one client on a server, opened with the options tune() leaves (the
+ * url is the server's), and a handle for each (type, name); tc_proc_open and tc_proc_close are a
+ * spec's proc_init and proc_fini when its arg is a tc_handles. */
+#define TC_MAX_HANDLES 8
+typedef struct tc_handles {
+    const rh_server *srv;
+    void (*tune)(rlock_options *o); /* NULL: tc_options() as they are */
+    int n;
+    rlock_kind type[TC_MAX_HANDLES];
+    const char *name[TC_MAX_HANDLES];
+} tc_handles;
+
+typedef struct tc_proc {
+    rlock_client *c;
+    rlock *h[TC_MAX_HANDLES]; /* shared by the process' threads */
+} tc_proc;
+
+void *tc_proc_open(int proc, void *handles);
+void tc_proc_close(void *proc_ctx);
+
+/* A step for a tc_proc process: lock its first handle (a watchdog hold on even iterations, a
+ * 10 s lease on odd ones), one exclusive section on checker slot 0, unlock. */
+int tc_step_exclusive(tc_worker *w, long i);
+
+/* What a finished run leaves: the driver's totals and the checker's counts. */
+typedef struct tc_stress_report {
+    tc_stress_result res;
+    long violations;
+    long counter[TC_MX_SLOTS], entries[TC_MX_SLOTS], reads[TC_MX_SLOTS];
+    long max_readers[TC_MX_SLOTS];
+} tc_stress_report;
+
+/* Starts, waits and frees a run; fails the cmocka test when the run cannot start. */
+void tc_stress_run(const tc_stress_spec *spec, tc_stress_report *out);
+/* Fills *out from a run that tc_stress_wait() finished. */
+void tc_stress_snapshot(tc_stress *st, const tc_stress_result *res, tc_stress_report *out);
+/* Asserts the run is clean: every process exited 0, no error, no violation, and in every slot
+ * the non-atomic counter equals the atomic count of sections (no lost update). */
+void tc_assert_clean(const tc_stress_report *r);
 
 /* Prints a step's failure (with rlock's last error) and returns TC_STEP_ERROR. */
 int tc_step_fail(tc_worker *w, const char *what, int rc);

@@ -26,42 +26,17 @@
 
 static const char *names[NAMES] = {"s0", "s1", "s2", "s3", "s4", "s5"};
 
-typedef struct proc_ctx {
-    rlock_client *c;
-    rlock *locks[NAMES];
-} proc_ctx;
-
-static void proc_fini(void *ctx)
+/* Small timeouts, so that a failure shows up fast. */
+static void tune(rlock_options *o)
 {
-    proc_ctx *p = ctx;
-    for (int n = 0; n < NAMES; n++) {
-        rlock_free(p->locks[n]);
-    }
-    rlock_client_free(p->c);
-    free(p);
-}
-
-static void *proc_init(int proc, void *arg)
-{
-    (void)proc;
-    proc_ctx *p = calloc(1, sizeof(*p));
-    p->c = mu_client(rh_url(arg), 0, 0);
-    int ok = p->c != NULL;
-    for (int n = 0; ok && n < NAMES; n++) {
-        p->locks[n] = rlock_open(p->c, RLOCK_REENTRANT, names[n]);
-        ok = p->locks[n] != NULL;
-    }
-    if (!ok) {
-        proc_fini(p);
-        return NULL;
-    }
-    return p;
+    o->connect_timeout_ms = 1000;
+    o->command_timeout_ms = 2000;
 }
 
 static int step(tc_worker *w, long i)
 {
     (void)i;
-    proc_ctx *p = w->proc_ctx;
+    tc_proc *p = w->proc_ctx;
     int order[NAMES] = {0, 1, 2, 3, 4, 5};
     for (int n = NAMES - 1; n > 0; n--) { /* Fisher-Yates: random subset in random order */
         int j = rand_r(&w->seed) % (n + 1);
@@ -72,7 +47,7 @@ static int step(tc_worker *w, long i)
     size_t k = 2 + (size_t)(rand_r(&w->seed) % 3);
     rlock *m[4];
     for (size_t n = 0; n < k; n++) {
-        m[n] = p->locks[order[n]];
+        m[n] = p->h[order[n]];
     }
     rlock *g = rlock_multi_new(m, k);
     if (g == NULL) {
@@ -97,33 +72,31 @@ static int step(tc_worker *w, long i)
 static void test_no_deadlock(void **state)
 {
     rh_server *srv = *state;
+    tc_handles hs = {.srv = srv, .tune = tune, .n = NAMES};
+    for (int n = 0; n < NAMES; n++) {
+        hs.type[n] = RLOCK_REENTRANT;
+        hs.name[n] = names[n];
+    }
     tc_stress_spec spec = {.procs = PROCS,
                            .threads = THREADS,
                            .iters = (long)(2000 * mu_scale()),
                            .timeout_ms = 110000,
-                           .proc_init = proc_init,
-                           .proc_fini = proc_fini,
+                           .proc_init = tc_proc_open,
+                           .proc_fini = tc_proc_close,
                            .step = step,
-                           .arg = srv};
-    tc_stress *st = tc_stress_start(&spec);
-    assert_non_null(st);
-    tc_stress_result res;
-    tc_stress_wait(st, &res);
-    tc_mx *mx = tc_stress_mx(st);
-    long total = 0, violations = tc_mx_violations(mx);
+                           .arg = &hs};
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    long total = 0;
     for (int n = 0; n < NAMES; n++) {
-        assert_int_equal(tc_mx_counter(mx, n), tc_mx_entries(mx, n));
         assert_int_equal(mu_exists(srv, names[n]), 0);
-        total += tc_mx_entries(mx, n);
+        total += r.entries[n];
     }
-    tc_stress_free(st);
     printf("multi stress: %d processes x %d threads x %ld group acquisitions (%ld member "
            "sections) in %lld ms, %ld violations, %ld errors\n",
-           PROCS, THREADS, spec.iters, total, (long long)res.took_ms, violations, res.errors);
-    assert_int_equal(res.failed_procs, 0);
-    assert_int_equal(res.iterations, (long)PROCS * THREADS * spec.iters);
-    assert_int_equal(violations, 0);
-    assert_int_equal(res.errors, 0);
+           PROCS, THREADS, spec.iters, total, (long long)r.res.took_ms, r.violations, r.res.errors);
+    tc_assert_clean(&r); /* every name's counter == the sections that included it */
+    assert_int_equal(r.res.iterations, (long)PROCS * THREADS * spec.iters);
 }
 
 static int bare_step(tc_worker *w, long i)
@@ -141,16 +114,11 @@ static void test_checker_sees_overlap(void **state)
 {
     (void)state;
     tc_stress_spec spec = {.procs = 2, .threads = 2, .iters = 50, .step = bare_step};
-    tc_stress *st = tc_stress_start(&spec);
-    assert_non_null(st);
-    tc_stress_result res;
-    tc_stress_wait(st, &res);
-    long violations = tc_mx_violations(tc_stress_mx(st));
-    long counter = tc_mx_counter(tc_stress_mx(st), 0);
-    tc_stress_free(st);
-    assert_int_equal(res.failed_procs, 0);
-    assert_true(violations > 0);
-    assert_true(counter < 200); /* overlapping sections lost updates */
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    assert_int_equal(r.res.failed_procs, 0);
+    assert_true(r.violations > 0);
+    assert_true(r.counter[0] < r.entries[0]); /* overlapping sections lost updates */
 }
 
 int main(void)

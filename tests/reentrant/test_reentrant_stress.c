@@ -1,7 +1,7 @@
 /*
  * Mutual exclusion under load: 4 processes x 8 threads, one shared handle per process, all on
- * one lock name, 20,000 acquisitions in total (5,000 per process, 625 per thread), run by the
- * shared stress driver (tests/common/tc_stress.h).
+ * one lock name, 20,000 acquisitions in total (5,000 per process, 625 per thread; watchdog and
+ * leased holds alternate), run by the shared stress driver (tests/common/tc_stress.h).
  *
  * The checker (tests/common/tc_checker.h) is independent of the lock and of Redis: shared memory
  * that every process sees. Inside each critical section a thread marks itself inside (finding
@@ -16,9 +16,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <cmocka.h>
 
@@ -29,47 +26,6 @@
 #define THREADS 8
 #define NAME    "re:stress:lock"
 
-typedef struct proc_ctx {
-    rlock_client *c;
-    rlock *l; /* shared by the process' threads */
-} proc_ctx;
-
-static void *proc_init(int proc, void *arg)
-{
-    (void)proc;
-    proc_ctx *p = calloc(1, sizeof(*p));
-    p->c = re_client(arg);
-    p->l = p->c != NULL ? rlock_open(p->c, RLOCK_REENTRANT, NAME) : NULL;
-    if (p->l == NULL) {
-        rlock_client_free(p->c);
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-static void proc_fini(void *ctx)
-{
-    proc_ctx *p = ctx;
-    rlock_free(p->l);
-    rlock_client_free(p->c);
-    free(p);
-}
-
-static int step(tc_worker *w, long i)
-{
-    (void)i;
-    rlock *l = ((proc_ctx *)w->proc_ctx)->l;
-    int r = rlock_lock(l, -1);
-    if (r != RLOCK_OK) {
-        return tc_step_fail(w, "lock", r);
-    }
-    tc_mx_enter(w->mx, 0);
-    tc_mx_leave(w->mx, 0);
-    r = rlock_unlock(l);
-    return r == RLOCK_OK ? TC_STEP_OK : tc_step_fail(w, "unlock", r);
-}
-
 static void test_mutual_exclusion_4x8(void **state)
 {
     rh_server *srv = *state;
@@ -79,30 +35,22 @@ static void test_mutual_exclusion_4x8(void **state)
     if (requested >= (long)PROCS * THREADS && requested <= 10000000) {
         total = requested;
     }
+    tc_handles hs = {.srv = srv, .n = 1, .type = {RLOCK_REENTRANT}, .name = {NAME}};
     tc_stress_spec spec = {.procs = PROCS,
                            .threads = THREADS,
                            .iters = total / (PROCS * THREADS),
-                           .proc_init = proc_init,
-                           .proc_fini = proc_fini,
-                           .step = step,
-                           .arg = srv};
+                           .proc_init = tc_proc_open,
+                           .proc_fini = tc_proc_close,
+                           .step = tc_step_exclusive,
+                           .arg = &hs};
     total = spec.iters * PROCS * THREADS;
-    tc_stress *st = tc_stress_start(&spec);
-    assert_non_null(st);
-    tc_stress_result res;
-    tc_stress_wait(st, &res);
-    long counter = tc_mx_counter(tc_stress_mx(st), 0);
-    long violations = tc_mx_violations(tc_stress_mx(st));
-    tc_stress_free(st);
-    print_message("%d processes x %d threads: %ld acquisitions in %lld ms (%.0f/s); counter %ld, "
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    print_message("%d processes x %d threads: %ld acquisitions in %lld ms; counter %ld, "
                   "violations %ld\n",
-                  PROCS, THREADS, total, (long long)res.took_ms,
-                  total * 1000.0 / (double)(res.took_ms > 0 ? res.took_ms : 1), counter,
-                  violations);
-    assert_int_equal(res.failed_procs, 0);
-    assert_int_equal(res.errors, 0);
-    assert_int_equal(violations, 0);
-    assert_int_equal(counter, total);
+                  PROCS, THREADS, total, (long long)r.res.took_ms, r.counter[0], r.violations);
+    tc_assert_clean(&r);
+    assert_int_equal(r.entries[0], total);
     /* Every hold was released. No thread re-enters, so every acquisition took the lock from free
      * and drew exactly one token. */
     const char *exists[] = {"EXISTS", NAME, NULL};

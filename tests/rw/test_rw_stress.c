@@ -31,41 +31,17 @@
 #define READERS_PER_PROC 4
 #define LOCK_NAME        "rw:stress"
 
-typedef struct proc_ctx {
-    rlock_client *c;
-    rlock *r, *w; /* shared by the process' threads */
-} proc_ctx;
-
-static void *proc_init(int proc, void *arg)
+/* The clients of the run: a 3 s watchdog lease, so that renewals run during it. */
+static void tune(rlock_options *o)
 {
-    (void)proc;
-    proc_ctx *p = calloc(1, sizeof(*p));
-    p->c = rw_client(arg, 3000, 0, 0);
-    p->r = p->c != NULL ? rlock_open(p->c, RLOCK_READ, LOCK_NAME) : NULL;
-    p->w = p->c != NULL ? rlock_open(p->c, RLOCK_WRITE, LOCK_NAME) : NULL;
-    if (p->r == NULL || p->w == NULL) {
-        rlock_free(p->r);
-        rlock_free(p->w);
-        rlock_client_free(p->c);
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-static void proc_fini(void *ctx)
-{
-    proc_ctx *p = ctx;
-    rlock_free(p->r);
-    rlock_free(p->w);
-    rlock_client_free(p->c);
-    free(p);
+    o->pool_size = 32;
+    o->watchdog_timeout_ms = 3000;
 }
 
 static int read_step(tc_worker *w, long i)
 {
-    proc_ctx *p = w->proc_ctx;
-    int rc = rlock_try_lock(p->r, 2000, (i % 2) ? -1 : 5000);
+    rlock *rd = ((tc_proc *)w->proc_ctx)->h[0];
+    int rc = rlock_try_lock(rd, 2000, (i % 2) ? -1 : 5000);
     if (rc == RLOCK_ETIMEDOUT) {
         return TC_STEP_RETRY;
     }
@@ -74,20 +50,20 @@ static int read_step(tc_worker *w, long i)
     }
     int errors = 0;
     if (i % 7 == 0) {
-        errors += rlock_try_lock(p->r, 0, -1) != RLOCK_OK;
-        errors += rlock_unlock(p->r) != RLOCK_OK;
+        errors += rlock_try_lock(rd, 0, -1) != RLOCK_OK;
+        errors += rlock_unlock(rd) != RLOCK_OK;
     }
     tc_mx_read_enter(w->mx, 0);
     usleep((useconds_t)(rand_r(&w->seed) % 2000));
     tc_mx_read_leave(w->mx, 0);
-    errors += rlock_unlock(p->r) != RLOCK_OK;
+    errors += rlock_unlock(rd) != RLOCK_OK;
     return errors == 0 ? TC_STEP_OK : tc_step_fail(w, "read re-entry or unlock", RLOCK_OK);
 }
 
 static int write_step(tc_worker *w, long i)
 {
-    proc_ctx *p = w->proc_ctx;
-    int rc = rlock_try_lock(p->w, 5000, -1);
+    rlock *rd = ((tc_proc *)w->proc_ctx)->h[0], *wr = ((tc_proc *)w->proc_ctx)->h[1];
+    int rc = rlock_try_lock(wr, 5000, -1);
     if (rc == RLOCK_ETIMEDOUT) {
         return TC_STEP_RETRY;
     }
@@ -99,16 +75,16 @@ static int write_step(tc_worker *w, long i)
     usleep(500);
     if (i % 4 == 0) {
         /* Downgrade: read inside the write lock, then let the write side go. */
-        errors += rlock_lock(p->r, -1) != RLOCK_OK;
+        errors += rlock_lock(rd, -1) != RLOCK_OK;
         tc_mx_leave(w->mx, 0);
         tc_mx_read_enter(w->mx, 0);
-        errors += rlock_unlock(p->w) != RLOCK_OK;
+        errors += rlock_unlock(wr) != RLOCK_OK;
         usleep(1000);
         tc_mx_read_leave(w->mx, 0);
-        errors += rlock_unlock(p->r) != RLOCK_OK;
+        errors += rlock_unlock(rd) != RLOCK_OK;
     } else {
         tc_mx_leave(w->mx, 0);
-        errors += rlock_unlock(p->w) != RLOCK_OK;
+        errors += rlock_unlock(wr) != RLOCK_OK;
     }
     usleep(10000);
     return errors == 0 ? TC_STEP_OK : tc_step_fail(w, "downgrade or write unlock", RLOCK_OK);
@@ -125,33 +101,30 @@ static void test_rw_invariants(void **state)
     rh_server *srv = *state;
     const char *env = getenv("RLOCK_RW_STRESS_MS");
     int64_t duration = env != NULL ? atoll(env) : 20000;
+    tc_handles hs = {.srv = srv,
+                     .tune = tune,
+                     .n = 2,
+                     .type = {RLOCK_READ, RLOCK_WRITE},
+                     .name = {LOCK_NAME, LOCK_NAME}};
     tc_stress_spec spec = {.procs = PROCS,
                            .threads = READERS_PER_PROC + 1,
                            .duration_ms = duration,
                            .timeout_ms = duration + 30000,
-                           .proc_init = proc_init,
-                           .proc_fini = proc_fini,
+                           .proc_init = tc_proc_open,
+                           .proc_fini = tc_proc_close,
                            .step = step,
-                           .arg = srv};
-    tc_stress *st = tc_stress_start(&spec);
-    assert_non_null(st);
-    tc_stress_result res;
-    tc_stress_wait(st, &res);
-    tc_mx *mx = tc_stress_mx(st);
-    long reads = tc_mx_reads(mx, 0), writes = tc_mx_entries(mx, 0);
-    long counter = tc_mx_counter(mx, 0), maxr = tc_mx_max_readers(mx, 0);
-    long violations = tc_mx_violations(mx);
-    tc_stress_free(st);
+                           .arg = &hs};
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    long reads = r.reads[0], writes = r.entries[0];
     print_message("%ld reads, %ld writes, counter %ld, max concurrent readers %ld, "
                   "timeouts %ld, errors %ld, violations %ld\n",
-                  reads, writes, counter, maxr, res.retries, res.errors, violations);
-    assert_int_equal(res.failed_procs, 0);
-    assert_int_equal(violations, 0);
-    assert_int_equal(res.errors, 0);
+                  reads, writes, r.counter[0], r.max_readers[0], r.res.retries, r.res.errors,
+                  r.violations);
+    tc_assert_clean(&r); /* counter == writes among the rest */
     assert_true(writes > 0);
     assert_true(reads > writes);
-    assert_int_equal(counter, writes);
-    assert_true(maxr > 1);
+    assert_true(r.max_readers[0] > 1);
     assert_int_equal(rw_exists(srv, LOCK_NAME), 0);
     assert_int_equal(rw_exists(srv, "rlock_rwlock_writers:{" LOCK_NAME "}"), 0);
 }
