@@ -72,3 +72,29 @@ int tc_server_teardown(void **state)
     *state = NULL;
     return 0;
 }
+
+int tc_fixture_open(rh_server **srv, rlock_client **c, void (*tune)(rlock_options *o))
+{
+    rh_skip_if_unavailable();
+    *c = NULL;
+    *srv = rh_start(NULL);
+    if (*srv == NULL) {
+        return -1;
+    }
+    rlock_options o;
+    tc_options(&o, *srv);
+    if (tune != NULL) {
+        tune(&o);
+    }
+    *c = tc_client_try(&o);
+    return *c == NULL ? -1 : 0;
+}
+
+int tc_fixture_close(rh_server **srv, rlock_client **c)
+{
+    rlock_client_free(*c);
+    rh_free(*srv);
+    *c = NULL;
+    *srv = NULL;
+    return 0;
+}

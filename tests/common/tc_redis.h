@@ -32,4 +32,10 @@ rlock_client *tc_client(const rlock_options *o);
 int tc_server_setup(void **state);
 int tc_server_teardown(void **state);
 
+/* The fixture most programs share: a server and one client on it (tc_options(), then tune() when
+ * not NULL) into *srv and *c; -1 (after a message) when either cannot be had. Skips the whole
+ * program when redis-server is missing. tc_fixture_close() frees both and always returns 0. */
+int tc_fixture_open(rh_server **srv, rlock_client **c, void (*tune)(rlock_options *o));
+int tc_fixture_close(rh_server **srv, rlock_client **c);
+
 #endif

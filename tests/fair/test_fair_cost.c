@@ -258,23 +258,22 @@ static void test_grant_cost_independent_of_queue_length(void **state)
     }
 }
 
+/* The client's waiter timeout is WT. */
+static void tune(rlock_options *o)
+{
+    o->waiter_timeout_ms = WT;
+}
+
 static int setup(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
-        return -1;
-    }
-    g_client = fc_client(g_srv, WT);
-    return g_client == NULL ? -1 : 0;
+    return tc_fixture_open(&g_srv, &g_client, tune);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    rlock_client_free(g_client);
-    rh_free(g_srv);
-    return 0;
+    return tc_fixture_close(&g_srv, &g_client);
 }
 
 int main(void)

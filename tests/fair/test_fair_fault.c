@@ -33,20 +33,13 @@ static rlock_client *g_client;
 static int setup(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
-        return -1;
-    }
-    g_client = fc_client(g_srv, 0);
-    return g_client == NULL ? -1 : 0;
+    return tc_fixture_open(&g_srv, &g_client, NULL);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    rlock_client_free(g_client);
-    rh_free(g_srv);
-    return 0;
+    return tc_fixture_close(&g_srv, &g_client);
 }
 
 static void test_crash_middle_waiters(void **state)

@@ -30,17 +30,13 @@ static rlock_client *g_c;
 static int setup(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    g_c = g_srv != NULL ? re_client(g_srv) : NULL;
-    return g_c == NULL ? -1 : 0;
+    return tc_fixture_open(&g_srv, &g_c, NULL);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    rlock_client_free(g_c);
-    rh_free(g_srv);
-    return 0;
+    return tc_fixture_close(&g_srv, &g_c);
 }
 
 static long long numsub(const char *channel)
