@@ -67,17 +67,7 @@ static int other(rlock *l, int what, int64_t wait_ms, int64_t lease_ms)
     return o.rc;
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return tc_fixture_open(&g_srv, &g_client, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tc_fixture_close(&g_srv, &g_client);
-}
+TC_FIXTURE(g_srv, g_client, NULL)
 
 /* ---- tests -------------------------------------------------------------------------------- */
 

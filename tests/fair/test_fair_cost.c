@@ -264,17 +264,7 @@ static void tune(rlock_options *o)
     o->waiter_timeout_ms = WT;
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return tc_fixture_open(&g_srv, &g_client, tune);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tc_fixture_close(&g_srv, &g_client);
-}
+TC_FIXTURE(g_srv, g_client, tune)
 
 int main(void)
 {

@@ -25,17 +25,7 @@
 static rh_server *g_srv;
 static rlock_client *g_client;
 
-static int setup(void **state)
-{
-    (void)state;
-    return tc_fixture_open(&g_srv, &g_client, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tc_fixture_close(&g_srv, &g_client);
-}
+TC_FIXTURE(g_srv, g_client, NULL)
 
 /* ---- lease timeout ordering --------------------------------------------------------------- */
 

@@ -27,17 +27,7 @@
 static rh_server *g_srv;
 static rlock_client *g_c;
 
-static int setup(void **state)
-{
-    (void)state;
-    return tc_fixture_open(&g_srv, &g_c, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tc_fixture_close(&g_srv, &g_c);
-}
+TC_FIXTURE(g_srv, g_c, NULL)
 
 static long long numsub(const char *channel)
 {
