@@ -40,16 +40,16 @@ int tc_fixture_close(rh_server **srv, rlock_client **c);
 
 /* Defines a program's static cmocka group setup() and teardown(): tc_fixture_open() and
  * tc_fixture_close() on its globals srv and client, with tune (a function or NULL). */
-#define TC_FIXTURE(srv, client, tune)                                                             \
-    static int setup(void **state)                                                                \
-    {                                                                                             \
-        (void)state;                                                                              \
-        return tc_fixture_open(&(srv), &(client), (tune));                                        \
-    }                                                                                             \
-    static int teardown(void **state)                                                             \
-    {                                                                                             \
-        (void)state;                                                                              \
-        return tc_fixture_close(&(srv), &(client));                                               \
+#define TC_FIXTURE(srv, client, tune)                                                              \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_fixture_open(&(srv), &(client), (tune));                                         \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_fixture_close(&(srv), &(client));                                                \
     }
 
 #endif

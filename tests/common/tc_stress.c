@@ -244,3 +244,26 @@ int tc_step_exclusive(tc_worker *w, long i)
     r = rlock_unlock(l);
     return r == RLOCK_OK ? TC_STEP_OK : tc_step_fail(w, "unlock", r);
 }
+
+long tc_stress_exclusive(rh_server *srv, rlock_kind kind, const char *name, int procs, int threads,
+                         long total)
+{
+    tc_handles hs = {.srv = srv, .n = 1, .type = {kind}, .name = {name}};
+    tc_stress_spec spec = {.procs = procs,
+                           .threads = threads,
+                           .iters = total / (procs * threads),
+                           .proc_init = tc_proc_open,
+                           .proc_fini = tc_proc_close,
+                           .step = tc_step_exclusive,
+                           .arg = &hs};
+    total = spec.iters * procs * threads;
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    print_message("%s: %d processes x %d threads: %ld acquisitions in %lld ms; counter %ld, "
+                  "violations %ld\n",
+                  name, procs, threads, total, (long long)r.res.took_ms, r.counter[0],
+                  r.violations);
+    tc_assert_clean(&r);
+    assert_int_equal(r.entries[0], total);
+    return total;
+}

@@ -113,6 +113,13 @@ void tc_stress_snapshot(tc_stress *st, const tc_stress_result *res, tc_stress_re
  * the non-atomic counter equals the atomic count of sections (no lost update). */
 void tc_assert_clean(const tc_stress_report *r);
 
+/* The whole mutual-exclusion run of a single-key lock: procs x threads processes and threads,
+ * total / (procs x threads) tc_step_exclusive() iterations each on one handle of kind on name
+ * (tc_options() clients); prints the numbers, asserts tc_assert_clean() and that every section
+ * ran. Returns the number of acquisitions, total rounded down to a multiple of procs x threads. */
+long tc_stress_exclusive(rh_server *srv, rlock_kind kind, const char *name, int procs, int threads,
+                         long total);
+
 /* Prints a step's failure (with rlock's last error) and returns TC_STEP_ERROR. */
 int tc_step_fail(tc_worker *w, const char *what, int rc);
 

@@ -35,22 +35,7 @@ static void test_mutual_exclusion(void **state)
     if (env != NULL && atol(env) >= PROCS * THREADS) {
         total = atol(env);
     }
-    tc_handles hs = {.srv = srv, .n = 1, .type = {RLOCK_FAIR}, .name = {NAME}};
-    tc_stress_spec spec = {.procs = PROCS,
-                           .threads = THREADS,
-                           .iters = total / (PROCS * THREADS),
-                           .proc_init = tc_proc_open,
-                           .proc_fini = tc_proc_close,
-                           .step = tc_step_exclusive,
-                           .arg = &hs};
-    total = spec.iters * PROCS * THREADS;
-    tc_stress_report r;
-    tc_stress_run(&spec, &r);
-    print_message("%d processes x %d threads: %ld fair acquisitions in %lld ms; counter %ld, "
-                  "violations %ld\n",
-                  PROCS, THREADS, total, (long long)r.res.took_ms, r.counter[0], r.violations);
-    tc_assert_clean(&r);
-    assert_int_equal(r.entries[0], total);
+    total = tc_stress_exclusive(srv, RLOCK_FAIR, NAME, PROCS, THREADS, total);
     const char *exists[] = {"EXISTS", NAME, NULL};
     const char *get_token[] = {"GET", "redisson_lock_token:{" NAME "}", NULL};
     assert_int_equal(rh_cmd_int(srv, exists), 0);

@@ -35,22 +35,7 @@ static void test_mutual_exclusion_4x8(void **state)
     if (requested >= (long)PROCS * THREADS && requested <= 10000000) {
         total = requested;
     }
-    tc_handles hs = {.srv = srv, .n = 1, .type = {RLOCK_REENTRANT}, .name = {NAME}};
-    tc_stress_spec spec = {.procs = PROCS,
-                           .threads = THREADS,
-                           .iters = total / (PROCS * THREADS),
-                           .proc_init = tc_proc_open,
-                           .proc_fini = tc_proc_close,
-                           .step = tc_step_exclusive,
-                           .arg = &hs};
-    total = spec.iters * PROCS * THREADS;
-    tc_stress_report r;
-    tc_stress_run(&spec, &r);
-    print_message("%d processes x %d threads: %ld acquisitions in %lld ms; counter %ld, "
-                  "violations %ld\n",
-                  PROCS, THREADS, total, (long long)r.res.took_ms, r.counter[0], r.violations);
-    tc_assert_clean(&r);
-    assert_int_equal(r.entries[0], total);
+    total = tc_stress_exclusive(srv, RLOCK_REENTRANT, NAME, PROCS, THREADS, total);
     /* Every hold was released. No thread re-enters, so every acquisition took the lock from free
      * and drew exactly one token. */
     const char *exists[] = {"EXISTS", NAME, NULL};
