@@ -13,6 +13,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "internal.h"
 #include "pool.h"
 
@@ -446,29 +447,16 @@ static void test_strerror_and_version(void **state)
     assert_non_null(strstr(rlock_last_error(), "detail 7"));
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_option_defaults),
-        cmocka_unit_test_setup_teardown(test_bad_options, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_bad_options, tc_server_setup, tc_server_teardown),
         cmocka_unit_test(test_bad_urls),
         cmocka_unit_test(test_password),
-        cmocka_unit_test_setup_teardown(test_acl_user, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_db_selection, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_acl_user, tc_server_setup, tc_server_teardown),
+        cmocka_unit_test_setup_teardown(test_db_selection, tc_server_setup, tc_server_teardown),
         cmocka_unit_test(test_dead_port),
         cmocka_unit_test(test_paused_server),
         cmocka_unit_test(test_new_bounded_by_connect_timeout),

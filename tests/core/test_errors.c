@@ -12,6 +12,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "internal.h"
 
 #define CMD_TIMEOUT_MS 300
@@ -198,27 +199,16 @@ static void test_bad_arguments(void **state)
     rlock_client_free(NULL);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_paused_mid_flight, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_use_after_client_free, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_wrong_type, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_paused_mid_flight, tc_server_setup,
+                                        tc_server_teardown),
+        cmocka_unit_test_setup_teardown(test_use_after_client_free, tc_server_setup,
+                                        tc_server_teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_type, tc_server_setup, tc_server_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, tc_server_setup, tc_server_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,7 @@
 #include "client.h"
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define FC_TSAN 1
@@ -58,14 +59,7 @@ static inline rlock_client *fc_client_ex(int port, int64_t waiter_timeout_ms,
     if (command_timeout_ms > 0) {
         o.command_timeout_ms = command_timeout_ms;
     }
-    rlock_client *c = NULL;
-    int r = rlock_client_new(&o, &c);
-    if (r != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s: %s\n", url, rlock_strerror(r),
-                rlock_last_error());
-        return NULL;
-    }
-    return c;
+    return tc_client_try(&o);
 }
 
 static inline rlock_client *fc_client(const rh_server *s, int64_t waiter_timeout_ms)
@@ -88,24 +82,6 @@ static inline void fc_zset_key(const char *name, char *buf, size_t cap)
 static inline void fc_owner(const rlock_client *c, char *buf)
 {
     rlk_owner(c, rlk_thread_id(), buf);
-}
-
-/* Integer reply of a command on ctx (decimal strings converted, nil -> 0), -1000000 on error. */
-static inline long long fc_int(redisContext *ctx, int argc, const char **argv)
-{
-    redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
-    long long v = -1000000;
-    if (r != NULL) {
-        if (r->type == REDIS_REPLY_INTEGER) {
-            v = r->integer;
-        } else if (r->type == REDIS_REPLY_STRING) {
-            v = strtoll(r->str, NULL, 10);
-        } else if (r->type == REDIS_REPLY_NIL) {
-            v = 0;
-        }
-        freeReplyObject(r);
-    }
-    return v;
 }
 
 static inline long long fc_llen(rh_server *s, const char *name)
@@ -252,7 +228,7 @@ static inline void *fc_child_thread(void *arg)
             continue;
         }
         const char *push[] = {"RPUSH", order, idx};
-        if (fc_int(ctx, 3, push) < 1) {
+        if (tc_int(ctx, 3, push) < 1) {
             w->errors++;
         }
         if (rlock_unlock(w->l) != RLOCK_OK) {

@@ -270,7 +270,7 @@ static int critical_section(redisContext *ctx)
     }
     freeReplyObject(r);
     const char *get[] = {"GET", COUNTER};
-    long long v = fc_int(ctx, 2, get);
+    long long v = tc_int(ctx, 2, get);
     char buf[32];
     snprintf(buf, sizeof(buf), "%lld", v + 1);
     const char *set[] = {"SET", COUNTER, buf};
@@ -280,7 +280,7 @@ static int critical_section(redisContext *ctx)
     }
     freeReplyObject(r);
     const char *del[] = {"DEL", FLAG};
-    return fc_int(ctx, 2, del) < 0 ? -1 : 0;
+    return tc_int(ctx, 2, del) < 0 ? -1 : 0;
 }
 
 typedef struct crowd {

@@ -258,24 +258,13 @@ static void test_grant_cost_independent_of_queue_length(void **state)
     }
 }
 
-static int setup(void **state)
+/* The client's waiter timeout is WT. */
+static void tune(rlock_options *o)
 {
-    (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
-        return -1;
-    }
-    g_client = fc_client(g_srv, WT);
-    return g_client == NULL ? -1 : 0;
+    o->waiter_timeout_ms = WT;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    rlock_client_free(g_client);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE(g_srv, g_client, tune)
 
 int main(void)
 {

@@ -30,24 +30,7 @@
 static rh_server *g_srv;
 static rlock_client *g_client;
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
-        return -1;
-    }
-    g_client = fc_client(g_srv, 0);
-    return g_client == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rlock_client_free(g_client);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE(g_srv, g_client, NULL)
 
 static void test_crash_middle_waiters(void **state)
 {

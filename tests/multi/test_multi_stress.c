@@ -1,12 +1,13 @@
 /*
- * No deadlock, no livelock, no violation: 8 threads take random overlapping groups of 2-4 of 6
- * lock names, in random member order, 2,000 acquisitions each (half under ThreadSanitizer,
- * or RLOCK_STRESS_SCALE percent), with lock() (no wait limit) so that a deadlock would hang the
- * run (ctest's TIMEOUT then fails it). Inside each section every member name goes through the
- * Redis-side checker (SET NX flag + non-atomic counter); at the end every name's counter must
- * equal the number of sections that included it.
+ * No deadlock, no livelock, no violation: 2 processes x 4 threads (each process its own client)
+ * take random overlapping groups of 2-4 of 6 lock names, in random member order, 2,000
+ * acquisitions each (half under ThreadSanitizer, or RLOCK_STRESS_SCALE percent), with lock() (no
+ * wait limit) so that a deadlock would hang the run (ctest's TIMEOUT then fails it). The shared
+ * stress driver (tests/common/tc_stress.h) runs it; inside each section every member name goes
+ * through the independent shared-memory checker (tests/common/tc_checker.h, one slot a name): no
+ * one else inside, and a non-atomic counter that must end equal to the number of sections that
+ * included the name.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,179 +17,114 @@
 #include <cmocka.h>
 
 #include "multi_util.h"
+#include "tc_redis.h"
+#include "tc_stress.h"
 
 #define NAMES   6
-#define THREADS 8
+#define PROCS   2
+#define THREADS 4
 
-static rh_server *srv;
-static rlock_client *cli[2];
-static rlock *locks[2][NAMES]; /* the same 6 names through two clients */
 static const char *names[NAMES] = {"s0", "s1", "s2", "s3", "s4", "s5"};
 
-typedef struct worker {
-    int id, iters;
-    long long uses[NAMES];
-    int violations, errors;
-    unsigned seed;
-} worker;
-
-static void *worker_main(void *arg)
+/* Small timeouts, so that a failure shows up fast. */
+static void tune(rlock_options *o)
 {
-    worker *w = arg;
-    redisContext *chk = rh_connect(srv);
-    if (chk == NULL) {
-        w->errors++;
-        return NULL;
+    o->connect_timeout_ms = 1000;
+    o->command_timeout_ms = 2000;
+}
+
+static int step(tc_worker *w, long i)
+{
+    (void)i;
+    tc_proc *p = w->proc_ctx;
+    int order[NAMES] = {0, 1, 2, 3, 4, 5};
+    for (int n = NAMES - 1; n > 0; n--) { /* Fisher-Yates: random subset in random order */
+        int j = rand_r(&w->seed) % (n + 1);
+        int t = order[n];
+        order[n] = order[j];
+        order[j] = t;
     }
-    rlock *const *mine = locks[w->id % 2];
-    for (int it = 0; it < w->iters; it++) {
-        int order[NAMES] = {0, 1, 2, 3, 4, 5};
-        for (int i = NAMES - 1; i > 0; i--) { /* Fisher-Yates: random subset in random order */
-            int j = rand_r(&w->seed) % (i + 1);
-            int t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
-        size_t k = 2 + (size_t)(rand_r(&w->seed) % 3);
-        rlock *m[4];
-        for (size_t i = 0; i < k; i++) {
-            m[i] = mine[order[i]];
-        }
-        rlock *g = rlock_multi_new(m, k);
-        if (g == NULL || rlock_lock(g, 30000) != RLOCK_OK) {
-            w->errors++;
-            rlock_free(g);
-            continue;
-        }
-        for (size_t i = 0; i < k; i++) {
-            int v = mu_check_enter(chk, names[order[i]]);
-            w->violations += v > 0;
-            w->errors += v < 0;
-            w->uses[order[i]]++;
-        }
-        for (size_t i = 0; i < k; i++) {
-            w->errors += mu_check_leave(chk, names[order[i]]) < 0;
-        }
-        if (rlock_unlock(g) != RLOCK_OK) {
-            w->errors++;
-        }
+    size_t k = 2 + (size_t)(rand_r(&w->seed) % 3);
+    rlock *m[4];
+    for (size_t n = 0; n < k; n++) {
+        m[n] = p->h[order[n]];
+    }
+    rlock *g = rlock_multi_new(m, k);
+    if (g == NULL) {
+        return tc_step_fail(w, "rlock_multi_new", RLOCK_ENOMEM);
+    }
+    int rc = rlock_lock(g, 30000);
+    if (rc != RLOCK_OK) {
         rlock_free(g);
+        return tc_step_fail(w, "lock", rc);
     }
-    redisFree(chk);
-    return NULL;
+    for (size_t n = 0; n < k; n++) {
+        tc_mx_enter(w->mx, order[n]);
+    }
+    for (size_t n = 0; n < k; n++) {
+        tc_mx_leave(w->mx, order[n]);
+    }
+    rc = rlock_unlock(g);
+    rlock_free(g);
+    return rc == RLOCK_OK ? TC_STEP_OK : tc_step_fail(w, "unlock", rc);
 }
 
 static void test_no_deadlock(void **state)
 {
-    (void)state;
-    int iters = (int)(2000 * mu_scale());
-    worker w[THREADS] = {0};
-    pthread_t t[THREADS];
-    int64_t t0 = rh_now_ms();
-    for (int i = 0; i < THREADS; i++) {
-        w[i].id = i;
-        w[i].iters = iters;
-        w[i].seed = (unsigned)(i * 7919 + (int)rh_now_ms());
-        pthread_create(&t[i], NULL, worker_main, &w[i]);
-    }
-    long long uses[NAMES] = {0};
-    int violations = 0, errors = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        violations += w[i].violations;
-        errors += w[i].errors;
-        for (int n = 0; n < NAMES; n++) {
-            uses[n] += w[i].uses[n];
-        }
-    }
-    int64_t took = rh_now_ms() - t0;
-    redisContext *chk = rh_connect(srv);
-    assert_non_null(chk);
-    long long total = 0;
+    rh_server *srv = *state;
+    tc_handles hs = {.srv = srv, .tune = tune, .n = NAMES};
     for (int n = 0; n < NAMES; n++) {
-        assert_int_equal(mu_counter(chk, names[n]), uses[n]);
+        hs.type[n] = RLOCK_REENTRANT;
+        hs.name[n] = names[n];
+    }
+    tc_stress_spec spec = {.procs = PROCS,
+                           .threads = THREADS,
+                           .iters = (long)(2000 * mu_scale()),
+                           .timeout_ms = 110000,
+                           .proc_init = tc_proc_open,
+                           .proc_fini = tc_proc_close,
+                           .step = step,
+                           .arg = &hs};
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    long total = 0;
+    for (int n = 0; n < NAMES; n++) {
         assert_int_equal(mu_exists(srv, names[n]), 0);
-        total += uses[n];
+        total += r.entries[n];
     }
-    redisFree(chk);
-    printf("multi stress: %d threads x %d group acquisitions (%lld member sections) in %lld ms, "
-           "%d violations, %d errors\n",
-           THREADS, iters, total, (long long)took, violations, errors);
-    assert_int_equal(violations, 0);
-    assert_int_equal(errors, 0);
+    printf("multi stress: %d processes x %d threads x %ld group acquisitions (%ld member "
+           "sections) in %lld ms, %ld violations, %ld errors\n",
+           PROCS, THREADS, spec.iters, total, (long long)r.res.took_ms, r.violations, r.res.errors);
+    tc_assert_clean(&r); /* every name's counter == the sections that included it */
+    assert_int_equal(r.res.iterations, (long)PROCS * THREADS * spec.iters);
 }
 
-typedef struct bare {
-    int violations;
-} bare;
-
-static void *bare_main(void *arg)
+static int bare_step(tc_worker *w, long i)
 {
-    bare *b = arg;
-    redisContext *chk = rh_connect(srv);
-    for (int i = 0; chk != NULL && i < 50; i++) {
-        b->violations += mu_check_enter(chk, "bare") > 0;
-        mu_sleep_ms(1);
-        mu_check_leave(chk, "bare");
-    }
-    redisFree(chk);
-    return NULL;
+    (void)i;
+    tc_mx_enter(w->mx, 0);
+    mu_sleep_ms(1);
+    tc_mx_leave(w->mx, 0);
+    return TC_STEP_OK;
 }
 
-/* Control: the checker does see overlapping sections when no lock is taken, so the zero of the
- * real run means something. */
+/* Control: the checker does see overlapping sections, across processes, when no lock is taken,
+ * so the zero of the real run means something. */
 static void test_checker_sees_overlap(void **state)
 {
     (void)state;
-    bare b[4] = {{0}};
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++) {
-        pthread_create(&t[i], NULL, bare_main, &b[i]);
-    }
-    int violations = 0;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        violations += b[i].violations;
-    }
-    assert_true(violations > 0);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    rh_skip_if_unavailable();
-    srv = rh_start(NULL);
-    if (srv == NULL) {
-        return -1;
-    }
-    for (int c = 0; c < 2; c++) {
-        cli[c] = mu_client(rh_url(srv), 0, 0);
-        if (cli[c] == NULL) {
-            return -1;
-        }
-        for (int n = 0; n < NAMES; n++) {
-            locks[c][n] = rlock_open(cli[c], RLOCK_REENTRANT, names[n]);
-        }
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int c = 0; c < 2; c++) {
-        for (int n = 0; n < NAMES; n++) {
-            rlock_free(locks[c][n]);
-        }
-        rlock_client_free(cli[c]);
-    }
-    rh_free(srv);
-    return 0;
+    tc_stress_spec spec = {.procs = 2, .threads = 2, .iters = 50, .step = bare_step};
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    assert_int_equal(r.res.failed_procs, 0);
+    assert_true(r.violations > 0);
+    assert_true(r.counter[0] < r.entries[0]); /* overlapping sections lost updates */
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_checker_sees_overlap),
-                                       cmocka_unit_test(test_no_deadlock)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checker_sees_overlap),
+        cmocka_unit_test_setup_teardown(test_no_deadlock, tc_server_setup, tc_server_teardown)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* A client on server s with the given watchdog lease and command timeout (0 = defaults) and an
  * optional on_lost callback. Returns NULL (after printing why) on failure. */
@@ -26,9 +27,7 @@ static inline rlock_client *re_client_ex(const rh_server *s, int64_t watchdog_ms
                                          void (*on_lost)(const char *, void *), void *user)
 {
     rlock_options o;
-    rlock_options_init(&o);
-    o.url = rh_url(s);
-    o.pool_size = 16;
+    tc_options(&o, s);
     if (watchdog_ms > 0) {
         o.watchdog_timeout_ms = watchdog_ms;
     }
@@ -38,38 +37,12 @@ static inline rlock_client *re_client_ex(const rh_server *s, int64_t watchdog_ms
     }
     o.on_lost = on_lost;
     o.user_data = user;
-    rlock_client *c = NULL;
-    int r = rlock_client_new(&o, &c);
-    if (r != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s: %s\n", o.url, rlock_strerror(r),
-                rlock_last_error());
-        return NULL;
-    }
-    return c;
+    return tc_client_try(&o);
 }
 
 static inline rlock_client *re_client(const rh_server *s)
 {
     return re_client_ex(s, 0, 0, NULL, NULL);
-}
-
-/* Runs a hiredis command given as argv strings on ctx and returns its integer reply (a decimal
- * string reply is converted; nil -> 0); -1000000 on any error, so a caller can assert on it. */
-static inline long long re_int(redisContext *ctx, int argc, const char **argv)
-{
-    redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
-    long long v = -1000000;
-    if (r != NULL) {
-        if (r->type == REDIS_REPLY_INTEGER) {
-            v = r->integer;
-        } else if (r->type == REDIS_REPLY_STRING) {
-            v = strtoll(r->str, NULL, 10);
-        } else if (r->type == REDIS_REPLY_NIL) {
-            v = 0;
-        }
-        freeReplyObject(r);
-    }
-    return v;
 }
 
 /* The fencing counter key of a lock name without '{': "redisson_lock_token:{name}". */

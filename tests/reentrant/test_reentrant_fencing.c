@@ -20,21 +20,7 @@
 static rh_server *g_srv;
 static rlock_client *g_c;
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    g_c = g_srv != NULL ? re_client(g_srv) : NULL;
-    return g_c == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rlock_client_free(g_c);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE(g_srv, g_c, NULL)
 
 static long long counter_of(const char *name)
 {
@@ -72,7 +58,7 @@ static void *fencer_main(void *arg)
         /* Critical sections are exclusive, so consecutive exchanges see consecutive grants. */
         uint64_t prev = atomic_exchange(f->last, tok);
         f->not_increasing += tok <= prev;
-        f->not_counter += (long long)tok != re_int(ctx, 2, get);
+        f->not_counter += (long long)tok != tc_int(ctx, 2, get);
         if (rlock_unlock(f->l) != RLOCK_OK) {
             f->errors++;
         }

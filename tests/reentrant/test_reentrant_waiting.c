@@ -27,21 +27,7 @@
 static rh_server *g_srv;
 static rlock_client *g_c;
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    g_c = g_srv != NULL ? re_client(g_srv) : NULL;
-    return g_c == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rlock_client_free(g_c);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE(g_srv, g_c, NULL)
 
 static long long numsub(const char *channel)
 {

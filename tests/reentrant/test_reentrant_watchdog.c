@@ -173,7 +173,7 @@ static long long count_existing(redisContext *ctx, char (*names)[32])
     for (int i = 0; i < MANY; i++) {
         argv[i + 1] = names[i];
     }
-    long long n = re_int(ctx, MANY + 1, argv);
+    long long n = tc_int(ctx, MANY + 1, argv);
     free(argv);
     return n;
 }

@@ -1,5 +1,6 @@
 /* Helpers shared by the read-write lock tests (see rw_util.h). */
 #include "rw_util.h"
+#include "tc_redis.h"
 
 #include <hiredis.h>
 #include <stdlib.h>
@@ -99,7 +100,6 @@ rlock_client *rw_client_url(const char *url, int64_t watchdog_ms, int reader_pre
                             int64_t waiter_ms)
 {
     rlock_options o;
-    rlock_client *c = NULL;
 
     rlock_options_init(&o);
     o.url = url;
@@ -111,10 +111,7 @@ rlock_client *rw_client_url(const char *url, int64_t watchdog_ms, int reader_pre
         o.waiter_timeout_ms = waiter_ms;
     }
     o.rw_reader_preferring = reader_preferring;
-    if (rlock_client_new(&o, &c) != RLOCK_OK) {
-        return NULL;
-    }
-    return c;
+    return tc_client_try(&o);
 }
 
 rlock_client *rw_client(rh_server *srv, int64_t watchdog_ms, int reader_preferring,

@@ -1,14 +1,16 @@
 /*
  * Read-write lock invariants under stress (real redis-server): 3 processes, each with 4 reader
- * threads and 1 writer thread, for 20 s (RLOCK_RW_STRESS_MS overrides). An independent checker
- * lives in Redis and is updated inside the critical sections over separate connections:
- *  - readers INCR chk:readers on entry (the value is the number of readers inside, whose maximum
- *    is recorded) and check that the writer flag chk:writer is absent; DECR on exit;
- *  - writers SET chk:writer NX (failure = another writer inside) and check chk:readers == 0, then
- *    do a non-atomic GET/sleep/SET increment of chk:counter (lost updates = broken exclusion);
- *  - one write in four downgrades: takes the read side inside the write lock, releases the write
- *    side and checks as a reader; one read in seven re-enters (which must pass waiting writers).
- * Afterwards: no violation, no unexpected error, chk:counter == number of writes, and readers did
+ * threads and 1 writer thread, for 20 s (RLOCK_RW_STRESS_MS overrides), run by the shared stress
+ * driver (tests/common/tc_stress.h). The checker (tests/common/tc_checker.h) lives in memory
+ * shared by the processes, independent of the lock and of Redis:
+ *  - a reader's entry counts the readers inside (whose maximum is recorded) and finds no writer
+ *    inside;
+ *  - a writer's entry finds nobody inside, readers or writer, and bumps a counter non-atomically
+ *    (lost updates = broken exclusion); the writer then holds for another 0.5 ms;
+ *  - one write in four downgrades: takes the read side inside the write lock, leaves the writer's
+ *    section, enters as a reader and only then releases the write side; one read in seven
+ *    re-enters (which must pass waiting writers).
+ * Afterwards: no violation, no unexpected error, counter == number of writes, and readers did
  * overlap (maximum concurrent readers > 1).
  */
 #include <setjmp.h>
@@ -20,263 +22,117 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <hiredis.h>
 
 #include "rw_util.h"
+#include "tc_redis.h"
+#include "tc_stress.h"
 
 #define PROCS            3
 #define READERS_PER_PROC 4
 #define LOCK_NAME        "rw:stress"
 
-typedef struct stress_ctx {
-    rlock *r, *w;
-    int port;
-    int64_t end;
-} stress_ctx;
-
-typedef struct stress_stats {
-    long reads, writes, errors, violations, max_readers, timeouts;
-} stress_stats;
-
-static long long cmd_int(redisContext *ctx, stress_stats *st, const char *fmt, ...)
+/* The clients of the run: a 3 s watchdog lease, so that renewals run during it. */
+static void tune(rlock_options *o)
 {
-    va_list ap;
-    redisReply *r;
-    long long v = -1;
-
-    va_start(ap, fmt);
-    r = redisvCommand(ctx, fmt, ap);
-    va_end(ap);
-    if (r == NULL) {
-        st->errors++;
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_INTEGER) {
-        v = r->integer;
-    } else if (r->type == REDIS_REPLY_STRING) {
-        v = atoll(r->str);
-    } else if (r->type == REDIS_REPLY_NIL) {
-        v = 0;
-    } else if (r->type == REDIS_REPLY_STATUS) {
-        v = 1;
-    }
-    freeReplyObject(r);
-    return v;
+    o->pool_size = 32;
+    o->watchdog_timeout_ms = 3000;
 }
 
-/* The reader's critical section as seen by the checker. */
-static void reader_inside(redisContext *ctx, stress_stats *st, int hold_us)
+static int read_step(tc_worker *w, long i)
 {
-    long long n = cmd_int(ctx, st, "INCR chk:readers");
-
-    if (n > st->max_readers) {
-        st->max_readers = n;
+    rlock *rd = ((tc_proc *)w->proc_ctx)->h[0];
+    int rc = rlock_try_lock(rd, 2000, (i % 2) ? -1 : 5000);
+    if (rc == RLOCK_ETIMEDOUT) {
+        return TC_STEP_RETRY;
     }
-    if (cmd_int(ctx, st, "EXISTS chk:writer") != 0) {
-        st->violations++;
+    if (rc != RLOCK_OK) {
+        return tc_step_fail(w, "read lock", rc);
     }
-    usleep((useconds_t)hold_us);
-    cmd_int(ctx, st, "DECR chk:readers");
+    int errors = 0;
+    if (i % 7 == 0) {
+        errors += rlock_try_lock(rd, 0, -1) != RLOCK_OK;
+        errors += rlock_unlock(rd) != RLOCK_OK;
+    }
+    tc_mx_read_enter(w->mx, 0);
+    usleep((useconds_t)(rand_r(&w->seed) % 2000));
+    tc_mx_read_leave(w->mx, 0);
+    errors += rlock_unlock(rd) != RLOCK_OK;
+    return errors == 0 ? TC_STEP_OK : tc_step_fail(w, "read re-entry or unlock", RLOCK_OK);
 }
 
-static void *reader_main(void *p)
+static int write_step(tc_worker *w, long i)
 {
-    stress_ctx *sc = p;
-    stress_stats *st = calloc(1, sizeof(*st));
-    redisContext *ctx = redisConnect("127.0.0.1", sc->port);
-    unsigned seed = (unsigned)(uintptr_t)st;
-
-    for (long i = 0; ctx != NULL && !ctx->err && rh_now_ms() < sc->end; i++) {
-        int rc = rlock_try_lock(sc->r, 2000, (i % 2) ? -1 : 5000);
-
-        if (rc == RLOCK_ETIMEDOUT) {
-            st->timeouts++;
-            continue;
-        }
-        if (rc != RLOCK_OK) {
-            st->errors++;
-            continue;
-        }
-        if (i % 7 == 0) {
-            st->errors += rlock_try_lock(sc->r, 0, -1) != RLOCK_OK;
-            st->errors += rlock_unlock(sc->r) != RLOCK_OK;
-        }
-        reader_inside(ctx, st, (int)(rand_r(&seed) % 2000));
-        st->errors += rlock_unlock(sc->r) != RLOCK_OK;
-        st->reads++;
+    rlock *rd = ((tc_proc *)w->proc_ctx)->h[0], *wr = ((tc_proc *)w->proc_ctx)->h[1];
+    int rc = rlock_try_lock(wr, 5000, -1);
+    if (rc == RLOCK_ETIMEDOUT) {
+        return TC_STEP_RETRY;
     }
-    if (ctx != NULL) {
-        redisFree(ctx);
+    if (rc != RLOCK_OK) {
+        return tc_step_fail(w, "write lock", rc);
     }
-    return st;
-}
-
-static void writer_inside(redisContext *ctx, stress_stats *st)
-{
-    long long v;
-
-    if (cmd_int(ctx, st, "SET chk:writer 1 NX") != 1) {
-        st->violations++;
-    }
-    if (cmd_int(ctx, st, "GET chk:readers") != 0) {
-        st->violations++;
-    }
-    v = cmd_int(ctx, st, "GET chk:counter");
+    int errors = 0;
+    tc_mx_enter(w->mx, 0);
     usleep(500);
-    cmd_int(ctx, st, "SET chk:counter %lld", v + 1);
-    st->writes++;
+    if (i % 4 == 0) {
+        /* Downgrade: read inside the write lock, then let the write side go. */
+        errors += rlock_lock(rd, -1) != RLOCK_OK;
+        tc_mx_leave(w->mx, 0);
+        tc_mx_read_enter(w->mx, 0);
+        errors += rlock_unlock(wr) != RLOCK_OK;
+        usleep(1000);
+        tc_mx_read_leave(w->mx, 0);
+        errors += rlock_unlock(rd) != RLOCK_OK;
+    } else {
+        tc_mx_leave(w->mx, 0);
+        errors += rlock_unlock(wr) != RLOCK_OK;
+    }
+    usleep(10000);
+    return errors == 0 ? TC_STEP_OK : tc_step_fail(w, "downgrade or write unlock", RLOCK_OK);
 }
 
-static void *writer_main(void *p)
+/* Threads 0 .. READERS_PER_PROC-1 of a process read; the last one writes. */
+static int step(tc_worker *w, long i)
 {
-    stress_ctx *sc = p;
-    stress_stats *st = calloc(1, sizeof(*st));
-    redisContext *ctx = redisConnect("127.0.0.1", sc->port);
-
-    for (long i = 0; ctx != NULL && !ctx->err && rh_now_ms() < sc->end; i++) {
-        int rc = rlock_try_lock(sc->w, 5000, -1);
-
-        if (rc == RLOCK_ETIMEDOUT) {
-            st->timeouts++;
-            continue;
-        }
-        if (rc != RLOCK_OK) {
-            st->errors++;
-            continue;
-        }
-        writer_inside(ctx, st);
-        if (i % 4 == 0) {
-            /* Downgrade: read inside the write lock, then let the write side go. */
-            st->errors += rlock_lock(sc->r, -1) != RLOCK_OK;
-            cmd_int(ctx, st, "DEL chk:writer");
-            cmd_int(ctx, st, "INCR chk:readers");
-            st->errors += rlock_unlock(sc->w) != RLOCK_OK;
-            if (cmd_int(ctx, st, "EXISTS chk:writer") != 0) {
-                st->violations++;
-            }
-            usleep(1000);
-            cmd_int(ctx, st, "DECR chk:readers");
-            st->errors += rlock_unlock(sc->r) != RLOCK_OK;
-        } else {
-            cmd_int(ctx, st, "DEL chk:writer");
-            st->errors += rlock_unlock(sc->w) != RLOCK_OK;
-        }
-        usleep(10000);
-    }
-    if (ctx != NULL) {
-        redisFree(ctx);
-    }
-    return st;
-}
-
-/* Child process: "--child URL PORT DURATION_MS". Reports its totals into Redis. */
-static int child_main(const char *url, int port, int64_t duration_ms)
-{
-    rlock_client *c = rw_client_url(url, 3000, 0, 0);
-    stress_ctx sc;
-    pthread_t th[READERS_PER_PROC + 1];
-    stress_stats total = {0};
-    redisContext *ctx;
-
-    if (c == NULL) {
-        return 2;
-    }
-    sc.r = rlock_open(c, RLOCK_READ, LOCK_NAME);
-    sc.w = rlock_open(c, RLOCK_WRITE, LOCK_NAME);
-    sc.port = port;
-    sc.end = rh_now_ms() + duration_ms;
-    if (sc.r == NULL || sc.w == NULL) {
-        return 3;
-    }
-    for (int i = 0; i < READERS_PER_PROC; i++) {
-        pthread_create(&th[i], NULL, reader_main, &sc);
-    }
-    pthread_create(&th[READERS_PER_PROC], NULL, writer_main, &sc);
-    for (int i = 0; i <= READERS_PER_PROC; i++) {
-        stress_stats *st = NULL;
-
-        pthread_join(th[i], (void **)&st);
-        total.reads += st->reads;
-        total.writes += st->writes;
-        total.errors += st->errors;
-        total.violations += st->violations;
-        total.timeouts += st->timeouts;
-        if (st->max_readers > total.max_readers) {
-            total.max_readers = st->max_readers;
-        }
-        free(st);
-    }
-    rlock_free(sc.r);
-    rlock_free(sc.w);
-    rlock_client_free(c);
-    ctx = redisConnect("127.0.0.1", port);
-    if (ctx == NULL || ctx->err) {
-        return 4;
-    }
-    freeReplyObject(redisCommand(ctx, "INCRBY chk:reads %ld", total.reads));
-    freeReplyObject(redisCommand(ctx, "INCRBY chk:writes %ld", total.writes));
-    freeReplyObject(redisCommand(ctx, "INCRBY chk:errors %ld", total.errors));
-    freeReplyObject(redisCommand(ctx, "INCRBY chk:violations %ld", total.violations));
-    freeReplyObject(redisCommand(ctx, "INCRBY chk:timeouts %ld", total.timeouts));
-    freeReplyObject(redisCommand(ctx, "EVAL %s 1 chk:maxreaders %ld",
-                                 "if tonumber(ARGV[1]) > tonumber(redis.call('get', KEYS[1]) "
-                                 "or '0') then redis.call('set', KEYS[1], ARGV[1]) end",
-                                 total.max_readers));
-    redisFree(ctx);
-    return 0;
+    return w->thread < READERS_PER_PROC ? read_step(w, i) : write_step(w, i);
 }
 
 static void test_rw_invariants(void **state)
 {
-    rh_server *srv = rh_start(NULL);
+    rh_server *srv = *state;
     const char *env = getenv("RLOCK_RW_STRESS_MS");
     int64_t duration = env != NULL ? atoll(env) : 20000;
-    char port[16], dur[24];
-    pid_t kids[PROCS];
-    long long reads, writes, counter, maxr;
-
-    (void)state;
-    assert_non_null(srv);
-    snprintf(port, sizeof(port), "%d", rh_port(srv));
-    snprintf(dur, sizeof(dur), "%lld", (long long)duration);
-    for (int i = 0; i < PROCS; i++) {
-        const char *argv[] = {"self", "--child", rh_url(srv), port, dur, NULL};
-
-        kids[i] = rh_spawn_self(argv);
-        assert_true(kids[i] > 0);
-    }
-    for (int i = 0; i < PROCS; i++) {
-        assert_int_equal(rh_wait_child(kids[i], duration + 30000), 0);
-    }
-    reads = rw_redis_int(srv, "GET", "chk:reads");
-    writes = rw_redis_int(srv, "GET", "chk:writes");
-    counter = rw_redis_int(srv, "GET", "chk:counter");
-    maxr = rw_redis_int(srv, "GET", "chk:maxreaders");
-    print_message("%lld reads, %lld writes, counter %lld, max concurrent readers %lld, "
-                  "timeouts %lld, errors %lld, violations %lld\n",
-                  reads, writes, counter, maxr, rw_redis_int(srv, "GET", "chk:timeouts"),
-                  rw_redis_int(srv, "GET", "chk:errors"),
-                  rw_redis_int(srv, "GET", "chk:violations"));
-    assert_int_equal(rw_redis_int(srv, "GET", "chk:violations"), 0);
-    assert_int_equal(rw_redis_int(srv, "GET", "chk:errors"), 0);
+    tc_handles hs = {.srv = srv,
+                     .tune = tune,
+                     .n = 2,
+                     .type = {RLOCK_READ, RLOCK_WRITE},
+                     .name = {LOCK_NAME, LOCK_NAME}};
+    tc_stress_spec spec = {.procs = PROCS,
+                           .threads = READERS_PER_PROC + 1,
+                           .duration_ms = duration,
+                           .timeout_ms = duration + 30000,
+                           .proc_init = tc_proc_open,
+                           .proc_fini = tc_proc_close,
+                           .step = step,
+                           .arg = &hs};
+    tc_stress_report r;
+    tc_stress_run(&spec, &r);
+    long reads = r.reads[0], writes = r.entries[0];
+    print_message("%ld reads, %ld writes, counter %ld, max concurrent readers %ld, "
+                  "timeouts %ld, errors %ld, violations %ld\n",
+                  reads, writes, r.counter[0], r.max_readers[0], r.res.retries, r.res.errors,
+                  r.violations);
+    tc_assert_clean(&r); /* counter == writes among the rest */
     assert_true(writes > 0);
     assert_true(reads > writes);
-    assert_int_equal(counter, writes);
-    assert_true(maxr > 1);
+    assert_true(r.max_readers[0] > 1);
     assert_int_equal(rw_exists(srv, LOCK_NAME), 0);
     assert_int_equal(rw_exists(srv, "rlock_rwlock_writers:{" LOCK_NAME "}"), 0);
-    rh_free(srv);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rw_invariants),
+        cmocka_unit_test_setup_teardown(test_rw_invariants, tc_server_setup, tc_server_teardown),
     };
-
-    if (argc == 5 && strcmp(argv[1], "--child") == 0) {
-        return child_main(argv[2], atoi(argv[3]), atoll(argv[4]));
-    }
-    rh_skip_if_unavailable();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
