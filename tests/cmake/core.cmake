@@ -45,6 +45,7 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_timer_wheel.c")
 endif()
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url SOURCES unit/test_url.c LABELS unit TIMEOUT 60)
+  rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
 
 # Harness self-test: starts real redis-server processes.
