@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fair_release.lua: release one hold of a fair lock (Redisson RFairLock data); the last release
 -- deletes the hash and notifies only the first live waiter, on its own channel. Dropping dead
 -- heads notifies the new first waiter too, so that it re-arms its wait bound.

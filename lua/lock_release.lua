@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- lock_release.lua: release one hold of a reentrant lock (Redisson RLock data); the last release
 -- deletes the hash and publishes the unlock message so one waiter per process wakes up.
 -- KEYS[1]  the lock hash

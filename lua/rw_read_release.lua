@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_read_release.lua: release one read hold (Redisson RReadWriteLock data). The hold's timeout
 -- key goes, and the hash's TTL is recomputed from the remaining read holds' own timeout keys, so
 -- readers whose process died (their keys expired) cannot keep the lock alive; when no live read

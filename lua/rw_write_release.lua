@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_write_release.lua: release one write hold (Redisson RReadWriteLock data). The last write
 -- hold either frees the lock or, when the owner still holds read holds, turns the lock into a
 -- read lock (downgrade) whose TTL is its read holds' longest remaining lease. Both cases publish
