@@ -14,6 +14,8 @@
 --             since its holder's lease ran out without a message)
 --          0  one hold released, the owner still holds the lock
 --          1  fully released; the first live waiter (if any) was notified
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 redis.replicate_commands()
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -43,6 +45,6 @@ else
     result = 1
 end
 if head and head ~= first then
-    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[3])
+    redis.pcall('publish', KEYS[4] .. ':' .. head, ARGV[3])
 end
 return result

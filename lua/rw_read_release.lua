@@ -17,6 +17,8 @@
 -- Returns -1  the owner holds no read hold (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the read side
 --          1  the owner's last read hold released
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1
@@ -51,8 +53,8 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], 0)
+redis.pcall('publish', KEYS[2], 0)
 for _, writer in ipairs(redis.call('zrange', KEYS[5], 0, -1)) do
-    redis.call('publish', KEYS[6] .. ':' .. writer, 1)
+    redis.pcall('publish', KEYS[6] .. ':' .. writer, 1)
 end
 return result

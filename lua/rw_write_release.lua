@@ -15,6 +15,8 @@
 -- Returns -1  the owner holds no write hold; nothing changed
 --          0  one hold released, the owner still holds the write side
 --          1  the owner's last write hold released
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
         redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1
@@ -34,8 +36,8 @@ if longest > 0 then
 else
     redis.call('del', KEYS[1])
 end
-redis.call('publish', KEYS[2], 1)
+redis.pcall('publish', KEYS[2], 1)
 for _, writer in ipairs(redis.call('zrange', KEYS[4], 0, -1)) do
-    redis.call('publish', KEYS[5] .. ':' .. writer, 1)
+    redis.pcall('publish', KEYS[5] .. ':' .. writer, 1)
 end
 return 1

@@ -61,6 +61,7 @@ if(TARGET rlock_harness)
                  ARGS "${PROJECT_SOURCE_DIR}/lua")
   rlock_add_test(NAME core_errors SOURCES core/test_errors.c LABELS redis fault TIMEOUT 60)
   rlock_add_test(NAME core_oom SOURCES core/test_oom.c LABELS redis fault TIMEOUT 60)
+  rlock_add_test(NAME core_acl_nopublish SOURCES core/test_acl_nopublish.c LABELS redis TIMEOUT 60)
   rlock_add_test(NAME core_subscriber SOURCES core/test_subscriber.c LABELS redis fault
                  TIMEOUT 60)
   # Armed attempts: one attempt per hand-off, NOSCRIPT re-attempt, no idle connection, fair order.
