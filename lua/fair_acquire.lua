@@ -1,3 +1,4 @@
+#!lua
 -- fair_acquire.lua: one attempt on a fair lock (Redisson RFairLock data): take it if it is free
 -- and the caller is first in line, re-enter it, or join the waiter queue (or stay in it).
 -- A queued waiter's zset score is a liveness deadline on the server's clock (now + waiter

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fair_force_release.lua: delete a fair lock whoever holds it and notify the first live waiter
 -- (dropping dead heads first, as every fair script does).
 -- KEYS[1]  the lock hash (the lock name)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fair_heartbeat.lua: the watchdog's batch liveness refresh of fair-lock waiters, and the sweep
 -- that removes dead waiters from anywhere in a queue within a bounded time.
 -- Each live waiter's deadline becomes server now + the waiter timeout; a waiter that is no

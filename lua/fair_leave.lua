@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fair_leave.lua: a waiter of a fair lock gives up (its wait elapsed, or an error ended it) and
 -- leaves the queue and the zset. If it was first in line, the next live waiter is notified: it
 -- may have to take the hand-off this waiter was sent, or re-arm its wait bound.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fair_release.lua: release one hold of a fair lock (Redisson RFairLock data); the last release
 -- deletes the hash and notifies only the first live waiter, on its own channel. Dropping dead
 -- heads notifies the new first waiter too, so that it re-arms its wait bound.
@@ -13,6 +14,8 @@
 --             since its holder's lease ran out without a message)
 --          0  one hold released, the owner still holds the lock
 --          1  fully released; the first live waiter (if any) was notified
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 redis.replicate_commands()
 --@include inc/fair_purge.lua
 local t = redis.call('time')
@@ -34,6 +37,6 @@ else
     result = 1
 end
 if head and head ~= first then
-    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[3])
+    redis.pcall('publish', KEYS[4] .. ':' .. head, ARGV[3])
 end
 return result

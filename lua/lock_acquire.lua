@@ -1,3 +1,4 @@
+#!lua
 -- lock_acquire.lua: take or re-enter a reentrant lock (Redisson RLock data) and issue a fencing
 -- token when the lock is taken from free.
 -- KEYS[1]  the lock hash (the lock name)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- lock_force_release.lua: delete a lock whoever holds it and wake the waiters.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel to notify

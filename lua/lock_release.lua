@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- lock_release.lua: release one hold of a reentrant lock (Redisson RLock data); the last release
 -- deletes the hash and publishes the unlock message so one waiter per process wakes up.
 -- KEYS[1]  the lock hash
@@ -8,6 +9,8 @@
 -- Returns -1  the owner holds nothing (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the lock
 --          1  fully released and published
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return -1
 end
@@ -17,5 +20,5 @@ if count > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[3])
+redis.pcall('publish', KEYS[2], ARGV[3])
 return 1

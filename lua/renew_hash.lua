@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- renew_hash.lua: the watchdog's batch renewal of hash-based holds (reentrant, fair, write):
 -- one call renews up to a batch of holds, each only if its owner field is still present.
 -- KEYS[1..N]  lock hashes

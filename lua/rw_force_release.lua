@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_force_release.lua: delete a read-write lock whoever holds it, but only if it is held in the
 -- given mode (forcing the read side leaves a write lock alone and vice versa), and wake waiters.
 -- KEYS[1]  the lock hash (the lock name)

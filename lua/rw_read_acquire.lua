@@ -1,3 +1,4 @@
+#!lua
 -- rw_read_acquire.lua: take or re-enter the read side of a read-write lock (Redisson
 -- RReadWriteLock data). Each read hold n gets its own key <prefix>:<n> carrying that hold's lease,
 -- and the hash lives as long as its longest hold. With writer preference, a new reader (one that

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_read_release.lua: release one read hold (Redisson RReadWriteLock data). The hold's timeout
 -- key goes, and the hash's TTL is recomputed from the remaining read holds' own timeout keys, so
 -- readers whose process died (their keys expired) cannot keep the lock alive; when no live read
@@ -17,6 +18,8 @@
 -- Returns -1  the owner holds no read hold (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the read side
 --          1  the owner's last read hold released
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 --@include inc/rw_wake_writer.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
@@ -52,6 +55,6 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], 0)
+redis.pcall('publish', KEYS[2], 0)
 rw_wake_writer(KEYS[5], KEYS[6])
 return result

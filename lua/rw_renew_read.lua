@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_renew_read.lua: the watchdog's batch renewal of read holds. For each (lock, owner) pair it
 -- renews every timeout key of that owner's read holds, {name}:<owner>:rwlock_timeout:1..count,
 -- and keeps the hash alive at least as long. Only the owners passed in are touched, so a client

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_renew_write.lua: the watchdog's batch renewal of write holds: each hash is kept alive for at
 -- least the lease while its write owner field is present (never shortened, so a longer lease of
 -- another hold in the same hash is kept).

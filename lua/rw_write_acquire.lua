@@ -1,3 +1,4 @@
+#!lua
 -- rw_write_acquire.lua: take or re-enter the write side of a read-write lock (Redisson
 -- RReadWriteLock data) and issue a fencing token when the lock is taken from free. A caller that
 -- holds only the read side is refused at once (an upgrade would wait for itself forever). A busy

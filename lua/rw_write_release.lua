@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_write_release.lua: release one write hold (Redisson RReadWriteLock data). The last write
 -- hold either frees the lock or, when the owner still holds read holds, turns the lock into a
 -- read lock (downgrade) whose TTL is its read holds' longest remaining lease. Both cases publish
@@ -14,6 +15,8 @@
 -- Returns -1  the owner holds no write hold; nothing changed
 --          0  one hold released, the owner still holds the write side
 --          1  the owner's last write hold released
+-- Publishing goes through redis.pcall: a user without the publish permission still releases
+-- (waiters then wake by the lease running out) instead of failing after the DEL.
 --@include inc/rw_wake_writer.lua
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
         redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
@@ -34,6 +37,6 @@ if longest > 0 then
 else
     redis.call('del', KEYS[1])
 end
-redis.call('publish', KEYS[2], 1)
+redis.pcall('publish', KEYS[2], 1)
 rw_wake_writer(KEYS[4], KEYS[5])
 return 1

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_writer_heartbeat.lua: the watchdog's batch refresh of waiting writers' liveness deadlines
 -- (server clock). A waiting writer missing from the zset (purged after its process stalled) is put
 -- back, since it is demonstrably alive; a writer that already holds the lock is left out.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- rw_writer_leave.lua: a waiting writer gives up (timeout or error): it leaves the waiting-writers
 -- zset and, if it was there, wakes every reader, since readers may have been waiting behind it,
 -- and one other waiting writer, since a release may have woken this writer alone.

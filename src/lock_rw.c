@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "lock.h"
+#include "reply_checks.h"
 #include "scripts.h"
 #include "waiter_heartbeat.h"
 
@@ -515,4 +516,15 @@ rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name)
     }
     l->impl = rw;
     return l;
+}
+
+/* The decoders above, for reply_checks.h (fuzzing without a connection). */
+int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r)
+{
+    return rw_acquire_reply(a, r);
+}
+
+int rlk_rw_check_release_reply(redisReply *r)
+{
+    return rw_release_reply(r);
 }

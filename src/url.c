@@ -22,8 +22,6 @@
 
 #include "rlock.h"
 
-/* The longest input fragment quoted in a message, so a reason stays readable. */
-#define RLK_URL_QUOTE 40
 /* Longest DNS name. */
 #define RLK_URL_HOST_MAX 253
 /* The longest socket path that fits in sun_path with its terminating NUL. */
@@ -35,10 +33,14 @@ typedef struct rlk_span {
     size_t n;
 } rlk_span;
 
-/* Where the reason for a failure goes. */
+/* Where the reason for a failure goes. base is the start of the URL, so a message can point at a
+ * fragment by its offset: no message quotes more than one character of the input, because in a
+ * malformed URL any fragment may be (part of) the password - "redis://user:Pw0rd" without its '@'
+ * reads as host "user" and port "Pw0rd". */
 typedef struct rlk_url_err {
     char *buf;
     size_t len;
+    const char *base;
 } rlk_url_err;
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -65,10 +67,10 @@ static int rlk_url_oom(rlk_url_err *e)
     return RLOCK_ENOMEM;
 }
 
-/* The length to pass to "%.*s" when quoting a span. */
-static int rlk_quote_len(rlk_span s)
+/* The offset of a fragment in the URL, named in messages instead of the fragment itself. */
+static size_t rlk_url_at(const rlk_url_err *e, const char *p)
 {
-    return (int)(s.n > RLK_URL_QUOTE ? RLK_URL_QUOTE : s.n);
+    return e->base != NULL && p >= e->base ? (size_t)(p - e->base) : 0;
 }
 
 static int rlk_is_digit(char c)
@@ -177,10 +179,11 @@ static int rlk_url_number(rlk_span s, long min, long max, const char *what, int 
         return rlk_url_fail(e, "empty %s", what);
     }
     if (s.p[0] == '-' && s.n > 1 && rlk_is_digit(s.p[1])) {
-        return rlk_url_fail(e, "%s must not be negative: '%.*s'", what, rlk_quote_len(s), s.p);
+        return rlk_url_fail(e, "%s must not be negative (at offset %zu)", what, rlk_url_at(e, s.p));
     }
     if (!rlk_is_digit(s.p[0])) {
-        return rlk_url_fail(e, "%s is not a decimal number: '%.*s'", what, rlk_quote_len(s), s.p);
+        return rlk_url_fail(e, "%s is not a decimal number (at offset %zu)", what,
+                            rlk_url_at(e, s.p));
     }
     while (i < s.n && rlk_is_digit(s.p[i])) {
         v = v * 10 + (s.p[i] - '0');
@@ -190,13 +193,11 @@ static int rlk_url_number(rlk_span s, long min, long max, const char *what, int 
         i++;
     }
     if (i < s.n) {
-        rlk_span junk = {s.p + i, s.n - i};
-
-        return rlk_url_fail(e, "unexpected characters after the %s: '%.*s'", what,
-                            rlk_quote_len(junk), junk.p);
+        return rlk_url_fail(e, "unexpected characters after the %s (at offset %zu)", what,
+                            rlk_url_at(e, s.p + i));
     }
     if (v < min) {
-        return rlk_url_fail(e, "%s must be between %ld and %ld, not %ld", what, min, max, v);
+        return rlk_url_fail(e, "%s must be between %ld and %ld", what, min, max);
     }
     *out = (int)v;
     return 0;
@@ -243,7 +244,7 @@ static int rlk_url_ipv6(rlk_span h, rlk_url *out, rlk_url_err *e)
     memcpy(buf, h.p, h.n);
     buf[h.n] = '\0';
     if (inet_pton(AF_INET6, buf, &addr) != 1) {
-        return rlk_url_fail(e, "invalid IPv6 address '%s'", buf);
+        return rlk_url_fail(e, "invalid IPv6 address (at offset %zu)", rlk_url_at(e, h.p));
     }
     return rlk_span_dup(h, &out->host, e);
 }
@@ -268,8 +269,8 @@ static int rlk_url_hostname(rlk_span h, rlk_url *out, rlk_url_err *e)
                                 "[addr] or [addr]:port",
                                 c);
         }
-        return rlk_url_fail(e, "invalid character '%c' in the host '%.*s'", c, rlk_quote_len(h),
-                            h.p);
+        return rlk_url_fail(e, "invalid character '%c' in the host (at offset %zu)", c,
+                            rlk_url_at(e, h.p + i));
     }
     return rlk_span_dup(h, &out->host, e);
 }
@@ -350,8 +351,8 @@ static int rlk_url_query(rlk_span q, rlk_url *out, int have_db, rlk_url_err *e)
             return rlk_url_fail(e, "empty query parameter");
         }
         if (!rlk_span_ieq(key, "db")) {
-            return rlk_url_fail(e, "unknown query parameter '%.*s' (only db is supported)",
-                                rlk_quote_len(key), key.p);
+            return rlk_url_fail(e, "unknown query parameter at offset %zu (only db is supported)",
+                                rlk_url_at(e, key.p));
         }
         if (eq == NULL) {
             return rlk_url_fail(e, "query parameter db has no value");
@@ -546,13 +547,12 @@ static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, rlk_ur
     if (rlk_span_ieq(scheme, "rediss")) {
         return rlk_url_fail(e, "rediss://: TLS is not supported; use redis:// or unix://");
     }
-    return rlk_url_fail(e, "unsupported scheme '%.*s://': expected redis:// or unix://",
-                        rlk_quote_len(scheme), scheme.p);
+    return rlk_url_fail(e, "unsupported scheme: expected redis:// or unix://");
 }
 
 int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
 {
-    rlk_url_err e = {err, errlen};
+    rlk_url_err e = {err, errlen, s};
     const char *rest = NULL;
     int is_unix = 0;
     int rc;

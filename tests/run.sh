@@ -15,6 +15,8 @@
 #   RLOCK_SKIP_APT=1                   never call apt-get
 #   RLOCK_JOBS=2                       parallel build / unit-test jobs
 #   RLOCK_CTEST_ARGS="..."             extra arguments for every ctest call (e.g. -R url)
+#   RLOCK_FUZZ_SECONDS=45              run time of each libFuzzer target (tests/fuzz), after the
+#                                      variants, built with clang in build/fuzz; 0 skips fuzzing
 #
 # Keeps going after a failure; the last line of output is exactly
 # "N passed, N failed" (tests counted from ctest's summaries; a failed
@@ -33,7 +35,7 @@ log() { printf '\n=== %s\n' "$*"; }
 # 1. Packages.
 # ---------------------------------------------------------------------------
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
-          libcmocka-dev valgrind binutils)
+          libcmocka-dev valgrind binutils clang)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"
@@ -144,10 +146,33 @@ run_variant() {
     fi
 }
 
+# Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for RLOCK_FUZZ_SECONDS on
+# its committed corpus; every target counts as one test, a crash as one failure.
+run_fuzz() {
+    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-45} out
+    [ "$secs" -gt 0 ] || return 0
+    log "fuzz: configure and build ($dir)"
+    mkdir -p "$dir"
+    if ! CC=clang cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DRLOCK_BUILD_FUZZ=ON -DRLOCK_SANITIZE=address,undefined \
+            -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DRLOCK_WERROR=ON \
+            -DRLOCK_BUILD_TESTS=OFF -DRLOCK_BUILD_EXAMPLES=OFF >"$dir/configure.log" 2>&1 ||
+       ! cmake --build "$dir" -j "$JOBS" >"$dir/build.log" 2>&1; then
+        tail -n 50 "$dir/configure.log" "$dir/build.log" 2>/dev/null || true
+        record "fuzz/build" 0 1 "see $dir/build.log"
+        return
+    fi
+    log "fuzz: each target ${secs}s"
+    out=$("$ROOT/tests/fuzz/run.sh" "$dir" "$secs" 2>&1) || true
+    echo "$out"
+    record "fuzz" "$(grep -c '^PASS ' <<<"$out" || true)" "$(grep -c '^FAIL ' <<<"$out" || true)"
+}
+
 START=$(date +%s)
 for v in $VARIANTS; do
     run_variant "$v"
 done
+run_fuzz
 
 log "summary ($(( $(date +%s) - START ))s)"
 for s in "${SUMMARY[@]}"; do

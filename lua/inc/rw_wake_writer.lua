@@ -11,6 +11,6 @@ local function rw_wake_writer(zset, prefix)
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local w = redis.call('zrangebyscore', zset, '(' .. now, '+inf', 'limit', 0, 1)
     if w[1] then
-        redis.call('publish', prefix .. ':' .. w[1], 0)
+        redis.pcall('publish', prefix .. ':' .. w[1], 0)
     end
 end

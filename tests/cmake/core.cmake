@@ -47,6 +47,7 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_timer_wheel.c")
 endif()
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url SOURCES unit/test_url.c LABELS unit TIMEOUT 60)
+  rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
 
 # Harness self-test: starts real redis-server processes.
@@ -61,6 +62,8 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_scripts SOURCES core/test_scripts.c LABELS redis fault TIMEOUT 60
                  ARGS "${RLOCK_GENERATED_DIR}/lua")
   rlock_add_test(NAME core_errors SOURCES core/test_errors.c LABELS redis fault TIMEOUT 60)
+  rlock_add_test(NAME core_oom SOURCES core/test_oom.c LABELS redis fault TIMEOUT 60)
+  rlock_add_test(NAME core_acl_nopublish SOURCES core/test_acl_nopublish.c LABELS redis TIMEOUT 60)
   rlock_add_test(NAME core_subscriber SOURCES core/test_subscriber.c LABELS redis fault
                  TIMEOUT 60)
   # Armed attempts: one attempt per hand-off, NOSCRIPT re-attempt, no idle connection, fair order.

@@ -1,0 +1,18 @@
+/*
+ * Reply checks callable without a connection. Every script caller decodes its reply in a function
+ * of its own; most are reachable through rlk_single_ops (attempt_reply) or are shared helpers
+ * (rlk_reply_int, rlk_reply_is_noscript). The read-write lock's two decoders are static in
+ * lock_rw.c and are exported here, unchanged, so that tests/fuzz/fuzz_replies.c can feed them
+ * arbitrary replies.
+ */
+#ifndef RLK_REPLY_CHECKS_H
+#define RLK_REPLY_CHECKS_H
+
+#include "lock.h"
+
+/* Decodes the {status, value} reply of rw_read_acquire.lua / rw_write_acquire.lua into a. */
+int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r);
+/* Decodes the -1/0/1 reply of both rw release scripts; frees r, as the release path does. */
+int rlk_rw_check_release_reply(redisReply *r);
+
+#endif

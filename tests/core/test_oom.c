@@ -1,0 +1,131 @@
+/*
+ * Out of memory (maxmemory with noeviction): a holder can always let go. Releases and watchdog
+ * renewals of every single-key lock type work while Redis refuses writes that grow memory;
+ * acquires fail with RLOCK_EREDIS and Redis' "OOM ..." text. The scripts that do not grow memory
+ * carry the Redis 7 shebang flag allow-oom; the acquires carry a plain "#!lua", which makes Redis
+ * refuse them up front under OOM instead of after some of their writes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core_util.h"
+
+#define WATCHDOG_MS 600
+
+static atomic_int lost_count;
+
+static void on_lost(const char *name, void *user_data)
+{
+    (void)name;
+    (void)user_data;
+    atomic_fetch_add(&lost_count, 1);
+}
+
+static void set_maxmemory(rh_server *s, const char *bytes)
+{
+    const char *policy[] = {"CONFIG", "SET", "maxmemory-policy", "noeviction", NULL};
+    const char *limit[] = {"CONFIG", "SET", "maxmemory", bytes, NULL};
+    char *r = rh_cmd_str(s, policy);
+    assert_non_null(r);
+    free(r);
+    r = rh_cmd_str(s, limit);
+    assert_non_null(r);
+    free(r);
+}
+
+static void check_kind(rh_server *s, rlock_kind kind)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    o.watchdog_timeout_ms = WATCHDOG_MS;
+    o.on_lost = on_lost;
+    atomic_store(&lost_count, 0);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock *l = rlock_open(c, kind, "oom-held");
+    rlock *other = rlock_open(c, kind, "oom-other");
+    assert_non_null(l);
+    assert_non_null(other);
+    /* Two holds under the watchdog, and one with a lease, taken before memory runs out. */
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+
+    set_maxmemory(s, "1");
+    /* A new acquire is refused with Redis' OOM text. */
+    int r = rlock_try_lock(other, 0, 10000);
+    print_message("kind %d: acquire under OOM -> %d (%s)\n", (int)kind, r, rlock_last_error());
+    assert_int_equal(r, RLOCK_EREDIS);
+    assert_non_null(strstr(rlock_last_error(), "OOM"));
+    /* Renewals keep the hold alive over several watchdog periods. */
+    rh_sleep_ms(3 * WATCHDOG_MS);
+    assert_int_equal(rlock_is_held(l), 1);
+    assert_int_equal(atomic_load(&lost_count), 0);
+    /* Both releases work, the last one frees the lock. */
+    r = rlock_unlock(l);
+    print_message("kind %d: partial release under OOM -> %d (%s)\n", (int)kind, r,
+                  r ? rlock_last_error() : "");
+    assert_int_equal(r, RLOCK_OK);
+    r = rlock_unlock(l);
+    print_message("kind %d: last release under OOM -> %d (%s)\n", (int)kind, r,
+                  r ? rlock_last_error() : "");
+    assert_int_equal(r, RLOCK_OK);
+    assert_int_equal(rlock_is_locked(l), 0);
+    assert_int_equal(rlock_force_unlock(l), 0);
+    set_maxmemory(s, "0");
+
+    assert_int_equal(rlock_try_lock(other, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(other), RLOCK_OK);
+    rlock_free(other);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_reentrant(void **state)
+{
+    check_kind(*state, RLOCK_REENTRANT);
+}
+
+static void test_fair(void **state)
+{
+    check_kind(*state, RLOCK_FAIR);
+}
+
+static void test_read(void **state)
+{
+    check_kind(*state, RLOCK_READ);
+}
+
+static void test_write(void **state)
+{
+    check_kind(*state, RLOCK_WRITE);
+}
+
+static int setup_server(void **state)
+{
+    rh_server *s = cu_start(NULL);
+    *state = s;
+    return s == NULL ? -1 : 0;
+}
+
+static int teardown_server(void **state)
+{
+    rh_free(*state);
+    return 0;
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_reentrant, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_fair, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_read, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_write, setup_server, teardown_server),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
