@@ -1,0 +1,10 @@
+# tests/cmake/semaphore.cmake - semaphores and the count-down latch (tests/semaphore/). Included
+# from tests/CMakeLists.txt; paths are relative to tests/. Every program starts its own
+# redis-server via the harness.
+if(NOT TARGET rlock_harness)
+  return()
+endif()
+
+# Bad input, plain and leased permits, at-most-k wake-ups, no lost wake-up, commands of a
+# blocked waiter, latch calls (~10 s).
+rlock_add_test(NAME test_sem_basic SOURCES semaphore/test_sem_basic.c LABELS redis TIMEOUT 120)
