@@ -8,3 +8,7 @@ endif()
 # Bad input, plain and leased permits, at-most-k wake-ups, no lost wake-up, commands of a
 # blocked waiter, latch calls (~10 s).
 rlock_add_test(NAME test_sem_basic SOURCES semaphore/test_sem_basic.c LABELS redis TIMEOUT 120)
+
+# At most N inside: N = 3, 4 processes x 4 threads x 200 acquire/release, independent checker.
+rlock_add_test(NAME test_sem_stress SOURCES semaphore/test_sem_stress.c LABELS redis stress
+               TIMEOUT 300)
