@@ -12,3 +12,7 @@ rlock_add_test(NAME test_sem_basic SOURCES semaphore/test_sem_basic.c LABELS red
 # At most N inside: N = 3, 4 processes x 4 threads x 200 acquire/release, independent checker.
 rlock_add_test(NAME test_sem_stress SOURCES semaphore/test_sem_stress.c LABELS redis stress
                TIMEOUT 300)
+
+# Watchdog permits: held 3x the timeout, back within timeout + tick after SIGKILL; on_lost.
+rlock_add_test(NAME test_sem_fault SOURCES semaphore/test_sem_fault.c LABELS redis fault
+               TIMEOUT 90)
