@@ -16,3 +16,7 @@ rlock_add_test(NAME test_sem_stress SOURCES semaphore/test_sem_stress.c LABELS r
 # Watchdog permits: held 3x the timeout, back within timeout + tick after SIGKILL; on_lost.
 rlock_add_test(NAME test_sem_fault SOURCES semaphore/test_sem_fault.c LABELS redis fault
                TIMEOUT 90)
+
+# Latch: 8 count-downs from 3 processes release 4 waiters of 4 other processes promptly.
+rlock_add_test(NAME test_latch_procs SOURCES semaphore/test_latch_procs.c LABELS redis
+               TIMEOUT 90)
