@@ -20,3 +20,7 @@ rlock_add_test(NAME test_sem_fault SOURCES semaphore/test_sem_fault.c LABELS red
 # Latch: 8 count-downs from 3 processes release 4 waiters of 4 other processes promptly.
 rlock_add_test(NAME test_latch_procs SOURCES semaphore/test_latch_procs.c LABELS redis
                TIMEOUT 90)
+
+# Interop: Redisson's own semaphore, permit-expirable semaphore and latch scripts (raw hiredis)
+# against the same keys as rlock.
+rlock_add_test(NAME test_sem_compat SOURCES semaphore/test_sem_compat.c LABELS redis TIMEOUT 60)

@@ -162,8 +162,9 @@ static void test_latch_releases_waiters_of_other_processes(void **state)
     long long last_down = list_max("latch:down", &downs, &first_down);
     long long last_woke = list_max("latch:woke", &woke, &first_woke);
     print_message("8 count-downs over %.1f ms; %d waiters released %.2f .. %.2f ms after the "
-                  "last count-down started\n", (last_down - first_down) / 1000.0, woke,
-                  (first_woke - last_down) / 1000.0, (last_woke - last_down) / 1000.0);
+                  "last count-down started\n",
+                  (last_down - first_down) / 1000.0, woke, (first_woke - last_down) / 1000.0,
+                  (last_woke - last_down) / 1000.0);
     assert_int_equal(downs, 8);
     assert_int_equal(woke, WAITERS);
     assert_true(first_woke >= last_down);

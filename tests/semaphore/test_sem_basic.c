@@ -125,9 +125,9 @@ static atomic_int g_done;
 static void *waiter_main(void *arg)
 {
     waiter *w = arg;
-    w->result = w->lease_ms == 0 ? rlock_semaphore_acquire(w->s, w->permits, w->wait_ms)
-                                 : rlock_semaphore_acquire_leased(w->s, w->wait_ms, w->lease_ms,
-                                                                  w->id);
+    w->result = w->lease_ms == 0
+                    ? rlock_semaphore_acquire(w->s, w->permits, w->wait_ms)
+                    : rlock_semaphore_acquire_leased(w->s, w->wait_ms, w->lease_ms, w->id);
     w->done_at = rh_now_ms();
     atomic_fetch_add(&g_done, 1);
     return NULL;
@@ -331,8 +331,8 @@ static void test_no_lost_wakeup_between_attempt_and_wait(void **state)
  * scripts, which are not round trips). */
 static long long client_calls(int with_get)
 {
-    static const char *const names[] = {"evalsha", "eval", "script|load", "subscribe",
-                                        "unsubscribe", "ping"};
+    static const char *const names[] = {"evalsha",   "eval",        "script|load",
+                                        "subscribe", "unsubscribe", "ping"};
     long long n = with_get ? rh_cmdstat_calls(g_srv, "get") : 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         n += rh_cmdstat_calls(g_srv, names[i]);
@@ -351,7 +351,7 @@ static void test_blocked_waiter_sends_few_commands(void **state)
     rh_sleep_ms(300); /* lingering subscriptions of earlier tests are gone */
     assert_int_equal(rh_reset_stats(g_srv), 0);
     assert_int_equal(rlock_semaphore_acquire(s, 1, 3000), RLOCK_ETIMEDOUT);
-    rh_sleep_ms(300); /* the linger ends: UNSUBSCRIBE is counted too */
+    rh_sleep_ms(300);                      /* the linger ends: UNSUBSCRIBE is counted too */
     long long sem_calls = client_calls(0); /* GET runs inside its script */
     assert_int_equal(rh_reset_stats(g_srv), 0);
     assert_int_equal(rlock_latch_await(l, 3000), RLOCK_ETIMEDOUT);

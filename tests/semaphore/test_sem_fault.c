@@ -93,7 +93,8 @@ static void test_watchdog_permit_survives_and_returns_after_sigkill(void **state
     assert_int_equal(rlock_semaphore_acquire_leased(s, 20000, 5000, mine), RLOCK_OK);
     int64_t took = rh_now_ms() - t0;
     print_message("permit of the killed holder available again %lld ms after SIGKILL "
-                  "(watchdog timeout %d ms, tick %d ms)\n", (long long)took, WD_MS, WD_MS / 3);
+                  "(watchdog timeout %d ms, tick %d ms)\n",
+                  (long long)took, WD_MS, WD_MS / 3);
     assert_true(took <= WD_MS + WD_MS / 3);
     assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_semaphore_release_leased(s, mine), RLOCK_OK);
