@@ -100,5 +100,6 @@ int bench_watchdog_memory(void);
 int bench_fair_queue(void);
 int bench_rw(void);
 int bench_redlock(void);
+int bench_semaphore(void);
 
 #endif

@@ -4,7 +4,8 @@
  *
  *   rlock_bench --port P [--port P2 --port P3] [--reps N] [--scale X] [--only a,b,...]
  *
- * Scenarios (names for --only): u1 u8 handoff handoff_fair watchdog fair_queue rw redlock.
+ * Scenarios (names for --only): u1 u8 handoff handoff_fair watchdog fair_queue rw redlock
+ * sem.
  * Prints a table while it runs, then one JSON line per scenario.
  */
 #include <signal.h>
@@ -38,6 +39,7 @@ static const bench_scenario g_scenarios[] = {
     {"fair_queue", bench_fair_queue},
     {"rw", bench_rw},
     {"redlock", bench_redlock},
+    {"sem", bench_semaphore},
 };
 
 static int selected(const char *only, const char *name)
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
-                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,redlock]\n",
+                    "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,redlock,sem]\n",
                     argv[0]);
             return 2;
         }
