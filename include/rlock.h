@@ -311,7 +311,9 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
  * anyway (renewals failed, or it was removed behind the holder's back) on_lost is called with
  * the semaphore's name and release_leased() returns RLOCK_ELOST.
  * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL. wait_ms as rlock_semaphore_acquire().
- * A waiter also wakes when the earliest lease of the semaphore runs out.
+ * A waiter also wakes when the earliest lease of the semaphore runs out. A watchdog permit should
+ * be released through the handle that took it: released elsewhere (another handle or process),
+ * its holder's watchdog finds it gone and reports it lost.
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
                                                 int64_t lease_ms,
