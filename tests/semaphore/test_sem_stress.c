@@ -33,7 +33,7 @@
 #define SC_TSAN 0
 #endif
 
-#define PERMITS    3
+#define PERMITS    3 /* also in the SET below */
 #define PROCS      4
 #define THREADS    4
 #define NAME       "sem:stress"
@@ -180,9 +180,10 @@ static void test_at_most_n_inside(void **state)
     int total = g_per_thread * PROCS * THREADS;
     g_srv = rh_start(NULL);
     assert_non_null(g_srv);
-    rlock_client *c = sc_client(g_srv);
-    rlock_semaphore *s = rlock_semaphore_open(c, NAME);
-    assert_int_equal(rlock_semaphore_try_set_permits(s, PERMITS), 1);
+    /* The permits are set with a plain SET: the children are forked before this process
+     * starts any thread (a client would start two). */
+    const char *set[] = {"SET", NAME, "3", NULL};
+    free(rh_cmd_str(g_srv, set));
     int64_t t0 = rh_now_ms();
     pid_t kids[PROCS];
     for (int i = 0; i < PROCS; i++) {
@@ -194,6 +195,8 @@ static void test_at_most_n_inside(void **state)
         statuses[i] = rh_wait_child(kids[i], 240000);
     }
     int64_t took = rh_now_ms() - t0;
+    rlock_client *c = sc_client(g_srv);
+    rlock_semaphore *s = rlock_semaphore_open(c, NAME);
     const char *get_high[] = {"GET", HIGH, NULL};
     const char *get_viol[] = {"GET", VIOLATIONS, NULL};
     const char *get_done[] = {"GET", DONE, NULL};
