@@ -14,7 +14,7 @@
 #include "waiter.h"
 
 /* Names are bounded as lock names are (1 MiB), which keeps every derived key small enough. */
-#define RLK_OBJ_NAME_MAX (1024u * 1024u)
+#define RLK_OBJ_NAME_MAX ((size_t)1024 * 1024)
 
 int rlk_check_name(const char *name, const char *what)
 {
@@ -22,7 +22,7 @@ int rlk_check_name(const char *name, const char *what)
         return rlk_err(RLOCK_EINVAL, "a %s name must be a non-empty string", what);
     }
     if (strnlen(name, RLK_OBJ_NAME_MAX + 1) > RLK_OBJ_NAME_MAX) {
-        return rlk_err(RLOCK_EINVAL, "a %s name must be at most %u bytes", what, RLK_OBJ_NAME_MAX);
+        return rlk_err(RLOCK_EINVAL, "a %s name must be at most %zu bytes", what, RLK_OBJ_NAME_MAX);
     }
     return RLOCK_OK;
 }

@@ -41,7 +41,7 @@ static const rlk_renew_class rlk_permit_renew = {
 static void rlk_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1])
 {
     static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
+    for (size_t i = 0; i < 16; i++) {
         out[2 * i] = digits[id[i] >> 4];
         out[2 * i + 1] = digits[id[i] & 15];
     }
@@ -64,7 +64,7 @@ static int rlk_unhex(const char *text, unsigned char id[16])
     if (text == NULL || strnlen(text, RLOCK_PERMIT_ID_LEN + 1) != RLOCK_PERMIT_ID_LEN) {
         return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
     }
-    for (int i = 0; i < 16; i++) {
+    for (size_t i = 0; i < 16; i++) {
         int hi = rlk_nibble(text[2 * i]), lo = rlk_nibble(text[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
@@ -160,7 +160,7 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wa
     if (r == RLOCK_OK && (wait_ms < 0 || permit_id == NULL)) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_id not NULL");
     }
-    if (r != RLOCK_OK) {
+    if (r != RLOCK_OK || permit_id == NULL) {
         return r;
     }
     unsigned char ids[1][16];
