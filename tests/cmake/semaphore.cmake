@@ -13,7 +13,8 @@ rlock_add_test(NAME test_sem_basic SOURCES semaphore/test_sem_basic.c LABELS red
 rlock_add_test(NAME test_sem_stress SOURCES semaphore/test_sem_stress.c LABELS redis stress
                TIMEOUT 300)
 
-# Watchdog permits: held 3x the timeout, back within timeout + tick after SIGKILL; on_lost.
+# Watchdog permits: held 3x the timeout, back within timeout + tick after SIGKILL; on_lost;
+# a release lost while the subscriber connection is down does not strand waiters.
 rlock_add_test(NAME test_sem_fault SOURCES semaphore/test_sem_fault.c LABELS redis fault
                TIMEOUT 90)
 

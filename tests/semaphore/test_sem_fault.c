@@ -3,7 +3,8 @@
  * watchdog timeout; after SIGKILL of the holder process the permit comes back within the
  * watchdog timeout + one renewal tick (a waiter wakes on the lease's expiry, as nobody
  * publishes then); a permit removed behind its holder's back is reported through on_lost and
- * its release returns RLOCK_ELOST.
+ * its release returns RLOCK_ELOST; a release published while the waiters' subscriber connection
+ * is down (Redisson's lost wake-up) does not leave them asleep.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -145,12 +146,90 @@ static void test_removed_permit_is_reported_lost(void **state)
     rh_free(g_srv);
 }
 
+typedef struct sem_waiter {
+    rlock_semaphore *s;
+    int result;
+    int64_t done_at;
+    pthread_t t;
+} sem_waiter;
+
+static void *sem_wait_main(void *arg)
+{
+    sem_waiter *w = arg;
+    w->result = rlock_semaphore_acquire(w->s, 1, 30000);
+    w->done_at = rh_now_ms();
+    return NULL;
+}
+
+static void test_release_during_subscriber_reconnect(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    g_srv = rh_start(NULL);
+    assert_non_null(g_srv);
+    rlock_client *c = sc_client(g_srv);
+    rlock_semaphore *s = rlock_semaphore_open(c, "reconnect:sem");
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
+    sem_waiter w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (sem_waiter){s, 99, 0, 0};
+        assert_int_equal(pthread_create(&w[i].t, NULL, sem_wait_main, &w[i]), 0);
+    }
+    const char *numsub[] = {"PUBSUB", "NUMSUB", "redisson_sc:{reconnect:sem}", NULL};
+    int64_t t0 = rh_now_ms();
+    for (;;) {
+        redisReply *r = rh_cmd(g_srv, numsub);
+        long long n = r != NULL && r->elements == 2 ? r->element[1]->integer : -1;
+        freeReplyObject(r);
+        if (n == 1 || rh_now_ms() - t0 > 10000) {
+            assert_int_equal(n, 1);
+            break;
+        }
+        rh_sleep_ms(10);
+    }
+    rh_sleep_ms(200); /* every waiter asleep */
+    /* Kill the subscriber connection and release in one transaction, so the message is
+     * published while nobody is subscribed: it is lost, as in Redisson's reconnect gap. */
+    redisContext *raw = rh_connect(g_srv);
+    redisAppendCommand(raw, "MULTI");
+    redisAppendCommand(raw, "CLIENT KILL TYPE pubsub");
+    redisAppendCommand(raw, "INCRBY reconnect:sem 3");
+    redisAppendCommand(raw, "PUBLISH redisson_sc:{reconnect:sem} 3");
+    redisAppendCommand(raw, "EXEC");
+    int64_t killed_at = rh_now_ms();
+    redisReply *r = NULL;
+    for (int i = 0; i < 5; i++) {
+        freeReplyObject(r);
+        r = NULL;
+        assert_int_equal(redisGetReply(raw, (void **)&r), REDIS_OK);
+    }
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 3);
+    assert_int_equal(r->element[0]->integer, 1); /* the subscriber connection was killed */
+    assert_int_equal(r->element[2]->integer, 0); /* and no subscriber received the message */
+    freeReplyObject(r);
+    redisFree(raw);
+    for (int i = 0; i < N; i++) {
+        pthread_join(w[i].t, NULL);
+        assert_int_equal(w[i].result, RLOCK_OK);
+        /* The resubscription's confirmation makes every waiter re-attempt; without it they
+         * would sleep to their 30 s deadline. */
+        assert_true(w[i].done_at - killed_at < 15000);
+        print_message("waiter %d acquired %lld ms after the lost release\n", i,
+                      (long long)(w[i].done_at - killed_at));
+    }
+    rlock_semaphore_free(s);
+    rlock_client_free(c);
+    rh_free(g_srv);
+}
+
 int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watchdog_permit_survives_and_returns_after_sigkill),
         cmocka_unit_test(test_removed_permit_is_reported_lost),
+        cmocka_unit_test(test_release_during_subscriber_reconnect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
