@@ -264,6 +264,99 @@ RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock);
  * gone; a hold the watchdog found lost reports 0 at once. */
 RLOCK_EXPORT uint64_t rlock_token(rlock *lock);
 
+/* ---------------------------------------------------------------------------------------------
+ * Semaphores (Redisson RSemaphore and RPermitExpirableSemaphore data: the permits counter is a
+ * string at name, leased permits live in the zset {name}:timeout, wake-ups go over
+ * redisson_sc:{name}), so Java and C processes can share one semaphore.
+ * Thread-safety: every call may be made from many threads on one handle at once.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct rlock_semaphore rlock_semaphore;
+
+/* Length of a leased permit's id as text: 32 lower-case hex digits (16 random bytes, stored raw
+ * in Redis as Redisson stores them). */
+#define RLOCK_PERMIT_ID_LEN 32
+
+/* Opens a handle on the semaphore called name (copied; same rules as rlock_open()). Does not
+ * touch Redis. NULL + last error (RLOCK_EINVAL, RLOCK_ECLOSED, RLOCK_ENOMEM) on failure. */
+RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const char *name);
+
+/* Frees the handle. Leased permits it holds under the watchdog stop being renewed and come back
+ * to the pool when their lease runs out. NULL is a no-op. No other thread may use the handle. */
+RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem);
+
+/* Sets the permits if the semaphore was never set (a never-set semaphore has 0 permits, as in
+ * Redisson). permits >= 0. Returns 1 set, 0 it was already set, or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t permits);
+
+/* Adds delta permits (delta != 0; negative removes permits and may take the count below 0, as
+ * Redisson's addPermits). Like Redisson it clears a TTL set on the key. Returns RLOCK_OK or a
+ * negative error. */
+RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore *sem, int64_t delta);
+
+/* Permits available now (after returning expired leased permits to the pool): >= 0, or a
+ * negative RLOCK_E* code. A count taken below 0 by add_permits reads as 0. */
+RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
+
+/* Takes permits (1 .. 2^31-1) plain permits: they belong to nobody and anyone may release them.
+ * wait_ms as rlock_try_lock(): 0 = one attempt, RLOCK_WAIT_FOREVER = no limit, < 0 = EINVAL.
+ * Waiting is driven by pub/sub: a release of k permits wakes at most k waiters per process, and
+ * a waiter re-attempts whenever a wake-up arrived while it was not asleep.
+ * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, or a connection/Redis error. */
+RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
+
+/* Returns permits (1 .. 2^31-1) plain permits and wakes up to that many waiters per process.
+ * Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
+RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
+
+/* Takes one leased permit and writes its id (32 hex digits + NUL) to permit_id.
+ * lease_ms > 0: the permit comes back to the pool lease_ms after acquisition unless released.
+ * lease_ms < 0: the client's watchdog keeps a lease of watchdog_timeout_ms renewed until
+ * release, so a crashed holder's permit comes back within that timeout; if the permit is lost
+ * anyway (renewals failed, or it was removed behind the holder's back) on_lost is called with
+ * the semaphore's name and release_leased() returns RLOCK_ELOST.
+ * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL. wait_ms as rlock_semaphore_acquire().
+ * A waiter also wakes when the earliest lease of the semaphore runs out. A watchdog permit should
+ * be released through the handle that took it: released elsewhere (another handle or process),
+ * its holder's watchdog finds it gone and reports it lost.
+ * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, or a connection/Redis error. */
+RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
+                                                int64_t lease_ms,
+                                                char permit_id[RLOCK_PERMIT_ID_LEN + 1]);
+
+/* Returns the leased permit with this id (from any handle or process, also a Redisson peer's)
+ * and wakes one waiter. Returns RLOCK_OK; RLOCK_ENOTOWNER if no such permit is held (released
+ * already, or its lease ran out); RLOCK_ELOST if this handle's watchdog had found it lost;
+ * RLOCK_EINVAL for an id that is not 32 hex digits; or a connection/Redis error. */
+RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id);
+
+/* ---------------------------------------------------------------------------------------------
+ * Count-down latch (Redisson RCountDownLatch data: the count is a string at name, wake-ups go
+ * over redisson_countdownlatch__channel__{name}).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct rlock_latch rlock_latch;
+
+/* Opens a handle on the latch called name (same rules as rlock_open()). NULL + last error. */
+RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *name);
+
+/* Frees the handle. NULL is a no-op. */
+RLOCK_EXPORT void rlock_latch_free(rlock_latch *latch);
+
+/* Starts counting from count (>= 1) if the latch is not counting. Returns 1 set, 0 already
+ * counting, or a negative error. */
+RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *latch, int64_t count);
+
+/* Counts down by one; reaching 0 releases every waiter (a latch not counting stays at 0).
+ * Returns RLOCK_OK or a negative error. */
+RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *latch);
+
+/* The current count (0 when not counting), or a negative RLOCK_E* code. */
+RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *latch);
+
+/* Waits until the count is 0: returns RLOCK_OK at once for a latch never set (count 0, as
+ * Redisson), RLOCK_ETIMEDOUT after wait_ms (as rlock_try_lock()), or a negative error. The wait
+ * is woken by the count-down's message, not by polling. */
+RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,50 @@ static void rlk_wake_given(rlk_pubsub *ps)
     }
 }
 
+/* Permits a message gives under a counting mode (RLK_MSG_COUNT, RLK_MSG_ZERO_ALL); INT_MAX
+ * stands for every waiter. */
+static int rlk_msg_permits(const rlk_sub *s, const redisReply *m)
+{
+    if (m->type != REDIS_REPLY_STRING || m->len == 0 || m->len > 20) {
+        return 0;
+    }
+    char buf[24];
+    memcpy(buf, m->str, m->len);
+    buf[m->len] = '\0';
+    char *end = NULL;
+    long long n = strtoll(buf, &end, 10);
+    if (*end != '\0') {
+        return 0;
+    }
+    if (s->mode == RLK_MSG_ZERO_ALL) {
+        return n == 0 ? INT_MAX : 0;
+    }
+    return n <= 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
+}
+
+/* Adds k permits (at most one per waiter) from the thread; woken as rlk_give_later(). */
+static void rlk_give_n_later(rlk_pubsub *ps, rlk_sub *s, int k)
+{
+    if (k <= 0) {
+        return;
+    }
+    s->permits = k >= s->refs - s->permits ? s->refs : s->permits + k;
+    for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
+        pthread_cond_signal(&a->cv);
+    }
+    if (s->refs > 0 && !s->waking) {
+        s->waking = 1;
+        s->next_wake = ps->wakes;
+        ps->wakes = s;
+    }
+}
+
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
+{
+    return rlk_sub_join_mode(ps, channel, len, RLK_MSG_LOCK, out);
+}
+
+int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out)
 {
     *out = NULL;
     pthread_mutex_lock(&ps->mu);
@@ -166,6 +210,7 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
         ps->buckets[h] = s;
     }
     int was_idle = s->refs++ == 0;
+    s->mode = mode;
     if (was_idle) {
         ps->live++;
         rlk_idle_unlink(ps, s);
@@ -348,6 +393,11 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
     if (strcmp(kind, "message") == 0) {
         ps->messages++;
         redisReply *m = r->element[2];
+        if (s->mode != RLK_MSG_LOCK) {
+            rlk_give_n_later(ps, s, rlk_msg_permits(s, m));
+            s->missed |= s->refs == 0;
+            return;
+        }
         int all = m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
         if (!all && s->armed_head != NULL && rlk_claim_armed(ps, s) == RLOCK_OK) {
             /* "0" wakes one waiter: the armed attempt answers it instead of a permit, so that

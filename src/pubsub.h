@@ -37,6 +37,17 @@ void rlk_pubsub_free(rlk_pubsub *ps);
  * an unlock published before the subscription existed). */
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out);
 
+/* How a channel's messages become wake-up permits. Locks use RLK_MSG_LOCK ("1" wakes every
+ * local waiter, anything else one, possibly through an armed attempt). Semaphores use
+ * RLK_MSG_COUNT: the message is a number N of permits that may have become available and gives
+ * min(N, waiters) permits (none for N <= 0 or a non-number), so releasing k permits wakes at most
+ * k local waiters. The latch uses RLK_MSG_ZERO_ALL: "0" (the count reached zero) wakes every
+ * waiter, anything else (Redisson's "1", a new count) nobody. */
+enum { RLK_MSG_LOCK = 0, RLK_MSG_COUNT, RLK_MSG_ZERO_ALL };
+
+/* rlk_sub_join() for a channel whose messages follow mode (RLK_MSG_*). */
+int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out);
+
 /* What rlk_sub_wait() returns besides a negative error. */
 #define RLK_WAIT_TIMEOUT 0 /* the timeout passed without a wake-up */
 #define RLK_WAIT_WOKEN   1 /* a permit: a message, a subscription confirmation or a reconnect */

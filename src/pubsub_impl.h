@@ -46,6 +46,7 @@ struct rlk_sub {
     int dirty;                 /* linked in the dirty list */
     int lingering;             /* no waiter; linked in the idle list */
     int missed;                /* a message or confirmation arrived while nobody waited */
+    int mode;                  /* RLK_MSG_*: how a message becomes permits */
     int64_t idle_since;        /* when the last waiter left (lingering entries) */
     struct rlk_sub *idle_prev, *idle_next;
     struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */

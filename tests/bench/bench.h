@@ -101,5 +101,6 @@ int bench_fair_queue(void);
 int bench_rw(void);
 int bench_rw_handoff(void);
 int bench_redlock(void);
+int bench_semaphore(void);
 
 #endif

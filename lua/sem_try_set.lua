@@ -1,0 +1,11 @@
+-- sem_try_set.lua: set a semaphore's permits if it was never set (Redisson trySetPermits).
+-- KEYS[1]  the permits counter (the semaphore name)
+-- KEYS[2]  the channel redisson_sc:{name}
+-- ARGV[1]  the permits (>= 0)
+-- Returns 1 set (and published the permits as the wake-up bound), 0 it was already set.
+if redis.call('get', KEYS[1]) == false then
+    redis.call('set', KEYS[1], ARGV[1])
+    redis.call('publish', KEYS[2], ARGV[1])
+    return 1
+end
+return 0

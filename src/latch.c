@@ -1,0 +1,174 @@
+/*
+ * The count-down latch (Redisson RCountDownLatch data): the count is a string at name (absent =
+ * 0), count-downs publish "0" on redisson_countdownlatch__channel__{name} when the count
+ * reaches zero, and awaiters wait on that channel (the subscriber wakes all of them on "0").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "pubsub.h"
+#include "scripts.h"
+#include "semaphore.h"
+#include "waiter.h"
+
+struct rlock_latch {
+    rlock_client *client;
+    rlk_buf channel; /* redisson_countdownlatch__channel__{name}: braces always, as Redisson */
+    size_t name_len;
+    char name[];
+};
+
+RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *name)
+{
+    if (client == NULL) {
+        rlk_err(RLOCK_EINVAL, "client must not be NULL");
+        return NULL;
+    }
+    if (rlk_client_check(client) != RLOCK_OK || rlk_check_name(name, "latch") != RLOCK_OK) {
+        return NULL;
+    }
+    size_t len = strlen(name);
+    rlock_latch *l = calloc(1, sizeof(*l) + len + 1);
+    if (l == NULL) {
+        rlk_err(RLOCK_ENOMEM, "cannot allocate a latch handle");
+        return NULL;
+    }
+    memcpy(l->name, name, len);
+    l->name_len = len;
+    rlk_buf_init(&l->channel);
+    if (rlk_buf_appends(&l->channel, "redisson_countdownlatch__channel__{") != RLOCK_OK ||
+        rlk_buf_append(&l->channel, name, len) != RLOCK_OK ||
+        rlk_buf_appends(&l->channel, "}") != RLOCK_OK) {
+        rlk_buf_free(&l->channel);
+        free(l);
+        rlk_err(RLOCK_ENOMEM, "cannot allocate a latch handle");
+        return NULL;
+    }
+    l->client = client;
+    rlk_client_ref(client);
+    return l;
+}
+
+RLOCK_EXPORT void rlock_latch_free(rlock_latch *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    rlk_buf_free(&l->channel);
+    rlk_client_unref(l->client);
+    free(l);
+}
+
+static int rlk_latch_check(rlock_latch *l)
+{
+    if (l == NULL) {
+        return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
+    }
+    return rlk_client_check(l->client);
+}
+
+/* Runs script on [name, channel] with the given arguments; integer reply in *v. */
+static int rlk_latch_call(rlock_latch *l, int script, int flags, const rlk_args *args, long long *v)
+{
+    rlk_args keys;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, l->name, l->name_len);
+    rlk_args_add(&keys, l->channel.p, l->channel.len);
+    redisReply *rep = NULL;
+    int r = rlk_script(l->client, script, flags, &keys, args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "latch '%s': expected an integer reply", l->name);
+    }
+    if (r == RLOCK_OK) {
+        *v = rep->integer;
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
+RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *l, int64_t count)
+{
+    int r = rlk_latch_check(l);
+    if (r == RLOCK_OK && (count < 1 || count > INT32_MAX)) {
+        r = rlk_err(RLOCK_EINVAL, "count must be in 1 .. %d, got %lld", INT32_MAX,
+                    (long long)count);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args args;
+    rlk_args_init(&args);
+    rlk_args_addi(&args, count);
+    long long v = 0;
+    r = rlk_latch_call(l, RLK_SCRIPT_LATCH_TRY_SET, RLK_IDEMPOTENT, &args, &v);
+    return r ? r : (int)v;
+}
+
+RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
+{
+    int r = rlk_latch_check(l);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args args;
+    rlk_args_init(&args);
+    long long v = 0;
+    return rlk_latch_call(l, RLK_SCRIPT_LATCH_COUNT_DOWN, 0, &args, &v);
+}
+
+RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)
+{
+    int r = rlk_latch_check(l);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args argv;
+    rlk_args_init(&argv);
+    rlk_args_adds(&argv, "GET");
+    rlk_args_add(&argv, l->name, l->name_len);
+    redisReply *rep = NULL;
+    r = rlk_cmd(l->client, RLK_IDEMPOTENT, &argv, &rep);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int64_t v = -1;
+    if (rep->type == REDIS_REPLY_NIL) {
+        v = 0;
+    } else if (rep->type == REDIS_REPLY_STRING) {
+        char *end = NULL;
+        long long n = strtoll(rep->str, &end, 10);
+        v = end != rep->str && *end == '\0' ? (n < 0 ? 0 : n) : -1;
+    }
+    freeReplyObject(rep);
+    if (v < 0) {
+        return rlk_err(RLOCK_EPROTO, "latch '%s': the count is not an integer", l->name);
+    }
+    return v;
+}
+
+static int rlk_latch_open_now(void *arg, int64_t *hint_ms)
+{
+    (void)hint_ms;
+    int64_t n = rlock_latch_count(arg);
+    return n < 0 ? (int)n : n == 0;
+}
+
+RLOCK_EXPORT int rlock_latch_await(rlock_latch *l, int64_t wait_ms)
+{
+    int r = rlk_latch_check(l);
+    if (r == RLOCK_OK && wait_ms < 0) {
+        r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
+    r = rlk_wait_notified(l->client, l->channel.p, l->channel.len, RLK_MSG_ZERO_ALL, wait,
+                          rlk_latch_open_now, l);
+    if (r == 0) {
+        return rlk_err(RLOCK_ETIMEDOUT, "latch '%s' still counting after %lld ms", l->name,
+                       (long long)wait_ms);
+    }
+    return r == 1 ? RLOCK_OK : r;
+}

@@ -1,0 +1,59 @@
+/*
+ * Semaphore handles, private to semaphore.c (plain permits, setup, queries) and
+ * semaphore_leased.c (leased permits and their watchdog renewals).
+ */
+#ifndef RLK_SEMAPHORE_H
+#define RLK_SEMAPHORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "client.h"
+#include "watchdog.h"
+
+/* Score of a leased permit without expiry (Redisson's NON_EXPIRABLE). */
+#define RLK_SEM_NO_EXPIRY INT64_C(922337203685477)
+
+/* One leased permit taken through a handle (kept so that release can stop its renewals and
+ * so that a loss can be reported). Linked in the handle's list under its mutex. */
+typedef struct rlk_permit {
+    struct rlk_permit *next;
+    rlock_semaphore *sem;
+    unsigned char id[16];
+    int watched;     /* registered with the watchdog */
+    atomic_int lost; /* set by the watchdog: the lease ran out while held */
+    rlk_wd_entry wd;
+} rlk_permit;
+
+struct rlock_semaphore {
+    rlock_client *client;
+    pthread_mutex_t mu; /* guards permits */
+    rlk_permit *permits;
+    rlk_buf channel; /* redisson_sc:{name} */
+    rlk_buf timeout; /* {name}:timeout */
+    size_t name_len;
+    char name[];
+};
+
+/* Checks sem and its client: RLOCK_OK, RLOCK_EINVAL (NULL), RLOCK_ECLOSED. */
+int rlk_sem_check(rlock_semaphore *sem);
+
+/* The caller's wall clock in epoch ms (Redisson's lease scores are client epoch times). */
+int64_t rlk_epoch_ms(void);
+
+/* One acquire attempt of n permits, leased with ids (count n) or plain (ids NULL): 1 acquired,
+ * 0 not (*hint_ms = ms until the earliest lease runs out, or -1), or a negative error. */
+int rlk_sem_attempt(rlock_semaphore *sem, int64_t n, int64_t expiry, const unsigned char (*ids)[16],
+                    int64_t *hint_ms);
+
+/* Acquires by waiting on the channel: the attempt above in the shared notification wait. */
+int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
+                    const unsigned char (*ids)[16]);
+
+/* Stops the renewals of every leased permit of the handle (at free). */
+void rlk_sem_forget_permits(rlock_semaphore *sem);
+
+/* Checks a name as rlock_open() does: RLOCK_OK or RLOCK_EINVAL with a message. */
+int rlk_check_name(const char *name, const char *what);
+
+#endif

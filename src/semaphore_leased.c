@@ -1,0 +1,227 @@
+/*
+ * Leased permits (Redisson RPermitExpirableSemaphore data): a permit is a 16-byte random id in
+ * the zset {name}:timeout scored with its expiry in epoch ms. With lease_ms < 0 the permit is
+ * renewed by the client's watchdog (renew class below, lua/sem_renew_leased.lua), so a crashed
+ * holder's permit comes back within watchdog_timeout_ms and a live holder keeps it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "pool.h"
+#include "scripts.h"
+#include "semaphore.h"
+
+#define RLK_PERMIT_OF(e) ((rlk_permit *)((char *)(e)-offsetof(rlk_permit, wd)))
+
+static int rlk_permit_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
+{
+    rlk_permit *p = RLK_PERMIT_OF(e);
+    int r = rlk_buf_append(key, p->sem->timeout.p, p->sem->timeout.len);
+    return r ? r : rlk_buf_append(field, p->id, sizeof(p->id));
+}
+
+static void rlk_permit_lost(rlk_wd_entry *e)
+{
+    rlk_permit *p = RLK_PERMIT_OF(e);
+    atomic_store(&p->lost, 1);
+    rlock_client *c = p->sem->client;
+    rlk_log(c, RLOCK_LOG_WARN, "a leased permit of semaphore '%s' was lost", p->sem->name);
+    if (c->opts.on_lost != NULL) {
+        c->opts.on_lost(p->sem->name, c->opts.user_data);
+    }
+}
+
+static const rlk_renew_class rlk_permit_renew = {
+    .script = RLK_SCRIPT_SEM_RENEW_LEASED,
+    .describe = rlk_permit_describe,
+    .lost = rlk_permit_lost,
+};
+
+static void rlk_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < 16; i++) {
+        out[2 * i] = digits[id[i] >> 4];
+        out[2 * i + 1] = digits[id[i] & 15];
+    }
+    out[RLOCK_PERMIT_ID_LEN] = '\0';
+}
+
+static int rlk_nibble(char ch)
+{
+    if (ch >= '0' && ch <= '9') {
+        return ch - '0';
+    }
+    if (ch >= 'a' && ch <= 'f') {
+        return ch - 'a' + 10;
+    }
+    return ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+static int rlk_unhex(const char *text, unsigned char id[16])
+{
+    if (text == NULL || strnlen(text, RLOCK_PERMIT_ID_LEN + 1) != RLOCK_PERMIT_ID_LEN) {
+        return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
+    }
+    for (size_t i = 0; i < 16; i++) {
+        int hi = rlk_nibble(text[2 * i]), lo = rlk_nibble(text[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
+        }
+        id[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return RLOCK_OK;
+}
+
+/* Records a granted permit; with the watchdog, registers its renewals. On failure to record,
+ * the permit is returned so that it cannot leak. */
+static int rlk_permit_record(rlock_semaphore *sem, const unsigned char id[16], int watched)
+{
+    rlk_permit *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return RLOCK_ENOMEM;
+    }
+    p->sem = sem;
+    memcpy(p->id, id, 16);
+    rlk_wd_entry_init(&p->wd, &rlk_permit_renew);
+    if (watched) {
+        int r = rlk_wd_add(sem->client->watchdog, &p->wd, sem->client->opts.watchdog_timeout_ms);
+        if (r != RLOCK_OK) {
+            free(p);
+            return r;
+        }
+        p->watched = 1;
+    }
+    pthread_mutex_lock(&sem->mu);
+    p->next = sem->permits;
+    sem->permits = p;
+    pthread_mutex_unlock(&sem->mu);
+    return RLOCK_OK;
+}
+
+/* Stops the renewals of p (a freed client's watchdog is gone, and renews nothing). */
+static void rlk_permit_unwatch(rlock_semaphore *sem, rlk_permit *p)
+{
+    if (p->watched && !atomic_load(&sem->client->closed)) {
+        rlk_wd_cancel(sem->client->watchdog, &p->wd);
+    }
+}
+
+/* Takes the handle's record of id out of its list (NULL if it has none). */
+static rlk_permit *rlk_permit_take(rlock_semaphore *sem, const unsigned char id[16])
+{
+    pthread_mutex_lock(&sem->mu);
+    rlk_permit **pp = &sem->permits;
+    while (*pp != NULL && memcmp((*pp)->id, id, 16) != 0) {
+        pp = &(*pp)->next;
+    }
+    rlk_permit *p = *pp;
+    if (p != NULL) {
+        *pp = p->next;
+    }
+    pthread_mutex_unlock(&sem->mu);
+    return p;
+}
+
+/* Returns the permit on Redis: 1 released, 0 released after its lease ran out, -1 no such
+ * permit, or a negative error. */
+static int rlk_permit_release(rlock_semaphore *sem, const unsigned char id[16], long long *v)
+{
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, (const char *)id, 16);
+    rlk_args_addi(&args, rlk_epoch_ms());
+    redisReply *rep = NULL;
+    int r = rlk_script(sem->client, RLK_SCRIPT_SEM_RELEASE_LEASED, 0, &keys, &args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "sem_release_leased: expected an integer reply");
+    }
+    if (r == RLOCK_OK) {
+        *v = rep->integer;
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
+                                                int64_t lease_ms,
+                                                char permit_id[RLOCK_PERMIT_ID_LEN + 1])
+{
+    int r = rlk_sem_check(sem);
+    if (r == RLOCK_OK && (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL, "lease_ms must be > 0 or < 0 and at most %lld, got %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
+    }
+    if (r == RLOCK_OK && (wait_ms < 0 || permit_id == NULL)) {
+        r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_id not NULL");
+    }
+    if (r != RLOCK_OK || permit_id == NULL) {
+        return r;
+    }
+    unsigned char ids[1][16];
+    uuid_generate_random(ids[0]); /* 16 random bytes, as Redisson's generateIdArray */
+    r = rlk_sem_acquire(sem, 1, wait_ms, lease_ms, (const unsigned char(*)[16])ids);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    r = rlk_permit_record(sem, ids[0], lease_ms < 0);
+    if (r != RLOCK_OK) {
+        long long v = 0;
+        rlk_permit_release(sem, ids[0], &v);
+        return rlk_err(r, "semaphore '%s': cannot record the leased permit; returned it",
+                       sem->name);
+    }
+    rlk_hex(ids[0], permit_id);
+    return RLOCK_OK;
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id)
+{
+    unsigned char id[16];
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_unhex(permit_id, id);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_permit *p = rlk_permit_take(sem, id);
+    int lost = 0;
+    if (p != NULL) {
+        /* Stop renewing before the release reaches Redis: a renewal after it would find the
+         * permit gone and report a spurious loss. */
+        rlk_permit_unwatch(sem, p);
+        lost = atomic_load(&p->lost);
+        free(p);
+    }
+    if (lost) {
+        return rlk_err(RLOCK_ELOST,
+                       "the leased permit %s of semaphore '%s' was lost before "
+                       "release",
+                       permit_id, sem->name);
+    }
+    long long v = 0;
+    r = rlk_permit_release(sem, id, &v);
+    if (r == RLOCK_OK && v != 1) {
+        r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'%s", permit_id,
+                    sem->name, v == 0 ? " (its lease had run out)" : "");
+    }
+    return r;
+}
+
+void rlk_sem_forget_permits(rlock_semaphore *sem)
+{
+    pthread_mutex_lock(&sem->mu);
+    rlk_permit *p = sem->permits;
+    sem->permits = NULL;
+    pthread_mutex_unlock(&sem->mu);
+    while (p != NULL) {
+        rlk_permit *next = p->next;
+        rlk_permit_unwatch(sem, p);
+        free(p);
+        p = next;
+    }
+}

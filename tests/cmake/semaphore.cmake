@@ -1,0 +1,27 @@
+# tests/cmake/semaphore.cmake - semaphores and the count-down latch (tests/semaphore/). Included
+# from tests/CMakeLists.txt; paths are relative to tests/. Every program starts its own
+# redis-server via the harness.
+if(NOT TARGET rlock_harness)
+  return()
+endif()
+
+# Bad input, plain and leased permits, at-most-k wake-ups, no lost wake-up, commands of a
+# blocked waiter, latch calls (~10 s).
+rlock_add_test(NAME test_sem_basic SOURCES semaphore/test_sem_basic.c LABELS redis TIMEOUT 120)
+
+# At most N inside: N = 3, 4 processes x 4 threads x 200 acquire/release, independent checker.
+rlock_add_test(NAME test_sem_stress SOURCES semaphore/test_sem_stress.c LABELS redis stress
+               TIMEOUT 300)
+
+# Watchdog permits: held 3x the timeout, back within timeout + tick after SIGKILL; on_lost;
+# a release lost while the subscriber connection is down does not strand waiters.
+rlock_add_test(NAME test_sem_fault SOURCES semaphore/test_sem_fault.c LABELS redis fault
+               TIMEOUT 90)
+
+# Latch: 8 count-downs from 3 processes release 4 waiters of 4 other processes promptly.
+rlock_add_test(NAME test_latch_procs SOURCES semaphore/test_latch_procs.c LABELS redis
+               TIMEOUT 90)
+
+# Interop: Redisson's own semaphore, permit-expirable semaphore and latch scripts (raw hiredis)
+# against the same keys as rlock.
+rlock_add_test(NAME test_sem_compat SOURCES semaphore/test_sem_compat.c LABELS redis TIMEOUT 60)
