@@ -371,7 +371,10 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
-        rlk_sub_wait(ps, sub, bound, cmd != NULL ? &armed : NULL);
+        if (rlk_sub_wait(ps, sub, bound, cmd != NULL ? &armed : NULL) == 2) {
+            r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
+            break;
+        }
         if (cmd != NULL && armed.state == RLK_ARMED_SENT) {
             r = rlk_armed_finish(a, &armed);
             continue;

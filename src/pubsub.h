@@ -40,7 +40,8 @@ void rlk_pubsub_free(rlk_pubsub *ps);
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out);
 
 /* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it.
- * Returns 1 if woken (a message, a subscription confirmation, or a reconnect), 0 on timeout.
+ * Returns 1 if woken (a message, a subscription confirmation, or a reconnect), 0 on timeout,
+ * 2 if the subscriber was interrupted (rlk_pubsub_interrupt; no permit consumed).
  * armed (may be NULL) is offered to the subscriber thread while this waiter sleeps alone on the
  * entry; after the call, armed->state == RLK_ARMED_SENT says the attempt was sent on
  * armed->conn, and the caller must read its reply there and return the connection. */
@@ -60,6 +61,11 @@ void rlk_armed_destroy(rlk_armed *a);
  * short while (RLK_PS_LINGER_MS in pubsub.c) so that a waiter coming back soon finds it live;
  * then the subscriber thread sends UNSUBSCRIBE. */
 void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s);
+
+/* Makes every rlk_sub_wait(), now and later, return 2 at once (rlock_client_interrupt). */
+void rlk_pubsub_interrupt(rlk_pubsub *ps);
+/* 1 once rlk_pubsub_interrupt() was called. */
+int rlk_pubsub_interrupted(rlk_pubsub *ps);
 
 /* Changes how long entries without waiters stay subscribed (for tests). */
 void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms);

@@ -55,6 +55,7 @@ struct rlk_pubsub {
     uint64_t messages;         /* messages read (for tests) */
     size_t live;               /* entries with waiters */
     int64_t backoff_ms;
+    int interrupted;           /* rlk_pubsub_interrupt(): every wait returns at once */
 };
 
 /* Armed attempts (pubsub_armed.c), all called with the mutex held except rlk_send_armed(). */
