@@ -311,6 +311,11 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
 /* Frees what rlock_inspect() returned. NULL is a no-op. */
 RLOCK_EXPORT void rlock_lock_info_free(rlock_lock_info *info);
 
+/* The client's identity as it appears in owners on Redis: the "<uuid>" of "<uuid>:<thread>"
+ * (36 characters). Valid as long as the client; "" for NULL. Lets a tool find its own entries
+ * in an rlock_inspect() snapshot. */
+RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client);
+
 /* Interrupts the client's waits, for a program that is shutting down (for example from the thread
  * that handles SIGTERM): every rlock_lock()/rlock_try_lock() on a handle of this client (and
  * multi-locks over such handles) that is waiting now, or that would start waiting later, stops

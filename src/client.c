@@ -186,6 +186,11 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client)
     rlk_client_unref(client);
 }
 
+RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client)
+{
+    return client != NULL ? client->uuid : "";
+}
+
 RLOCK_EXPORT void rlock_client_interrupt(rlock_client *client)
 {
     /* Waits sleep in the subscriber, so its flag (read under its mutex) ends them all. */
