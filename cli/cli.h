@@ -11,12 +11,12 @@
 #include "rlock.h"
 
 /* Exit codes (also in --help and rlock.1). rlock run otherwise exits with the command's status. */
-#define CLI_EXIT_OK 0
-#define CLI_EXIT_CONFLICT 1 /* not acquired within the wait (rlock run; -E changes it) */
-#define CLI_EXIT_USAGE 2    /* bad command line */
-#define CLI_EXIT_LOST 3     /* the lock was lost while the command ran */
-#define CLI_EXIT_ERROR 4    /* Redis unreachable, Redis error, bad key ... */
-#define CLI_EXIT_NOEXEC 126 /* the command could not be executed */
+#define CLI_EXIT_OK       0
+#define CLI_EXIT_CONFLICT 1   /* not acquired within the wait (rlock run; -E changes it) */
+#define CLI_EXIT_USAGE    2   /* bad command line */
+#define CLI_EXIT_LOST     3   /* the lock was lost while the command ran */
+#define CLI_EXIT_ERROR    4   /* Redis unreachable, Redis error, bad key ... */
+#define CLI_EXIT_NOEXEC   126 /* the command could not be executed */
 #define CLI_EXIT_NOTFOUND 127
 
 /* Global options, before the command name. */

@@ -43,26 +43,36 @@ static const char cli_usage[] =
 
 static int cli_global_parse(cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
-                                          {"watchdog-timeout", required_argument, NULL, 'w'},
-                                          {"quiet", no_argument, NULL, 'q'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {"version", no_argument, NULL, 'V'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"url", required_argument, NULL, 'u'}, {"watchdog-timeout", required_argument, NULL, 'w'},
+        {"quiet", no_argument, NULL, 'q'},     {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0}};
     const char *wd = getenv("RLOCK_WATCHDOG_TIMEOUT");
     int c;
     while ((c = getopt_long(argc, argv, "+qhV", opts, NULL)) != -1) {
         switch (c) {
-        case 'u': g->url = optarg; break;
-        case 'w': wd = optarg; break;
-        case 'q': g->quiet = 1; break;
-        case 'h': fputs(cli_usage, stdout); exit(CLI_EXIT_OK);
-        case 'V': printf("rlock %s\n", rlock_version_string()); exit(CLI_EXIT_OK);
-        default: fputs(cli_usage, stderr); return -1;
+        case 'u':
+            g->url = optarg;
+            break;
+        case 'w':
+            wd = optarg;
+            break;
+        case 'q':
+            g->quiet = 1;
+            break;
+        case 'h':
+            fputs(cli_usage, stdout);
+            exit(CLI_EXIT_OK);
+        case 'V':
+            printf("rlock %s\n", rlock_version_string());
+            exit(CLI_EXIT_OK);
+        default:
+            fputs(cli_usage, stderr);
+            return -1;
         }
     }
-    if (wd != NULL && (cli_parse_duration(wd, &g->watchdog_timeout_ms) != 0 ||
-                       g->watchdog_timeout_ms < 3)) {
+    if (wd != NULL &&
+        (cli_parse_duration(wd, &g->watchdog_timeout_ms) != 0 || g->watchdog_timeout_ms < 3)) {
         fprintf(stderr, "rlock: bad watchdog timeout '%s' (a DURATION of at least 3ms)\n", wd);
         return -1;
     }
@@ -135,9 +145,13 @@ void cli_report(const char *what, int code)
 const char *cli_type_name(rlock_lock_type t)
 {
     switch (t) {
-    case RLOCK_TYPE_REENTRANT: return "reentrant";
-    case RLOCK_TYPE_FAIR: return "fair";
-    case RLOCK_TYPE_RW: return "read-write";
-    default: return "free";
+    case RLOCK_TYPE_REENTRANT:
+        return "reentrant";
+    case RLOCK_TYPE_FAIR:
+        return "fair";
+    case RLOCK_TYPE_RW:
+        return "read-write";
+    default:
+        return "free";
     }
 }

@@ -64,14 +64,14 @@ typedef struct cli_run_state {
     const cli_global *g;
     rlock_client *client;
     pthread_mutex_t mu;
-    int phase;             /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
-    pid_t child;           /* under mu */
-    int got_signal;        /* a terminating signal arrived while waiting (under mu) */
-    atomic_int lost;       /* on_lost fired */
-    atomic_llong lost_at;  /* monotonic ms of the loss */
-    atomic_int child_pid;  /* for on_lost, which must not take mu */
-    int status_shown;      /* the status line is on screen (under mu) */
-    int64_t next_status;   /* signal thread only */
+    int phase;            /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
+    pid_t child;          /* under mu */
+    int got_signal;       /* a terminating signal arrived while waiting (under mu) */
+    atomic_int lost;      /* on_lost fired */
+    atomic_llong lost_at; /* monotonic ms of the loss */
+    atomic_int child_pid; /* for on_lost, which must not take mu */
+    int status_shown;     /* the status line is on screen (under mu) */
+    int64_t next_status;  /* signal thread only */
 } cli_run_state;
 
 static int64_t cli_now_ms(void)
@@ -111,12 +111,16 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
     long v = 0;
     char *end = NULL;
     switch (c) {
-    case 'k': return cli_parse_kind(arg, &o->kind) ? cli_bad("kind", arg) : 0;
-    case 'w': return cli_parse_duration(arg, &o->wait_ms) ? cli_bad("wait", arg) : 0;
-    case 'n': o->wait_ms = 0; return 0;
+    case 'k':
+        return cli_parse_kind(arg, &o->kind) ? cli_bad("kind", arg) : 0;
+    case 'w':
+        return cli_parse_duration(arg, &o->wait_ms) ? cli_bad("wait", arg) : 0;
+    case 'n':
+        o->wait_ms = 0;
+        return 0;
     case 'l':
         return cli_parse_duration(arg, &o->lease_ms) || o->lease_ms == 0 ? cli_bad("lease", arg)
-                                                                           : 0;
+                                                                         : 0;
     case 'E':
         v = strtol(arg, &end, 10);
         o->conflict_exit = (int)v;
@@ -124,23 +128,29 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
     case 's':
         o->kill_signal = cli_parse_signal(arg);
         return o->kill_signal < 0 ? cli_bad("signal", arg) : 0;
-    case 'g': return cli_parse_duration(arg, &o->grace_ms) ? cli_bad("grace", arg) : 0;
-    case 'h': return 1;
-    default: return -1;
+    case 'g':
+        return cli_parse_duration(arg, &o->grace_ms) ? cli_bad("grace", arg) : 0;
+    case 'h':
+        return 1;
+    default:
+        return -1;
     }
 }
 
 static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"kind", required_argument, NULL, 'k'},  {"wait", required_argument, NULL, 'w'},
-        {"nonblock", no_argument, NULL, 'n'},    {"lease", required_argument, NULL, 'l'},
-        {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"kill-signal", required_argument, NULL, 's'},
-        {"grace", required_argument, NULL, 'g'}, {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-    *o = (cli_run_opts){RLOCK_REENTRANT, RLOCK_WAIT_FOREVER, -1, CLI_EXIT_CONFLICT, SIGTERM,
-                        10000, NULL, NULL};
+    static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
+                                         {"wait", required_argument, NULL, 'w'},
+                                         {"nonblock", no_argument, NULL, 'n'},
+                                         {"lease", required_argument, NULL, 'l'},
+                                         {"conflict-exit-code", required_argument, NULL, 'E'},
+                                         {"kill-signal", required_argument, NULL, 's'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    *o = (cli_run_opts){
+        RLOCK_REENTRANT, RLOCK_WAIT_FOREVER, -1, CLI_EXIT_CONFLICT, SIGTERM, 10000, NULL, NULL};
     int c;
     while ((c = getopt_long(argc, argv, "+k:w:nE:qh", opts, NULL)) != -1) {
         if (c == 'q') {
@@ -369,15 +379,19 @@ static int cli_run_locked(cli_run_state *st, rlock *l, const sigset_t *old_mask)
         return CLI_EXIT_ERROR;
     }
     if (atomic_load(&st->lost)) {
-        fprintf(stderr, "rlock: %s: the lock was lost while the command ran; it was sent "
-                "SIG%s\n", st->o->name, cli_signal_name(st->o->kill_signal));
+        fprintf(stderr,
+                "rlock: %s: the lock was lost while the command ran; it was sent "
+                "SIG%s\n",
+                st->o->name, cli_signal_name(st->o->kill_signal));
         return CLI_EXIT_LOST;
     }
     if (rc == RLOCK_ELOST || rc == RLOCK_ENOTOWNER) {
         /* Lost after the last renewal (a fixed lease ran out, or a force unlock): only the
          * release saw it, after the command had finished. */
-        fprintf(stderr, "rlock: %s: the lock was lost while the command ran (found at "
-                "release)\n", st->o->name);
+        fprintf(stderr,
+                "rlock: %s: the lock was lost while the command ran (found at "
+                "release)\n",
+                st->o->name);
         return CLI_EXIT_LOST;
     }
     if (rc != RLOCK_OK) {

@@ -104,9 +104,8 @@ static void cli_print_text(FILE *f, const rlock_lock_info *in)
 
 int cli_status(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int json = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {

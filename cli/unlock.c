@@ -59,9 +59,8 @@ static int cli_unlock_one(rlock_client *client, const char *name)
 
 int cli_unlock(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {{"force", no_argument, NULL, 'f'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int force = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+fh", opts, NULL)) != -1) {
