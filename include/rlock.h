@@ -357,6 +357,72 @@ RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *latch);
  * is woken by the count-down's message, not by polling. */
 RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
 
+/* ---------------------------------------------------------------------------------------------
+ * Inspection and interruption (operators' tools, such as the `rlock` command).
+ * ------------------------------------------------------------------------------------------- */
+
+/* What rlock_inspect() found at a lock name. */
+typedef enum {
+    RLOCK_TYPE_FREE = 0,      /* no lock key, no waiter */
+    RLOCK_TYPE_REENTRANT = 1, /* a hash of owners without "mode" and no fair queue; a fair lock
+                               * with an empty queue looks exactly like this (same data) */
+    RLOCK_TYPE_FAIR = 2,      /* a fair waiter queue exists (held or not) */
+    RLOCK_TYPE_RW = 3         /* a hash with a "mode" field, or waiting writers only */
+} rlock_lock_type;
+
+typedef struct rlock_lock_holder {
+    char *owner;   /* field as stored: "<uuid>:<thread>", a writer "<uuid>:<thread>:write" */
+    int64_t count; /* hold count */
+} rlock_lock_holder;
+
+typedef struct rlock_lock_waiter {
+    char *owner;         /* "<uuid>:<thread>" (waiting writers: "<uuid>:<thread>:write") */
+    int64_t deadline_ms; /* liveness deadline, server clock, ms since the epoch; -1 if none */
+} rlock_lock_waiter;
+
+typedef struct rlock_lock_info {
+    char *name;                 /* the lock name */
+    rlock_lock_type type;       /* see rlock_lock_type */
+    int locked;                 /* 1 if somebody holds it */
+    const char *mode;           /* read-write lock: "read" or "write" while held, else NULL */
+    size_t n_holders;
+    rlock_lock_holder *holders; /* hash fields other than "mode", in Redis' order */
+    int64_t ttl_ms;             /* PTTL of the lock key: -2 not locked, -1 no expiry */
+    uint64_t token;             /* fencing counter redisson_lock_token:{name}; 0 if never set */
+    size_t n_queue;
+    rlock_lock_waiter *queue;   /* fair queue in order: queue[0] is next in line */
+    size_t n_writers;
+    rlock_lock_waiter *writers; /* read-write lock: waiting writers, earliest deadline first */
+    int64_t server_time_ms;     /* the server's clock when it was read (compare deadlines) */
+} rlock_lock_info;
+
+/* Reads every key of the lock called name in one read-only script, without changing anything
+ * (no lease, queue or counter is touched; it does not open a handle, so it knows nothing of the
+ * calling thread). Works on locks written by any rlock lock type or by Redisson, since they share
+ * one data layout. On RLOCK_OK *out is a snapshot to free with rlock_lock_info_free(). Returns
+ * RLOCK_EINVAL for a NULL client/out or a NULL/empty name, or for a name whose key holds
+ * something other than a lock (a string, a list ...: the message names the Redis type);
+ * RLOCK_ECLOSED, RLOCK_ECONN/EREDIS/EPROTO, RLOCK_ENOMEM; *out is NULL on failure. */
+RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_lock_info **out);
+
+/* Frees what rlock_inspect() returned. NULL is a no-op. */
+RLOCK_EXPORT void rlock_lock_info_free(rlock_lock_info *info);
+
+/* The client's identity as it appears in owners on Redis: the "<uuid>" of "<uuid>:<thread>"
+ * (36 characters). Valid as long as the client; "" for NULL. Lets a tool find its own entries
+ * in an rlock_inspect() snapshot. */
+RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client);
+
+/* Interrupts the client's waits, for a program that is shutting down (for example from the thread
+ * that handles SIGTERM): every rlock_lock()/rlock_try_lock() on a handle of this client (and
+ * multi-locks over such handles) that is waiting now, or that would start waiting later, stops
+ * waiting, leaves every queue it joined (fair queue, waiting writers) and returns
+ * RLOCK_ETIMEDOUT with "interrupted" in rlock_last_error(), also when no wait limit was given.
+ * A lock that is free is still taken by the first attempt. Irreversible: create a new client to
+ * wait again. RedLock waits are not interrupted (they are bounded by their random pauses).
+ * Thread-safe, but not async-signal-safe. NULL is a no-op. */
+RLOCK_EXPORT void rlock_client_interrupt(rlock_client *client);
+
 #ifdef __cplusplus
 }
 #endif

@@ -196,6 +196,19 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client)
     rlk_client_unref(client);
 }
 
+RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client)
+{
+    return client != NULL ? client->uuid : "";
+}
+
+RLOCK_EXPORT void rlock_client_interrupt(rlock_client *client)
+{
+    /* Waits sleep in the subscriber, so its flag (read under its mutex) ends them all. */
+    if (client != NULL && rlk_client_check(client) == RLOCK_OK && client->pubsub != NULL) {
+        rlk_pubsub_interrupt(client->pubsub);
+    }
+}
+
 _Static_assert(sizeof(((rlock_client *)0)->uuid) + 1 + 20 <= RLK_OWNER_MAX,
                "an owner (uuid, ':', up to 20 digits, NUL) must fit RLK_OWNER_MAX");
 

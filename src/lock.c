@@ -389,6 +389,10 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
         int w = rlk_sub_wait(ps, sub, bound, armed);
+        if (w == RLK_WAIT_INTERRUPTED) {
+            r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
+            break;
+        }
         if (w == RLK_WAIT_REPLY) {
             r = rlk_armed_reply(a, rlk_armed_take_reply(armed));
             continue;

@@ -357,9 +357,10 @@ static void redlock_pause_or_wait(redlock_group *g, redlock_hold *h, redlock_wai
         if (rc == 1) {
             /* Every process' waiters wake at once: a few ms of jitter spares split votes. */
             rlk_group_sleep_ms((int64_t)(rlk_group_rand() % 4));
-        } else if (rc < 0 && end > rlk_now_ms()) {
+        } else if ((rc < 0 || rc == RLK_WAIT_INTERRUPTED) && end > rlk_now_ms()) {
             /* The channel's subscription failed (refused by an ACL, or not confirmed in time):
-             * the rest of the pause still bounds the next round, as without a channel. */
+             * the rest of the pause still bounds the next round, as without a channel. An
+             * interrupted client gets the same bound. */
             rlk_group_sleep_ms(end - rlk_now_ms());
         }
     } else {

@@ -252,7 +252,7 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
     /* A claimed attempt (state SENT; the claim unlinked it) wakes without a permit: permits
      * given meanwhile answer later messages and stay for the next wait. */
     while (s->permits == 0 && s->fail_code == 0 &&
-           (armed == NULL || armed->state != RLK_ARMED_SENT)) {
+           (armed == NULL || armed->state != RLK_ARMED_SENT) && !ps->interrupted) {
         if (armed != NULL && !armed->listed) {
             rlk_armed_link(s, armed); /* offered while asleep only */
         }
@@ -277,9 +277,36 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
     int r = RLK_WAIT_WOKEN;
     if (s->fail_code != 0) {
         r = rlk_sub_failure(s);
+    } else if (s->permits == 0) {
+        r = RLK_WAIT_INTERRUPTED; /* the permits stay for the waiters that are not */
     } else {
         s->permits--;
     }
+    pthread_mutex_unlock(&ps->mu);
+    return r;
+}
+
+void rlk_pubsub_interrupt(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->interrupted = 1;
+    /* Every sleeper is woken: plain waiters on their entry's condition variable, armed waiters
+     * on their own. They see the flag under the mutex, so none can miss it. */
+    for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
+        for (rlk_sub *s = ps->buckets[i]; s != NULL; s = s->next) {
+            pthread_cond_broadcast(&s->cv);
+            for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
+                pthread_cond_broadcast(&a->cv);
+            }
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+int rlk_pubsub_interrupted(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    int r = ps->interrupted;
     pthread_mutex_unlock(&ps->mu);
     return r;
 }

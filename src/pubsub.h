@@ -52,6 +52,7 @@ int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode,
 #define RLK_WAIT_TIMEOUT 0 /* the timeout passed without a wake-up */
 #define RLK_WAIT_WOKEN   1 /* a permit: a message, a subscription confirmation or a reconnect */
 #define RLK_WAIT_REPLY   2 /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
+#define RLK_WAIT_INTERRUPTED 3 /* rlk_pubsub_interrupt() was called: no permit consumed */
 
 /* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it. armed (may be NULL)
  * is offered to the subscriber thread while this waiter sleeps; when the thread sent it, the
@@ -66,6 +67,11 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
  * short while (RLK_PS_LINGER_MS, pubsub_impl.h) so that a waiter coming back soon finds it live;
  * then the subscriber thread sends UNSUBSCRIBE. */
 void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s);
+
+/* Makes every rlk_sub_wait(), now and later, return 2 at once (rlock_client_interrupt). */
+void rlk_pubsub_interrupt(rlk_pubsub *ps);
+/* 1 once rlk_pubsub_interrupt() was called. */
+int rlk_pubsub_interrupted(rlk_pubsub *ps);
 
 /* Changes how long entries without waiters stay subscribed (for tests). */
 void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms);

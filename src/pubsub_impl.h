@@ -87,6 +87,7 @@ struct rlk_pubsub {
     int64_t backoff_ms;
     rlk_ps_req *reqs; /* ring of requests awaiting their reply, oldest first (thread only) */
     size_t req_head, req_count, req_cap;
+    int interrupted;           /* rlk_pubsub_interrupt(): every wait returns at once */
 };
 
 /* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */

@@ -57,6 +57,9 @@ int rlk_wait_notified(rlock_client *c, const char *channel, size_t len, int mode
             r = w;
             break;
         }
+        if (w == RLK_WAIT_INTERRUPTED) {
+            break; /* rlock_client_interrupt(): give up as on a timeout */
+        }
         r = rlk_client_check(c);
         hint = -1;
         r = r ? r : attempt(arg, &hint);

@@ -1,0 +1,440 @@
+/*
+ * rlock run: take a lock, run a command as a child while holding it, release it when the child
+ * exits, and exit with the child's status (flock(1)'s contract, across machines).
+ *
+ * Threads: the main thread acquires, forks and waits for the child. Every signal rlock handles
+ * is blocked in all threads (the library's included, which start later) and taken by one
+ * signal thread with sigtimedwait(): while waiting for the lock it interrupts the client's waits
+ * (rlock_client_interrupt leaves the fair queue); while the child runs it forwards the signal.
+ * The same thread ticks every 100 ms to draw the status line and, after a loss, to send SIGKILL
+ * once the grace period is over. on_lost (library watchdog thread) only signals the child and
+ * records the time.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char cli_run_usage[] =
+    "usage: rlock [GLOBAL] run [OPTIONS] NAME -- COMMAND [ARG...]\n"
+    "\n"
+    "Acquires the lock NAME, runs COMMAND (no shell unless you give one) with RLOCK_NAME and\n"
+    "RLOCK_TOKEN (the fencing token) in its environment, keeps the lease alive while it runs,\n"
+    "releases the lock when it exits and exits with its status (128+N if killed by signal N).\n"
+    "\n"
+    "  -k, --kind KIND              reentrant (default), fair (FIFO queue), read, write\n"
+    "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
+    "  -n, --nonblock               one attempt; do not wait\n"
+    "      --lease DURATION         fixed lease, no watchdog renewal (default: watchdog)\n"
+    "  -E, --conflict-exit-code N   exit N instead of 1 when the lock was not acquired\n"
+    "      --kill-signal SIG        sent to COMMAND when the lock is lost (default TERM)\n"
+    "      --grace DURATION         then SIGKILL after this long (default 10s)\n"
+    "  -q, --quiet                  no status line on a terminal while waiting\n"
+    "\n"
+    "Exit: COMMAND's status; 1 (or -E N) not acquired, nothing ran; 2 usage; 3 lock lost while\n"
+    "COMMAND ran; 4 Redis error; 126/127 COMMAND not executable/not found; 130/143 SIGINT/\n"
+    "SIGTERM while waiting (the waiter left the queue). SIGINT/SIGTERM/SIGHUP/SIGQUIT while\n"
+    "COMMAND runs are forwarded to it.\n";
+
+enum { CLI_WAITING, CLI_RUNNING, CLI_DONE };
+
+typedef struct cli_run_opts {
+    rlock_kind kind;
+    int64_t wait_ms;  /* RLOCK_WAIT_FOREVER, 0 with -n */
+    int64_t lease_ms; /* -1: watchdog */
+    int conflict_exit;
+    int kill_signal;
+    int64_t grace_ms;
+    const char *name;
+    char **cmd;
+} cli_run_opts;
+
+typedef struct cli_run_state {
+    const cli_run_opts *o;
+    const cli_global *g;
+    rlock_client *client;
+    pthread_mutex_t mu;
+    int phase;            /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
+    pid_t child;          /* under mu */
+    int got_signal;       /* a terminating signal arrived while waiting (under mu) */
+    atomic_int lost;      /* on_lost fired */
+    atomic_llong lost_at; /* monotonic ms of the loss */
+    atomic_int child_pid; /* for on_lost, which must not take mu */
+    int status_shown;     /* the status line is on screen (under mu) */
+    int64_t next_status;  /* signal thread only */
+} cli_run_state;
+
+static int64_t cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int cli_parse_kind(const char *s, rlock_kind *k)
+{
+    static const struct {
+        const char *name;
+        rlock_kind kind;
+    } kinds[] = {{"reentrant", RLOCK_REENTRANT},
+                 {"fair", RLOCK_FAIR},
+                 {"read", RLOCK_READ},
+                 {"write", RLOCK_WRITE}};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (strcmp(s, kinds[i].name) == 0) {
+            *k = kinds[i].kind;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int cli_bad(const char *what, const char *value)
+{
+    fprintf(stderr, "rlock run: bad %s '%s' (try rlock run --help)\n", what, value);
+    return -1;
+}
+
+/* One option of rlock run; returns 0, 1 for --help, -1 for a bad value. */
+static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
+{
+    long v = 0;
+    char *end = NULL;
+    switch (c) {
+    case 'k':
+        return cli_parse_kind(arg, &o->kind) ? cli_bad("kind", arg) : 0;
+    case 'w':
+        return cli_parse_duration(arg, &o->wait_ms) ? cli_bad("wait", arg) : 0;
+    case 'n':
+        o->wait_ms = 0;
+        return 0;
+    case 'l':
+        return cli_parse_duration(arg, &o->lease_ms) || o->lease_ms == 0 ? cli_bad("lease", arg)
+                                                                         : 0;
+    case 'E':
+        v = strtol(arg, &end, 10);
+        o->conflict_exit = (int)v;
+        return *arg == '\0' || *end != '\0' || v < 0 || v > 255 ? cli_bad("exit code", arg) : 0;
+    case 's':
+        o->kill_signal = cli_parse_signal(arg);
+        return o->kill_signal < 0 ? cli_bad("signal", arg) : 0;
+    case 'g':
+        return cli_parse_duration(arg, &o->grace_ms) ? cli_bad("grace", arg) : 0;
+    case 'h':
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
+{
+    static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
+                                         {"wait", required_argument, NULL, 'w'},
+                                         {"nonblock", no_argument, NULL, 'n'},
+                                         {"lease", required_argument, NULL, 'l'},
+                                         {"conflict-exit-code", required_argument, NULL, 'E'},
+                                         {"kill-signal", required_argument, NULL, 's'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    *o = (cli_run_opts){
+        RLOCK_REENTRANT, RLOCK_WAIT_FOREVER, -1, CLI_EXIT_CONFLICT, SIGTERM, 10000, NULL, NULL};
+    int c;
+    while ((c = getopt_long(argc, argv, "+k:w:nE:qh", opts, NULL)) != -1) {
+        if (c == 'q') {
+            g->quiet = 1;
+            continue;
+        }
+        int r = c == '?' ? -1 : cli_run_opt(o, c, optarg);
+        if (r != 0) {
+            fputs(cli_run_usage, r > 0 ? stdout : stderr);
+            return r > 0 ? 1 : -1;
+        }
+    }
+    /* NAME, then "--" (getopt consumed it if it came before NAME), then the command. */
+    if (optind < argc) {
+        o->name = argv[optind++];
+    }
+    if (optind < argc && strcmp(argv[optind], "--") == 0) {
+        optind++;
+    }
+    if (o->name == NULL || *o->name == '\0' || optind >= argc) {
+        fputs(cli_run_usage, stderr);
+        return -1;
+    }
+    o->cmd = argv + optind;
+    return 0;
+}
+
+/* The watchdog thread's report of a loss: signal the child now, SIGKILL later (signal thread). */
+static void cli_on_lost(const char *name, void *user_data)
+{
+    (void)name;
+    cli_run_state *st = user_data;
+    atomic_store(&st->lost_at, cli_now_ms());
+    atomic_store(&st->lost, 1);
+    pid_t pid = atomic_load(&st->child_pid);
+    if (pid > 0) {
+        kill(pid, st->o->kill_signal);
+    }
+}
+
+/* The one-line status while waiting: holder, TTL, and for a fair lock our place in line. */
+static void cli_draw_status(cli_run_state *st)
+{
+    rlock_lock_info *in = NULL;
+    if (rlock_inspect(st->client, st->o->name, &in) != RLOCK_OK) {
+        return;
+    }
+    const char *id = rlock_client_id(st->client);
+    size_t pos = 0;
+    for (size_t i = 0; i < in->n_queue; i++) {
+        if (strncmp(in->queue[i].owner, id, strlen(id)) == 0) {
+            pos = i + 1;
+        }
+    }
+    fprintf(stderr, "\rrlock: waiting for %s: ", st->o->name);
+    if (in->n_holders > 0) {
+        fprintf(stderr, "held by %s", in->holders[0].owner);
+        if (in->n_holders > 1) {
+            fprintf(stderr, " and %zu more", in->n_holders - 1);
+        }
+    } else {
+        fputs("free", stderr);
+    }
+    if (in->ttl_ms >= 0) {
+        fprintf(stderr, ", ttl %" PRId64 ".%01" PRId64 "s", in->ttl_ms / 1000,
+                in->ttl_ms % 1000 / 100);
+    }
+    if (pos > 0) {
+        fprintf(stderr, ", place %zu of %zu in the queue", pos, in->n_queue);
+    }
+    fputs("\033[K", stderr);
+    st->status_shown = 1;
+    rlock_lock_info_free(in);
+}
+
+static void cli_clear_status(cli_run_state *st)
+{
+    if (st->status_shown) {
+        fputs("\r\033[K", stderr);
+        st->status_shown = 0;
+    }
+}
+
+/* One signal: interrupt the wait, or forward it to the child. */
+static void cli_on_signal(cli_run_state *st, int sig)
+{
+    pthread_mutex_lock(&st->mu);
+    if (st->phase == CLI_WAITING && sig != SIGCHLD) {
+        st->got_signal = sig;
+        rlock_client_interrupt(st->client);
+    } else if (st->phase == CLI_RUNNING && st->child > 0 && sig != SIGCHLD) {
+        kill(st->child, sig);
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* A tick: the status line while waiting on a terminal, SIGKILL once a loss's grace is over. */
+static int cli_tick(cli_run_state *st)
+{
+    int64_t now = cli_now_ms();
+    /* Drawn under the mutex, so the main thread can erase the line before the child writes. */
+    pthread_mutex_lock(&st->mu);
+    int phase = st->phase;
+    pid_t child = st->child;
+    if (phase == CLI_WAITING && !st->g->quiet && isatty(STDERR_FILENO) && now >= st->next_status) {
+        cli_draw_status(st);
+        st->next_status = now + 500;
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (phase == CLI_RUNNING && atomic_load(&st->lost) && child > 0 &&
+        now >= atomic_load(&st->lost_at) + st->o->grace_ms) {
+        kill(child, SIGKILL);
+    }
+    return phase != CLI_DONE;
+}
+
+static sigset_t cli_handled(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    sigaddset(&set, SIGUSR1); /* wakes the thread when the run is over */
+    return set;
+}
+
+static void *cli_signal_thread(void *arg)
+{
+    cli_run_state *st = arg;
+    sigset_t set = cli_handled();
+    struct timespec tick = {0, 100 * 1000000L};
+    while (cli_tick(st)) {
+        int sig = sigtimedwait(&set, NULL, &tick);
+        if (sig > 0 && sig != SIGUSR1) {
+            cli_on_signal(st, sig);
+        }
+    }
+    pthread_mutex_lock(&st->mu);
+    cli_clear_status(st);
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+/* The child: default signal mask back, the lock's name and token in its environment. */
+static void cli_exec_child(const cli_run_opts *o, const sigset_t *old_mask)
+{
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    execvp(o->cmd[0], o->cmd);
+    int e = errno;
+    fprintf(stderr, "rlock: cannot run %s: %s\n", o->cmd[0], strerror(e));
+    _exit(e == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC);
+}
+
+static int cli_exit_status(int wstatus)
+{
+    if (WIFEXITED(wstatus)) {
+        return WEXITSTATUS(wstatus);
+    }
+    return WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : CLI_EXIT_ERROR;
+}
+
+/* Holding the lock: start the child unless a signal came first; returns its wait status or -1
+ * (*sig set) if a signal cancelled the run, -2 if fork failed. */
+static int cli_run_child(cli_run_state *st, rlock *l, const sigset_t *old_mask, int *sig)
+{
+    char token[24];
+    snprintf(token, sizeof(token), "%" PRIu64, rlock_token(l));
+    setenv("RLOCK_NAME", st->o->name, 1);
+    setenv("RLOCK_TOKEN", token, 1);
+    fflush(NULL);
+    pthread_mutex_lock(&st->mu);
+    cli_clear_status(st);
+    if (st->got_signal) {
+        *sig = st->got_signal;
+        pthread_mutex_unlock(&st->mu);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        cli_exec_child(st->o, old_mask);
+    }
+    st->child = pid;
+    st->phase = pid > 0 ? CLI_RUNNING : CLI_DONE;
+    atomic_store(&st->child_pid, pid);
+    pthread_mutex_unlock(&st->mu);
+    if (pid < 0) {
+        perror("rlock: fork");
+        return -2;
+    }
+    if (atomic_load(&st->lost)) {
+        kill(pid, st->o->kill_signal); /* Lost between the grant and the fork. */
+    }
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    return wstatus;
+}
+
+/* Acquired (or not), ran (or not): the exit status of rlock run. */
+static int cli_run_locked(cli_run_state *st, rlock *l, const sigset_t *old_mask)
+{
+    int rc = rlock_try_lock(l, st->o->wait_ms, st->o->lease_ms);
+    pthread_mutex_lock(&st->mu);
+    int sig = st->got_signal;
+    pthread_mutex_unlock(&st->mu);
+    if (rc == RLOCK_ETIMEDOUT) {
+        if (sig) {
+            return 128 + sig;
+        }
+        fprintf(stderr, "rlock: %s: not acquired%s\n", st->o->name,
+                st->o->wait_ms == 0 ? " (busy)" : " within the wait");
+        return st->o->conflict_exit;
+    }
+    if (rc != RLOCK_OK) {
+        cli_report(st->o->name, rc);
+        return CLI_EXIT_ERROR;
+    }
+    int wstatus = cli_run_child(st, l, old_mask, &sig);
+    rc = rlock_unlock(l);
+    if (wstatus == -1) {
+        return 128 + sig;
+    }
+    if (wstatus == -2) {
+        return CLI_EXIT_ERROR;
+    }
+    if (atomic_load(&st->lost)) {
+        fprintf(stderr,
+                "rlock: %s: the lock was lost while the command ran; it was sent "
+                "SIG%s\n",
+                st->o->name, cli_signal_name(st->o->kill_signal));
+        return CLI_EXIT_LOST;
+    }
+    if (rc == RLOCK_ELOST || rc == RLOCK_ENOTOWNER) {
+        /* Lost after the last renewal (a fixed lease ran out, or a force unlock): only the
+         * release saw it, after the command had finished. */
+        fprintf(stderr,
+                "rlock: %s: the lock was lost while the command ran (found at "
+                "release)\n",
+                st->o->name);
+        return CLI_EXIT_LOST;
+    }
+    if (rc != RLOCK_OK) {
+        cli_report(st->o->name, rc); /* The command ran under the lock; the release failed. */
+    }
+    return cli_exit_status(wstatus);
+}
+
+int cli_run(const cli_global *g0, int argc, char **argv)
+{
+    cli_global g = *g0;
+    cli_run_opts o;
+    int r = cli_run_parse(&o, &g, argc, argv);
+    if (r != 0) {
+        return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    cli_run_state st = {.o = &o, .g = &g, .phase = CLI_WAITING};
+    pthread_mutex_init(&st.mu, NULL);
+    sigset_t set = cli_handled();
+    sigset_t old_mask;
+    /* Blocked before the client starts its threads, so that they inherit the mask and only the
+     * signal thread takes these signals. */
+    pthread_sigmask(SIG_BLOCK, &set, &old_mask);
+    st.client = cli_connect(&g, cli_on_lost, &st);
+    if (st.client == NULL) {
+        return CLI_EXIT_ERROR;
+    }
+    rlock *l = rlock_open(st.client, o.kind, o.name);
+    if (l == NULL) {
+        cli_report(o.name, RLOCK_EINVAL);
+        rlock_client_free(st.client);
+        return CLI_EXIT_ERROR;
+    }
+    pthread_t th;
+    pthread_create(&th, NULL, cli_signal_thread, &st);
+    int status = cli_run_locked(&st, l, &old_mask);
+    pthread_mutex_lock(&st.mu);
+    st.phase = CLI_DONE;
+    pthread_mutex_unlock(&st.mu);
+    pthread_kill(th, SIGUSR1);
+    pthread_join(th, NULL);
+    rlock_free(l);
+    rlock_client_free(st.client);
+    pthread_mutex_destroy(&st.mu);
+    return status;
+}

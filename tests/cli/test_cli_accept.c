@@ -1,0 +1,478 @@
+/*
+ * Acceptance tests of the rlock command (issue 15): the built binary (argv[1]) is spawned
+ * against a real redis-server started by the harness, as a user would run it from a shell.
+ * One test per acceptance point; files in a private temp dir carry what the children saw.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis.h>
+
+#include "redis_harness.h"
+#include "rlock.h"
+
+static const char *g_bin;
+static rh_server *g_srv;
+static char g_dir[64];
+
+/* A path in the temp dir (static buffer rotation: up to 4 live at once). */
+static const char *path(const char *name)
+{
+    static char buf[4][128];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, sizeof(buf[0]), "%s/%s", g_dir, name);
+    return p;
+}
+
+/* Spawns argv (argv[0] "rlock" means the binary under test) with stdout/stderr to files
+ * out/err in the temp dir (NULL: /dev/null). Only async-signal-safe calls after fork. */
+static pid_t spawn(const char *const *argv, const char *out, const char *err)
+{
+    int fo = open(out ? path(out) : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err ? path(err) : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const char *bin = strcmp(argv[0], "rlock") == 0 ? g_bin : argv[0];
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(fo);
+    close(fe);
+    assert_true(pid > 0);
+    return pid;
+}
+
+static int run(const char *const *argv, const char *out, const char *err)
+{
+    return rh_wait_child(spawn(argv, out, err), 60000);
+}
+
+static char *slurp(const char *name)
+{
+    static char buf[8192];
+    FILE *f = fopen(path(name), "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) {
+        fclose(f);
+    }
+    return buf;
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) {
+        n++;
+    }
+    return n;
+}
+
+static rlock_client *client(void)
+{
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = rh_url(g_srv);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    return c;
+}
+
+static size_t queue_len(rlock_client *c, const char *name, int holders)
+{
+    rlock_lock_info *in = NULL;
+    assert_int_equal(rlock_inspect(c, name, &in), RLOCK_OK);
+    size_t n = holders ? in->n_holders : in->n_queue;
+    rlock_lock_info_free(in);
+    return n;
+}
+
+static void await_len(rlock_client *c, const char *name, size_t n, int holders)
+{
+    for (int i = 0; i < 1000 && queue_len(c, name, holders) != n; i++) {
+        rh_sleep_ms(10);
+    }
+    assert_int_equal(queue_len(c, name, holders), n);
+}
+
+/* 8 parallel workers, each runs `rlock run` 5 times around read, sleep, write of a counter. */
+static void counter_case(const char *kind, const char *name)
+{
+    FILE *f = fopen(path("counter"), "w");
+    fputs("0\n", f);
+    fclose(f);
+    char script[512];
+    snprintf(script, sizeof(script),
+             "for i in 1 2 3 4 5; do \"%s\" run -k %s %s -- sh -c "
+             "'v=$(cat \"%s\"); sleep 0.01; echo $((v+1)) > \"%s\"' || exit 1; done",
+             g_bin, kind, name, path("counter"), path("counter"));
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    pid_t pids[8];
+    for (int i = 0; i < 8; i++) {
+        pids[i] = spawn(argv, NULL, NULL);
+    }
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(rh_wait_child(pids[i], 120000), 0);
+    }
+    assert_int_equal(atoi(slurp("counter")), 40);
+}
+
+static void test_counter_fair(void **state)
+{
+    (void)state;
+    counter_case("fair", "cli:counter:fair");
+}
+
+static void test_counter_reentrant(void **state)
+{
+    (void)state;
+    counter_case("reentrant", "cli:counter:re");
+}
+
+static void test_exit_status(void **state)
+{
+    (void)state;
+    const char *seven[] = {"rlock", "run", "cli:exit", "--", "/bin/sh", "-c", "exit 7", NULL};
+    assert_int_equal(run(seven, NULL, NULL), 7);
+    const char *killed[] = {"rlock", "run", "cli:exit", "--", "/bin/sh", "-c", "kill -9 $$", NULL};
+    assert_int_equal(run(killed, NULL, NULL), 137);
+    const char *missing[] = {"rlock", "run", "cli:exit", "--", "/nonexistent/cmd", NULL};
+    assert_int_equal(run(missing, NULL, "err"), 127);
+    /* The lock is free again after each run. */
+    rlock_client *c = client();
+    assert_int_equal(queue_len(c, "cli:exit", 1), 0);
+    rlock_client_free(c);
+}
+
+static void test_conflict(void **state)
+{
+    (void)state;
+    rlock_client *c = client();
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:busy");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    unlink(path("ran"));
+    const char *nb[] = {"rlock", "run", "-n", "cli:busy", "--", "/bin/touch", path("ran"), NULL};
+    assert_int_equal(run(nb, NULL, "err"), 1);
+    assert_non_null(strstr(slurp("err"), "not acquired"));
+    const char *e42[] = {"rlock",    "run", "-n",         "-E",        "42",
+                         "cli:busy", "--",  "/bin/touch", path("ran"), NULL};
+    assert_int_equal(run(e42, NULL, NULL), 42);
+    const char *w[] = {"rlock", "run",        "-w",        "300ms", "cli:busy",
+                       "--",    "/bin/touch", path("ran"), NULL};
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(run(w, NULL, NULL), 1);
+    int64_t took = rh_now_ms() - t0;
+    assert_true(took >= 300);
+    assert_true(took < 5000); /* gave up after its wait, not after the 30 s lease */
+    assert_int_equal(access(path("ran"), F_OK), -1); /* nothing ran */
+    rlock_unlock(l);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_lost_lock(void **state)
+{
+    (void)state;
+    unlink(path("started"));
+    unlink(path("term"));
+    char script[512];
+    snprintf(script, sizeof(script),
+             "trap 'echo TERM > \"%s\"; exit 0' TERM; touch \"%s\"; "
+             "while :; do sleep 0.05; done",
+             path("term"), path("started"));
+    const char *argv[] = {
+        "rlock", "--watchdog-timeout", "900ms", "run", "cli:lost", "--", "/bin/sh", "-c", script,
+        NULL};
+    pid_t pid = spawn(argv, NULL, "err");
+    for (int i = 0; i < 500 && access(path("started"), F_OK) != 0; i++) {
+        rh_sleep_ms(10);
+    }
+    assert_int_equal(access(path("started"), F_OK), 0);
+    const char *del[] = {"DEL", "cli:lost", NULL};
+    assert_int_equal(rh_cmd_int(g_srv, del), 1);
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(rh_wait_child(pid, 30000), 3);
+    /* Renewals run every 300 ms: the loss is seen at the next one (slack for a busy host). */
+    assert_true(rh_now_ms() - t0 < 300 + 2000);
+    assert_non_null(strstr(slurp("term"), "TERM"));
+    assert_non_null(strstr(slurp("err"), "lost"));
+}
+
+static void test_sigterm_while_waiting(void **state)
+{
+    (void)state;
+    rlock_client *c = client();
+    rlock *l = rlock_open(c, RLOCK_FAIR, "cli:sigterm");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    const char *argv[] = {"rlock", "run", "-k", "fair", "cli:sigterm", "--", "/bin/true", NULL};
+    pid_t pid = spawn(argv, NULL, NULL);
+    await_len(c, "cli:sigterm", 1, 0);
+    kill(pid, SIGTERM);
+    assert_int_equal(rh_wait_child(pid, 10000), 143);
+    /* Gone from the queue at once, not after the 5 s waiter timeout. */
+    assert_int_equal(queue_len(c, "cli:sigterm", 0), 0);
+    rlock_unlock(l);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_token_increases(void **state)
+{
+    (void)state;
+    unlink(path("tokens"));
+    char script[256];
+    snprintf(script, sizeof(script), "echo $RLOCK_NAME $RLOCK_TOKEN >> \"%s\"", path("tokens"));
+    const char *argv[] = {"rlock", "run", "cli:token", "--", "/bin/sh", "-c", script, NULL};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(run(argv, NULL, NULL), 0);
+    }
+    char *text = slurp("tokens");
+    long long prev = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(strncmp(text, "cli:token ", 10), 0);
+        long long t = strtoll(text + 10, &text, 10);
+        assert_true(t > prev);
+        prev = t;
+        text++;
+    }
+}
+
+static void test_status_reentrant(void **state)
+{
+    (void)state;
+    rlock_client *c = client();
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:st:re");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    const char *argv[] = {"rlock", "status", "--json", "cli:st:re", NULL};
+    assert_int_equal(run(argv, "out", NULL), 0);
+    char *out = slurp("out");
+    char want[160];
+    snprintf(want, sizeof(want), "\"holders\":[{\"owner\":\"%s:", rlock_client_id(c));
+    assert_non_null(strstr(out, "{\"name\":\"cli:st:re\",\"type\":\"reentrant\",\"locked\":true"));
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "\"count\":2}]"));
+    char tok[64];
+    snprintf(tok, sizeof(tok), "\"token\":%llu,", (unsigned long long)rlock_token(l));
+    assert_non_null(strstr(out, tok));
+    assert_non_null(strstr(out, "\"queue\":[],\"mode\":null"));
+    const char *text[] = {"rlock", "status", "cli:st:re", "cli:st:none", NULL};
+    assert_int_equal(run(text, "out", NULL), 0);
+    assert_non_null(strstr(slurp("out"), "cli:st:none: free, not locked"));
+    assert_int_equal(rlock_hold_count(l), 2); /* status changed nothing */
+    rlock_unlock(l);
+    rlock_unlock(l);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_status_fair_queue(void **state)
+{
+    (void)state;
+    rlock_client *c = client();
+    rlock *l = rlock_open(c, RLOCK_FAIR, "cli:st:fair");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    unlink(path("order"));
+    pid_t pids[3];
+    for (int i = 0; i < 3; i++) {
+        char script[128];
+        snprintf(script, sizeof(script), "echo %d >> \"%s\"", i + 1, path("order"));
+        const char *argv[] = {"rlock", "run",     "-k", "fair", "cli:st:fair",
+                              "--",    "/bin/sh", "-c", script, NULL};
+        pids[i] = spawn(argv, NULL, NULL);
+        await_len(c, "cli:st:fair", (size_t)i + 1, 0);
+    }
+    rlock_lock_info *in = NULL;
+    assert_int_equal(rlock_inspect(c, "cli:st:fair", &in), RLOCK_OK);
+    const char *argv[] = {"rlock", "status", "--json", "cli:st:fair", NULL};
+    assert_int_equal(run(argv, "out", NULL), 0);
+    char *out = slurp("out");
+    assert_non_null(strstr(out, "\"type\":\"fair\",\"locked\":true"));
+    assert_int_equal(count_of(out, "\"deadline_ms\":"), 3);
+    /* The JSON lists the queue in order: each owner appears after the previous one. */
+    const char *at = strstr(out, "\"queue\":[");
+    assert_non_null(at);
+    for (size_t i = 0; i < in->n_queue; i++) {
+        at = strstr(at, in->queue[i].owner);
+        assert_non_null(at);
+    }
+    rlock_lock_info_free(in);
+    const char *text[] = {"rlock", "status", "cli:st:fair", NULL};
+    assert_int_equal(run(text, "out", NULL), 0);
+    assert_non_null(strstr(slurp("out"), "queue 3"));
+    rlock_unlock(l);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rh_wait_child(pids[i], 30000), 0);
+    }
+    assert_string_equal(slurp("order"), "1\n2\n3\n"); /* the queue's order was the real one */
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_status_rw_readers(void **state)
+{
+    (void)state;
+    rlock_client *c = client();
+    pid_t pids[2];
+    const char *argv[] = {"rlock", "run", "-k", "read", "cli:st:rw", "--", "/bin/sleep", "2", NULL};
+    for (int i = 0; i < 2; i++) {
+        pids[i] = spawn(argv, NULL, NULL);
+    }
+    await_len(c, "cli:st:rw", 2, 1);
+    const char *st[] = {"rlock", "status", "--json", "cli:st:rw", NULL};
+    assert_int_equal(run(st, "out", NULL), 0);
+    char *out = slurp("out");
+    assert_non_null(strstr(out, "\"type\":\"read-write\",\"locked\":true"));
+    assert_non_null(strstr(out, "\"mode\":\"read\""));
+    assert_int_equal(count_of(out, "\"count\":1}"), 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rh_wait_child(pids[i], 30000), 0);
+    }
+    rlock_client_free(c);
+}
+
+/* Keys written the way a Redisson client writes them (its RLock script, its read lock and fair
+ * queue layout), with an owner no rlock process has. */
+static void test_status_redisson(void **state)
+{
+    (void)state;
+    const char *acquire =
+        "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) "
+        "== 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], "
+        "ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+    const char *owner = "6f1c2b1e-0000-4000-8000-00000000beef:1";
+    const char *eval[] = {"EVAL", acquire, "1", "cli:java", "30000", owner, NULL};
+    redisReply *r = rh_cmd(g_srv, eval);
+    assert_non_null(r);
+    freeReplyObject(r);
+    const char *q[] = {"RPUSH", "redisson_lock_queue:{cli:java}",
+                       "6f1c2b1e-0000-4000-8000-00000000beef:7", NULL};
+    rh_cmd_int(g_srv, q);
+    const char *z[] = {"ZADD", "redisson_lock_timeout:{cli:java}", "4102444800000",
+                       "6f1c2b1e-0000-4000-8000-00000000beef:7", NULL};
+    rh_cmd_int(g_srv, z);
+    const char *rw[] = {"HSET", "cli:javarw", "mode", "read", owner, "2", NULL};
+    rh_cmd_int(g_srv, rw);
+    const char *argv[] = {"rlock", "status", "--json", "cli:java", "cli:javarw", NULL};
+    assert_int_equal(run(argv, "out", NULL), 0);
+    char *out = slurp("out");
+    assert_non_null(strstr(out, "{\"name\":\"cli:java\",\"type\":\"fair\",\"locked\":true,"
+                                "\"holders\":[{\"owner\":\"6f1c2b1e-0000-4000-8000-00000000beef:"
+                                "1\",\"count\":1}]"));
+    assert_non_null(strstr(out, "\"queue\":[{\"owner\":\"6f1c2b1e-0000-4000-8000-00000000beef:7"
+                                "\",\"deadline_ms\":4102444800000}]"));
+    assert_non_null(strstr(out, "{\"name\":\"cli:javarw\",\"type\":\"read-write\",\"locked\":true,"
+                                "\"holders\":[{\"owner\":\"6f1c2b1e-0000-4000-8000-00000000beef:"
+                                "1\",\"count\":2}],\"ttl_ms\":-1"));
+    assert_non_null(strstr(out, "\"mode\":\"read\""));
+}
+
+static void test_unlock_force(void **state)
+{
+    (void)state;
+    rlock_client *c = client();
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:force");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    const char *argv[] = {"rlock", "unlock", "--force", "cli:force", "cli:force:free", NULL};
+    assert_int_equal(run(argv, "out", NULL), 0);
+    char *out = slurp("out");
+    assert_non_null(strstr(out, "cli:force: unlocked"));
+    assert_non_null(strstr(out, "cli:force:free: not locked"));
+    assert_int_equal(rlock_is_locked(l), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
+    const char *set[] = {"SET", "cli:notalock", "x", NULL};
+    rh_cmd_int(g_srv, set);
+    const char *bad[] = {"rlock", "unlock", "--force", "cli:notalock", NULL};
+    assert_int_equal(run(bad, NULL, "err"), 4);
+    assert_non_null(strstr(slurp("err"), "not a lock"));
+    const char *noforce[] = {"rlock", "unlock", "cli:force", NULL};
+    assert_int_equal(run(noforce, NULL, NULL), 2);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_errors_and_help(void **state)
+{
+    (void)state;
+    const char *conn[] = {"rlock", "--url", "redis://127.0.0.1:1", "status", "x", NULL};
+    assert_int_equal(run(conn, NULL, "err"), 4);
+    assert_non_null(strstr(slurp("err"), "rlock: cannot connect to redis://127.0.0.1:1: "));
+    assert_non_null(strstr(slurp("err"), "refused"));
+    const char *cmds[][4] = {{"rlock", "--help", NULL},
+                             {"rlock", "run", "--help", NULL},
+                             {"rlock", "status", "--help", NULL},
+                             {"rlock", "unlock", "--help", NULL}};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(run(cmds[i], "out", NULL), 0);
+        assert_non_null(strstr(slurp("out"), "usage: rlock"));
+    }
+    assert_non_null(strstr(slurp("out"), "Exit"));
+    const char *bad[][8] = {{"rlock", NULL},
+                            {"rlock", "frob", NULL},
+                            {"rlock", "run", "x", NULL},
+                            {"rlock", "run", "-w", "5d", "x", "--", "/bin/true", NULL},
+                            {"rlock", "run", "-k", "odd", "x", "--", "/bin/true", NULL},
+                            {"rlock", "run", "--kill-signal", "NOPE", "x", "--", "/bin/true"}};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(run(bad[i], NULL, NULL), 2);
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_srv = rh_start(NULL);
+    snprintf(g_dir, sizeof(g_dir), "%s", "/tmp/rlock-cli.XXXXXX");
+    if (g_srv == NULL || mkdtemp(g_dir) == NULL) {
+        return -1;
+    }
+    /* Children find the server through the environment, as a user's shell would. */
+    setenv("RLOCK_URL", rh_url(g_srv), 1);
+    unsetenv("RLOCK_WATCHDOG_TIMEOUT");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", g_dir);
+    }
+    rh_free(g_srv);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH-OF-rlock\n", argv[0]);
+        return 1;
+    }
+    g_bin = argv[1];
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counter_fair),      cmocka_unit_test(test_counter_reentrant),
+        cmocka_unit_test(test_exit_status),       cmocka_unit_test(test_conflict),
+        cmocka_unit_test(test_lost_lock),         cmocka_unit_test(test_sigterm_while_waiting),
+        cmocka_unit_test(test_token_increases),   cmocka_unit_test(test_status_reentrant),
+        cmocka_unit_test(test_status_fair_queue), cmocka_unit_test(test_status_rw_readers),
+        cmocka_unit_test(test_status_redisson),   cmocka_unit_test(test_unlock_force),
+        cmocka_unit_test(test_errors_and_help),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

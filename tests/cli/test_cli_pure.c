@@ -1,0 +1,115 @@
+/*
+ * Unit tests of the rlock command's pure parts: DURATION parsing, signal names, JSON escaping.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli_pure.h"
+#include "rlock.h"
+
+static void test_duration_units(void **state)
+{
+    (void)state;
+    int64_t ms = -1;
+    assert_int_equal(cli_parse_duration("500ms", &ms), 0);
+    assert_int_equal(ms, 500);
+    assert_int_equal(cli_parse_duration("10s", &ms), 0);
+    assert_int_equal(ms, 10000);
+    assert_int_equal(cli_parse_duration("5m", &ms), 0);
+    assert_int_equal(ms, 300000);
+    assert_int_equal(cli_parse_duration("1h", &ms), 0);
+    assert_int_equal(ms, 3600000);
+    assert_int_equal(cli_parse_duration("250", &ms), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(cli_parse_duration("0", &ms), 0);
+    assert_int_equal(ms, 0);
+}
+
+static void test_duration_rejects(void **state)
+{
+    (void)state;
+    int64_t ms = 77;
+    const char *bad[] = {"",
+                         "s",
+                         "-1",
+                         "+5",
+                         "1.5s",
+                         "10 s",
+                         "10sec",
+                         "5d",
+                         "ms10",
+                         "1e3",
+                         "99999999999999999999",
+                         "3153600000001",
+                         "900000h",
+                         NULL};
+    for (int i = 0; bad[i] != NULL; i++) {
+        assert_int_equal(cli_parse_duration(bad[i], &ms), -1);
+    }
+    assert_int_equal(cli_parse_duration(NULL, &ms), -1);
+    assert_int_equal(ms, 77); /* untouched on failure */
+    assert_int_equal(cli_parse_duration("3153600000000", &ms), 0);
+    assert_int_equal(ms, RLOCK_MAX_DURATION_MS);
+}
+
+static void test_signals(void **state)
+{
+    (void)state;
+    assert_int_equal(cli_parse_signal("TERM"), SIGTERM);
+    assert_int_equal(cli_parse_signal("SIGTERM"), SIGTERM);
+    assert_int_equal(cli_parse_signal("sigkill"), SIGKILL);
+    assert_int_equal(cli_parse_signal("int"), SIGINT);
+    assert_int_equal(cli_parse_signal("9"), 9);
+    assert_int_equal(cli_parse_signal("USR1"), SIGUSR1);
+    assert_int_equal(cli_parse_signal(""), -1);
+    assert_int_equal(cli_parse_signal("SIG"), -1);
+    assert_int_equal(cli_parse_signal("NOPE"), -1);
+    assert_int_equal(cli_parse_signal("0"), -1);
+    assert_int_equal(cli_parse_signal("99"), -1);
+    assert_int_equal(cli_parse_signal("15x"), -1);
+    assert_string_equal(cli_signal_name(SIGTERM), "TERM");
+    assert_string_equal(cli_signal_name(SIGKILL), "KILL");
+    assert_null(cli_signal_name(0));
+}
+
+static void expect_json(const char *in, size_t len, const char *want)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    assert_non_null(f);
+    cli_json_string(f, in, len);
+    fclose(f);
+    assert_string_equal(buf, want);
+    free(buf);
+}
+
+static void test_json_escaping(void **state)
+{
+    (void)state;
+    expect_json("plain", 5, "\"plain\"");
+    expect_json("a\"b\\c", 5, "\"a\\\"b\\\\c\"");
+    expect_json("l\n\t\r", 4, "\"l\\n\\t\\r\"");
+    expect_json("\x01\x1f\x7f", 3, "\"\\u0001\\u001f\\u007f\"");
+    expect_json("caf\xc3\xa9", 5, "\"caf\xc3\xa9\"");
+    expect_json("a\0b", 3, "\"a\\u0000b\"");
+    expect_json("", 0, "\"\"");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_duration_units),
+        cmocka_unit_test(test_duration_rejects),
+        cmocka_unit_test(test_signals),
+        cmocka_unit_test(test_json_escaping),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

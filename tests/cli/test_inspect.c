@@ -1,0 +1,268 @@
+/*
+ * rlock_inspect() and rlock_client_interrupt() against a real redis-server: the snapshot of a
+ * reentrant lock, a fair lock with three waiters in order, a read-write lock with two readers
+ * and a waiting writer, a free name and a key that is not a lock; that inspecting changes
+ * nothing; and that an interrupted wait returns at once and leaves the fair queue.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "redis_harness.h"
+#include "rlock.h"
+
+static rh_server *g_srv;
+
+static rlock_client *new_client(void)
+{
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = rh_url(g_srv);
+    rlock_client *c = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    return c;
+}
+
+static rlock_lock_info *inspect(rlock_client *c, const char *name)
+{
+    rlock_lock_info *in = NULL;
+    assert_int_equal(rlock_inspect(c, name, &in), RLOCK_OK);
+    assert_non_null(in);
+    return in;
+}
+
+typedef struct waiter {
+    rlock *lock;
+    int rc;
+    pthread_t th;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = rlock_lock(w->lock, -1);
+    if (w->rc == RLOCK_OK) {
+        rlock_unlock(w->lock);
+    }
+    return NULL;
+}
+
+/* Polls until the lock's fair queue (or waiting-writer set) has n entries. */
+static void await_waiters(rlock_client *c, const char *name, size_t n, int writers)
+{
+    for (int i = 0; i < 500; i++) {
+        rlock_lock_info *in = inspect(c, name);
+        size_t have = writers ? in->n_writers : in->n_queue;
+        rlock_lock_info_free(in);
+        if (have == n) {
+            return;
+        }
+        rh_sleep_ms(10);
+    }
+    fail_msg("%s: never saw %zu waiters", name, n);
+}
+
+static void test_free_and_bad_input(void **state)
+{
+    (void)state;
+    rlock_client *c = new_client();
+    rlock_lock_info *in = inspect(c, "inspect:free");
+    assert_int_equal(in->type, RLOCK_TYPE_FREE);
+    assert_int_equal(in->locked, 0);
+    assert_int_equal(in->ttl_ms, -2);
+    assert_int_equal(in->n_holders, 0);
+    assert_null(in->mode);
+    assert_string_equal(in->name, "inspect:free");
+    rlock_lock_info_free(in);
+
+    const char *set[] = {"SET", "inspect:string", "x", NULL};
+    rh_cmd_int(g_srv, set);
+    in = (rlock_lock_info *)1;
+    assert_int_equal(rlock_inspect(c, "inspect:string", &in), RLOCK_EINVAL);
+    assert_null(in);
+    assert_non_null(strstr(rlock_last_error(), "string"));
+    assert_int_equal(rlock_inspect(c, "", &in), RLOCK_EINVAL);
+    assert_int_equal(rlock_inspect(NULL, "x", &in), RLOCK_EINVAL);
+    assert_int_equal(rlock_inspect(c, "x", NULL), RLOCK_EINVAL);
+    rlock_lock_info_free(NULL);
+    rlock_client_free(c);
+}
+
+static void test_reentrant(void **state)
+{
+    (void)state;
+    rlock_client *c = new_client();
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "inspect:re");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock_lock_info *in = inspect(c, "inspect:re");
+    assert_int_equal(in->type, RLOCK_TYPE_REENTRANT);
+    assert_int_equal(in->locked, 1);
+    assert_int_equal(in->n_holders, 1);
+    assert_int_equal(in->holders[0].count, 2);
+    assert_memory_equal(in->holders[0].owner, rlock_client_id(c), 36);
+    assert_true(in->ttl_ms > 0 && in->ttl_ms <= 30000);
+    assert_int_equal(in->token, rlock_token(l));
+    assert_true(in->server_time_ms > 1600000000000LL);
+    rlock_lock_info_free(in);
+    /* Inspecting changed nothing: the hold is intact and the count still 2. */
+    assert_int_equal(rlock_hold_count(l), 2);
+    rlock_unlock(l);
+    rlock_unlock(l);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+static void test_fair_queue_and_interrupt(void **state)
+{
+    (void)state;
+    rlock_client *c = new_client();
+    rlock_client *cw = new_client();
+    rlock *l = rlock_open(c, RLOCK_FAIR, "inspect:fair");
+    rlock *lw = rlock_open(cw, RLOCK_FAIR, "inspect:fair");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    waiter w[3];
+    for (int i = 0; i < 3; i++) {
+        w[i].lock = lw;
+        pthread_create(&w[i].th, NULL, wait_thread, &w[i]);
+        await_waiters(c, "inspect:fair", (size_t)i + 1, 0);
+    }
+    rlock_lock_info *in = inspect(c, "inspect:fair");
+    assert_int_equal(in->type, RLOCK_TYPE_FAIR);
+    assert_int_equal(in->locked, 1);
+    assert_int_equal(in->n_queue, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_memory_equal(in->queue[i].owner, rlock_client_id(cw), 36);
+        assert_true(in->queue[i].deadline_ms > in->server_time_ms);
+    }
+    /* Distinct owners, in arrival order: thread ids grow with the threads' first call. */
+    assert_string_not_equal(in->queue[0].owner, in->queue[1].owner);
+    assert_string_not_equal(in->queue[1].owner, in->queue[2].owner);
+    rlock_lock_info_free(in);
+
+    int64_t t0 = rh_now_ms();
+    rlock_client_interrupt(cw);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(w[i].th, NULL);
+        assert_int_equal(w[i].rc, RLOCK_ETIMEDOUT);
+    }
+    assert_true(rh_now_ms() - t0 < 5000); /* not the 5 s waiter timeout: they left at once */
+    in = inspect(c, "inspect:fair");
+    assert_int_equal(in->n_queue, 0);
+    rlock_lock_info_free(in);
+    /* Sticky: a new wait of the interrupted client returns without waiting. */
+    assert_int_equal(rlock_try_lock(lw, RLOCK_WAIT_FOREVER, -1), RLOCK_ETIMEDOUT);
+    assert_non_null(strstr(rlock_last_error(), "interrupted"));
+    rlock_unlock(l);
+    /* A free lock is still taken by the first attempt. */
+    assert_int_equal(rlock_try_lock(lw, RLOCK_WAIT_FOREVER, -1), RLOCK_OK);
+    rlock_unlock(lw);
+    rlock_free(lw);
+    rlock_free(l);
+    rlock_client_free(cw);
+    rlock_client_free(c);
+}
+
+typedef struct reader {
+    rlock *lock;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage;
+    pthread_t th;
+} reader;
+
+static void *reader_thread(void *arg)
+{
+    reader *r = arg;
+    int rc = rlock_lock(r->lock, -1);
+    pthread_mutex_lock(&r->mu);
+    r->stage = rc == RLOCK_OK ? 1 : -1;
+    pthread_cond_broadcast(&r->cv);
+    while (r->stage == 1) {
+        pthread_cond_wait(&r->cv, &r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    rlock_unlock(r->lock);
+    return NULL;
+}
+
+static void test_rw_readers_and_writer(void **state)
+{
+    (void)state;
+    rlock_client *c = new_client();
+    rlock_client *cw = new_client();
+    rlock *rd = rlock_open(c, RLOCK_READ, "inspect:rw");
+    rlock *wr = rlock_open(cw, RLOCK_WRITE, "inspect:rw");
+    assert_int_equal(rlock_lock(rd, -1), RLOCK_OK);
+    reader r = {.lock = rd};
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    pthread_create(&r.th, NULL, reader_thread, &r);
+    pthread_mutex_lock(&r.mu);
+    while (r.stage == 0) {
+        pthread_cond_wait(&r.cv, &r.mu);
+    }
+    pthread_mutex_unlock(&r.mu);
+    assert_int_equal(r.stage, 1);
+    waiter w = {.lock = wr};
+    pthread_create(&w.th, NULL, wait_thread, &w);
+    await_waiters(c, "inspect:rw", 1, 1);
+
+    rlock_lock_info *in = inspect(c, "inspect:rw");
+    assert_int_equal(in->type, RLOCK_TYPE_RW);
+    assert_string_equal(in->mode, "read");
+    assert_int_equal(in->locked, 1);
+    assert_int_equal(in->n_holders, 2);
+    assert_string_not_equal(in->holders[0].owner, in->holders[1].owner);
+    assert_int_equal(in->holders[0].count, 1);
+    assert_int_equal(in->holders[1].count, 1);
+    assert_int_equal(in->n_writers, 1);
+    assert_memory_equal(in->writers[0].owner, rlock_client_id(cw), 36);
+    assert_non_null(strstr(in->writers[0].owner, ":write"));
+    rlock_lock_info_free(in);
+
+    pthread_mutex_lock(&r.mu);
+    r.stage = 2;
+    pthread_cond_broadcast(&r.cv);
+    pthread_mutex_unlock(&r.mu);
+    pthread_join(r.th, NULL);
+    rlock_unlock(rd);
+    pthread_join(w.th, NULL);
+    assert_int_equal(w.rc, RLOCK_OK);
+    rlock_free(wr);
+    rlock_free(rd);
+    rlock_client_free(cw);
+    rlock_client_free(c);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_srv = rh_start(NULL);
+    return g_srv != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rh_free(g_srv);
+    return 0;
+}
+
+int main(void)
+{
+    rh_skip_if_unavailable();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_free_and_bad_input),
+        cmocka_unit_test(test_reentrant),
+        cmocka_unit_test(test_fair_queue_and_interrupt),
+        cmocka_unit_test(test_rw_readers_and_writer),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,22 @@
+# tests/cmake/cli.cmake - the rlock command (cli/) and the library calls it added
+# (rlock_inspect, rlock_client_interrupt). Paths are relative to tests/.
+if(NOT TARGET rlock_cli_pure)
+  return()
+endif()
+
+# DURATION parsing, signal names, JSON escaping.
+rlock_add_test(NAME test_cli_pure SOURCES cli/test_cli_pure.c LABELS unit TIMEOUT 30
+               LIBS rlock_cli_pure)
+
+if(NOT TARGET rlock_harness)
+  return()
+endif()
+# rlock_inspect on every lock type, rlock_client_interrupt leaving the fair queue.
+rlock_add_test(NAME test_inspect SOURCES cli/test_inspect.c LABELS redis TIMEOUT 60)
+
+# Acceptance of issue 15: the built `rlock` binary spawned against a real redis-server.
+if(TARGET rlock_cli)
+  rlock_add_test(NAME test_cli_accept SOURCES cli/test_cli_accept.c LABELS redis TIMEOUT 180
+                 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cli_accept rlock_cli)
+endif()
