@@ -69,15 +69,20 @@ for f in "${UNITS[@]}"; do
         checked+=("$f")
     fi
 done
-out=$(mktemp)
+# One report per file, so that parallel runs never interleave their output.
+outdir=$(mktemp -d)
 printf '%s\n' "${checked[@]}" |
-    xargs -P "$JOBS" -I{} sh -c '"$0" -p "$1" --quiet "$2" 2>/dev/null | sed "s|^|{}: |"' \
-        "$TIDY" "$BUILD" {} >"$out" || true
-tidy_bad=$(grep -E 'warning:|error:' "$out" | sed -E 's/^([^:]*): .*/\1/' | sort -u || true)
-if [ -n "$tidy_bad" ]; then
-    grep -E -A 3 'warning:|error:' "$out" | sed -E 's/^[^:]*: //' | head -n 200
-fi
-n_bad=$(grep -c . <<<"$tidy_bad" || true)
-rm -f "$out"
+    xargs -P "$JOBS" -I{} sh -c '"$0" -p "$1" --quiet "$2" >"$3/$(echo "$2" | tr / _).txt" 2>&1' \
+        "$TIDY" "$BUILD" {} "$outdir" || true
+n_bad=0
+for f in "${checked[@]}"; do
+    rep="$outdir/$(echo "$f" | tr / _).txt"
+    if grep -qE '(warning|error): ' "$rep"; then
+        n_bad=$((n_bad + 1))
+        echo "clang-tidy: $f"
+        grep -E -A 3 '(warning|error): ' "$rep" | head -n 40
+    fi
+done
+rm -rf "$outdir"
 echo "lint/tidy: $(( ${#checked[@]} - n_bad )) passed, ${n_bad} failed"
 [ "${#fmt_bad[@]}" -eq 0 ] && [ "$n_bad" -eq 0 ]
