@@ -41,10 +41,11 @@ typedef struct run {
 static long read_long(const char *path)
 {
     FILE *f = fopen(path, "r");
+    char line[64];
     long v = 0;
     if (f != NULL) {
-        if (fscanf(f, "%ld", &v) != 1) {
-            v = 0;
+        if (fgets(line, sizeof(line), f) != NULL) {
+            v = strtol(line, NULL, 10);
         }
         fclose(f);
     }
@@ -105,9 +106,11 @@ static int check(const char *dir, long expect)
     long counter = read_long(path);
     snprintf(path, sizeof(path), "%s/journal", dir);
     FILE *f = fopen(path, "r");
-    unsigned long long prev = 0, token;
+    unsigned long long prev = 0;
     long lines = 0, inversions = 0;
-    while (f != NULL && fscanf(f, "%llu", &token) == 1) {
+    char line[64];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long token = strtoull(line, NULL, 10);
         inversions += lines > 0 && token <= prev;
         prev = token;
         lines++;
@@ -183,13 +186,13 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--check") == 0) {
             check_dir = argv[i + 1];
         } else if (strcmp(argv[i], "--expect") == 0) {
-            expect = atol(argv[i + 1]);
+            expect = strtol(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--threads") == 0) {
-            threads = atoi(argv[i + 1]);
+            threads = (int)strtol(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--iterations") == 0) {
-            iterations = atoi(argv[i + 1]);
+            iterations = (int)strtol(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--lease") == 0) {
-            lease = atoll(argv[i + 1]);
+            lease = strtoll(argv[i + 1], NULL, 10);
         }
     }
     if (check_dir != NULL && expect >= 0) {

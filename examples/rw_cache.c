@@ -113,7 +113,7 @@ static int kv_cmd(kv *c, char *out, size_t cap, int argc, const char **argv)
     }
     out[0] = '\0';
     if (line[0] == '$') {
-        if (atoi(line + 1) >= 0 && kv_line(c, out, cap) != 0) {
+        if ((int)strtol(line + 1, NULL, 10) >= 0 && kv_line(c, out, cap) != 0) {
             return -1;
         }
         return 0;
@@ -132,7 +132,7 @@ static long long kv_int(kv *c, const char *a0, const char *a1)
     char out[64];
     const char *argv[] = {a0, a1};
 
-    return kv_cmd(c, out, sizeof(out), 2, argv) == 0 ? atoll(out) : -1;
+    return kv_cmd(c, out, sizeof(out), 2, argv) == 0 ? strtoll(out, NULL, 10) : -1;
 }
 
 static void pause_ms(int ms)
@@ -266,8 +266,8 @@ static pid_t spawn(int is_writer, const char *url, double seconds, int *fd_out)
 
 int main(int argc, char **argv)
 {
-    int readers = argc > 2 ? atoi(argv[2]) : 4;
-    double seconds = argc > 3 ? atof(argv[3]) : 5.0;
+    int readers = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 4;
+    double seconds = argc > 3 ? strtod(argv[3], NULL) : 5.0;
     pid_t pids[65];
     int fds[65];
     result total = {0}, wres = {0};

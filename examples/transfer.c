@@ -45,11 +45,13 @@ static long read_balance(const config *c, int i)
     char path[512];
     account_path(c, i, path, sizeof(path));
     FILE *f = fopen(path, "r");
+    char line[64], *end = line;
     long v = -1;
     if (f != NULL) {
-        if (fscanf(f, "%ld", &v) != 1) {
-            v = -1;
+        if (fgets(line, sizeof(line), f) != NULL) {
+            v = strtol(line, &end, 10);
         }
+        v = end == line ? -1 : v; /* No number: as if the account did not exist. */
         fclose(f);
     }
     return v;
@@ -148,11 +150,11 @@ static int parse(int argc, char **argv, config *c)
         } else if (strcmp(argv[i], "--dir") == 0) {
             c->dir = v;
         } else if (strcmp(argv[i], "--accounts") == 0) {
-            c->accounts = atoi(v);
+            c->accounts = (int)strtol(v, NULL, 10);
         } else if (strcmp(argv[i], "--workers") == 0) {
-            c->workers = atoi(v);
+            c->workers = (int)strtol(v, NULL, 10);
         } else if (strcmp(argv[i], "--transfers") == 0) {
-            c->transfers = atoi(v);
+            c->transfers = (int)strtol(v, NULL, 10);
         } else {
             return -1;
         }

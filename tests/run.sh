@@ -8,7 +8,8 @@
 #   asan   RLOCK_SANITIZE=address,undefined; all tests except label `install`
 #   tsan   RLOCK_SANITIZE=thread;            all tests except label `install`
 # in build/<variant>, all with -DRLOCK_WERROR=ON and examples ON.
-# Unit tests run with ctest -j2, the others serially.
+# Unit tests run with ctest -j2, the others serially. Before the variants, tests/lint.sh
+# checks clang-format and clang-tidy (clang 14) over every C file; a violation fails the run.
 #
 # Environment:
 #   RLOCK_VARIANTS="plain asan tsan"   variants to run, in order
@@ -17,6 +18,7 @@
 #   RLOCK_CTEST_ARGS="..."             extra arguments for every ctest call (e.g. -R url)
 #   RLOCK_FUZZ_SECONDS=45              run time of each libFuzzer target (tests/fuzz), after the
 #                                      variants, built with clang in build/fuzz; 0 skips fuzzing
+#   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
 #
 # Keeps going after a failure; the last line of output is exactly
 # "N passed, N failed" (tests counted from ctest's summaries; a failed
@@ -35,7 +37,7 @@ log() { printf '\n=== %s\n' "$*"; }
 # 1. Packages.
 # ---------------------------------------------------------------------------
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
-          libcmocka-dev valgrind binutils clang)
+          libcmocka-dev valgrind binutils clang clang-format clang-tidy python3)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"
@@ -168,7 +170,27 @@ run_fuzz() {
     record "fuzz" "$(grep -c '^PASS ' <<<"$out" || true)" "$(grep -c '^FAIL ' <<<"$out" || true)"
 }
 
+# run_lint: tests/lint.sh prints "lint/<step>: N passed, N failed" per step (files checked).
+run_lint() {
+    local out
+    out=$(mktemp)
+    log "lint: clang-format + clang-tidy"
+    bash "$ROOT/tests/lint.sh" 2>&1 | tee "$out" || true
+    local step line
+    for step in format tidy; do
+        line=$(grep -E "^lint/$step: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1 || true)
+        if [ -n "$line" ]; then
+            record "lint/$step" "$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")" \
+                "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+        else
+            record "lint/$step" 0 1 "tests/lint.sh gave no summary"
+        fi
+    done
+    rm -f "$out"
+}
+
 START=$(date +%s)
+[ "${RLOCK_SKIP_LINT:-0}" = 1 ] || run_lint
 for v in $VARIANTS; do
     run_variant "$v"
 done
