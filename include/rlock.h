@@ -53,19 +53,19 @@ RLOCK_EXPORT const char *rlock_version_string(void);
 /* ---------------------------------------------------------------------------------------------
  * Error codes. Codes are only ever appended; a value never changes meaning.
  * ------------------------------------------------------------------------------------------- */
-#define RLOCK_OK 0
-#define RLOCK_ETIMEDOUT (-1) /* the lock was not acquired within the wait time */
-#define RLOCK_ENOTOWNER (-2) /* unlock of a lock the calling thread does not hold */
-#define RLOCK_ELOST (-3)     /* the hold's lease ran out (or the key vanished) while held */
-#define RLOCK_EINVAL (-4)    /* invalid argument: NULL/empty name, bad URL, bad duration ... */
-#define RLOCK_ENOMEM (-5)    /* out of memory */
-#define RLOCK_ECONN (-6)     /* Redis unreachable, connection lost, or a command timed out */
-#define RLOCK_EREDIS (-7)    /* Redis answered with an error reply (text in rlock_last_error) */
-#define RLOCK_ECLOSED (-8)   /* the client was freed: the handle can only be freed now */
-#define RLOCK_EDEADLK (-9)   /* the request can never succeed for this thread (read -> write) */
-#define RLOCK_ENOTSUP (-10)  /* the operation is not supported by this lock type */
-#define RLOCK_EPROTO (-11)   /* Redis replied with an unexpected type or shape */
-#define RLOCK_EAUTH (-12)    /* authentication or SELECT failed when connecting */
+#define RLOCK_OK        0
+#define RLOCK_ETIMEDOUT (-1)  /* the lock was not acquired within the wait time */
+#define RLOCK_ENOTOWNER (-2)  /* unlock of a lock the calling thread does not hold */
+#define RLOCK_ELOST     (-3)  /* the hold's lease ran out (or the key vanished) while held */
+#define RLOCK_EINVAL    (-4)  /* invalid argument: NULL/empty name, bad URL, bad duration ... */
+#define RLOCK_ENOMEM    (-5)  /* out of memory */
+#define RLOCK_ECONN     (-6)  /* Redis unreachable, connection lost, or a command timed out */
+#define RLOCK_EREDIS    (-7)  /* Redis answered with an error reply (text in rlock_last_error) */
+#define RLOCK_ECLOSED   (-8)  /* the client was freed: the handle can only be freed now */
+#define RLOCK_EDEADLK   (-9)  /* the request can never succeed for this thread (read -> write) */
+#define RLOCK_ENOTSUP   (-10) /* the operation is not supported by this lock type */
+#define RLOCK_EPROTO    (-11) /* Redis replied with an unexpected type or shape */
+#define RLOCK_EAUTH     (-12) /* authentication or SELECT failed when connecting */
 
 /* Returns a short constant description of code ("unknown error code" for unknown values). */
 RLOCK_EXPORT const char *rlock_strerror(int code);
@@ -80,8 +80,8 @@ RLOCK_EXPORT const char *rlock_last_error(void);
 
 /* Log levels passed to log_fn; only messages at or below opts.log_level are delivered. */
 #define RLOCK_LOG_ERROR 0
-#define RLOCK_LOG_WARN 1
-#define RLOCK_LOG_INFO 2
+#define RLOCK_LOG_WARN  1
+#define RLOCK_LOG_INFO  2
 #define RLOCK_LOG_DEBUG 3
 
 /* Durations larger than this (about 100 years) are rejected as leases and mean "forever" as
@@ -129,7 +129,7 @@ typedef struct rlock_options {
      * held it (renewals failed or the key was removed behind its back). The owner's next
      * rlock_unlock() returns RLOCK_ELOST. Must not call back into rlock. NULL = no callback. */
     void (*on_lost)(const char *name, void *user_data);
-    void *user_data; /* passed to log_fn and on_lost */
+    void *user_data;   /* passed to log_fn and on_lost */
     void *reserved[8]; /* for future options without an ABI break; keep zero */
 } rlock_options;
 
@@ -381,16 +381,16 @@ typedef struct rlock_lock_waiter {
 } rlock_lock_waiter;
 
 typedef struct rlock_lock_info {
-    char *name;                 /* the lock name */
-    rlock_lock_type type;       /* see rlock_lock_type */
-    int locked;                 /* 1 if somebody holds it */
-    const char *mode;           /* read-write lock: "read" or "write" while held, else NULL */
+    char *name;           /* the lock name */
+    rlock_lock_type type; /* see rlock_lock_type */
+    int locked;           /* 1 if somebody holds it */
+    const char *mode;     /* read-write lock: "read" or "write" while held, else NULL */
     size_t n_holders;
     rlock_lock_holder *holders; /* hash fields other than "mode", in Redis' order */
     int64_t ttl_ms;             /* PTTL of the lock key: -2 not locked, -1 no expiry */
     uint64_t token;             /* fencing counter redisson_lock_token:{name}; 0 if never set */
     size_t n_queue;
-    rlock_lock_waiter *queue;   /* fair queue in order: queue[0] is next in line */
+    rlock_lock_waiter *queue; /* fair queue in order: queue[0] is next in line */
     size_t n_writers;
     rlock_lock_waiter *writers; /* read-write lock: waiting writers, earliest deadline first */
     int64_t server_time_ms;     /* the server's clock when it was read (compare deadlines) */

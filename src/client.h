@@ -18,15 +18,15 @@ typedef struct rlk_watchdog rlk_watchdog;
 #define RLK_OWNER_MAX 72
 
 struct rlock_client {
-    rlock_options opts;   /* copy of the caller's options; opts.url points at url_copy */
+    rlock_options opts; /* copy of the caller's options; opts.url points at url_copy */
     char *url_copy;
-    rlk_url url;          /* parsed URL */
-    char uuid[37];        /* client id, lower-case text form */
+    rlk_url url;   /* parsed URL */
+    char uuid[37]; /* client id, lower-case text form */
     rlk_pool *pool;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
-    atomic_int closed;    /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
-    atomic_int refs;      /* 1 for the client itself + 1 per open handle */
+    atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
+    atomic_int refs;   /* 1 for the client itself + 1 per open handle */
 };
 
 /* Writes "<uuid>:<thread-id>" of the calling thread into buf (RLK_OWNER_MAX bytes) and returns

@@ -10,18 +10,18 @@
 #define RLK_ERRMSG_MAX 512
 
 static const char *const rlk_messages[] = {
-    "success",                                   /* RLOCK_OK */
-    "timed out waiting for the lock",            /* RLOCK_ETIMEDOUT */
-    "lock is not held by the calling thread",    /* RLOCK_ENOTOWNER */
-    "lock lease ran out while it was held",      /* RLOCK_ELOST */
-    "invalid argument",                          /* RLOCK_EINVAL */
-    "out of memory",                             /* RLOCK_ENOMEM */
-    "connection to Redis failed or timed out",   /* RLOCK_ECONN */
-    "Redis returned an error",                   /* RLOCK_EREDIS */
-    "client is closed",                          /* RLOCK_ECLOSED */
-    "operation would deadlock",                  /* RLOCK_EDEADLK */
-    "operation not supported by this lock type", /* RLOCK_ENOTSUP */
-    "unexpected reply from Redis",               /* RLOCK_EPROTO */
+    "success",                                     /* RLOCK_OK */
+    "timed out waiting for the lock",              /* RLOCK_ETIMEDOUT */
+    "lock is not held by the calling thread",      /* RLOCK_ENOTOWNER */
+    "lock lease ran out while it was held",        /* RLOCK_ELOST */
+    "invalid argument",                            /* RLOCK_EINVAL */
+    "out of memory",                               /* RLOCK_ENOMEM */
+    "connection to Redis failed or timed out",     /* RLOCK_ECONN */
+    "Redis returned an error",                     /* RLOCK_EREDIS */
+    "client is closed",                            /* RLOCK_ECLOSED */
+    "operation would deadlock",                    /* RLOCK_EDEADLK */
+    "operation not supported by this lock type",   /* RLOCK_ENOTSUP */
+    "unexpected reply from Redis",                 /* RLOCK_EPROTO */
     "authentication or database selection failed", /* RLOCK_EAUTH */
 };
 
@@ -46,7 +46,7 @@ RLOCK_EXPORT const char *rlock_last_error(void)
 RLOCK_EXPORT const char *rlock_version_string(void)
 {
 #define RLK_STR2(x) #x
-#define RLK_STR(x) RLK_STR2(x)
+#define RLK_STR(x)  RLK_STR2(x)
     return RLK_STR(RLOCK_VERSION_MAJOR) "." RLK_STR(RLOCK_VERSION_MINOR) "." RLK_STR(
         RLOCK_VERSION_PATCH);
 }

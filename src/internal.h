@@ -51,15 +51,15 @@ int64_t rlk_add_sat(int64_t a, int64_t b);
 
 /* A byte buffer with inline storage, so that most derived key names need no malloc. */
 typedef struct rlk_buf {
-    char *p;     /* data, always NUL-terminated */
-    size_t len;  /* bytes used, excluding the NUL */
-    size_t cap;  /* capacity of p, excluding the NUL */
+    char *p;    /* data, always NUL-terminated */
+    size_t len; /* bytes used, excluding the NUL */
+    size_t cap; /* capacity of p, excluding the NUL */
     char inline_[192];
 } rlk_buf;
 
 void rlk_buf_init(rlk_buf *b);
 void rlk_buf_free(rlk_buf *b);
-int rlk_buf_append(rlk_buf *b, const void *p, size_t n);   /* 0 or RLOCK_ENOMEM */
+int rlk_buf_append(rlk_buf *b, const void *p, size_t n); /* 0 or RLOCK_ENOMEM */
 int rlk_buf_appends(rlk_buf *b, const char *s);
 
 /* Redisson's derived names. prefix_name: "prefix:{name}" ("prefix:name" if name has a '{').

@@ -38,8 +38,8 @@ rlock *rlk_handle_alloc(const rlk_lock_ops *ops)
     return rlk_handle_alloc_named(ops, "", 0);
 }
 
-rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name,
-                      const rlk_lock_ops *ops, const rlk_single_ops *single)
+rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const rlk_lock_ops *ops,
+                      const rlk_single_ops *single)
 {
     rlock *l = rlk_handle_alloc_named(ops, name, strlen(name));
     if (l == NULL) {
@@ -139,13 +139,13 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
     return lock->ops->acquire(lock, wait, lease_ms < 0 ? -1 : lease_ms);
 }
 
-#define RLK_DISPATCH(lock, fn, ...)                                                               \
-    do {                                                                                          \
-        int r_ = rlk_check_handle(lock);                                                          \
-        if (r_ != RLOCK_OK) {                                                                     \
-            return r_;                                                                            \
-        }                                                                                         \
-        return (lock)->ops->fn(__VA_ARGS__);                                                      \
+#define RLK_DISPATCH(lock, fn, ...)                                                                \
+    do {                                                                                           \
+        int r_ = rlk_check_handle(lock);                                                           \
+        if (r_ != RLOCK_OK) {                                                                      \
+            return r_;                                                                             \
+        }                                                                                          \
+        return (lock)->ops->fn(__VA_ARGS__);                                                       \
     } while (0)
 
 RLOCK_EXPORT int rlock_unlock(rlock *lock)
@@ -438,8 +438,10 @@ int rlk_single_unlock(rlock *l)
     uint64_t tid = rlk_thread_id();
     rlk_hold *h = rlk_hold_get(l, tid, 0);
     if (h == NULL || h->count == 0) {
-        return rlk_err(RLOCK_ENOTOWNER, "lock '%s' is not held by this thread (id %llu) through "
-                       "this handle", l->name, (unsigned long long)tid);
+        return rlk_err(RLOCK_ENOTOWNER,
+                       "lock '%s' is not held by this thread (id %llu) through "
+                       "this handle",
+                       l->name, (unsigned long long)tid);
     }
     if (h->count == 1) {
         /* The last local hold: stop renewing before the release reaches Redis. A renewal that
@@ -449,8 +451,10 @@ int rlk_single_unlock(rlock *l)
     }
     if (atomic_load(&h->lost)) {
         rlk_hold_forget(l, h);
-        return rlk_err(RLOCK_ELOST, "the hold on lock '%s' was lost before unlock (its lease "
-                       "ran out)", l->name);
+        return rlk_err(RLOCK_ELOST,
+                       "the hold on lock '%s' was lost before unlock (its lease "
+                       "ran out)",
+                       l->name);
     }
     rlk_acq a;
     rlk_acq_init(&a, l);

@@ -81,11 +81,11 @@ struct rlk_hold {
     struct rlk_hold *next;
     rlock *lock;
     uint64_t tid;
-    int count;               /* holds this thread took through this handle */
-    atomic_int lost;         /* set by the watchdog: the lease ran out while held */
-    uint64_t token;          /* fencing token of the current hold */
-    int64_t lease_ms;        /* effective lease of the latest acquire (kept on partial release) */
-    rlk_wd_entry wd;         /* watchdog registration (renewed while registered) */
+    int count;        /* holds this thread took through this handle */
+    atomic_int lost;  /* set by the watchdog: the lease ran out while held */
+    uint64_t token;   /* fencing token of the current hold */
+    int64_t lease_ms; /* effective lease of the latest acquire (kept on partial release) */
+    rlk_wd_entry wd;  /* watchdog registration (renewed while registered) */
 };
 
 struct rlock {
@@ -93,11 +93,11 @@ struct rlock {
     const rlk_single_ops *single; /* single-key types only */
     rlock_client *client;         /* single-key types only (see rlk_lock_ops.group) */
     rlock_kind kind;
-    uint32_t name_len;            /* names are at most 1 MiB; packed beside kind to save memory */
-    pthread_mutex_t mu;           /* guards holds */
+    uint32_t name_len;  /* names are at most 1 MiB; packed beside kind to save memory */
+    pthread_mutex_t mu; /* guards holds */
     rlk_hold *holds;
-    void *impl;                   /* type-specific state */
-    char name[];                  /* the lock name, NUL-terminated; "" for groups */
+    void *impl;  /* type-specific state */
+    char name[]; /* the lock name, NUL-terminated; "" for groups */
 };
 
 /* One acquisition or release in progress, on the caller's stack. */
@@ -106,21 +106,21 @@ struct rlk_acq {
     rlock_client *client;
     rlk_hold *hold;
     uint64_t tid;
-    char owner[RLK_OWNER_MAX];   /* "<uuid>:<tid>" */
+    char owner[RLK_OWNER_MAX]; /* "<uuid>:<tid>" */
     size_t owner_len;
-    char field[RLK_OWNER_MAX];   /* hash field: owner, or what single->hash_field makes of it */
+    char field[RLK_OWNER_MAX]; /* hash field: owner, or what single->hash_field makes of it */
     size_t field_len;
-    int64_t lease_ms;            /* effective lease: the caller's, or watchdog_timeout_ms */
-    int64_t wait_ms;             /* the caller's wait (< 0 none), for fair queue deadlines */
+    int64_t lease_ms; /* effective lease: the caller's, or watchdog_timeout_ms */
+    int64_t wait_ms;  /* the caller's wait (< 0 none), for fair queue deadlines */
     int may_queue;
-    int64_t ttl_ms;              /* out of attempt() */
-    uint64_t token;              /* out of attempt() */
-    void *scratch;               /* type-specific */
+    int64_t ttl_ms; /* out of attempt() */
+    uint64_t token; /* out of attempt() */
+    void *scratch;  /* type-specific */
 };
 
 /* Creates a handle of a single-key type (called by rlock_open()). */
-rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name,
-                      const rlk_lock_ops *ops, const rlk_single_ops *single);
+rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const rlk_lock_ops *ops,
+                      const rlk_single_ops *single);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
 /* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */

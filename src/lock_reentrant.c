@@ -31,8 +31,7 @@ static int reentrant_attempt_reply(rlk_acq *a, redisReply *rep)
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
         rep->element[1]->type != REDIS_REPLY_INTEGER) {
-        return rlk_err(RLOCK_EPROTO, "lock_acquire on '%s': unexpected reply shape",
-                       a->lock->name);
+        return rlk_err(RLOCK_EPROTO, "lock_acquire on '%s': unexpected reply shape", a->lock->name);
     }
     if (rep->element[0]->integer == 1) {
         a->token = (uint64_t)rep->element[1]->integer;
@@ -109,8 +108,9 @@ static int reentrant_force_unlock(rlock *l)
     rlk_args_adds(&args, "0");
     redisReply *rep = NULL;
     long long v = 0;
-    r = r ? r : rlk_script(l->client, RLK_SCRIPT_LOCK_FORCE_RELEASE, RLK_IDEMPOTENT, &keys,
-                           &args, &rep);
+    r = r ? r
+          : rlk_script(l->client, RLK_SCRIPT_LOCK_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args,
+                       &rep);
     r = r ? r : rlk_reply_int(rep, &v, "lock_force_release");
     freeReplyObject(rep);
     rlk_buf_free(&ch);

@@ -19,12 +19,12 @@
 struct rlk_pool {
     rlock_client *c;
     pthread_mutex_t mu;
-    pthread_cond_t cv;     /* signalled when a connection is returned or a slot frees */
+    pthread_cond_t cv; /* signalled when a connection is returned or a slot frees */
     rlk_conn *idle;
-    int open;              /* connections open or being dialled */
-    int64_t next_dial_at;  /* monotonic ms before which no dial is tried (backoff) */
+    int open;             /* connections open or being dialled */
+    int64_t next_dial_at; /* monotonic ms before which no dial is tried (backoff) */
     int64_t backoff_ms;
-    int last_code;         /* error of the last failed dial */
+    int last_code; /* error of the last failed dial */
     char last_err[256];
 };
 
@@ -146,9 +146,10 @@ int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT && p->idle == NULL &&
             p->open >= p->c->opts.pool_size) {
             pthread_mutex_unlock(&p->mu);
-            return rlk_err(RLOCK_ECONN, "no pooled connection became free within %lld ms "
-                           "(pool_size %d)", (long long)p->c->opts.command_timeout_ms,
-                           p->c->opts.pool_size);
+            return rlk_err(RLOCK_ECONN,
+                           "no pooled connection became free within %lld ms "
+                           "(pool_size %d)",
+                           (long long)p->c->opts.command_timeout_ms, p->c->opts.pool_size);
         }
     }
 }

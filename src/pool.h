@@ -40,9 +40,9 @@ typedef struct rlk_args {
 } rlk_args;
 
 void rlk_args_init(rlk_args *a);
-void rlk_args_add(rlk_args *a, const char *p, size_t len);   /* borrowed: p must outlive use */
+void rlk_args_add(rlk_args *a, const char *p, size_t len); /* borrowed: p must outlive use */
 void rlk_args_adds(rlk_args *a, const char *s);
-void rlk_args_addi(rlk_args *a, int64_t v);                  /* formatted into inline storage */
+void rlk_args_addi(rlk_args *a, int64_t v); /* formatted into inline storage */
 
 /* One exchange on a borrowed connection, for rlk_pool_run(): RLOCK_OK with *out set, or an
  * error. An error that left the connection broken (rlk_conn_broken()) closes it; any other

@@ -537,7 +537,8 @@ static int64_t rlk_expire_idle(rlk_pubsub *ps)
         rlk_mark_dirty(ps, s);
     }
     int64_t left = ps->idle_head != NULL ? ps->idle_head->idle_since + ps->linger_ms - now
-                   : ps->entries > 0 ? ps->linger_ms : 1000;
+                   : ps->entries > 0     ? ps->linger_ms
+                                         : 1000;
     return left > 1000 ? 1000 : left;
 }
 

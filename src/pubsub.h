@@ -49,9 +49,9 @@ enum { RLK_MSG_LOCK = 0, RLK_MSG_COUNT, RLK_MSG_ZERO_ALL };
 int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out);
 
 /* What rlk_sub_wait() returns besides a negative error. */
-#define RLK_WAIT_TIMEOUT 0 /* the timeout passed without a wake-up */
-#define RLK_WAIT_WOKEN   1 /* a permit: a message, a subscription confirmation or a reconnect */
-#define RLK_WAIT_REPLY   2 /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
+#define RLK_WAIT_TIMEOUT     0 /* the timeout passed without a wake-up */
+#define RLK_WAIT_WOKEN       1 /* a permit: a message, a subscription confirmation or a reconnect */
+#define RLK_WAIT_REPLY       2 /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
 #define RLK_WAIT_INTERRUPTED 3 /* rlk_pubsub_interrupt() was called: no permit consumed */
 
 /* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it. armed (may be NULL)

@@ -35,19 +35,19 @@ struct rlk_armed {
 };
 
 struct rlk_sub {
-    struct rlk_sub *next;      /* hash chain */
+    struct rlk_sub *next; /* hash chain */
     struct rlk_sub *next_dirty;
     char *channel;
     size_t len;
-    int refs;                  /* local waiters */
+    int refs; /* local waiters */
     int permits;
-    int sent;                  /* 1 if the last request sent was SUBSCRIBE */
-    int pending;               /* replies to SUBSCRIBE/UNSUBSCRIBE not yet read */
-    int dirty;                 /* linked in the dirty list */
-    int lingering;             /* no waiter; linked in the idle list */
-    int missed;                /* a message or confirmation arrived while nobody waited */
-    int mode;                  /* RLK_MSG_*: how a message becomes permits */
-    int64_t idle_since;        /* when the last waiter left (lingering entries) */
+    int sent;           /* 1 if the last request sent was SUBSCRIBE */
+    int pending;        /* replies to SUBSCRIBE/UNSUBSCRIBE not yet read */
+    int dirty;          /* linked in the dirty list */
+    int lingering;      /* no waiter; linked in the idle list */
+    int missed;         /* a message or confirmation arrived while nobody waited */
+    int mode;           /* RLK_MSG_*: how a message becomes permits */
+    int64_t idle_since; /* when the last waiter left (lingering entries) */
     struct rlk_sub *idle_prev, *idle_next;
     struct rlk_sub *next_wake; /* in the thread's list of entries to wake (thread only) */
     int waking;
@@ -72,22 +72,22 @@ struct rlk_pubsub {
     pthread_mutex_t mu;
     pthread_t thread;
     int running;
-    int wake[2];               /* self-pipe: waiters wake the thread */
-    rlk_conn *conn;            /* owned by the thread */
+    int wake[2];    /* self-pipe: waiters wake the thread */
+    rlk_conn *conn; /* owned by the thread */
     rlk_sub *buckets[RLK_PS_BUCKETS];
     rlk_sub *dirty;
     rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
-    int64_t linger_ms;         /* RLK_PS_LINGER_MS; tests change it */
-    size_t entries;            /* entries allocated (live, lingering or unsubscribing) */
-    rlk_sub *wakes;            /* entries given permits by the read in progress (thread only) */
-    rlk_armed *sending;        /* armed attempts claimed by the read in progress (thread only) */
-    uint64_t armed_sent;       /* armed attempts sent (for tests) */
-    uint64_t messages;         /* messages read (for tests) */
-    size_t live;               /* entries with waiters */
+    int64_t linger_ms;              /* RLK_PS_LINGER_MS; tests change it */
+    size_t entries;                 /* entries allocated (live, lingering or unsubscribing) */
+    rlk_sub *wakes;      /* entries given permits by the read in progress (thread only) */
+    rlk_armed *sending;  /* armed attempts claimed by the read in progress (thread only) */
+    uint64_t armed_sent; /* armed attempts sent (for tests) */
+    uint64_t messages;   /* messages read (for tests) */
+    size_t live;         /* entries with waiters */
     int64_t backoff_ms;
     rlk_ps_req *reqs; /* ring of requests awaiting their reply, oldest first (thread only) */
     size_t req_head, req_count, req_cap;
-    int interrupted;           /* rlk_pubsub_interrupt(): every wait returns at once */
+    int interrupted; /* rlk_pubsub_interrupt(): every wait returns at once */
 };
 
 /* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */

@@ -28,8 +28,8 @@ struct rlk_watchdog {
     pthread_cond_t done_cv; /* a batch finished: cancellers of FIRING entries re-check */
     pthread_t thread;
     int running;
-    int64_t sleep_until;    /* when the sleeping thread will wake by itself */
-    int64_t slack_ms;       /* entries due this soon are renewed with the current sweep */
+    int64_t sleep_until; /* when the sleeping thread will wake by itself */
+    int64_t slack_ms;    /* entries due this soon are renewed with the current sweep */
     rlk_wheel wheel;
     rlk_wd_stats stats;
 };

@@ -29,15 +29,15 @@ typedef struct rlk_renew_class {
 } rlk_renew_class;
 
 struct rlk_wd_entry {
-    rlk_timer timer;              /* private */
+    rlk_timer timer; /* private */
     const rlk_renew_class *cls;
-    int64_t lease_ms;             /* PEXPIRE value sent with each renewal */
-    int64_t expires_at;           /* private: monotonic end of the last confirmed lease */
-    int state;                    /* private */
+    int64_t lease_ms;   /* PEXPIRE value sent with each renewal */
+    int64_t expires_at; /* private: monotonic end of the last confirmed lease */
+    int state;          /* private */
 };
 
 int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out);
-void rlk_watchdog_free(rlk_watchdog *wd);  /* stops the thread; registered entries are dropped */
+void rlk_watchdog_free(rlk_watchdog *wd); /* stops the thread; registered entries are dropped */
 
 void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls);
 /* Registers e (not registered yet): first renewal at now + lease_ms/3; lease judged from now.
@@ -54,13 +54,13 @@ int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e);
 
 /* Counters for tests and benchmarks. */
 typedef struct rlk_wd_stats {
-    uint64_t ticks;        /* wake-ups that found due entries */
-    uint64_t batches;      /* script calls sent */
-    uint64_t pipelines;    /* round trips (one pipeline = one round trip) */
-    uint64_t renewed;      /* entries renewed */
-    uint64_t lost;         /* entries judged lost */
-    uint64_t failures;     /* pipelines that failed (connection errors) */
-    size_t registered;     /* entries registered now */
+    uint64_t ticks;     /* wake-ups that found due entries */
+    uint64_t batches;   /* script calls sent */
+    uint64_t pipelines; /* round trips (one pipeline = one round trip) */
+    uint64_t renewed;   /* entries renewed */
+    uint64_t lost;      /* entries judged lost */
+    uint64_t failures;  /* pipelines that failed (connection errors) */
+    size_t registered;  /* entries registered now */
 } rlk_wd_stats;
 void rlk_wd_get_stats(rlk_watchdog *wd, rlk_wd_stats *out);
 

@@ -71,8 +71,8 @@ static long long peer_lock(redisContext *ctx, const char *name, const char *owne
 {
     redisReply *r = redisCommand(ctx, "EVAL %s 1 %s %lld %s", peer_acquire, name, ms, owner);
     assert_non_null(r);
-    long long v = r->type == REDIS_REPLY_NIL ? -3 : (r->type == REDIS_REPLY_INTEGER ? r->integer
-                                                                                  : -100);
+    long long v =
+        r->type == REDIS_REPLY_NIL ? -3 : (r->type == REDIS_REPLY_INTEGER ? r->integer : -100);
     freeReplyObject(r);
     return v;
 }
@@ -85,8 +85,8 @@ static long long peer_unlock(redisContext *ctx, const char *name, const char *ow
     redisReply *r =
         redisCommand(ctx, "EVAL %s 2 %s %s 0 30000 %s", peer_release, name, channel, owner);
     assert_non_null(r);
-    long long v = r->type == REDIS_REPLY_NIL ? -3 : (r->type == REDIS_REPLY_INTEGER ? r->integer
-                                                                                  : -100);
+    long long v =
+        r->type == REDIS_REPLY_NIL ? -3 : (r->type == REDIS_REPLY_INTEGER ? r->integer : -100);
     freeReplyObject(r);
     return v;
 }
