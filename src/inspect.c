@@ -101,14 +101,14 @@ static int rlk_decode_fields(const redisReply *r, rlock_lock_info *info)
  * reentrant lock: both store the same hash. */
 static void rlk_judge_type(rlock_lock_info *info, int hash_exists)
 {
-    if (info->mode != NULL) {
+    /* A "mode" field, or waiting writers with no other lock data, is a read-write lock. */
+    int rw = info->mode != NULL || (info->n_queue == 0 && !hash_exists && info->n_writers > 0);
+    if (rw) {
         info->type = RLOCK_TYPE_RW;
     } else if (info->n_queue > 0) {
         info->type = RLOCK_TYPE_FAIR;
     } else if (hash_exists) {
         info->type = RLOCK_TYPE_REENTRANT;
-    } else if (info->n_writers > 0) {
-        info->type = RLOCK_TYPE_RW;
     } else {
         info->type = RLOCK_TYPE_FREE;
     }

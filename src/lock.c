@@ -13,7 +13,7 @@
 #include "lock.h"
 #include "scripts.h"
 
-#define RLK_NAME_MAX (1024u * 1024u)
+#define RLK_NAME_MAX ((size_t)1024 * 1024)
 
 /* ---- handles ----------------------------------------------------------------------------- */
 
@@ -66,7 +66,7 @@ RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char
         return NULL;
     }
     if (strnlen(name, RLK_NAME_MAX + 1) > RLK_NAME_MAX) {
-        rlk_err(RLOCK_EINVAL, "a lock name must be at most %u bytes", RLK_NAME_MAX);
+        rlk_err(RLOCK_EINVAL, "a lock name must be at most %zu bytes", RLK_NAME_MAX);
         return NULL;
     }
     switch (kind) {
@@ -548,12 +548,12 @@ int rlk_single_hold_count(rlock *l)
     rlk_acq_init(&a, l);
     redisReply *rep = NULL;
     int r = rlk_query(l, "HGET", a.field, a.field_len, &rep);
-    if (r != RLOCK_OK) {
-        return r;
+    if (r != RLOCK_OK || rep == NULL) {
+        return r != RLOCK_OK ? r : rlk_err(RLOCK_EPROTO, "HGET of a hold count: no reply");
     }
     int count = 0;
     if (rep->type == REDIS_REPLY_STRING) {
-        count = atoi(rep->str);
+        count = (int)strtol(rep->str, NULL, 10);
     } else if (rep->type != REDIS_REPLY_NIL) {
         r = rlk_err(RLOCK_EPROTO, "HGET of a hold count: unexpected reply type %d", rep->type);
     }

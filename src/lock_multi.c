@@ -250,7 +250,7 @@ RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n)
     if (m == NULL) {
         goto nomem;
     }
-    m->members = calloc(n, sizeof(*m->members));
+    m->members = calloc(n, sizeof(rlock *));
     if (m->members == NULL) {
         goto nomem;
     }
@@ -258,7 +258,7 @@ RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n)
     if (l == NULL) {
         goto nomem;
     }
-    memcpy(m->members, locks, n * sizeof(*m->members));
+    memcpy(m->members, locks, n * sizeof(rlock *));
     m->n = n;
     l->impl = m;
     return l;

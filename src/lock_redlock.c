@@ -301,7 +301,7 @@ static int redlock_attempt(rlock *l, redlock_hold *h, int64_t lease_ms)
         h->valid_until = lease_ms > 0 ? start + min_lease - (min_lease / 100 + 2) : INT64_MAX;
     }
     if (!ok) {
-        unsigned char mask[RLK_REDLOCK_MAX];
+        unsigned char mask[RLK_REDLOCK_MAX] = {0};
         int ignored = RLOCK_OK;
         redlock_release_mask(g, h, mask);
         (void)redlock_release(&r, h, mask, lease_ms, 0, &ignored);
@@ -454,7 +454,7 @@ static int redlock_unlock(rlock *l)
     }
     redlock_unwatch(h);
     lost = atomic_load(&h->base.lost); /* a watchdog may have judged it until the cancel */
-    unsigned char mask[RLK_REDLOCK_MAX];
+    unsigned char mask[RLK_REDLOCK_MAX] = {0};
     redlock_release_mask(g, h, mask);
     rlk_round r;
     rlk_round_init(&r, g->members, g->n);

@@ -65,19 +65,25 @@ static void rlk_idle_unlink(rlk_pubsub *ps, rlk_sub *s)
     s->lingering = 0;
 }
 
-void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
+/* Frees an entry already taken out of its hash chain. */
+static void rlk_sub_destroy(rlk_pubsub *ps, rlk_sub *s)
 {
     rlk_idle_unlink(ps, s);
-    rlk_sub **pp = &ps->buckets[rlk_hash(s->channel, s->len)];
-    while (*pp != s) {
-        pp = &(*pp)->next;
-    }
-    *pp = s->next;
     pthread_cond_destroy(&s->cv);
     free(s->fail_msg);
     free(s->channel);
     free(s);
     ps->entries--;
+}
+
+void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
+{
+    rlk_sub **pp = &ps->buckets[rlk_hash(s->channel, s->len)];
+    while (*pp != s) {
+        pp = &(*pp)->next;
+    }
+    *pp = s->next;
+    rlk_sub_destroy(ps, s);
 }
 
 void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s)
@@ -647,8 +653,10 @@ void rlk_pubsub_free(rlk_pubsub *ps)
     rlk_conn_close(ps->conn);
     free(ps->reqs);
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
-        while (ps->buckets[i] != NULL) {
-            rlk_unlink_free(ps, ps->buckets[i]);
+        rlk_sub *s = NULL;
+        while ((s = ps->buckets[i]) != NULL) {
+            ps->buckets[i] = s->next;
+            rlk_sub_destroy(ps, s);
         }
     }
     close(ps->wake[0]);

@@ -146,7 +146,7 @@ static void round_collect(rlk_round *r)
         for (size_t i = 0; i < r->n; i++) {
             rlk_round_io *io = &r->io[i];
             void *rep = NULL;
-            if (!io->waiting) {
+            if (!io->waiting || io->conn == NULL) {
                 continue;
             }
             if (redisGetReplyFromReader(io->conn->ctx, &rep) == REDIS_ERR) {
@@ -168,7 +168,7 @@ static void round_collect(rlk_round *r)
             if (io->waiting && now >= deadline) {
                 round_give_up(io, rlk_err(RLOCK_ECONN, "RedLock: no answer from server %zu", i));
             }
-            if (io->waiting) {
+            if (io->waiting && io->conn != NULL) {
                 pf[nf].fd = io->conn->ctx->fd;
                 pf[nf].events = POLLIN;
                 pf[nf].revents = 0;

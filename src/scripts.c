@@ -39,7 +39,7 @@ int rlk_script_load(rlk_conn *conn, int script)
     }
     if (r->type == REDIS_REPLY_ERROR) {
         rc = rlk_err(RLOCK_EREDIS, "SCRIPT LOAD %s failed: %s", s->name, r->str);
-    } else if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, s->sha1, 40)) {
+    } else if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, s->sha1, 40) != 0) {
         rc = rlk_err(RLOCK_EPROTO, "SCRIPT LOAD %s: Redis computed a different SHA1", s->name);
     }
     freeReplyObject(r);

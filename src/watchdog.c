@@ -243,7 +243,7 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     if (same < n) {
         qsort(items, n, sizeof(*items), rlk_item_cmp);
     }
-    rlk_wd_chunk *chunks = malloc(sizeof(*chunks) * n);
+    rlk_wd_chunk *chunks = n > 0 ? malloc(sizeof(*chunks) * n) : NULL;
     if (chunks == NULL) {
         return; /* Results stay -1: retried at the next tick. */
     }

@@ -95,7 +95,7 @@ static const char *const latch_try_set = "if redis.call('exists', KEYS[1]) == 0 
 #define SEM_CH   "redisson_sc:{" SEM "}"
 #define SEM_TO   "{" SEM "}:timeout"
 #define LATCH    "compat:latch"
-#define LATCH_CH "redisson_countdownlatch__channel__{" LATCH "}"
+#define LATCH_CH ("redisson_countdownlatch__channel__{" LATCH "}")
 
 static rh_server *g_srv;
 static rlock_client *g_c;

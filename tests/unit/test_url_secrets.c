@@ -102,7 +102,7 @@ static int leaks(const char *text)
     char window[4];
 
     for (size_t i = 0; i + 3 <= strlen(PASSWORD); i++) {
-        memcpy(window, PASSWORD + i, 3);
+        memcpy(window, &PASSWORD[i], 3);
         window[3] = '\0';
         if (strstr(text, window) != NULL) {
             return 1;
