@@ -76,14 +76,6 @@ void rlk_client_unref(rlock_client *c)
     }
 }
 
-int rlk_client_check(const rlock_client *c)
-{
-    if (atomic_load(&c->closed)) {
-        return rlk_err(RLOCK_ECLOSED, "the client of this handle was freed");
-    }
-    return RLOCK_OK;
-}
-
 static void rlk_client_stop(rlock_client *c)
 {
     atomic_store(&c->closed, 1);
@@ -232,15 +224,3 @@ size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf)
     return n;
 }
 
-void rlk_log(const rlock_client *c, int level, const char *fmt, ...)
-{
-    if (c->opts.log_fn == NULL || level > c->opts.log_level) {
-        return;
-    }
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    c->opts.log_fn(level, msg, c->opts.user_data);
-}

@@ -72,3 +72,14 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_subscribe_errors SOURCES core/test_subscribe_errors.c
                  LABELS redis fault TIMEOUT 60)
 endif()
+
+# The call graph between src files (read from the library's objects with nm) has no cycle except
+# the defended ones in tests/deps_allowed.txt (docs/architecture.md, section 1).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME src_deps
+           COMMAND "${Python3_EXECUTABLE}" "${CMAKE_CURRENT_SOURCE_DIR}/check_deps.py"
+                   "${PROJECT_BINARY_DIR}/CMakeFiles/rlock_obj.dir/src"
+                   "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
+  set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
+endif()

@@ -1,0 +1,39 @@
+/*
+ * rlock_open(): the one place that knows every single-key lock type, so that the generic layer
+ * (lock.c) calls no lock type and the lock types depend on it, not the other way round.
+ */
+#include <string.h>
+
+#include "lock.h"
+
+#define RLK_NAME_MAX ((size_t)1024 * 1024)
+
+RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name)
+{
+    if (client == NULL) {
+        rlk_err(RLOCK_EINVAL, "client must not be NULL");
+        return NULL;
+    }
+    if (rlk_client_check(client) != RLOCK_OK) {
+        return NULL;
+    }
+    if (name == NULL || name[0] == '\0') {
+        rlk_err(RLOCK_EINVAL, "a lock name must be a non-empty string");
+        return NULL;
+    }
+    if (strnlen(name, RLK_NAME_MAX + 1) > RLK_NAME_MAX) {
+        rlk_err(RLOCK_EINVAL, "a lock name must be at most %zu bytes", RLK_NAME_MAX);
+        return NULL;
+    }
+    switch (kind) {
+    case RLOCK_REENTRANT:
+        return rlk_reentrant_open(client, name);
+    case RLOCK_FAIR:
+        return rlk_fair_open(client, name);
+    case RLOCK_READ:
+    case RLOCK_WRITE:
+        return rlk_rw_open(client, kind, name);
+    }
+    rlk_err(RLOCK_EINVAL, "unknown lock kind %d", (int)kind);
+    return NULL;
+}
