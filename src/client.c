@@ -223,4 +223,3 @@ size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf)
     buf[n] = '\0';
     return n;
 }
-

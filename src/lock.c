@@ -13,7 +13,6 @@
 #include "lock.h"
 #include "scripts.h"
 
-
 /* ---- handles ----------------------------------------------------------------------------- */
 
 /* The name lives in the same allocation as the handle: one malloc per handle keeps a held lock
