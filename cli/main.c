@@ -113,6 +113,24 @@ int main(int argc, char **argv)
     return CLI_EXIT_USAGE;
 }
 
+/* Writes url to f with its user information (user and password) replaced by "***": no message of
+ * the command may show a password, as none of the library's does. */
+static void cli_print_url(FILE *f, const char *url)
+{
+    const char *scheme = strstr(url, "://");
+    const char *host = scheme != NULL ? scheme + 3 : url;
+    size_t authority = strcspn(host, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < authority; i++) {
+        at = host[i] == '@' ? host + i : at;
+    }
+    if (at == NULL) {
+        fputs(url, f);
+        return;
+    }
+    fprintf(f, "%.*s***%s", (int)(host - url), url, at);
+}
+
 rlock_client *cli_connect(const cli_global *g, void (*on_lost)(const char *, void *),
                           void *user_data)
 {
@@ -129,8 +147,9 @@ rlock_client *cli_connect(const cli_global *g, void (*on_lost)(const char *, voi
     int rc = rlock_client_new(&o, &c);
     if (rc != RLOCK_OK) {
         const char *msg = rlock_last_error();
-        fprintf(stderr, "rlock: cannot connect to %s: %s\n", g->url,
-                *msg != '\0' ? msg : rlock_strerror(rc));
+        fputs("rlock: cannot connect to ", stderr);
+        cli_print_url(stderr, g->url);
+        fprintf(stderr, ": %s\n", *msg != '\0' ? msg : rlock_strerror(rc));
         return NULL;
     }
     return c;

@@ -411,6 +411,12 @@ static void test_errors_and_help(void **state)
     assert_int_equal(run(conn, NULL, "err"), 4);
     assert_non_null(strstr(slurp("err"), "rlock: cannot connect to redis://127.0.0.1:1: "));
     assert_non_null(strstr(slurp("err"), "refused"));
+    /* A URL with a password: the message hides the user information. */
+    const char *secret[] = {"rlock",  "--url", "redis://u:Secr3tPw@127.0.0.1:1",
+                            "status", "x",     NULL};
+    assert_int_equal(run(secret, NULL, "err"), 4);
+    assert_non_null(strstr(slurp("err"), "rlock: cannot connect to redis://***@127.0.0.1:1: "));
+    assert_null(strstr(slurp("err"), "Secr3tPw"));
     const char *cmds[][4] = {{"rlock", "--help", NULL},
                              {"rlock", "run", "--help", NULL},
                              {"rlock", "status", "--help", NULL},
