@@ -53,11 +53,12 @@ echo "lint/format: $(( ${#FILES[@]} - ${#fmt_bad[@]} )) passed, ${#fmt_bad[@]} f
 # A configured build gives clang-tidy the real compile flags; the library target also produces
 # the generated script header that sources include.
 BUILD="$ROOT/build/lint"
+mkdir -p "$BUILD" # a fresh clone has no build/ yet
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DRLOCK_BUILD_TESTS=ON \
-    -DRLOCK_BUILD_EXAMPLES=ON -DRLOCK_BUILD_BENCH=ON >"$BUILD.configure.log" 2>&1 ||
-    { cat "$BUILD.configure.log"; echo "lint/tidy: 0 passed, 1 failed"; exit 1; }
-cmake --build "$BUILD" --target rlock_internal -j "$JOBS" >"$BUILD.build.log" 2>&1 ||
-    { tail -n 50 "$BUILD.build.log"; echo "lint/tidy: 0 passed, 1 failed"; exit 1; }
+    -DRLOCK_BUILD_EXAMPLES=ON -DRLOCK_BUILD_BENCH=ON >"$BUILD/configure.log" 2>&1 ||
+    { cat "$BUILD/configure.log"; echo "lint/tidy: 0 passed, 1 failed"; exit 1; }
+cmake --build "$BUILD" --target rlock_internal -j "$JOBS" >"$BUILD/build.log" 2>&1 ||
+    { tail -n 50 "$BUILD/build.log"; echo "lint/tidy: 0 passed, 1 failed"; exit 1; }
 
 # Every tracked .c file that the build compiles (a file the build does not know cannot be
 # checked with the right flags, and is reported as such).
