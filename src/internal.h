@@ -26,6 +26,10 @@ int rlk_err(int code, const char *fmt, ...) RLK_PRINTF(2, 3);
  * it is only meaningful right after a failure). */
 void rlk_err_clear(void);
 
+/* Checks the name of a lock or another object (what: "lock", "semaphore", ...): non-empty and at
+ * most 1 MiB, which keeps every derived key small. RLOCK_OK or RLOCK_EINVAL with a message. */
+int rlk_check_name(const char *name, const char *what);
+
 /* Monotonic time in milliseconds (CLOCK_MONOTONIC); never goes back, unaffected by wall clock. */
 int64_t rlk_now_ms(void);
 /* Monotonic time in microseconds. */

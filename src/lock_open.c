@@ -6,8 +6,6 @@
 
 #include "lock.h"
 
-#define RLK_NAME_MAX ((size_t)1024 * 1024)
-
 RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name)
 {
     if (client == NULL) {
@@ -17,12 +15,7 @@ RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char
     if (rlk_client_check(client) != RLOCK_OK) {
         return NULL;
     }
-    if (name == NULL || name[0] == '\0') {
-        rlk_err(RLOCK_EINVAL, "a lock name must be a non-empty string");
-        return NULL;
-    }
-    if (strnlen(name, RLK_NAME_MAX + 1) > RLK_NAME_MAX) {
-        rlk_err(RLOCK_EINVAL, "a lock name must be at most %zu bytes", RLK_NAME_MAX);
+    if (rlk_check_name(name, "lock") != RLOCK_OK) {
         return NULL;
     }
     switch (kind) {

@@ -13,20 +13,6 @@
 #include "semaphore.h"
 #include "waiter.h"
 
-/* Names are bounded as lock names are (1 MiB), which keeps every derived key small enough. */
-#define RLK_OBJ_NAME_MAX ((size_t)1024 * 1024)
-
-int rlk_check_name(const char *name, const char *what)
-{
-    if (name == NULL || name[0] == '\0') {
-        return rlk_err(RLOCK_EINVAL, "a %s name must be a non-empty string", what);
-    }
-    if (strnlen(name, RLK_OBJ_NAME_MAX + 1) > RLK_OBJ_NAME_MAX) {
-        return rlk_err(RLOCK_EINVAL, "a %s name must be at most %zu bytes", what, RLK_OBJ_NAME_MAX);
-    }
-    return RLOCK_OK;
-}
-
 int64_t rlk_epoch_ms(void)
 {
     struct timespec ts;

@@ -53,7 +53,4 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
 /* Stops the renewals of every leased permit of the handle (at free). */
 void rlk_sem_forget_permits(rlock_semaphore *sem);
 
-/* Checks a name as rlock_open() does: RLOCK_OK or RLOCK_EINVAL with a message. */
-int rlk_check_name(const char *name, const char *what);
-
 #endif

@@ -127,3 +127,16 @@ int rlk_suffix_name(rlk_buf *b, const char *name, size_t name_len, const char *s
     r = r ? r : rlk_buf_appends(b, tagged ? ":" : "}:");
     return r ? r : rlk_buf_appends(b, suffix);
 }
+
+#define RLK_NAME_MAX ((size_t)1024 * 1024)
+
+int rlk_check_name(const char *name, const char *what)
+{
+    if (name == NULL || name[0] == '\0') {
+        return rlk_err(RLOCK_EINVAL, "a %s name must be a non-empty string", what);
+    }
+    if (strnlen(name, RLK_NAME_MAX + 1) > RLK_NAME_MAX) {
+        return rlk_err(RLOCK_EINVAL, "a %s name must be at most %zu bytes", what, RLK_NAME_MAX);
+    }
+    return RLOCK_OK;
+}
