@@ -415,6 +415,29 @@ static void test_latch_basics(void **state)
     rlock_latch_free(l);
 }
 
+/* rlock_client_interrupt() ends a semaphore wait as it ends a lock wait: the waiter gives up
+ * with RLOCK_ETIMEDOUT long before its own wait_ms, and takes no permit. */
+static void test_interrupted_wait(void **state)
+{
+    (void)state;
+    rlock_client *c = sc_client(g_srv);
+    rlock_semaphore *s = rlock_semaphore_open(c, "interrupted");
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
+    waiter w;
+    start_waiter(&w, s, 1, 20000, 0);
+    rh_sleep_ms(200);
+    assert_int_equal(w.result, 99);
+    int64_t t0 = rh_now_ms();
+    rlock_client_interrupt(c);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.result, RLOCK_ETIMEDOUT);
+    assert_true(w.done_at - t0 < 10000); /* ended by the interrupt, not by the 20 s wait */
+    assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_available(s), 1);
+    rlock_semaphore_free(s);
+    rlock_client_free(c);
+}
+
 static void test_closed_client(void **state)
 {
     (void)state;
@@ -445,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_no_lost_wakeup_between_attempt_and_wait),
         cmocka_unit_test(test_blocked_waiter_sends_few_commands),
         cmocka_unit_test(test_latch_basics),
+        cmocka_unit_test(test_interrupted_wait),
         cmocka_unit_test(test_closed_client),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
