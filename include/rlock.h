@@ -418,6 +418,7 @@ RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client);
  * multi-locks over such handles) that is waiting now, or that would start waiting later, stops
  * waiting, leaves every queue it joined (fair queue, waiting writers) and returns
  * RLOCK_ETIMEDOUT with "interrupted" in rlock_last_error(), also when no wait limit was given.
+ * Semaphore acquires and latch awaits of this client stop waiting too and return RLOCK_ETIMEDOUT.
  * A lock that is free is still taken by the first attempt. Irreversible: create a new client to
  * wait again. RedLock waits are not interrupted (they are bounded by their random pauses).
  * Thread-safe, but not async-signal-safe. NULL is a no-op. */
