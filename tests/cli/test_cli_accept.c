@@ -20,6 +20,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 static const char *g_bin;
 static rh_server *g_srv;
@@ -86,8 +87,7 @@ static rlock_client *client(void)
     rlock_options o;
     rlock_options_init(&o);
     o.url = rh_url(g_srv);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     return c;
 }
 

@@ -16,6 +16,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 static rh_server *g_srv;
 
@@ -24,8 +25,7 @@ static rlock_client *new_client(void)
     rlock_options o;
     rlock_options_init(&o);
     o.url = rh_url(g_srv);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     return c;
 }
 

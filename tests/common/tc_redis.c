@@ -73,6 +73,68 @@ int tc_server_teardown(void **state)
     return 0;
 }
 
+/* What one per-kind test needs: the check, its kind, and the server its setup started. */
+typedef struct tc_kind_case {
+    tc_kind_check check;
+    rlock_kind kind;
+    int (*prepare)(rh_server *s);
+    rh_server *srv;
+} tc_kind_case;
+
+static int kind_setup(void **state)
+{
+    tc_kind_case *k = *state;
+    k->srv = rh_start(NULL);
+    if (k->srv == NULL) {
+        return -1;
+    }
+    return k->prepare != NULL ? k->prepare(k->srv) : 0;
+}
+
+static int kind_teardown(void **state)
+{
+    tc_kind_case *k = *state;
+    rh_free(k->srv);
+    k->srv = NULL;
+    return 0;
+}
+
+static void kind_test(void **state)
+{
+    tc_kind_case *k = *state;
+    k->check(k->srv, k->kind);
+}
+
+int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_server *s))
+{
+    static const char *const names[] = {"test_reentrant", "test_fair", "test_read", "test_write"};
+    static const rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_READ, RLOCK_WRITE};
+    tc_kind_case cases[4];
+    struct CMUnitTest tests[4];
+
+    rh_skip_if_unavailable();
+    for (size_t i = 0; i < 4; i++) {
+        cases[i] = (tc_kind_case){.check = check, .kind = kinds[i], .prepare = prepare};
+        tests[i] = (struct CMUnitTest){.name = names[i],
+                                       .test_func = kind_test,
+                                       .setup_func = kind_setup,
+                                       .teardown_func = kind_teardown,
+                                       .initial_state = &cases[i]};
+    }
+    return _cmocka_run_group_tests(group, tests, 4, NULL, NULL);
+}
+
+rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,
+                           const char *pw)
+{
+    char url[256];
+    rlock_options as = *o;
+
+    snprintf(url, sizeof(url), "redis://%s:%s@127.0.0.1:%d", user, pw, rh_port(s));
+    as.url = url;
+    return tc_client(&as);
+}
+
 int tc_fixture_open(rh_server **srv, rlock_client **c, void (*tune)(rlock_options *o))
 {
     rh_skip_if_unavailable();

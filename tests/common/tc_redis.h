@@ -32,6 +32,24 @@ rlock_client *tc_client(const rlock_options *o);
 int tc_server_setup(void **state);
 int tc_server_teardown(void **state);
 
+/* A cmocka test that gets a fresh redis-server of its own as *state (tc_server_setup). */
+#define TC_SERVER_TEST(f) cmocka_unit_test_setup_teardown(f, tc_server_setup, tc_server_teardown)
+
+/* A check run once for every single-key lock kind (reentrant, fair, read, write), each time on a
+ * fresh server. */
+typedef void (*tc_kind_check)(rh_server *s, rlock_kind kind);
+
+/* Runs check as the cmocka group `group` of four tests named test_reentrant, test_fair,
+ * test_read and test_write, each on its own fresh server; prepare (or NULL) readies that server
+ * first (an ACL user, say) and returns 0, or -1 to fail the test's setup. Returns cmocka's
+ * result; skips the whole program when redis-server is missing. */
+int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_server *s));
+
+/* A client from o, but logged in to s as ACL user (password pw); fails the running test with
+ * rlock's message when there is none. */
+rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,
+                           const char *pw);
+
 /* The fixture most programs share: a server and one client on it (tc_options(), then tune() when
  * not NULL) into *srv and *c; -1 (after a message) when either cannot be had. Skips the whole
  * program when redis-server is missing. tc_fixture_close() frees both and always returns 0. */

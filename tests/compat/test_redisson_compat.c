@@ -22,6 +22,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* Redisson's RLock acquire (tryLockInnerAsync): KEYS[1] name; ARGV[1] lease ms, ARGV[2] owner. */
 static const char *const peer_acquire =
@@ -61,8 +62,7 @@ static rlock_client *new_client(void)
     rlock_options o;
     rlock_options_init(&o);
     o.url = rh_url(g_srv);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     return c;
 }
 

@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "pubsub.h"
 
 #define WAITERS 4
@@ -121,8 +122,7 @@ static void test_pubsub_killed_while_waiting(void **state)
     cu_opts(&o, s);
     o.log_fn = on_log;
     o.user_data = &sh;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     sh.lock = rlock_open(c, RLOCK_REENTRANT, "ps-lock");
     const char *channel = "redisson_lock__channel:{ps-lock}";
     /* Held with the watchdog: its 30 s lease is far longer than the waiters' 10 s wait, so a
@@ -198,8 +198,7 @@ static void test_channel_lingers(void **state)
     rh_server *s = *state;
     rlock_options o;
     cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     /* Long enough that a slow machine (valgrind, TSan) cannot see it run out mid-test. */
     rlk_pubsub_set_linger(c->pubsub, 60000);
     const char *channel = "linger-test";
@@ -251,26 +250,12 @@ static void test_channel_lingers(void **state)
     rlock_client_free(c);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pubsub_killed_while_waiting, setup_server,
-                                        teardown_server),
-        cmocka_unit_test_setup_teardown(test_channel_lingers, setup_server, teardown_server),
+        TC_SERVER_TEST(test_pubsub_killed_while_waiting),
+        TC_SERVER_TEST(test_channel_lingers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

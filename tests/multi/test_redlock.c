@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "multi_util.h"
+#include "tc_redis.h"
 
 #define NSRV           5
 #define SERVER_TIMEOUT 50
@@ -80,8 +81,7 @@ static rlock_client *client_with(int i, int64_t watchdog_ms, int64_t server_time
     o.watchdog_timeout_ms = watchdog_ms;
     o.redlock_server_timeout_ms = server_timeout_ms;
     o.on_lost = on_lost;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     return c;
 }
 
