@@ -20,14 +20,6 @@
 
 static rh_server *g_srv;
 
-static rlock_client *new_client(void)
-{
-    rlock_options o;
-    rlock_options_init(&o);
-    o.url = rh_url(g_srv);
-    rlock_client *c = tc_client(&o);
-    return c;
-}
 
 static rlock_lock_info *inspect(rlock_client *c, const char *name)
 {
@@ -71,7 +63,7 @@ static void await_waiters(rlock_client *c, const char *name, size_t n, int write
 static void test_free_and_bad_input(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock_lock_info *in = inspect(c, "inspect:free");
     assert_int_equal(in->type, RLOCK_TYPE_FREE);
     assert_int_equal(in->locked, 0);
@@ -97,7 +89,7 @@ static void test_free_and_bad_input(void **state)
 static void test_reentrant(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "inspect:re");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -122,8 +114,8 @@ static void test_reentrant(void **state)
 static void test_fair_queue_and_interrupt(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
-    rlock_client *cw = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_client *cw = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_FAIR, "inspect:fair");
     rlock *lw = rlock_open(cw, RLOCK_FAIR, "inspect:fair");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -195,8 +187,8 @@ static void *reader_thread(void *arg)
 static void test_rw_readers_and_writer(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
-    rlock_client *cw = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_client *cw = tc_client_defaults(g_srv);
     rlock *rd = rlock_open(c, RLOCK_READ, "inspect:rw");
     rlock *wr = rlock_open(cw, RLOCK_WRITE, "inspect:rw");
     assert_int_equal(rlock_lock(rd, -1), RLOCK_OK);
@@ -241,23 +233,10 @@ static void test_rw_readers_and_writer(void **state)
     rlock_client_free(c);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_and_bad_input),
         cmocka_unit_test(test_reentrant),

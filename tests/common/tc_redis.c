@@ -28,11 +28,16 @@ long long tc_int(redisContext *ctx, int argc, const char **argv)
     return v;
 }
 
-void tc_options(rlock_options *o, const rh_server *s)
+void tc_options_url(rlock_options *o, const char *url)
 {
     rlock_options_init(o);
-    o->url = rh_url(s);
+    o->url = url;
     o->pool_size = 16;
+}
+
+void tc_options(rlock_options *o, const rh_server *s)
+{
+    tc_options_url(o, rh_url(s));
 }
 
 rlock_client *tc_client_try(const rlock_options *o)
@@ -56,6 +61,13 @@ rlock_client *tc_client(const rlock_options *o)
                  rlock_strerror(r), rlock_last_error());
     }
     return c;
+}
+
+int tc_require_server(void **state)
+{
+    (void)state;
+    rh_skip_if_unavailable();
+    return 0;
 }
 
 int tc_server_setup(void **state)
@@ -124,6 +136,15 @@ int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_se
     return _cmocka_run_group_tests(group, tests, 4, NULL, NULL);
 }
 
+rlock_client *tc_client_defaults(const rh_server *s)
+{
+    rlock_options o;
+
+    rlock_options_init(&o);
+    o.url = rh_url(s);
+    return tc_client(&o);
+}
+
 rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,
                            const char *pw)
 {
@@ -138,10 +159,12 @@ rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const cha
 int tc_fixture_open(rh_server **srv, rlock_client **c, void (*tune)(rlock_options *o))
 {
     rh_skip_if_unavailable();
-    *c = NULL;
+    if (c != NULL) {
+        *c = NULL;
+    }
     *srv = rh_start(NULL);
-    if (*srv == NULL) {
-        return -1;
+    if (*srv == NULL || c == NULL) {
+        return *srv == NULL ? -1 : 0;
     }
     rlock_options o;
     tc_options(&o, *srv);
@@ -154,9 +177,11 @@ int tc_fixture_open(rh_server **srv, rlock_client **c, void (*tune)(rlock_option
 
 int tc_fixture_close(rh_server **srv, rlock_client **c)
 {
-    rlock_client_free(*c);
+    if (c != NULL) {
+        rlock_client_free(*c);
+        *c = NULL;
+    }
     rh_free(*srv);
-    *c = NULL;
     *srv = NULL;
     return 0;
 }

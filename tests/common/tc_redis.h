@@ -20,6 +20,9 @@ long long tc_int(redisContext *ctx, int argc, const char **argv);
 /* Options for server s (url, a pool of 16, the library's timeouts): the base every test edits. */
 void tc_options(rlock_options *o, const rh_server *s);
 
+/* The same for a URL (a child process knows its server only by URL or port). */
+void tc_options_url(rlock_options *o, const char *url);
+
 /* A client from o, or NULL after printing rlock's message to stderr: for child processes, which
  * must report failure through their exit status rather than through cmocka. */
 rlock_client *tc_client_try(const rlock_options *o);
@@ -31,6 +34,10 @@ rlock_client *tc_client(const rlock_options *o);
  * teardown stops. The setup skips the whole program when redis-server is missing. */
 int tc_server_setup(void **state);
 int tc_server_teardown(void **state);
+
+/* A cmocka group setup for programs whose tests start their own servers: skips the whole
+ * program (exit 77) when redis-server is missing. */
+int tc_require_server(void **state);
 
 /* A cmocka test that gets a fresh redis-server of its own as *state (tc_server_setup). */
 #define TC_SERVER_TEST(f) cmocka_unit_test_setup_teardown(f, tc_server_setup, tc_server_teardown)
@@ -45,14 +52,19 @@ typedef void (*tc_kind_check)(rh_server *s, rlock_kind kind);
  * result; skips the whole program when redis-server is missing. */
 int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_server *s));
 
+/* A client on s with the library's default options (as a user's would be); fails the running
+ * test with rlock's message when there is none. */
+rlock_client *tc_client_defaults(const rh_server *s);
+
 /* A client from o, but logged in to s as ACL user (password pw); fails the running test with
  * rlock's message when there is none. */
 rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,
                            const char *pw);
 
 /* The fixture most programs share: a server and one client on it (tc_options(), then tune() when
- * not NULL) into *srv and *c; -1 (after a message) when either cannot be had. Skips the whole
- * program when redis-server is missing. tc_fixture_close() frees both and always returns 0. */
+ * not NULL) into *srv and *c (no client when c is NULL); -1 (after a message) when either cannot
+ * be had. Skips the whole program when redis-server is missing. tc_fixture_close() frees both
+ * and always returns 0. */
 int tc_fixture_open(rh_server **srv, rlock_client **c, void (*tune)(rlock_options *o));
 int tc_fixture_close(rh_server **srv, rlock_client **c);
 
@@ -68,6 +80,20 @@ int tc_fixture_close(rh_server **srv, rlock_client **c);
     {                                                                                              \
         (void)state;                                                                               \
         return tc_fixture_close(&(srv), &(client));                                                \
+    }
+
+/* Defines a program's static cmocka group setup() and teardown() that start and stop one
+ * redis-server in its global srv (the server-only form of TC_FIXTURE). */
+#define TC_SERVER_FIXTURE(srv)                                                                     \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_fixture_open(&(srv), NULL, NULL);                                                \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_fixture_close(&(srv), NULL);                                                     \
     }
 
 #endif

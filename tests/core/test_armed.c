@@ -339,7 +339,6 @@ static void test_fair_in_order(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_one_attempt_per_handoff),
         TC_SERVER_TEST(test_noscript_reattempts),
@@ -347,5 +346,5 @@ int main(void)
         TC_SERVER_TEST(test_connection_lost_in_flight),
         TC_SERVER_TEST(test_fair_in_order),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

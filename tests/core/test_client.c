@@ -446,7 +446,6 @@ static void test_strerror_and_version(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_option_defaults),
         TC_SERVER_TEST(test_bad_options),
@@ -460,5 +459,5 @@ int main(void)
         cmocka_unit_test(test_backoff_message),
         cmocka_unit_test(test_strerror_and_version),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -197,12 +197,11 @@ static void test_bad_arguments(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_paused_mid_flight),
         TC_SERVER_TEST(test_use_after_client_free),
         TC_SERVER_TEST(test_wrong_type),
         TC_SERVER_TEST(test_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

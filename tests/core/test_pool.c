@@ -286,10 +286,9 @@ static void test_borrow_bound(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_stress_with_kills),
         TC_SERVER_TEST(test_borrow_bound),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -214,12 +214,11 @@ int main(int argc, char **argv)
         return 2;
     }
     g_lua_dir = argv[1];
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_embedded_bytes_and_sha1),
         TC_SERVER_TEST(test_script_flush),
         TC_SERVER_TEST(test_script_flush_watchdog),
         TC_SERVER_TEST(test_server_restart),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

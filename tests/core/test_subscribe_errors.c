@@ -211,7 +211,6 @@ static void test_unconfirmed_subscribe(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_user_without_subscribe),
         TC_SERVER_TEST(test_user_without_channels),
@@ -219,5 +218,5 @@ int main(void)
         TC_SERVER_TEST(test_unconfirmed_subscribe),
         TC_SERVER_TEST(test_redlock_pauses_on_refused_subscribe),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

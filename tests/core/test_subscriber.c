@@ -252,10 +252,9 @@ static void test_channel_lingers(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_pubsub_killed_while_waiting),
         TC_SERVER_TEST(test_channel_lingers),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -50,9 +50,7 @@ static inline rlock_client *fc_client_ex(int port, int64_t waiter_timeout_ms,
     char url[64];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
     rlock_options o;
-    rlock_options_init(&o);
-    o.url = url;
-    o.pool_size = 16;
+    tc_options_url(&o, url);
     if (waiter_timeout_ms > 0) {
         o.waiter_timeout_ms = waiter_timeout_ms;
     }

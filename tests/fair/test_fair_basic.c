@@ -468,7 +468,6 @@ static void test_bad_input(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lock_unlock_reentrancy),
         cmocka_unit_test(test_hold_count),

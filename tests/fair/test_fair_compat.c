@@ -176,6 +176,7 @@ static int peer_wait(peer *p, int64_t ms)
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     return g_srv ? 0 : -1;
 }
@@ -366,7 +367,6 @@ static void test_mixed_crowd_mutual_exclusion(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handoff_both_ways),
         cmocka_unit_test(test_mixed_crowd_mutual_exclusion),

@@ -80,9 +80,8 @@ int main(int argc, char **argv)
         return 2;
     }
     g_exe = argv[1];
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_jobs_example),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

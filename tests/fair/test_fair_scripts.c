@@ -279,6 +279,7 @@ static void test_free_lock_bound_capped(void **state)
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     if (g_srv == NULL) {
         return -1;
@@ -304,7 +305,6 @@ static int teardown(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scoreless_head_dropped),
         cmocka_unit_test(test_give_up_positions),

@@ -25,6 +25,7 @@ static redisContext *g_ctx; /* binary-safe admin connection of the main thread *
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     g_c = g_srv != NULL ? re_client(g_srv) : NULL;
     g_ctx = g_c != NULL ? rh_connect(g_srv) : NULL;
@@ -323,7 +324,6 @@ static void test_calls_after_client_free(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_and_empty),    cmocka_unit_test(test_durations),
         cmocka_unit_test(test_unlock_twice),      cmocka_unit_test(test_binary_names),

@@ -25,6 +25,7 @@ typedef struct {
 
 static int setup(void **state)
 {
+    rh_skip_if_unavailable();
     static fixture f;
     f.srv = rh_start(NULL);
     if (f.srv == NULL) {
@@ -392,7 +393,6 @@ static void test_redis_down(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lock_unlock),
         cmocka_unit_test(test_reentrancy),

@@ -38,7 +38,6 @@ static void test_counter_example_is_exact(void **state)
 
 int main(int argc, char **argv)
 {
-    rh_skip_if_unavailable();
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH_OF_EXAMPLE_COUNTER\n", argv[0]);
         return 1;
@@ -47,5 +46,5 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_example_is_exact),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -36,19 +36,7 @@ static void on_lost(const char *name, void *user)
     }
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 /* Polls the callback counter until it reaches want or ms passed; returns the time it took. */
 static int64_t wait_lost(int want, int64_t ms)
@@ -228,7 +216,6 @@ static void test_is_held_clears_token(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lost_by_del),
         cmocka_unit_test(test_lost_by_pause),

@@ -264,7 +264,6 @@ static void test_client_kill_pubsub_strands_nobody(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handoff_attempts_bounded),
         cmocka_unit_test(test_no_polling_while_waiting),

@@ -37,19 +37,7 @@
 
 static rh_server *g_srv;
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 /* ---- SIGKILL of a holder process -------------------------------------------------------- */
 
@@ -355,7 +343,6 @@ static void test_noscript_retry_with_two_batches(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigkill_holder_frees_lock),
         cmocka_unit_test(test_noscript_retry_with_two_batches),

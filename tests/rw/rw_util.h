@@ -11,6 +11,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 enum { RW_OP_TRY = 1, RW_OP_UNLOCK, RW_OP_HELD, RW_OP_COUNT, RW_OP_QUIT };
 

@@ -73,6 +73,7 @@ static void scene_close(scene *sc)
 static int group_setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     if (g_srv == NULL) {
         return -1;
@@ -796,7 +797,5 @@ int main(void)
         cmocka_unit_test(test_redisson_layout),
         cmocka_unit_test(test_bad_input),
     };
-
-    rh_skip_if_unavailable();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

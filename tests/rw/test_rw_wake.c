@@ -24,6 +24,7 @@ static rlock_client *g_cli;
 static int group_setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     if (g_srv == NULL) {
         return -1;
@@ -184,7 +185,5 @@ int main(void)
         cmocka_unit_test(test_release_wakes_one_writer),
         cmocka_unit_test(test_leaving_writer_passes_wake_on),
     };
-
-    rh_skip_if_unavailable();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -34,6 +34,7 @@ static rlock_client *g_cli; /* watchdog 1500 ms, waiter timeout 1000 ms */
 static int group_setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     if (g_srv == NULL) {
         return -1;
@@ -248,10 +249,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dead_waiting_writer),
         cmocka_unit_test(test_restart_loses_and_renews),
     };
-
     if (argc == 5 && strcmp(argv[1], "--child") == 0) {
         return child_main(argv[2], argv[3], argv[4]);
     }
-    rh_skip_if_unavailable();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

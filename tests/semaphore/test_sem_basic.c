@@ -24,6 +24,7 @@ static rlock_client *g_c;
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     g_c = g_srv ? sc_client(g_srv) : NULL;
     return g_c == NULL ? -1 : 0;
@@ -458,7 +459,6 @@ static void test_closed_client(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_plain_permits),

@@ -104,6 +104,7 @@ static redisContext *g_peer; /* the Redisson peer */
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     g_c = g_srv ? sc_client(g_srv) : NULL;
     g_peer = g_srv ? rh_connect(g_srv) : NULL;
@@ -356,7 +357,6 @@ static void test_latch(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_semaphore),
         cmocka_unit_test(test_permit_expirable_semaphore),
