@@ -28,6 +28,43 @@ long long tc_int(redisContext *ctx, int argc, const char **argv)
     return v;
 }
 
+long long tc_array_len(rh_server *s, const char *const *argv)
+{
+    redisReply *r = rh_cmd(s, argv);
+    long long n = r != NULL && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+long long tc_numsub(rh_server *s, const char *channel)
+{
+    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    long long n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER) {
+        n = r->element[1]->integer;
+    }
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms)
+{
+    int64_t deadline = rh_now_ms() + ms;
+    while (tc_numsub(s, channel) != want) {
+        if (rh_now_ms() >= deadline) {
+            return 0;
+        }
+        rh_sleep_ms(5);
+    }
+    return 1;
+}
+
 void tc_options_url(rlock_options *o, const char *url)
 {
     rlock_options_init(o);

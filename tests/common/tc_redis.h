@@ -17,6 +17,16 @@
 #define TC_INT_ERROR (-1000000LL)
 long long tc_int(redisContext *ctx, int argc, const char **argv);
 
+/* The number of elements of the array reply that argv (NULL-terminated, run on s's admin
+ * connection) gets, as from KEYS or PUBSUB CHANNELS; -1 on any other reply. */
+long long tc_array_len(rh_server *s, const char *const *argv);
+
+/* PUBSUB NUMSUB: the number of subscribers of channel on s, or -1. */
+long long tc_numsub(rh_server *s, const char *channel);
+
+/* Polls tc_numsub() until it is want or ms passed; 1 if it got there, 0 if not. */
+int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms);
+
 /* Options for server s (url, a pool of 16, the library's timeouts): the base every test edits. */
 void tc_options(rlock_options *o, const rh_server *s);
 

@@ -53,20 +53,6 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-static long long numsub(rh_server *s, const char *channel)
-{
-    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    redisReply *r = rh_cmd(s, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        n = r->element[1]->integer;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
-}
-
 /* Starts n waiters on lock and returns once every one is asleep on its channel: subscribed, and
  * (a generous pause) past its first attempt and the re-attempt a join may cause. */
 static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_t *t, int n,
@@ -83,10 +69,10 @@ static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_
         rh_sleep_ms(20); /* arrival order: the first to sleep is the first chosen */
     }
     int64_t deadline = rh_now_ms() + 5000;
-    while (numsub(s, channel) != 1 && rh_now_ms() < deadline) {
+    while (tc_numsub(s, channel) != 1 && rh_now_ms() < deadline) {
         rh_sleep_ms(5);
     }
-    assert_int_equal(numsub(s, channel), 1);
+    assert_int_equal(tc_numsub(s, channel), 1);
     rh_sleep_ms(300);
 }
 

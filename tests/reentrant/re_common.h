@@ -73,15 +73,7 @@ static inline intptr_t re_run_thread(void *(*fn)(void *), void *arg)
 static inline long long re_pubsub_channels(rh_server *s)
 {
     const char *argv[] = {"PUBSUB", "CHANNELS", NULL};
-    struct redisReply *r = rh_cmd(s, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-        n = (long long)r->elements;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
+    return tc_array_len(s, argv);
 }
 
 /* Polls PUBSUB CHANNELS until it is empty or ms passed; returns the last count seen. */

@@ -73,23 +73,18 @@ static void scene_close(scene *sc)
 static int group_setup(void **state)
 {
     (void)state;
-    rh_skip_if_unavailable();
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
+    if (tc_fixture_open(&g_srv, &g_cli, rw_pool) != 0) {
         return -1;
     }
-    g_cli = rw_client(g_srv, 0, 0, 0);
     g_fast = rw_client(g_srv, 1500, 0, 0);
-    return g_cli != NULL && g_fast != NULL ? 0 : -1;
+    return g_fast != NULL ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    rlock_client_free(g_cli);
     rlock_client_free(g_fast);
-    rh_free(g_srv);
-    return 0;
+    return tc_fixture_close(&g_srv, &g_cli);
 }
 
 /* testMultiRead: two readers coexist; a writer is blocked until both are gone. */
@@ -536,16 +531,7 @@ static void *tag_main(void *p)
 static long long count_channels(const char *pattern)
 {
     const char *argv[] = {"PUBSUB", "CHANNELS", pattern, NULL};
-    redisReply *rep = rh_cmd(g_srv, argv);
-    long long n = -1;
-
-    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY) {
-        n = (long long)rep->elements;
-    }
-    if (rep != NULL) {
-        freeReplyObject(rep);
-    }
-    return n;
+    return tc_array_len(g_srv, argv);
 }
 
 /* testName: a name with its own hash tag; derived keys and channels use that tag (Redisson's
