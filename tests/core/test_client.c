@@ -127,9 +127,7 @@ static void test_bad_options(void **state)
     assert_int_equal(rlock_client_new(NULL, NULL), RLOCK_EINVAL);
     assert_true(rlock_last_error()[0] != '\0');
     /* The baseline options are good: the rejections above were the mutations' doing. */
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     assert_non_null(c);
     rlock_client_free(c);
 }
@@ -395,9 +393,7 @@ static void test_backoff_message(void **state)
     (void)state;
     rh_server *s = cu_start(NULL);
     assert_non_null(s);
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "backoff-lock");
     assert_int_equal(rh_stop(s), 0);
     int backoff_seen = 0;

@@ -86,9 +86,7 @@ static void test_paused_mid_flight(void **state)
 static void test_use_after_client_free(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "closed-lock");
     rlock *idle = rlock_open(c, RLOCK_REENTRANT, "closed-idle");
     assert_non_null(l);
@@ -131,9 +129,7 @@ static void test_wrong_type(void **state)
     char *ok = rh_cmd_str(s, set);
     assert_non_null(ok);
     free(ok);
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "wt-lock");
 
     rlk_err_clear();
@@ -171,9 +167,7 @@ static void test_wrong_type(void **state)
 static void test_bad_arguments(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     assert_null(rlock_open(NULL, RLOCK_REENTRANT, "x"));
     assert_null(rlock_open(c, RLOCK_REENTRANT, NULL));
     assert_null(rlock_open(c, RLOCK_REENTRANT, ""));

@@ -109,9 +109,7 @@ static void test_embedded_bytes_and_sha1(void **state)
 static void test_script_flush(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "flush-lock");
     assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -176,9 +174,7 @@ static void test_script_flush_watchdog(void **state)
 static void test_server_restart(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "restart-lock");
     assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);

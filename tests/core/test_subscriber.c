@@ -161,9 +161,7 @@ static void test_pubsub_killed_while_waiting(void **state)
 static void test_channel_lingers(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    rlock_client *c = cu_client(s);
     /* Long enough that a slow machine (valgrind, TSan) cannot see it run out mid-test. */
     rlk_pubsub_set_linger(c->pubsub, 60000);
     const char *channel = "linger-test";
