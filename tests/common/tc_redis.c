@@ -173,6 +173,23 @@ int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_se
     return _cmocka_run_group_tests(group, tests, 4, NULL, NULL);
 }
 
+rlock_client *tc_client_ex(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
+                           void (*on_lost)(const char *name, void *user), void *user)
+{
+    rlock_options o;
+    tc_options(&o, s);
+    if (watchdog_ms > 0) {
+        o.watchdog_timeout_ms = watchdog_ms;
+    }
+    if (command_timeout_ms > 0) {
+        o.command_timeout_ms = command_timeout_ms;
+        o.connect_timeout_ms = command_timeout_ms;
+    }
+    o.on_lost = on_lost;
+    o.user_data = user;
+    return tc_client_try(&o);
+}
+
 rlock_client *tc_client_defaults(const rh_server *s)
 {
     rlock_options o;
@@ -221,4 +238,23 @@ int tc_fixture_close(rh_server **srv, rlock_client **c)
     rh_free(*srv);
     *srv = NULL;
     return 0;
+}
+
+int tc_fixture_open_raw(rh_server **srv, rlock_client **c, redisContext **raw)
+{
+    *raw = NULL;
+    if (tc_fixture_open(srv, c, NULL) != 0) {
+        return -1;
+    }
+    *raw = rh_connect(*srv);
+    return *raw == NULL ? -1 : 0;
+}
+
+int tc_fixture_close_raw(rh_server **srv, rlock_client **c, redisContext **raw)
+{
+    if (*raw != NULL) {
+        redisFree(*raw);
+        *raw = NULL;
+    }
+    return tc_fixture_close(srv, c);
 }

@@ -62,6 +62,12 @@ typedef void (*tc_kind_check)(rh_server *s, rlock_kind kind);
  * result; skips the whole program when redis-server is missing. */
 int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_server *s));
 
+/* A client on s (tc_options()) with the given watchdog timeout and command (and connect)
+ * timeout, each only when > 0, and on_lost callback (NULL: none) with user; NULL after printing
+ * rlock's message when there is none (usable in child processes). */
+rlock_client *tc_client_ex(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
+                           void (*on_lost)(const char *name, void *user), void *user);
+
 /* A client on s with the library's default options (as a user's would be); fails the running
  * test with rlock's message when there is none. */
 rlock_client *tc_client_defaults(const rh_server *s);
@@ -90,6 +96,23 @@ int tc_fixture_close(rh_server **srv, rlock_client **c);
     {                                                                                              \
         (void)state;                                                                               \
         return tc_fixture_close(&(srv), &(client));                                                \
+    }
+
+/* tc_fixture_open() (no tune) plus a raw admin connection to the server (rh_connect) in *raw;
+ * tc_fixture_close_raw() frees all three. TC_FIXTURE_RAW defines setup() and teardown() on
+ * a program's globals srv, client and raw. */
+int tc_fixture_open_raw(rh_server **srv, rlock_client **c, redisContext **raw);
+int tc_fixture_close_raw(rh_server **srv, rlock_client **c, redisContext **raw);
+#define TC_FIXTURE_RAW(srv, client, raw)                                                           \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_fixture_open_raw(&(srv), &(client), &(raw));                                     \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_fixture_close_raw(&(srv), &(client), &(raw));                                    \
     }
 
 /* Defines a program's static cmocka group setup() and teardown() that start and stop one

@@ -352,7 +352,7 @@ static void test_redis_down(void **state)
     (void)state;
     rh_server *s = rh_start(NULL);
     assert_non_null(s);
-    rlock_client *c = re_client_ex(s, 0, 1000, NULL, NULL);
+    rlock_client *c = tc_client_ex(s, 0, 1000, NULL, NULL);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:basic:down");
     assert_non_null(l);

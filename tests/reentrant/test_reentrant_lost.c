@@ -95,7 +95,7 @@ static void test_lost_by_del(void **state)
     (void)state;
     g_expect_name = "re:lost:del";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -124,7 +124,7 @@ static void test_lost_by_pause(void **state)
     (void)state;
     g_expect_name = "re:lost:pause";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 300, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 300, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -157,7 +157,7 @@ static void test_explicit_lease_expires_silently(void **state)
     (void)state;
     g_expect_name = "re:lost:lease";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -186,7 +186,7 @@ static void test_is_held_clears_token(void **state)
     (void)state;
     g_expect_name = "re:lost:isheld";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);

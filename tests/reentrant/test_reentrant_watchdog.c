@@ -49,7 +49,7 @@ static int holder_child(void *arg)
 {
     (void)arg;
     close(g_pipe[0]);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     rlock *l = c != NULL ? rlock_open(c, RLOCK_REENTRANT, "re:wd:killed") : NULL;
     if (l == NULL || rlock_lock(l, -1) != RLOCK_OK) {
         return 1;
@@ -90,7 +90,7 @@ static void test_sigkill_holder_frees_lock(void **state)
     long long ttl_at_kill = rh_cmd_int(g_srv, pttl);
 
     /* Another client waits for it (woken by the TTL bound: nobody publishes an unlock). */
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:killed");
     assert_non_null(l);
@@ -114,7 +114,7 @@ static void test_sigkill_holder_frees_lock(void **state)
 static void test_hold_10s_stays_held(void **state)
 {
     (void)state;
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:long");
     assert_non_null(l);
@@ -169,7 +169,7 @@ static long long count_existing(redisContext *ctx, char (*names)[32])
 static void test_10000_holds_batched(void **state)
 {
     (void)state;
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     char(*names)[32] = calloc(MANY, 32);
     rlock **locks = calloc(MANY, sizeof(rlock *));

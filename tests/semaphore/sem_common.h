@@ -17,24 +17,10 @@
 #include "rlock.h"
 #include "tc_redis.h"
 
-/* A client on s (tc_options()) with the given watchdog timeout (0 = default) and on_lost
- * callback; NULL after a message when there is none. */
-static inline rlock_client *sc_client_ex(const rh_server *s, int64_t watchdog_ms,
-                                         void (*on_lost)(const char *, void *), void *user)
-{
-    rlock_options o;
-    tc_options(&o, s);
-    if (watchdog_ms > 0) {
-        o.watchdog_timeout_ms = watchdog_ms;
-    }
-    o.on_lost = on_lost;
-    o.user_data = user;
-    return tc_client_try(&o);
-}
-
+/* A client on s with tc_options(); NULL (after printing why) on failure. */
 static inline rlock_client *sc_client(const rh_server *s)
 {
-    return sc_client_ex(s, 0, NULL, NULL);
+    return tc_client_ex(s, 0, 0, NULL, NULL);
 }
 
 #endif

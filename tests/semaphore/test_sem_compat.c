@@ -101,24 +101,7 @@ static rh_server *g_srv;
 static rlock_client *g_c;
 static redisContext *g_peer; /* the Redisson peer */
 
-static int setup(void **state)
-{
-    (void)state;
-    rh_skip_if_unavailable();
-    g_srv = rh_start(NULL);
-    g_c = g_srv ? sc_client(g_srv) : NULL;
-    g_peer = g_srv ? rh_connect(g_srv) : NULL;
-    return g_c == NULL || g_peer == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    redisFree(g_peer);
-    rlock_client_free(g_c);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE_RAW(g_srv, g_c, g_peer)
 
 static long long epoch_ms(void)
 {

@@ -35,7 +35,7 @@ static int64_t epoch_ms(void)
 static int holder_main(void *arg)
 {
     (void)arg;
-    rlock_client *c = sc_client_ex(g_srv, WD_MS, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     rlock_semaphore *s = c ? rlock_semaphore_open(c, "fault:sem") : NULL;
     char id[RLOCK_PERMIT_ID_LEN + 1];
     if (s == NULL || rlock_semaphore_acquire_leased(s, 5000, -1, id) != RLOCK_OK) {
@@ -62,7 +62,7 @@ static void test_watchdog_permit_survives_and_returns_after_sigkill(void **state
     free(ok);
     pid_t kid = rh_fork_child(holder_main, NULL); /* before this process starts any thread */
     assert_true(kid > 0);
-    rlock_client *c = sc_client_ex(g_srv, WD_MS, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "fault:sem");
     redisContext *raw = rh_connect(g_srv);
     redisReply *r = redisCommand(raw, "BLPOP fault:held 10");
@@ -121,7 +121,7 @@ static void test_removed_permit_is_reported_lost(void **state)
     (void)state;
     g_srv = rh_start(NULL);
     assert_non_null(g_srv);
-    rlock_client *c = sc_client_ex(g_srv, 600, on_lost, NULL);
+    rlock_client *c = tc_client_ex(g_srv, 600, 0, on_lost, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "lost:sem");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
     char id[RLOCK_PERMIT_ID_LEN + 1], other[RLOCK_PERMIT_ID_LEN + 1];
