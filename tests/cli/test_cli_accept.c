@@ -458,11 +458,7 @@ static int teardown(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH-OF-rlock\n", argv[0]);
-        return 1;
-    }
-    g_bin = argv[1];
+    g_bin = tc_path_arg(argc, argv, "path of rlock");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_fair),      cmocka_unit_test(test_counter_reentrant),
         cmocka_unit_test(test_exit_status),       cmocka_unit_test(test_conflict),

@@ -100,6 +100,15 @@ rlock_client *tc_client(const rlock_options *o)
     return c;
 }
 
+const char *tc_path_arg(int argc, char **argv, const char *what)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <%s>\n", argv[0], what);
+        exit(2);
+    }
+    return argv[1];
+}
+
 int tc_require_server(void **state)
 {
     (void)state;

@@ -45,6 +45,10 @@ rlock_client *tc_client(const rlock_options *o);
 int tc_server_setup(void **state);
 int tc_server_teardown(void **state);
 
+/* The one command-line argument of a test program that is given a path (the binary or
+ * directory it tests): argv[1], or exit(2) after printing a usage line naming what. */
+const char *tc_path_arg(int argc, char **argv, const char *what);
+
 /* A cmocka group setup for programs whose tests start their own servers: skips the whole
  * program (exit 77) when redis-server is missing. */
 int tc_require_server(void **state);

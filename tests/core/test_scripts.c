@@ -205,11 +205,7 @@ static void test_server_restart(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s <lua dir>\n", argv[0]);
-        return 2;
-    }
-    g_lua_dir = argv[1];
+    g_lua_dir = tc_path_arg(argc, argv, "lua dir");
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_embedded_bytes_and_sha1),
         TC_SERVER_TEST(test_script_flush),

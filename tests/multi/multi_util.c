@@ -28,6 +28,42 @@ rlock_client *mu_client(const char *url, int64_t watchdog_ms, int64_t server_tim
     return tc_client_try(&o);
 }
 
+int mu_start(rh_server **srv, int n)
+{
+    rh_skip_if_unavailable();
+    for (int i = 0; i < n; i++) {
+        srv[i] = rh_start(NULL);
+        if (srv[i] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int mu_clients(rlock_client **cli, rh_server **srv, int n, int64_t watchdog_ms,
+               int64_t server_timeout_ms)
+{
+    for (int i = 0; i < n; i++) {
+        cli[i] = mu_client(rh_url(srv[i]), watchdog_ms, server_timeout_ms);
+        if (cli[i] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void mu_close(rlock_client **cli, rh_server **srv, int n)
+{
+    for (int i = 0; i < n; i++) {
+        rlock_client_free(cli[i]);
+        cli[i] = NULL;
+        if (srv != NULL) {
+            rh_free(srv[i]);
+            srv[i] = NULL;
+        }
+    }
+}
+
 int mu_check_enter(redisContext *c, const char *name)
 {
     redisReply *r = redisCommand(c, "SET chk:%s 1 NX PX 60000", name);

@@ -480,29 +480,17 @@ static void test_restart_rule(void **state)
 static int setup(void **state)
 {
     (void)state;
-    rh_skip_if_unavailable();
-    for (int i = 0; i < NSRV; i++) {
-        srv[i] = rh_start(NULL);
-        if (srv[i] == NULL) {
-            return -1;
-        }
-        cli[i] = mu_client(rh_url(srv[i]), 0, SERVER_TIMEOUT);
-        other[i] = mu_client(rh_url(srv[i]), 0, SERVER_TIMEOUT);
-        if (cli[i] == NULL || other[i] == NULL) {
-            return -1;
-        }
+    if (mu_start(srv, NSRV) != 0 || mu_clients(cli, srv, NSRV, 0, SERVER_TIMEOUT) != 0) {
+        return -1;
     }
-    return 0;
+    return mu_clients(other, srv, NSRV, 0, SERVER_TIMEOUT);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < NSRV; i++) {
-        rlock_client_free(cli[i]);
-        rlock_client_free(other[i]);
-        rh_free(srv[i]);
-    }
+    mu_close(other, NULL, NSRV);
+    mu_close(cli, srv, NSRV);
     return 0;
 }
 
