@@ -17,6 +17,7 @@
 #include "redis_harness.h"
 #include "rlock.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
 
@@ -29,20 +30,14 @@ static rlock_lock_info *inspect(rlock_client *c, const char *name)
     return in;
 }
 
-typedef struct waiter {
-    rlock *lock;
-    int rc;
-    pthread_t th;
-} waiter;
-
-static void *wait_thread(void *arg)
+/* A waiter that takes the lock when its turn comes and lets it go at once. */
+static int lock_and_unlock(void *lock)
 {
-    waiter *w = arg;
-    w->rc = rlock_lock(w->lock, -1);
-    if (w->rc == RLOCK_OK) {
-        rlock_unlock(w->lock);
+    int rc = rlock_lock(lock, -1);
+    if (rc == RLOCK_OK) {
+        rlock_unlock(lock);
     }
-    return NULL;
+    return rc;
 }
 
 /* Polls until the lock's fair queue (or waiting-writer set) has n entries. */
@@ -119,10 +114,9 @@ static void test_fair_queue_and_interrupt(void **state)
     rlock *l = rlock_open(c, RLOCK_FAIR, "inspect:fair");
     rlock *lw = rlock_open(cw, RLOCK_FAIR, "inspect:fair");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    waiter w[3];
+    tc_bg w[3];
     for (int i = 0; i < 3; i++) {
-        w[i].lock = lw;
-        pthread_create(&w[i].th, NULL, wait_thread, &w[i]);
+        tc_bg_start(&w[i], lock_and_unlock, lw);
         await_waiters(c, "inspect:fair", (size_t)i + 1, 0);
     }
     rlock_lock_info *in = inspect(c, "inspect:fair");
@@ -141,8 +135,7 @@ static void test_fair_queue_and_interrupt(void **state)
     int64_t t0 = rh_now_ms();
     rlock_client_interrupt(cw);
     for (int i = 0; i < 3; i++) {
-        pthread_join(w[i].th, NULL);
-        assert_int_equal(w[i].rc, RLOCK_ETIMEDOUT);
+        assert_int_equal(tc_bg_join(&w[i]), RLOCK_ETIMEDOUT);
     }
     assert_true(rh_now_ms() - t0 < 5000); /* not the 5 s waiter timeout: they left at once */
     in = inspect(c, "inspect:fair");
@@ -202,8 +195,8 @@ static void test_rw_readers_and_writer(void **state)
     }
     pthread_mutex_unlock(&r.mu);
     assert_int_equal(r.stage, 1);
-    waiter w = {.lock = wr};
-    pthread_create(&w.th, NULL, wait_thread, &w);
+    tc_bg w;
+    tc_bg_start(&w, lock_and_unlock, wr);
     await_waiters(c, "inspect:rw", 1, 1);
 
     rlock_lock_info *in = inspect(c, "inspect:rw");
@@ -225,8 +218,7 @@ static void test_rw_readers_and_writer(void **state)
     pthread_mutex_unlock(&r.mu);
     pthread_join(r.th, NULL);
     rlock_unlock(rd);
-    pthread_join(w.th, NULL);
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_bg_join(&w), RLOCK_OK);
     rlock_free(wr);
     rlock_free(rd);
     rlock_client_free(cw);

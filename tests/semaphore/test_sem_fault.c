@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "sem_common.h"
+#include "tc_thread.h"
 
 #define WD_MS 1500 /* watchdog timeout: renewal every 500 ms */
 
@@ -146,19 +147,9 @@ static void test_removed_permit_is_reported_lost(void **state)
     rh_free(g_srv);
 }
 
-typedef struct sem_waiter {
-    rlock_semaphore *s;
-    int result;
-    int64_t done_at;
-    pthread_t t;
-} sem_waiter;
-
-static void *sem_wait_main(void *arg)
+static int acquire_one(void *sem)
 {
-    sem_waiter *w = arg;
-    w->result = rlock_semaphore_acquire(w->s, 1, 30000);
-    w->done_at = rh_now_ms();
-    return NULL;
+    return rlock_semaphore_acquire(sem, 1, 30000);
 }
 
 static void test_release_during_subscriber_reconnect(void **state)
@@ -170,23 +161,11 @@ static void test_release_during_subscriber_reconnect(void **state)
     rlock_client *c = sc_client(g_srv);
     rlock_semaphore *s = rlock_semaphore_open(c, "reconnect:sem");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
-    sem_waiter w[N];
+    tc_bg w[N];
     for (int i = 0; i < N; i++) {
-        w[i] = (sem_waiter){s, 99, 0, 0};
-        assert_int_equal(pthread_create(&w[i].t, NULL, sem_wait_main, &w[i]), 0);
+        tc_bg_start(&w[i], acquire_one, s);
     }
-    const char *numsub[] = {"PUBSUB", "NUMSUB", "redisson_sc:{reconnect:sem}", NULL};
-    int64_t t0 = rh_now_ms();
-    for (;;) {
-        redisReply *r = rh_cmd(g_srv, numsub);
-        long long n = r != NULL && r->elements == 2 ? r->element[1]->integer : -1;
-        freeReplyObject(r);
-        if (n == 1 || rh_now_ms() - t0 > 10000) {
-            assert_int_equal(n, 1);
-            break;
-        }
-        rh_sleep_ms(10);
-    }
+    assert_true(tc_wait_numsub(g_srv, "redisson_sc:{reconnect:sem}", 1, 10000));
     rh_sleep_ms(200); /* every waiter asleep */
     /* Kill the subscriber connection and release in one transaction, so the message is
      * published while nobody is subscribed: it is lost, as in Redisson's reconnect gap. */
@@ -210,8 +189,7 @@ static void test_release_during_subscriber_reconnect(void **state)
     freeReplyObject(r);
     redisFree(raw);
     for (int i = 0; i < N; i++) {
-        pthread_join(w[i].t, NULL);
-        assert_int_equal(w[i].result, RLOCK_OK);
+        assert_int_equal(tc_bg_join(&w[i]), RLOCK_OK);
         /* The resubscription's confirmation makes every waiter re-attempt; without it they
          * would sleep to their 30 s deadline. */
         assert_true(w[i].done_at - killed_at < 15000);
