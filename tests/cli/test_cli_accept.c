@@ -82,7 +82,6 @@ static int count_of(const char *hay, const char *needle)
     return n;
 }
 
-
 static size_t queue_len(rlock_client *c, const char *name, int holders)
 {
     rlock_lock_info *in = NULL;

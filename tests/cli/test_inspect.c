@@ -21,7 +21,6 @@
 
 static rh_server *g_srv;
 
-
 static rlock_lock_info *inspect(rlock_client *c, const char *name)
 {
     rlock_lock_info *in = NULL;

@@ -45,7 +45,6 @@ static rh_server *g_srv;
 
 TC_SERVER_FIXTURE(g_srv)
 
-
 /* Runs the peer's acquire: returns -3 when acquired (nil), else the PTTL it answered. */
 static long long peer_lock(redisContext *ctx, const char *name, const char *owner, long long ms)
 {
