@@ -92,7 +92,10 @@ struct rlock {
     const rlk_lock_ops *ops;
     const rlk_single_ops *single; /* single-key types only */
     rlock_client *client;         /* single-key types only (see rlk_lock_ops.group) */
-    rlock_kind kind;
+    uint16_t kind;                /* an rlock_kind, narrowed to leave room for gen */
+    /* The fork generation (rlk_fork_gen(), mod 2^16: it counts nested forks) the hold records
+     * belong to; a child forgets the parent's on its first use of the handle. */
+    atomic_ushort gen;
     uint32_t name_len;  /* names are at most 1 MiB; packed beside kind to save memory */
     pthread_mutex_t mu; /* guards holds */
     rlk_hold *holds;

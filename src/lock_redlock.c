@@ -372,7 +372,7 @@ static void redlock_pause_or_wait(redlock_group *g, redlock_hold *h, redlock_wai
 static int redlock_check_clients(const redlock_group *g)
 {
     for (size_t i = 0; i < g->n; i++) {
-        int rc = rlk_client_check(g->members[i]->client);
+        int rc = rlk_client_enter(g->members[i]->client);
         if (rc != RLOCK_OK) {
             return rc;
         }
