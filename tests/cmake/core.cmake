@@ -83,3 +83,9 @@ if(Python3_Interpreter_FOUND)
                    "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
   set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+
+# A client used on both sides of fork(): no re-entry of the parent's holds, no cross-talk, the
+# child's own subscriber and watchdog, free in the child, a parent+child stress, a grandchild.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_fork SOURCES core/test_fork.c LABELS redis fault TIMEOUT 120)
+endif()
