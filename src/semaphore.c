@@ -41,7 +41,8 @@ void rlk_sem_refresh(rlock_semaphore *sem)
     if (rlk_fork_stale(&sem->gen)) {
         /* As a lock handle's (lock.c): the mutex may have been held by a parent thread, which
          * only ever linked and unlinked records with single stores; the watchdog entries sat in
-         * the parent's watchdog, which the child abandoned, so the records are freed uncancelled. */
+         * the parent's watchdog, which the child abandoned, so the records are freed without a
+         * cancel. */
         pthread_mutex_init(&sem->mu, NULL);
         while (sem->permits != NULL) {
             rlk_permit *p = sem->permits;

@@ -66,10 +66,10 @@ static rlock *open_lock(rlock_client *c, const char *name)
 /* ---- (a) no re-entry of the parent's hold ------------------------------------------------ */
 
 typedef struct reenter_arg {
-    rlock *held;              /* held by the parent (and, with a grandchild, by the child) */
-    rlock *held2;             /* NULL, or a second lock held by the forking process */
-    char ancestor_ids[160];   /* ids of every ancestor, space-separated (a copy: the client's
-                               * own id changes in the child) */
+    rlock *held;            /* held by the parent (and, with a grandchild, by the child) */
+    rlock *held2;           /* NULL, or a second lock held by the forking process */
+    char ancestor_ids[160]; /* ids of every ancestor, space-separated (a copy: the client's
+                             * own id changes in the child) */
 } reenter_arg;
 
 /* The child's side of a lock its ancestors hold: busy, not held, not its to unlock. */
@@ -307,8 +307,12 @@ static void test_parent_child_stress(void **state)
     /* One handle, one client, two processes: the child's threads get the same thread ids as the
      * parent's (the counter is copied by fork()), so only the child's new identity keeps them
      * apart. */
-    tc_stress_spec spec = {.procs = 1, .threads = 2, .iters = 200, .proc_init = inherited_proc,
-                           .proc_fini = tc_proc_close, .step = tc_step_exclusive,
+    tc_stress_spec spec = {.procs = 1,
+                           .threads = 2,
+                           .iters = 200,
+                           .proc_init = inherited_proc,
+                           .proc_fini = tc_proc_close,
+                           .step = tc_step_exclusive,
                            .timeout_ms = 60000};
     tc_stress *st = tc_stress_start(&spec);
     assert_non_null(st);
@@ -372,12 +376,9 @@ static void test_grandchild(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_child_cannot_reenter),
-        cmocka_unit_test(test_no_cross_talk),
-        cmocka_unit_test(test_child_waiter_and_watchdog),
-        cmocka_unit_test(test_child_free_returns),
-        cmocka_unit_test(test_parent_child_stress),
-        cmocka_unit_test(test_grandchild),
+        cmocka_unit_test(test_child_cannot_reenter),      cmocka_unit_test(test_no_cross_talk),
+        cmocka_unit_test(test_child_waiter_and_watchdog), cmocka_unit_test(test_child_free_returns),
+        cmocka_unit_test(test_parent_child_stress),       cmocka_unit_test(test_grandchild),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
