@@ -39,7 +39,7 @@ static rlock *rlk_handle_alloc_named(const rlk_lock_ops *ops, const char *name, 
  * single pointer stores (link, unlink; records are freed after the unlock), so the list read here
  * is whole; a record it was unlinking is merely not freed in the child. Every use of the mutex
  * comes through here first, so no thread of the child holds it now. */
-static void rlk_handle_refresh(rlock *l)
+void rlk_handle_refresh(rlock *l)
 {
     unsigned short now = (unsigned short)rlk_fork_gen();
     if (atomic_load_explicit(&l->gen, memory_order_acquire) == now) {

@@ -157,6 +157,10 @@ int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK
  * ops->hold_size bytes. drop_if_empty forgets a record whose count is 0; forget_all every
  * record of a handle that is being destroyed. */
 rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create);
+/* In the child of a fork(), forgets the hold records l inherited from the parent (no-op
+ * otherwise). rlk_hold_get() and rlk_hold_forget_all() call it; code that walks l->holds itself
+ * calls it first. */
+void rlk_handle_refresh(rlock *l);
 void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h);
 void rlk_hold_forget_all(rlock *l);
 

@@ -536,7 +536,9 @@ static void redlock_destroy(rlock *l)
 {
     redlock_group *g = redlock_of(l);
     /* Holds of threads that never unlocked: their grants stop being renewed and expire with
-     * their lease. */
+     * their lease. In a child of fork() the inherited ones are the parent's, forgotten first:
+     * their entries sat in watchdogs the child abandoned. */
+    rlk_handle_refresh(l);
     for (rlk_hold *b = l->holds; b != NULL; b = b->next) {
         redlock_unwatch(redlock_hold_of(b));
     }

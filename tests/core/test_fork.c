@@ -181,7 +181,7 @@ static void test_no_cross_talk(void **state)
 
 /* ---- (c) the child's subscriber and watchdog -------------------------------------------- */
 
-#define WD_MS 300
+#define WD_MS 1000
 
 static atomic_int lost_calls;
 
@@ -339,6 +339,74 @@ static void test_parent_child_stress(void **state)
     shared_proc = NULL;
 }
 
+/* ---- groups and semaphores follow the same rule ------------------------------------------ */
+
+typedef struct groups_arg {
+    rlock_semaphore *sem;
+    rlock *multi, *redlock;
+} groups_arg;
+
+static int child_groups(void *p)
+{
+    groups_arg *a = p;
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    /* The parent's leased permit is the parent's: none is left for the child. */
+    CHILD_CHECK(rlock_semaphore_acquire_leased(a->sem, 0, 1000, id) == RLOCK_ETIMEDOUT, 60);
+    CHILD_CHECK(rlock_semaphore_available(a->sem) == 0, 61);
+    for (int i = 0; i < 2; i++) {
+        rlock *g = i == 0 ? a->multi : a->redlock;
+        CHILD_CHECK(rlock_try_lock(g, 0, -1) == RLOCK_ETIMEDOUT, 62 + 4 * i);
+        CHILD_CHECK(rlock_is_held(g) == 0, 63 + 4 * i);
+        CHILD_CHECK(rlock_token(g) == 0, 64 + 4 * i);
+        CHILD_CHECK(rlock_unlock(g) == RLOCK_ENOTOWNER, 65 + 4 * i);
+    }
+    /* Freeing the inherited handles forgets the parent's records without touching them. */
+    rlock_semaphore_free(a->sem);
+    rlock_free(a->multi);
+    rlock_free(a->redlock);
+    return 0;
+}
+
+static void test_groups_and_semaphore(void **state)
+{
+    (void)state;
+    groups_arg a = {.sem = rlock_semaphore_open(client, "fork:sem")};
+    assert_non_null(a.sem);
+    assert_int_equal(rlock_semaphore_try_set_permits(a.sem, 1), 1);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(a.sem, 0, -1, id), RLOCK_OK);
+    rlock *m[2] = {open_lock(client, "fork:m:a"), open_lock(client, "fork:m:b")};
+    a.multi = rlock_multi_new(m, 2);
+    rlock_client *rc[3];
+    rlock *rl[3];
+    for (int i = 0; i < 3; i++) {
+        rlock_options o;
+        tc_options(&o, srv);
+        rc[i] = tc_client(&o);
+        char name[32];
+        snprintf(name, sizeof(name), "fork:rl:%d", i);
+        rl[i] = open_lock(rc[i], name);
+    }
+    a.redlock = rlock_redlock_new(rl, 3);
+    assert_non_null(a.multi);
+    assert_non_null(a.redlock);
+    assert_int_equal(rlock_lock(a.multi, -1), RLOCK_OK);
+    assert_int_equal(rlock_lock(a.redlock, -1), RLOCK_OK);
+    run_child(child_groups, &a);
+    assert_int_equal(rlock_semaphore_release_leased(a.sem, id), RLOCK_OK);
+    assert_int_equal(rlock_unlock(a.multi), RLOCK_OK);
+    assert_int_equal(rlock_unlock(a.redlock), RLOCK_OK);
+    rlock_semaphore_free(a.sem);
+    rlock_free(a.multi);
+    rlock_free(a.redlock);
+    for (int i = 0; i < 3; i++) {
+        rlock_free(rl[i]);
+        rlock_client_free(rc[i]);
+    }
+    rlock_free(m[0]);
+    rlock_free(m[1]);
+}
+
 /* ---- a grandchild ------------------------------------------------------------------------ */
 
 static int child_forks_again(void *p)
@@ -376,9 +444,13 @@ static void test_grandchild(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_child_cannot_reenter),      cmocka_unit_test(test_no_cross_talk),
-        cmocka_unit_test(test_child_waiter_and_watchdog), cmocka_unit_test(test_child_free_returns),
-        cmocka_unit_test(test_parent_child_stress),       cmocka_unit_test(test_grandchild),
+        cmocka_unit_test(test_child_cannot_reenter),
+        cmocka_unit_test(test_no_cross_talk),
+        cmocka_unit_test(test_child_waiter_and_watchdog),
+        cmocka_unit_test(test_child_free_returns),
+        cmocka_unit_test(test_parent_child_stress),
+        cmocka_unit_test(test_groups_and_semaphore),
+        cmocka_unit_test(test_grandchild),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
