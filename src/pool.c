@@ -38,7 +38,7 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
     }
     p->c = c;
-    p->all = calloc((size_t)c->opts.pool_size, sizeof(*p->all));
+    p->all = calloc((size_t)c->opts.pool_size, sizeof(rlk_conn *));
     if (p->all == NULL) {
         free(p);
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
