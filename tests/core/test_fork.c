@@ -379,6 +379,7 @@ static void test_parent_forks_while_busy(void **state)
 typedef struct groups_arg {
     rlock_semaphore *sem;
     rlock *multi, *redlock;
+    rlock_latch *latch;
 } groups_arg;
 
 static int child_groups(void *p)
@@ -395,7 +396,12 @@ static int child_groups(void *p)
         CHILD_CHECK(rlock_token(g) == 0, 64 + 4 * i);
         CHILD_CHECK(rlock_unlock(g) == RLOCK_ENOTOWNER, 65 + 4 * i);
     }
+    /* A latch has nothing per process: the child counts down the parent's latch. */
+    CHILD_CHECK(rlock_latch_count(a->latch) == 1, 70);
+    CHILD_CHECK(rlock_latch_count_down(a->latch) == RLOCK_OK, 71);
+    CHILD_CHECK(rlock_latch_await(a->latch, 1000) == RLOCK_OK, 72);
     /* Freeing the inherited handles forgets the parent's records without touching them. */
+    rlock_latch_free(a->latch);
     rlock_semaphore_free(a->sem);
     rlock_free(a->multi);
     rlock_free(a->redlock);
@@ -405,8 +411,11 @@ static int child_groups(void *p)
 static void test_groups_and_semaphore(void **state)
 {
     (void)state;
-    groups_arg a = {.sem = rlock_semaphore_open(client, "fork:sem")};
+    groups_arg a = {.sem = rlock_semaphore_open(client, "fork:sem"),
+                    .latch = rlock_latch_open(client, "fork:latch")};
     assert_non_null(a.sem);
+    assert_non_null(a.latch);
+    assert_int_equal(rlock_latch_try_set_count(a.latch, 1), 1);
     assert_int_equal(rlock_semaphore_try_set_permits(a.sem, 1), 1);
     char id[RLOCK_PERMIT_ID_LEN + 1];
     assert_int_equal(rlock_semaphore_acquire_leased(a.sem, 0, -1, id), RLOCK_OK);
@@ -428,6 +437,8 @@ static void test_groups_and_semaphore(void **state)
     assert_int_equal(rlock_lock(a.multi, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(a.redlock, -1), RLOCK_OK);
     run_child(child_groups, &a);
+    assert_int_equal(rlock_latch_count(a.latch), 0);
+    rlock_latch_free(a.latch);
     assert_int_equal(rlock_semaphore_release_leased(a.sem, id), RLOCK_OK);
     assert_int_equal(rlock_unlock(a.multi), RLOCK_OK);
     assert_int_equal(rlock_unlock(a.redlock), RLOCK_OK);
