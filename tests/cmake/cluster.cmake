@@ -4,3 +4,5 @@
 rlock_add_test(NAME test_cluster_slot SOURCES cluster/test_cluster_slot.c LABELS unit TIMEOUT 30)
 rlock_add_test(NAME test_cluster_slot_redis SOURCES cluster/test_cluster_slot_redis.c
                LABELS redis TIMEOUT 60)
+rlock_add_test(NAME test_cluster_harness SOURCES cluster/test_cluster_harness.c
+               LABELS redis TIMEOUT 120)
