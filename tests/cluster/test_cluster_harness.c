@@ -2,7 +2,8 @@
  * The cluster harness builds a real 3 masters + 3 replicas cluster, and rlock's slot function
  * agrees with the cluster's routing: the owner that rc_slot_owner() names for
  * rlk_cluster_key_slot(key) accepts a write of key, and every other master answers MOVED with
- * that slot.
+ * that slot. The maps rlock builds from CLUSTER SHARDS and CLUSTER SLOTS agree with each other
+ * and with that routing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +16,9 @@
 #include <cmocka.h>
 #include <hiredis.h>
 
+#include "cluster_map.h"
 #include "cluster_slot.h"
+#include "rlock.h"
 #include "redis_cluster.h"
 
 static rc_cluster *cluster;
@@ -85,12 +88,56 @@ static void test_owner_accepts_others_redirect(void **state)
     }
 }
 
+static rh_server *node_at_port(int port)
+{
+    for (int i = 0; i < rc_node_count(cluster); i++) {
+        if (rh_port(rc_node(cluster, i)) == port) {
+            return rc_node(cluster, i);
+        }
+    }
+    return NULL;
+}
+
+static void test_maps_agree_with_routing(void **state)
+{
+    (void)state;
+    const char *shards_argv[] = {"CLUSTER", "SHARDS", NULL};
+    const char *slots_argv[] = {"CLUSTER", "SLOTS", NULL};
+    redisReply *shards = rh_cmd(rc_node(cluster, 0), shards_argv);
+    redisReply *slots = rh_cmd(rc_node(cluster, 0), slots_argv);
+    rlk_cluster_map a, b;
+    assert_int_equal(rlk_cluster_map_from_shards(shards, "127.0.0.1", &a), RLOCK_OK);
+    assert_int_equal(rlk_cluster_map_from_slots(slots, "127.0.0.1", &b), RLOCK_OK);
+    assert_int_equal(a.n_nodes, 3);
+    assert_int_equal(rlk_cluster_map_covered(&a), RLK_CLUSTER_SLOTS);
+    for (int s = 0; s < RLK_CLUSTER_SLOTS; s++) {
+        assert_int_equal(a.nodes[a.owner[s]].port, b.nodes[b.owner[s]].port);
+    }
+    for (int k = 0; k < 200; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "{lock-%d}", k);
+        const rlk_cluster_node *n = &a.nodes[a.owner[rlk_cluster_key_slot(key, strlen(key))]];
+        rh_server *owner = node_at_port(n->port);
+        assert_non_null(owner);
+        const char *argv[] = {"SET", key, "1", NULL};
+        redisReply *r = rh_cmd(owner, argv);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    rlk_cluster_map_free(&a);
+    rlk_cluster_map_free(&b);
+    freeReplyObject(shards);
+    freeReplyObject(slots);
+}
+
 int main(void)
 {
     rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shape),
         cmocka_unit_test(test_owner_accepts_others_redirect),
+        cmocka_unit_test(test_maps_agree_with_routing),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,3 +6,4 @@ rlock_add_test(NAME test_cluster_slot_redis SOURCES cluster/test_cluster_slot_re
                LABELS redis TIMEOUT 60)
 rlock_add_test(NAME test_cluster_harness SOURCES cluster/test_cluster_harness.c
                LABELS redis TIMEOUT 120)
+rlock_add_test(NAME test_cluster_map SOURCES cluster/test_cluster_map.c LABELS unit TIMEOUT 30)
