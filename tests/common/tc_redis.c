@@ -28,11 +28,22 @@ long long tc_int(redisContext *ctx, int argc, const char **argv)
     return v;
 }
 
+void tc_tls_options(rlock_options *o)
+{
+    static char ca[4096];
+    const char *dir = rh_tls_dir();
+    if (dir != NULL) {
+        snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+        o->tls_ca_file = ca;
+    }
+}
+
 void tc_options(rlock_options *o, const rh_server *s)
 {
     rlock_options_init(o);
     o->url = rh_url(s);
     o->pool_size = 16;
+    tc_tls_options(o);
 }
 
 rlock_client *tc_client_try(const rlock_options *o)

@@ -17,7 +17,12 @@
 #define TC_INT_ERROR (-1000000LL)
 long long tc_int(redisContext *ctx, int argc, const char **argv);
 
-/* Options for server s (url, a pool of 16, the library's timeouts): the base every test edits. */
+/* When the program runs over TLS ($RH_TLS_DIR set: rh_start() gives TLS servers), makes o trust
+ * the test CA; otherwise leaves o alone. For code that builds options from a URL itself. */
+void tc_tls_options(rlock_options *o);
+
+/* Options for server s (url, a pool of 16, the library's timeouts, the test CA when the program
+ * runs over TLS): the base every test edits. */
 void tc_options(rlock_options *o, const rh_server *s);
 
 /* A client from o, or NULL after printing rlock's message to stderr: for child processes, which

@@ -18,6 +18,7 @@ rlock_client *mu_client(const char *url, int64_t watchdog_ms, int64_t server_tim
     rlock_options o;
     rlock_options_init(&o);
     o.url = url;
+    tc_tls_options(&o);
     o.pool_size = 16;
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 2000;

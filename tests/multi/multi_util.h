@@ -10,6 +10,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* A client on url with small, test-friendly timeouts; watchdog_ms <= 0 keeps the default.
  * server_timeout_ms <= 0 keeps the default RedLock per-server timeout. NULL on failure. */

@@ -103,6 +103,7 @@ rlock_client *rw_client_url(const char *url, int64_t watchdog_ms, int reader_pre
 
     rlock_options_init(&o);
     o.url = url;
+    tc_tls_options(&o);
     o.pool_size = 32;
     if (watchdog_ms > 0) {
         o.watchdog_timeout_ms = watchdog_ms;
