@@ -113,6 +113,24 @@ static int conn_write_all(rlk_conn *conn, const char *buf, size_t len, size_t *w
     return RLOCK_OK;
 }
 
+/* A TLS server that refuses the session after the handshake (a client certificate it requires,
+ * checked once TLS 1.3 has finished) sends an alert and closes; a write may meet the reset before
+ * any read met the alert. The alert, when it is there, is the better reason. */
+static int conn_tls_refusal(rlk_conn *conn, int r, char *why, size_t whylen)
+{
+    if (conn->ssl == NULL || (r != -RLK_CONN_EIO && r != -RLK_CONN_EEOF)) {
+        return r;
+    }
+    int saved = errno;
+    char b[1];
+    short ev = 0;
+    pthread_mutex_lock(&conn->ssl_mu);
+    ssize_t n = rlk_tls_read(conn->ssl, b, sizeof(b), &ev, why, whylen);
+    pthread_mutex_unlock(&conn->ssl_mu);
+    errno = saved;
+    return n == -RLK_CONN_ETLS ? (int)n : r;
+}
+
 int rlk_conn_flush(rlk_conn *conn, int *done)
 {
     char why[256] = "";
@@ -122,6 +140,7 @@ int rlk_conn_flush(rlk_conn *conn, int *done)
                            sizeof(why));
     conn->opos += written;
     if (r != RLOCK_OK) {
+        r = conn_tls_refusal(conn, r, why, sizeof(why));
         return conn_fail(conn, -r, "sending", why);
     }
     conn->opos = conn->olen = 0;

@@ -57,7 +57,10 @@ static int round_send_one(rlk_round *r, size_t i)
     rlk_round_io *io = &r->io[i];
     int rc = RLOCK_OK;
     if (io->conn == NULL) {
-        rc = rlk_pool_borrow(r->members[i]->client->pool, &io->conn);
+        /* A dial (a TLS handshake with a stopped server waits) gets the per-server timeout:
+         * the servers are served one after the other here, so one must not delay the rest. */
+        rc = rlk_pool_borrow_dial(r->members[i]->client->pool,
+                                  rlk_round_server_timeout(r->members[i]), &io->conn);
         io->stale = 0;
     }
     if (rc == RLOCK_OK && r->script >= 0) {

@@ -24,6 +24,7 @@ SCALE=${RLOCK_BENCH_SCALE:-1}
 JOBS=${RLOCK_JOBS:-2}
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server libcmocka-dev)
+PACKAGES+=(libssl-dev openssl)
 
 install_packages() {
     local missing=() p
