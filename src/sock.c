@@ -4,7 +4,8 @@
  * resolution (getaddrinfo) is the one step poll() cannot bound. Static helpers are named sock_*.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* SOCK_NONBLOCK, SOCK_CLOEXEC, TCP_KEEPIDLE and friends */
+/* SOCK_NONBLOCK, SOCK_CLOEXEC and the TCP keepalive options are Linux's, not POSIX's. */
+#define _GNU_SOURCE // NOLINT(bugprone-reserved-identifier)
 #endif
 #include "sock.h"
 
