@@ -28,6 +28,16 @@ long long tc_int(redisContext *ctx, int argc, const char **argv)
     return v;
 }
 
+void tc_tls_options(rlock_options *o)
+{
+    static char ca[4096];
+    const char *dir = rh_tls_dir();
+    if (dir != NULL) {
+        snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+        o->tls_ca_file = ca;
+    }
+}
+
 long long tc_array_len(rh_server *s, const char *const *argv)
 {
     redisReply *r = rh_cmd(s, argv);
@@ -70,6 +80,7 @@ void tc_options_url(rlock_options *o, const char *url)
     rlock_options_init(o);
     o->url = url;
     o->pool_size = 16;
+    tc_tls_options(o);
 }
 
 void tc_options(rlock_options *o, const rh_server *s)

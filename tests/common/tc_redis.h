@@ -17,6 +17,10 @@
 #define TC_INT_ERROR (-1000000LL)
 long long tc_int(redisContext *ctx, int argc, const char **argv);
 
+/* When the program runs over TLS ($RH_TLS_DIR set: rh_start() gives TLS servers), makes o trust
+ * the test CA; otherwise leaves o alone. For code that builds options from a URL itself. */
+void tc_tls_options(rlock_options *o);
+
 /* The number of elements of the array reply that argv (NULL-terminated, run on s's admin
  * connection) gets, as from KEYS or PUBSUB CHANNELS; -1 on any other reply. */
 long long tc_array_len(rh_server *s, const char *const *argv);
@@ -27,7 +31,8 @@ long long tc_numsub(rh_server *s, const char *channel);
 /* Polls tc_numsub() until it is want or ms passed; 1 if it got there, 0 if not. */
 int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms);
 
-/* Options for server s (url, a pool of 16, the library's timeouts): the base every test edits. */
+/* Options for server s (url, a pool of 16, the library's timeouts, the test CA when the program
+ * runs over TLS): the base every test edits. */
 void tc_options(rlock_options *o, const rh_server *s);
 
 /* The same for a URL (a child process knows its server only by URL or port). */

@@ -20,6 +20,7 @@ static inline void cu_opts(rlock_options *o, const rh_server *s)
 {
     rlock_options_init(o);
     o->url = rh_url(s);
+    tc_tls_options(o);
     o->pool_size = 4;
     o->connect_timeout_ms = 1000;
     o->command_timeout_ms = 1000;

@@ -76,6 +76,7 @@ static rlock_client *client_with(int i, int64_t watchdog_ms, int64_t server_time
     rlock_options o;
     rlock_options_init(&o);
     o.url = rh_url(srv[i]);
+    tc_tls_options(&o);
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 1000;
     o.watchdog_timeout_ms = watchdog_ms;
