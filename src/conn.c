@@ -7,12 +7,14 @@
  * later whether a resend is safe. Static helpers are named conn_*.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -62,11 +64,60 @@ static int conn_wait(int fd, short events, int64_t deadline_ms)
     }
 }
 
+/* Sets the kernel's bound on each blocking read and write of a plain socket: a blocking recv()
+ * is one system call where poll() + recv() are two, and every pooled command waits for a reply. */
+static void conn_sock_timeout(rlk_conn *conn, int64_t ms)
+{
+    if (!conn->blocking || ms == conn->sock_timeout_ms) {
+        return;
+    }
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    (void)setsockopt(conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    (void)setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    conn->sock_timeout_ms = ms;
+}
+
+void rlk_conn_make_blocking(rlk_conn *conn)
+{
+    int fl = fcntl(conn->fd, F_GETFL);
+    if (conn->ssl == NULL && fl >= 0 && fcntl(conn->fd, F_SETFL, fl & ~O_NONBLOCK) == 0) {
+        conn->blocking = 1;
+        conn_sock_timeout(conn, conn->io_timeout_ms > 0 ? conn->io_timeout_ms : 1);
+    }
+}
+
 /* One read or write on the transport: > 0 bytes, 0 would block (*events to poll for), < 0
  * minus an RLK_CONN_E* kind. The TLS session is shared by a reader and an armed sender, so its
- * calls are serialised; the plain socket needs no lock. */
-static ssize_t conn_io(rlk_conn *conn, int write, char *buf, size_t n, short *events, char *why,
-                       size_t whylen)
+ * calls are serialised; the plain socket needs no lock. On a blocking plain socket a call that
+ * may block (may_block) waits in the kernel, bounded by conn_sock_timeout(), and "would block"
+ * then means that bound passed; one that may not (the subscriber's event loop) says so with
+ * MSG_DONTWAIT. */
+static ssize_t conn_io_plain(rlk_conn *conn, int write, int may_block, char *buf, size_t n,
+                             short *events)
+{
+    int wait = conn->blocking && may_block;
+    int flags = wait ? 0 : MSG_DONTWAIT;
+    ssize_t r =
+        write ? send(conn->fd, buf, n, flags | MSG_NOSIGNAL) : recv(conn->fd, buf, n, flags);
+    if (r > 0) {
+        return r;
+    }
+    if (r == 0) {
+        return write ? 0 : -RLK_CONN_EEOF;
+    }
+    if (errno == EINTR) {
+        *events = write ? POLLOUT : POLLIN;
+        return 0;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        *events = write ? POLLOUT : POLLIN;
+        return wait ? -RLK_CONN_ETIMEOUT : 0;
+    }
+    return -RLK_CONN_EIO;
+}
+
+static ssize_t conn_io(rlk_conn *conn, int write, int may_block, char *buf, size_t n, short *events,
+                       char *why, size_t whylen)
 {
     if (conn->ssl != NULL) {
         pthread_mutex_lock(&conn->ssl_mu);
@@ -75,18 +126,7 @@ static ssize_t conn_io(rlk_conn *conn, int write, char *buf, size_t n, short *ev
         pthread_mutex_unlock(&conn->ssl_mu);
         return r;
     }
-    ssize_t r = write ? send(conn->fd, buf, n, MSG_NOSIGNAL) : recv(conn->fd, buf, n, 0);
-    if (r > 0) {
-        return r;
-    }
-    if (r == 0) {
-        return write ? 0 : -RLK_CONN_EEOF;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        *events = write ? POLLOUT : POLLIN;
-        return 0;
-    }
-    return -RLK_CONN_EIO;
+    return conn_io_plain(conn, write, may_block, buf, n, events);
 }
 
 /* Writes buf[0 .. len) whole, each wait bounded by the I/O timeout. RLOCK_OK, or the failure's
@@ -98,7 +138,7 @@ static int conn_write_all(rlk_conn *conn, const char *buf, size_t len, size_t *w
     *written = 0;
     while (*written < len) {
         short ev = POLLOUT;
-        ssize_t n = conn_io(conn, 1, (char *)buf + *written, len - *written, &ev, why, whylen);
+        ssize_t n = conn_io(conn, 1, 1, (char *)buf + *written, len - *written, &ev, why, whylen);
         if (n < 0) {
             return (int)n;
         }
@@ -207,11 +247,11 @@ int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const siz
 
 /* Reads what the transport has (one read; *events says what to wait for when nothing came) and
  * feeds the reply parser. > 0 bytes, 0 nothing yet, < 0 failed (conn marked). */
-static ssize_t conn_read_some(rlk_conn *conn, short *events, const char *what)
+static ssize_t conn_read_some(rlk_conn *conn, int may_block, short *events, const char *what)
 {
     char buf[CONN_READ_CHUNK];
     char why[256] = "";
-    ssize_t n = conn_io(conn, 0, buf, sizeof(buf), events, why, sizeof(why));
+    ssize_t n = conn_io(conn, 0, may_block, buf, sizeof(buf), events, why, sizeof(why));
     if (n < 0) {
         return conn_fail(conn, (int)-n, what, why);
     }
@@ -245,15 +285,22 @@ int rlk_conn_read(rlk_conn *conn, redisReply **out)
     int64_t deadline = 0;
     short ev = POLLIN;
     while (r == RLOCK_OK && (r = rlk_conn_next(conn, out)) == RLOCK_OK && *out == NULL) {
-        /* Bytes a TLS session already decrypted are invisible to poll(). */
-        if (conn->ssl == NULL || rlk_tls_pending(conn->ssl) == 0) {
-            deadline = deadline ? deadline : rlk_add_sat(rlk_now_ms(), conn->io_timeout_ms);
+        deadline = deadline ? deadline : rlk_add_sat(rlk_now_ms(), conn->io_timeout_ms);
+        if (conn->blocking) {
+            /* The kernel waits; a reply in several pieces shares one bound. */
+            int64_t left = deadline - rlk_now_ms();
+            if (left <= 0) {
+                return conn_fail(conn, RLK_CONN_ETIMEOUT, "reading a reply", NULL);
+            }
+            conn_sock_timeout(conn, left < conn->io_timeout_ms ? left : conn->io_timeout_ms);
+        } else if (conn->ssl == NULL || rlk_tls_pending(conn->ssl) == 0) {
+            /* Bytes a TLS session already decrypted are invisible to poll(). */
             if (!conn_wait(conn->fd, ev, deadline)) {
                 return conn_fail(conn, RLK_CONN_ETIMEOUT, "reading a reply", NULL);
             }
         }
         ev = POLLIN;
-        ssize_t n = conn_read_some(conn, &ev, "reading a reply");
+        ssize_t n = conn_read_some(conn, 1, &ev, "reading a reply");
         r = n < 0 ? (int)n : RLOCK_OK;
     }
     return r;
@@ -277,7 +324,7 @@ int rlk_conn_fill(rlk_conn *conn)
      * not. A short plain read means the socket is empty. */
     for (;;) {
         short ev = POLLIN;
-        ssize_t n = conn_read_some(conn, &ev, "reading");
+        ssize_t n = conn_read_some(conn, 0, &ev, "reading");
         if (n <= 0 || (conn->ssl == NULL && n < CONN_READ_CHUNK)) {
             return n < 0 ? (int)n : RLOCK_OK;
         }
@@ -292,6 +339,7 @@ int rlk_conn_fd(const rlk_conn *conn)
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms)
 {
     conn->io_timeout_ms = ms > 0 ? ms : 1;
+    conn_sock_timeout(conn, conn->io_timeout_ms);
     return RLOCK_OK;
 }
 

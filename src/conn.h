@@ -30,6 +30,9 @@ typedef struct rlk_conn {
     char *obuf;             /* queued requests, obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
     int64_t io_timeout_ms;      /* bound on each write wait and on each reply */
+    int64_t sock_timeout_ms;    /* SO_RCVTIMEO/SO_SNDTIMEO now set on a blocking socket */
+    int blocking;               /* 1: a plain socket in blocking mode, its waits bounded by
+                                   SO_RCVTIMEO/SO_SNDTIMEO instead of poll() */
     int err;                    /* RLK_CONN_E*, 0 while usable */
     int sys_errno;              /* errno of the failure that broke the connection */
     struct rlk_conn *next_idle; /* the pool's list of idle connections */
@@ -63,6 +66,11 @@ void rlk_conn_close(rlk_conn *conn);
  * (no QUIT, no TLS close_notify). */
 void rlk_conn_abandon(rlk_conn *conn);
 
+/* Puts a plain connection's socket in blocking mode, its reads and writes then bounded by
+ * SO_RCVTIMEO/SO_SNDTIMEO (one system call per reply instead of poll() + recv()); event-loop
+ * reads (rlk_conn_fill) stay non-blocking. A TLS connection stays non-blocking: its session is
+ * shared by a reader and an armed sender, which must not wait behind a blocked read. */
+void rlk_conn_make_blocking(rlk_conn *conn);
 /* Changes the read/write timeout (> 0). RLOCK_OK. */
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms);
 

@@ -104,6 +104,9 @@ int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t dead
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a connection");
     }
     int r = conn_dial(c, ep, deadline_ms, conn);
+    if (r == RLOCK_OK) {
+        rlk_conn_make_blocking(conn);
+    }
     r = r ? r : conn_setup(conn, ep, deadline_ms);
     if (r != RLOCK_OK) {
         rlk_conn_close(conn);
