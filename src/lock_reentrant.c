@@ -178,8 +178,8 @@ static int reentrant_wait_begin(rlk_acq *a)
     }
     r = rlk_waiter_hb_start(a, &reentrant_waiter_class, a->field, a->field_len, &w->hb);
     r = r ? r
-          : rlk_sub_join_named(a->client->pubsub, n.wake.p, n.wake.len, n.channel.p,
-                               n.channel.len, &w->wake);
+          : rlk_sub_join_named(a->client->pubsub, n.wake.p, n.wake.len, n.channel.p, n.channel.len,
+                               &w->wake);
     reentrant_names_free(&n);
     return r;
 }

@@ -250,15 +250,17 @@ int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const ch
     }
     memcpy(copy, twin, twin_len);
     copy[twin_len] = '\0';
-    int r = rlk_sub_join_mode(ps, channel, len, RLK_MSG_NAMED, out);
-    if (r != RLOCK_OK) {
+    rlk_sub *s = NULL;
+    int r = rlk_sub_join_mode(ps, channel, len, RLK_MSG_NAMED, &s);
+    *out = s;
+    if (r != RLOCK_OK || s == NULL) {
         free(copy);
         return r;
     }
     pthread_mutex_lock(&ps->mu);
-    free((*out)->twin);
-    (*out)->twin = copy;
-    (*out)->twin_len = twin_len;
+    free(s->twin);
+    s->twin = copy;
+    s->twin_len = twin_len;
     pthread_mutex_unlock(&ps->mu);
     return RLOCK_OK;
 }
@@ -454,8 +456,7 @@ static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
     if (twin->sent && twin->pending == 0) {
         ps->twin_next = twin;
     }
-    if (!rlk_named_here(ps, m) ||
-        rlk_claim_armed_tagged(ps, twin, m->str, m->len) == RLOCK_OK) {
+    if (!rlk_named_here(ps, m) || rlk_claim_armed_tagged(ps, twin, m->str, m->len) == RLOCK_OK) {
         return;
     }
     rlk_give_later(ps, twin, 0);

@@ -31,7 +31,7 @@ struct rlk_armed {
     struct rlk_armed *next; /* the subscriber thread's list of attempts to send */
     struct rlk_armed *aprev, *anext; /* the entry's list of sleeping armed waiters */
     int listed;
-    redisReply *reply; /* the reply read by rlk_armed_finish(), until taken */
+    redisReply *reply;       /* the reply read by rlk_armed_finish(), until taken */
     char tag[RLK_OWNER_MAX]; /* who the waiter is (rlk_armed_set_tag), for named wake-ups */
     size_t tag_len;
 };

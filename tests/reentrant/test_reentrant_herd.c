@@ -145,9 +145,9 @@ static long long attempts_since_reset(long long releases)
 }
 
 /* With 16 clients waiting, a release causes one acquire attempt (the named waiter's; two are
- * allowed for a stray wake-up on a loaded machine), not one per waiting client; the rest of the crowd drains at most two attempts per release (a named waiter
- * between two attempts gets a permit instead, and may meet a stray one), each waiter getting the
- * lock once. */
+ * allowed for a stray wake-up on a loaded machine), not one per waiting client; the rest of the
+ * crowd drains at most two attempts per release (a named waiter between two attempts gets a permit
+ * instead, and may meet a stray one), each waiter getting the lock once. */
 static void test_release_wakes_one_client(void **state)
 {
     g_srv = *state;
