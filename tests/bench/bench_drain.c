@@ -21,7 +21,6 @@
  * The ratio printed is the median over repetitions of rlock / ideal of the same repetition.
  */
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,28 +63,6 @@ typedef struct d_waiter {
     char owner[64];
 } d_waiter;
 
-/* Reads one reply that is buffered or arrives within timeout_ms; 1 if one was consumed. */
-static int d_sub_read(redisContext *c, int timeout_ms)
-{
-    for (;;) {
-        void *rep = NULL;
-        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
-            bench_die("drain subscriber: protocol error");
-        }
-        if (rep != NULL) {
-            freeReplyObject(rep);
-            return 1;
-        }
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        if (poll(&p, 1, timeout_ms) == 0) {
-            return 0;
-        }
-        if (redisBufferRead(c) != REDIS_OK) {
-            bench_die("drain subscriber: %s", c->errstr);
-        }
-    }
-}
-
 static redisReply *d_raw_acquire_call(d_waiter *w)
 {
     const char *n = w->name;
@@ -120,7 +97,7 @@ static void d_raw_lock(d_waiter *w)
         if (ok) {
             return;
         }
-        d_sub_read(w->sub, bound > 0 ? (int)bound : 1);
+        bench_sub_read(w->sub, bound > 0 ? (int)bound : 1);
     }
 }
 

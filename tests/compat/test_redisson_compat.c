@@ -22,6 +22,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* Redisson's RLock acquire (tryLockInnerAsync): KEYS[1] name; ARGV[1] lease ms, ARGV[2] owner. */
 static const char *const peer_acquire =
@@ -266,10 +267,9 @@ static void crowd_start(crowd_member *m, int n, const char *name)
 {
     for (int i = 0; i < n; i++) {
         rlock_options o;
-        rlock_options_init(&o);
-        o.url = rh_url(g_srv);
+        tc_options(&o, g_srv);
         o.waiter_timeout_ms = 60000;
-        assert_int_equal(rlock_client_new(&o, &m[i].c), RLOCK_OK);
+        m[i].c = tc_client(&o);
         m[i].l = rlock_open(m[i].c, RLOCK_REENTRANT, name);
         assert_non_null(m[i].l);
         assert_int_equal(pthread_create(&m[i].t, NULL, crowd_main, &m[i]), 0);

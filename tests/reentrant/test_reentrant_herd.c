@@ -197,11 +197,17 @@ static void test_release_wakes_one_client(void **state)
     rlock_client_free(hc);
 }
 
-/* A child process that waits for name with a 1 s waiter timeout until it is killed. */
-static pid_t spawn_waiter(const char *name)
+/* A child process that, once go_fd reads end-of-file (the holder holds the lock), waits for name
+ * with a 1 s waiter timeout until it is killed. It is forked before the parent starts any thread
+ * (TSan supports no fork of a multi-threaded process). */
+static pid_t spawn_waiter(const char *name, int go[2])
 {
     pid_t pid = fork();
     if (pid == 0) {
+        char b;
+        close(go[1]);
+        while (read(go[0], &b, 1) > 0) {
+        }
         rlock_options o;
         tc_options(&o, g_srv);
         o.waiter_timeout_ms = 1000;
@@ -212,6 +218,7 @@ static pid_t spawn_waiter(const char *name)
         }
         _exit(rlock_try_lock(l, 60000, LEASE_MS) == RLOCK_OK ? 0 : 1);
     }
+    close(go[0]);
     return pid;
 }
 
@@ -222,11 +229,14 @@ static void test_killed_waiter_strands_nobody(void **state)
 {
     g_srv = *state;
     const char *name = "re:herd:killed";
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t child = spawn_waiter(name, go);
+    assert_true(child > 0);
     rlock_client *hc = herd_client(1000);
     rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
-    pid_t child = spawn_waiter(name);
-    assert_true(child > 0);
+    close(go[1]);
     int64_t deadline = rh_now_ms() + 10000;
     while (zcard_waiters(name) != 1 && rh_now_ms() < deadline) {
         rh_sleep_ms(10);
