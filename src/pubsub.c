@@ -747,6 +747,7 @@ void rlk_pubsub_abandon(rlk_pubsub *ps)
             /* Not rlk_sub_destroy(): the entry's condition variable may count the parent's
              * waiters, which do not exist here, and destroying it would wait for them. */
             free(s->fail_msg);
+            free(s->twin);
             free(s->channel);
             free(s);
         }
