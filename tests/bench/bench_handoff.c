@@ -20,6 +20,7 @@
  * every 0.5 ms from a thread of the first process) is reported as well.
  */
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -17,6 +17,7 @@
  * repetitions' rlock / ideal ratios.
  */
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
