@@ -1,16 +1,26 @@
 #!lua
 -- lock_acquire.lua: take or re-enter a reentrant lock (Redisson RLock data) and issue a fencing
--- token when the lock is taken from free.
+-- token when the lock is taken from free. A busy caller that is going to wait records itself
+-- (rlock only) in the waiters zset with a liveness deadline on the server's clock, so that a
+-- release wakes one waiting rlock thread instead of every waiting rlock client.
 -- KEYS[1]  the lock hash (the lock name)
 -- KEYS[2]  the fencing counter, redisson_lock_token:{name} (never reset, no TTL)
+-- KEYS[3]  the waiters zset, rlock_lock_waiters:{name} (member = owner field -> deadline, ms);
+--          may be absent (RedLock's callers), and then nobody is recorded
 -- ARGV[1]  lease in ms (PEXPIRE of the hash)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
+-- ARGV[3]  liveness timeout in ms of a waiter; 0 or absent = do not record this caller
 -- Returns {1, token}  acquired from free; token is the new counter value
 --         {1, 0}      re-entered by the same owner; the owner keeps its token
---         {0, pttl}   held by another owner; pttl is its remaining lease (-1: no expiry)
+--         {0, pttl}   held by another owner; pttl is its remaining lease (-1: no expiry),
+--                     capped at the liveness timeout for a recorded waiter, whose wake-up may
+--                     have gone to a waiter that died
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[3] then
+        redis.call('zrem', KEYS[3], ARGV[2])
+    end
     return {1, redis.call('incr', KEYS[2])}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -18,4 +28,16 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, 0}
 end
-return {0, redis.call('pttl', KEYS[1])}
+local ttl = redis.call('pttl', KEYS[1])
+local timeout = tonumber(ARGV[3] or '0')
+if KEYS[3] and timeout > 0 then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zadd', KEYS[3], now + timeout, ARGV[2])
+    -- The zset disappears by itself once no waiter refreshes it.
+    redis.call('pexpire', KEYS[3], math.max(redis.call('pttl', KEYS[3]), timeout))
+    if ttl < 0 or ttl > timeout then
+        ttl = timeout
+    end
+end
+return {0, ttl}

@@ -1,8 +1,16 @@
 #!lua flags=allow-oom
 -- lock_release.lua: release one hold of a reentrant lock (Redisson RLock data); the last release
--- deletes the hash and publishes the unlock message so one waiter per process wakes up.
+-- deletes the hash and publishes Redisson's unlock message so one waiter per process wakes up.
+-- When rlock threads wait (the waiters zset), it first names ONE of them, the live one with the
+-- earliest deadline, on rlock's wake channel: every waiting rlock client listens there and on
+-- Redisson's channel on one connection, so it reads the name right before the unlock message and
+-- lets that message pass (its twin) unless the named thread is its own. A Redisson release sends
+-- no name, so its message still wakes one waiter per rlock client, as in Redisson.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_lock__channel:{name}
+-- KEYS[3]  the waiters zset, rlock_lock_waiters:{name}; KEYS[3] and KEYS[4] may be absent
+--          (RedLock's callers): only Redisson's message is sent then
+-- KEYS[4]  rlock's wake channel, rlock_lock_wake:{name}
 -- ARGV[1]  lease in ms to keep when holds remain
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)
@@ -11,6 +19,7 @@
 --          1  fully released and published
 -- Publishing goes through redis.pcall: a user without the publish permission still releases
 -- (waiters then wake by the lease running out) instead of failing after the DEL.
+--@include inc/live_waiter.lua
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return -1
 end
@@ -20,5 +29,9 @@ if count > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
+local w = KEYS[4] and live_waiter(KEYS[3])
+if w then
+    redis.pcall('publish', KEYS[4], w)
+end
 redis.pcall('publish', KEYS[2], ARGV[3])
 return 1

@@ -20,6 +20,7 @@
 --          1  the owner's last read hold released
 -- Publishing goes through redis.pcall: a user without the publish permission still releases
 -- (waiters then wake by the lease running out) instead of failing after the DEL.
+--@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then

@@ -17,6 +17,7 @@
 --          1  the owner's last write hold released
 -- Publishing goes through redis.pcall: a user without the publish permission still releases
 -- (waiters then wake by the lease running out) instead of failing after the DEL.
+--@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
         redis.call('hexists', KEYS[1], ARGV[1]) == 0 then

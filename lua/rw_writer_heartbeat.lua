@@ -6,21 +6,5 @@
 -- ARGV[1]      liveness timeout in ms: new deadline = server time + timeout
 -- ARGV[2..N+1] write owner field "<uuid>:<tid>:write" of each waiting writer, in order
 -- Returns an array of N integers, all 1 (a waiting writer is never "lost").
-local timeout = tonumber(ARGV[1])
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local result = {}
-for i = 1, #KEYS do
-    local name = KEYS[i]
-    if redis.call('hexists', name, ARGV[i + 1]) == 0 then
-        -- Redisson's prefixName: "prefix:{name}" unless the name carries its own hash tag.
-        local zset = 'rlock_rwlock_writers:{' .. name .. '}'
-        if string.find(name, '{', 1, true) then
-            zset = 'rlock_rwlock_writers:' .. name
-        end
-        redis.call('zadd', zset, now + timeout, ARGV[i + 1])
-        redis.call('pexpire', zset, math.max(redis.call('pttl', zset), timeout))
-    end
-    result[i] = 1
-end
-return result
+--@include inc/waiter_heartbeat.lua
+return waiter_heartbeat('rlock_rwlock_writers')

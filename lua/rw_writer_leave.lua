@@ -7,6 +7,7 @@
 -- KEYS[3]  prefix of waiting writers' channels, rlock_rwlock_writer:{name} (+ ":" + write field)
 -- ARGV[1]  write owner field "<uuid>:<tid>:write"
 -- Returns 1 if the writer was waiting, 0 if not.
+--@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
 if redis.call('zrem', KEYS[1], ARGV[1]) == 1 then
     redis.call('publish', KEYS[2], 1)

@@ -354,6 +354,7 @@ static rlk_armed *rlk_arm(rlk_acq *a)
     if (a->lock->single->attempt_format != NULL &&
         a->lock->single->attempt_format(a, &cmd, &len) == RLOCK_OK) {
         (void)rlk_armed_new(cmd, len, &armed);
+        rlk_armed_set_tag(armed, a->field, a->field_len); /* for named wake-ups */
     }
     return armed;
 }

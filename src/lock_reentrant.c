@@ -3,26 +3,80 @@
  * PEXPIRE lease; release publishes "0" on redisson_lock__channel:{name}) plus a fencing token
  * counter redisson_lock_token:{name} incremented whenever the lock is taken from free. Static
  * helpers are named reentrant_*.
+ *
+ * Beyond Redisson, no thundering herd among rlock clients: Redisson's "0" wakes one waiter in
+ * every client that waits, so each release cost N attempts under N waiting processes. A waiting
+ * rlock thread records itself in the zset rlock_lock_waiters:{name} (member = its owner field,
+ * score = a liveness deadline on the server's clock, kept fresh by its heartbeat as the read-write
+ * lock's waiting writers are), and listens on Redisson's channel and on rlock's wake channel
+ * rlock_lock_wake:{name}. A release names one live waiter there just before its Redisson "0"
+ * (pubsub.h, rlk_sub_join_named): the named thread's attempt is sent at once, and the other rlock
+ * clients let that "0" pass. Redisson's waiters get the same "0" as ever, and a Redisson release
+ * (no name) still wakes one waiter per rlock client. A named waiter that died is named at most
+ * until its deadline passes, and every recorded waiter's sleep is bounded by waiter_timeout_ms.
  */
+#include <stdlib.h>
+
 #include "lock.h"
 #include "scripts.h"
+#include "waiter_heartbeat.h"
+
+/* What a waiting thread keeps for its wait (in rlk_acq.scratch). */
+typedef struct reentrant_wait {
+    rlk_waiter_hb *hb;
+    rlk_sub *wake; /* the wake channel's entry */
+} reentrant_wait;
+
+/* The derived names of a lock that waiting and releasing use. */
+typedef struct reentrant_names {
+    rlk_buf channel; /* redisson_lock__channel:{name} */
+    rlk_buf waiters; /* rlock_lock_waiters:{name} */
+    rlk_buf wake;    /* rlock_lock_wake:{name} */
+} reentrant_names;
+
+static void reentrant_names_free(reentrant_names *n)
+{
+    rlk_buf_free(&n->channel);
+    rlk_buf_free(&n->waiters);
+    rlk_buf_free(&n->wake);
+}
+
+static int reentrant_names_make(const rlock *l, reentrant_names *n)
+{
+    rlk_buf_init(&n->channel);
+    rlk_buf_init(&n->waiters);
+    rlk_buf_init(&n->wake);
+    int r = rlk_prefix_name(&n->channel, "redisson_lock__channel", l->name, l->name_len);
+    r = r ? r : rlk_prefix_name(&n->waiters, "rlock_lock_waiters", l->name, l->name_len);
+    r = r ? r : rlk_prefix_name(&n->wake, "rlock_lock_wake", l->name, l->name_len);
+    if (r != RLOCK_OK) {
+        reentrant_names_free(n);
+    }
+    return r;
+}
 
 static int reentrant_channel(rlk_acq *a, rlk_buf *ch)
 {
     return rlk_prefix_name(ch, "redisson_lock__channel", a->lock->name, a->lock->name_len);
 }
 
-/* The attempt's call: KEYS lock name + token counter (named in token_key), ARGV lease + field. */
-static int reentrant_call(rlk_acq *a, rlk_buf *token_key, rlk_args *keys, rlk_args *args)
+/* The attempt's call: KEYS lock name, token counter and waiters zset (both named in names, one
+ * after the other), ARGV lease, field and the liveness timeout of a waiter (0 for a single
+ * attempt, which does not wait and so is not recorded). */
+static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
-    int r = rlk_prefix_name(token_key, "redisson_lock_token", l->name, l->name_len);
+    int r = rlk_prefix_name(names, "redisson_lock_token", l->name, l->name_len);
+    size_t token_len = names->len;
+    r = r ? r : rlk_prefix_name(names, "rlock_lock_waiters", l->name, l->name_len);
     rlk_args_init(keys);
     rlk_args_add(keys, l->name, l->name_len);
-    rlk_args_add(keys, token_key->p, token_key->len);
+    rlk_args_add(keys, names->p, token_len);
+    rlk_args_add(keys, names->p + token_len, names->len - token_len);
     rlk_args_init(args);
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->field, a->field_len);
+    rlk_args_addi(args, a->may_queue ? a->client->opts.waiter_timeout_ms : 0);
     return r;
 }
 
@@ -43,13 +97,13 @@ static int reentrant_attempt_reply(rlk_acq *a, redisReply *rep)
 
 static int reentrant_attempt(rlk_acq *a)
 {
-    rlk_buf token_key;
-    rlk_buf_init(&token_key);
+    rlk_buf names;
+    rlk_buf_init(&names);
     rlk_args keys, args;
     redisReply *rep = NULL;
-    int r = reentrant_call(a, &token_key, &keys, &args);
+    int r = reentrant_call(a, &names, &keys, &args);
     r = r ? r : rlk_script(a->client, RLK_SCRIPT_LOCK_ACQUIRE, 0, &keys, &args, &rep);
-    rlk_buf_free(&token_key);
+    rlk_buf_free(&names);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -60,39 +114,107 @@ static int reentrant_attempt(rlk_acq *a)
 
 static int reentrant_attempt_format(rlk_acq *a, char **cmd, size_t *len)
 {
-    rlk_buf token_key;
-    rlk_buf_init(&token_key);
+    rlk_buf names;
+    rlk_buf_init(&names);
     rlk_args keys, args;
-    int r = reentrant_call(a, &token_key, &keys, &args);
+    int r = reentrant_call(a, &names, &keys, &args);
     r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_ACQUIRE, &keys, &args, cmd, len);
-    rlk_buf_free(&token_key);
+    rlk_buf_free(&names);
     return r;
 }
 
 static int reentrant_release(rlk_acq *a)
 {
     rlock *l = a->lock;
-    rlk_buf ch;
-    rlk_buf_init(&ch);
-    int r = reentrant_channel(a, &ch);
+    reentrant_names n;
+    int r = reentrant_names_make(l, &n);
+    if (r != RLOCK_OK) {
+        return r;
+    }
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, l->name, l->name_len);
-    rlk_args_add(&keys, ch.p, ch.len);
+    rlk_args_add(&keys, n.channel.p, n.channel.len);
+    rlk_args_add(&keys, n.waiters.p, n.waiters.len);
+    rlk_args_add(&keys, n.wake.p, n.wake.len);
     rlk_args_init(&args);
     rlk_args_addi(&args, a->lease_ms);
     rlk_args_add(&args, a->field, a->field_len);
     rlk_args_adds(&args, "0");
     redisReply *rep = NULL;
     long long v = 0;
-    r = r ? r : rlk_script(a->client, RLK_SCRIPT_LOCK_RELEASE, 0, &keys, &args, &rep);
+    r = rlk_script(a->client, RLK_SCRIPT_LOCK_RELEASE, 0, &keys, &args, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "lock_release");
     freeReplyObject(rep);
-    rlk_buf_free(&ch);
+    reentrant_names_free(&n);
     if (r != RLOCK_OK) {
         return r;
     }
     return v < 0 ? RLK_NOT_HELD : (int)v;
+}
+
+/* A waiter's liveness heartbeat (waiter_heartbeat.h), its member being its owner field. A
+ * heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
+ * expires, and the waiter's next attempt records it again. */
+static const rlk_renew_class reentrant_waiter_class = {
+    .script = RLK_SCRIPT_LOCK_WAITER_HEARTBEAT,
+    .describe = rlk_waiter_hb_describe,
+    .lost = rlk_waiter_hb_lost,
+};
+
+/* Starts the heartbeat of the waiter the first attempt recorded, and joins the wake channel (the
+ * wait loop has joined Redisson's channel, its twin, already). */
+static int reentrant_wait_begin(rlk_acq *a)
+{
+    reentrant_wait *w = calloc(1, sizeof(*w));
+    reentrant_names n;
+    if (w == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "out of memory waiting for lock '%s'", a->lock->name);
+    }
+    a->scratch = w;
+    int r = reentrant_names_make(a->lock, &n);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    r = rlk_waiter_hb_start(a, &reentrant_waiter_class, a->field, a->field_len, &w->hb);
+    r = r ? r
+          : rlk_sub_join_named(a->client->pubsub, n.wake.p, n.wake.len, n.channel.p, n.channel.len,
+                               &w->wake);
+    reentrant_names_free(&n);
+    return r;
+}
+
+/* Ends a wait on every way out: the heartbeat stops before the zset entry goes, so it cannot be
+ * put back afterwards; a waiter that gives up leaves the zset and passes on a wake-up it may
+ * have been named for. A grant already took the waiter out of the zset. */
+static void reentrant_wait_end(rlk_acq *a, int acquired)
+{
+    reentrant_wait *w = a->scratch;
+    reentrant_names n;
+    redisReply *rep = NULL;
+    a->scratch = NULL;
+    if (w != NULL) {
+        rlk_waiter_hb_stop(a, &w->hb);
+        rlk_sub_leave(a->client->pubsub, w->wake);
+        free(w);
+    }
+    if (acquired || reentrant_names_make(a->lock, &n) != RLOCK_OK) {
+        return;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, n.waiters.p, n.waiters.len);
+    rlk_args_add(&keys, n.wake.p, n.wake.len);
+    rlk_args_add(&keys, n.channel.p, n.channel.len);
+    rlk_args_add(&keys, a->lock->name, a->lock->name_len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, a->field, a->field_len);
+    /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
+    if (rlk_script(a->client, RLK_SCRIPT_LOCK_WAITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &rep) ==
+        RLOCK_OK) {
+        freeReplyObject(rep);
+    }
+    reentrant_names_free(&n);
 }
 
 static int reentrant_force_unlock(rlock *l)
@@ -126,6 +248,8 @@ static const rlk_renew_class reentrant_renew = {
 static const rlk_single_ops reentrant_single = {
     .attempt = reentrant_attempt,
     .channel = reentrant_channel,
+    .wait_begin = reentrant_wait_begin,
+    .wait_end = reentrant_wait_end,
     .release = reentrant_release,
     .renew = &reentrant_renew,
     .attempt_format = reentrant_attempt_format,

@@ -71,6 +71,7 @@ static void rlk_sub_destroy(rlk_pubsub *ps, rlk_sub *s)
     rlk_idle_unlink(ps, s);
     pthread_cond_destroy(&s->cv);
     free(s->fail_msg);
+    free(s->twin);
     free(s->channel);
     free(s);
     ps->entries--;
@@ -236,6 +237,31 @@ int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode,
     }
     pthread_mutex_unlock(&ps->mu);
     *out = s;
+    return RLOCK_OK;
+}
+
+int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
+                       size_t twin_len, rlk_sub **out)
+{
+    char *copy = malloc(twin_len + 1);
+    if (copy == NULL) {
+        *out = NULL;
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate a channel entry");
+    }
+    memcpy(copy, twin, twin_len);
+    copy[twin_len] = '\0';
+    rlk_sub *s = NULL;
+    int r = rlk_sub_join_mode(ps, channel, len, RLK_MSG_NAMED, &s);
+    *out = s;
+    if (r != RLOCK_OK || s == NULL) {
+        free(copy);
+        return r;
+    }
+    pthread_mutex_lock(&ps->mu);
+    free(s->twin);
+    s->twin = copy;
+    s->twin_len = twin_len;
+    pthread_mutex_unlock(&ps->mu);
     return RLOCK_OK;
 }
 
@@ -407,9 +433,42 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
     }
 }
 
+/* 1 if the waiter a named wake-up names ("<uuid>:<tid>") is one of this client's threads. */
+static int rlk_named_here(const rlk_pubsub *ps, const redisReply *m)
+{
+    size_t n = strlen(ps->c->uuid);
+    return m->type == REDIS_REPLY_STRING && m->len > n && m->str[n] == ':' &&
+           memcmp(m->str, ps->c->uuid, n) == 0;
+}
+
+/* A message on a wake channel (RLK_MSG_NAMED): an rlock release names the one waiter it wakes,
+ * and its "0" on the twin channel comes next on this connection if the twin was subscribed when
+ * the release ran, which its confirmation having been read already proves. That "0" is then no
+ * wake-up here (rlk_on_reply lets it pass): the name already woke its waiter, here or in another
+ * client. A named waiter of this client that is not asleep with an armed attempt (between two
+ * attempts, or no idle connection) gets a permit of the twin instead. Mutex held. */
+static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
+{
+    rlk_sub *twin = n->twin != NULL ? rlk_find(ps, n->twin, n->twin_len) : NULL;
+    if (twin == NULL || m->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    if (twin->sent && twin->pending == 0) {
+        ps->twin_next = twin;
+    }
+    if (!rlk_named_here(ps, m) || rlk_claim_armed_tagged(ps, twin, m->str, m->len) == RLOCK_OK) {
+        return;
+    }
+    rlk_give_later(ps, twin, 0);
+    twin->missed |= twin->refs == 0;
+}
+
 /* Handles one reply read from the subscriber connection. Mutex held. */
 static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
 {
+    /* A named wake-up's "0" is the reply right after the name, or it does not come at all. */
+    rlk_sub *announced = ps->twin_next;
+    ps->twin_next = NULL;
     if (r->type == REDIS_REPLY_ERROR) {
         rlk_on_refused(ps, r);
         return;
@@ -426,6 +485,13 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
     if (strcmp(kind, "message") == 0) {
         ps->messages++;
         redisReply *m = r->element[2];
+        if (s->mode == RLK_MSG_NAMED) {
+            rlk_on_named(ps, s, m);
+            return;
+        }
+        if (s == announced && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '0') {
+            return; /* the wake-up it stands for was named just before */
+        }
         if (s->mode != RLK_MSG_LOCK) {
             rlk_give_n_later(ps, s, rlk_msg_permits(s, m));
             s->missed |= s->refs == 0;
@@ -468,6 +534,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
 static void rlk_reset_entries(rlk_pubsub *ps)
 {
     rlk_req_clear(ps);
+    ps->twin_next = NULL;
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         rlk_sub *s = ps->buckets[i];
         while (s != NULL) {
@@ -680,6 +747,7 @@ void rlk_pubsub_abandon(rlk_pubsub *ps)
             /* Not rlk_sub_destroy(): the entry's condition variable may count the parent's
              * waiters, which do not exist here, and destroying it would wait for them. */
             free(s->fail_msg);
+            free(s->twin);
             free(s->channel);
             free(s);
         }

@@ -24,6 +24,9 @@ typedef struct rlk_armed rlk_armed;
  * freed by rlk_armed_free() or, on failure (RLOCK_ENOMEM, *out NULL), at once. */
 int rlk_armed_new(char *cmd, size_t len, rlk_armed **out);
 void rlk_armed_free(rlk_armed *a);
+/* Names the armed waiter (its owner field, at most RLK_OWNER_MAX - 1 bytes), so that a named
+ * wake-up (RLK_MSG_NAMED) reaches it and no other waiter of its channel. */
+void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len);
 /* After rlk_sub_wait() returned RLK_WAIT_REPLY: the reply to the attempt (an error reply
  * included, such as NOSCRIPT), which the caller now owns and frees. */
 redisReply *rlk_armed_take_reply(rlk_armed *a);
@@ -49,10 +52,21 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
  * min(N, waiters) permits (none for N <= 0 or a non-number), so releasing k permits wakes at most
  * k local waiters. The latch uses RLK_MSG_ZERO_ALL: "0" (the count reached zero) wakes every
  * waiter, anything else (Redisson's "1", a new count) nobody. */
-enum { RLK_MSG_LOCK = 0, RLK_MSG_COUNT, RLK_MSG_ZERO_ALL };
+enum { RLK_MSG_LOCK = 0, RLK_MSG_COUNT, RLK_MSG_ZERO_ALL, RLK_MSG_NAMED };
 
 /* rlk_sub_join() for a channel whose messages follow mode (RLK_MSG_*). */
 int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out);
+
+/* Joins channel as a wake channel (RLK_MSG_NAMED) of the lock channel twin, which the caller
+ * has joined first (rlk_sub_join). A message on it names the one waiter ("<uuid>:<tid>") a
+ * release wakes, and the release's "0" on twin follows it on the same connection: this client
+ * wakes the named waiter if it is its own (through its armed attempt, or a permit of twin) and
+ * lets that "0" pass without waking anyone else, so that one release wakes one waiting thread
+ * among all the clients that wait, not one per client. A "0" on twin not announced so (a
+ * Redisson client's release) wakes one waiter as before. Nobody waits on the returned entry;
+ * rlk_sub_leave() it with the twin. */
+int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
+                       size_t twin_len, rlk_sub **out);
 
 /* What rlk_sub_wait() returns besides a negative error. */
 #define RLK_WAIT_TIMEOUT     0 /* the timeout passed without a wake-up */

@@ -30,17 +30,16 @@ void rlk_armed_unlink(rlk_sub *s, rlk_armed *a)
     a->listed = 0;
 }
 
-/* A waiter of s sleeps with an armed attempt and a message arrived: gives the oldest one an
+/* Claims a, a sleeping armed waiter of s (mutex held), for a message that arrived: gives it an
  * idle connection and queues it for rlk_send_armed(), which sends it right after the waiter is
  * woken; the waiter then reads the reply there. RLOCK_ECONN (no idle connection; the pool is
  * never waited for here): the waiter gets a permit and attempts itself, as without arming. */
-int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
+static int armed_claim(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a)
 {
     rlk_conn *conn = NULL;
     if (rlk_pool_try_idle(ps->c->pool, &conn) != RLOCK_OK) {
         return RLOCK_ECONN;
     }
-    rlk_armed *a = s->armed_head;
     rlk_armed_unlink(s, a);
     a->conn = conn;
     a->state = RLK_ARMED_SENT;
@@ -49,6 +48,22 @@ int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
     ps->sending = a;
     ps->armed_sent++;
     return RLOCK_OK;
+}
+
+/* A "0" wakes the waiter that has slept longest. */
+int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s)
+{
+    return armed_claim(ps, s, s->armed_head);
+}
+
+int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len)
+{
+    for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
+        if (a->tag_len == len && memcmp(a->tag, tag, len) == 0) {
+            return armed_claim(ps, s, a);
+        }
+    }
+    return RLOCK_ECONN;
 }
 
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
@@ -116,6 +131,14 @@ int rlk_armed_new(char *cmd, size_t len, rlk_armed **out)
     a->len = len;
     rlk_cond_init_monotonic(&a->cv);
     return RLOCK_OK;
+}
+
+void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len)
+{
+    if (a != NULL && len < sizeof(a->tag)) {
+        memcpy(a->tag, tag, len);
+        a->tag_len = len;
+    }
 }
 
 redisReply *rlk_armed_take_reply(rlk_armed *a)

@@ -31,7 +31,9 @@ struct rlk_armed {
     struct rlk_armed *next; /* the subscriber thread's list of attempts to send */
     struct rlk_armed *aprev, *anext; /* the entry's list of sleeping armed waiters */
     int listed;
-    redisReply *reply; /* the reply read by rlk_armed_finish(), until taken */
+    redisReply *reply;       /* the reply read by rlk_armed_finish(), until taken */
+    char tag[RLK_OWNER_MAX]; /* who the waiter is (rlk_armed_set_tag), for named wake-ups */
+    size_t tag_len;
 };
 
 struct rlk_sub {
@@ -55,6 +57,8 @@ struct rlk_sub {
     int refused;    /* Redis refused the SUBSCRIBE: not sent again while waited on */
     int fail_code;  /* != 0: the subscription failed; its waiters return this code */
     char *fail_msg; /* ... with this detail (NULL if it could not be allocated) */
+    char *twin;     /* RLK_MSG_NAMED: the channel whose waiters the names refer to */
+    size_t twin_len;
     pthread_cond_t cv;
 };
 
@@ -88,6 +92,9 @@ struct rlk_pubsub {
     rlk_ps_req *reqs; /* ring of requests awaiting their reply, oldest first (thread only) */
     size_t req_head, req_count, req_cap;
     int interrupted; /* rlk_pubsub_interrupt(): every wait returns at once */
+    /* The entry whose "0" the reply read next answers a named wake-up, which the name already
+     * delivered (thread only; set by a RLK_MSG_NAMED message, cleared by the next reply). */
+    rlk_sub *twin_next;
 };
 
 /* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */
@@ -111,6 +118,9 @@ int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now);
 void rlk_armed_link(rlk_sub *s, rlk_armed *a);
 void rlk_armed_unlink(rlk_sub *s, rlk_armed *a);
 int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s);
+/* rlk_claim_armed() for the sleeping armed waiter of s tagged tag (len bytes), if any:
+ * RLOCK_ECONN when there is none or no idle connection. */
+int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len);
 void rlk_send_armed(rlk_pubsub *ps);
 /* The owner's side after the thread sent its attempt: reads the reply on a->conn into
  * a->reply, waits until the thread no longer touches the record, and returns the connection to

@@ -1,5 +1,6 @@
 -- inc/rw_wake_writer.lua: spliced by cmake/rlock_embed_lua.cmake into the read-write scripts
--- that name it on an include line (Redis scripts cannot call each other).
+-- that name it on an include line (Redis scripts cannot call each other), after
+-- inc/live_waiter.lua, whose live_waiter() it calls.
 -- rw_wake_writer(zset, prefix): wakes ONE waiting writer, the live one (deadline still ahead on
 -- the server's clock) with the earliest deadline, with "0" on its own channel prefix .. ':' ..
 -- member. Only one writer can take the lock, so waking every waiting writer cost each release N
@@ -7,10 +8,8 @@
 -- that was woken and gives up instead passes the wake-up on (rw_writer_leave.lua); a woken writer
 -- that loses the lock to another writer is woken again by that writer's release.
 local function rw_wake_writer(zset, prefix)
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local w = redis.call('zrangebyscore', zset, '(' .. now, '+inf', 'limit', 0, 1)
-    if w[1] then
-        redis.pcall('publish', prefix .. ':' .. w[1], 0)
+    local w = live_waiter(zset)
+    if w then
+        redis.pcall('publish', prefix .. ':' .. w, 0)
     end
 end

@@ -109,5 +109,6 @@ int bench_rw(void);
 int bench_rw_handoff(void);
 int bench_redlock(void);
 int bench_semaphore(void);
+int bench_drain(void);
 
 #endif

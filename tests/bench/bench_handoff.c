@@ -377,7 +377,8 @@ int bench_handoff(rlock_kind kind)
     double b50 = bench_median(p50r, n), b99 = bench_median(p99r, n);
     double mbusy = bench_median(busy, n);
     bench_row(scen, "PING RTT p50 (us)", mrtt, mrtt, NULL, -1);
-    bench_row(scen, "hand-off p50 (RTTs)", a50, b50, "rlock <= 3 RTT", b50 <= 3);
+    /* Issue 18 lowered the target from 3 to 2.5 round trips for both lock types. */
+    bench_row(scen, "hand-off p50 (RTTs)", a50, b50, "rlock <= 2.5 RTT", b50 <= 2.5);
     bench_row(scen, "hand-off p99 (RTTs)", a99, b99, "rlock <= 12 RTT", b99 <= 12);
     bench_row(scen, "hand-off p50 (us)", a50 * mrtt, b50 * mrtt, NULL, -1);
     bench_row(scen, "EVALSHA per acquisition", pa_i[0], pa_r[0], NULL, -1);
@@ -404,7 +405,7 @@ int bench_handoff(rlock_kind kind)
     bench_json_num(&j, "ideal_not_handoffs", self_i);
     bench_json_num(&j, "rlock_handoffs", (double)n_r);
     bench_json_num(&j, "rlock_not_handoffs", self_r);
-    bench_json_bool(&j, "pass", b50 <= 3 && b99 <= 12);
+    bench_json_bool(&j, "pass", b50 <= 2.5 && b99 <= 12);
     bench_json_end(&j);
     return 0;
 }

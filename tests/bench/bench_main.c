@@ -6,7 +6,7 @@
  *               [--scale X] [--only a,b,...]
  *
  * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog fair_queue rw rw_handoff
- * redlock sem.
+ * redlock sem drain.
  * Prints a table while it runs, then one JSON line per scenario.
  */
 #include <signal.h>
@@ -43,6 +43,7 @@ static const bench_scenario g_scenarios[] = {
     {"rw_handoff", bench_rw_handoff},
     {"redlock", bench_redlock},
     {"sem", bench_semaphore},
+    {"drain", bench_drain},
 };
 
 static int selected(const char *only, const char *name)
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
                     "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
-                    "redlock,sem]\n",
+                    "redlock,sem,drain]\n",
                     argv[0]);
             return 2;
         }

@@ -216,12 +216,140 @@ static void test_mixed_mutual_exclusion(void **state)
     rlock_client_free(c);
 }
 
+/* ---- rlock's named wake-ups beside Redisson's waiters (issue 18) ------------------------- */
+
+/* An rlock thread of its own client that waits for a lock, holds it 50 ms and releases it. Its
+ * heartbeat timeout is 60 s, so only a message, not the bound of its sleep, wakes it in time. */
+typedef struct crowd_member {
+    rlock_client *c;
+    rlock *l;
+    pthread_t t;
+    int rc;
+} crowd_member;
+
+static void *crowd_main(void *arg)
+{
+    crowd_member *m = arg;
+    m->rc = rlock_try_lock(m->l, 20000, 60000);
+    if (m->rc == RLOCK_OK) {
+        usleep(50 * 1000);
+        if (rlock_unlock(m->l) != RLOCK_OK) {
+            m->rc = -100;
+        }
+    }
+    return NULL;
+}
+
+/* Starts n members on name and waits until all n are recorded as waiting rlock threads. */
+static void crowd_start(crowd_member *m, int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        rlock_options o;
+        tc_options(&o, g_srv);
+        o.waiter_timeout_ms = 60000;
+        m[i].c = tc_client(&o);
+        m[i].l = rlock_open(m[i].c, RLOCK_REENTRANT, name);
+        assert_non_null(m[i].l);
+        assert_int_equal(pthread_create(&m[i].t, NULL, crowd_main, &m[i]), 0);
+    }
+    char zset[128];
+    snprintf(zset, sizeof(zset), "rlock_lock_waiters:{%s}", name);
+    const char *zcard[] = {"ZCARD", zset, NULL};
+    int64_t deadline = rh_now_ms() + 10000;
+    while (rh_cmd_int(g_srv, zcard) != n && rh_now_ms() < deadline) {
+        usleep(10 * 1000);
+    }
+    assert_int_equal(rh_cmd_int(g_srv, zcard), n);
+    usleep(300 * 1000); /* their post-subscription attempts are over */
+}
+
+static void crowd_join(crowd_member *m, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_join(m[i].t, NULL);
+        assert_int_equal(m[i].rc, RLOCK_OK);
+        rlock_free(m[i].l);
+        rlock_client_free(m[i].c);
+    }
+}
+
+/* An rlock release names its next rlock waiter on rlock's own channel and still publishes
+ * Redisson's "0" on Redisson's channel: a Redisson-protocol waiter (acquire, SUBSCRIBE, wait for a
+ * message, acquire again) beside two waiting rlock clients is woken by rlock's releases, sees only
+ * "0" messages, and gets the lock long before the 60 s leases could let it in. */
+static void test_rlock_release_wakes_redisson_waiter(void **state)
+{
+    (void)state;
+    const char *name = "compat:named";
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
+    crowd_member m[2];
+    crowd_start(m, 2, name);
+    redisContext *ctx = rh_connect(g_srv);
+    redisContext *sub = rh_connect(g_srv);
+    assert_true(peer_lock(ctx, name, PEER_OWNER, 60000) > 0);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE redisson_lock__channel:{%s}", name);
+    assert_non_null(r);
+    freeReplyObject(r);
+    struct timeval tv = {5, 0};
+    redisSetTimeout(sub, tv);
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    int messages = 0;
+    do { /* The peer sleeps until a message, as Redisson's waiter does. */
+        assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_string_equal(r->element[0]->str, "message");
+        assert_string_equal(r->element[2]->str, "0");
+        freeReplyObject(r);
+        messages++;
+    } while (peer_lock(ctx, name, PEER_OWNER, 60000) != -3);
+    int64_t waited = rh_now_ms() - t0;
+    print_message("the Redisson-protocol waiter got the lock %lld ms after rlock's release, "
+                  "after %d unlock message(s)\n",
+                  (long long)waited, messages);
+    assert_true(messages >= 1);
+    assert_true(waited < 5000);
+    assert_int_equal(peer_unlock(ctx, name, PEER_OWNER), 1);
+    crowd_join(m, 2);
+    redisFree(sub);
+    redisFree(ctx);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+/* A Redisson client's release publishes Redisson's "0" and names nobody: each waiting rlock client
+ * lets one of its waiters attempt, and the three waiting clients then get the lock in turn
+ * through rlock's named wake-ups, long before the peer's 60 s lease or their 60 s heartbeat
+ * timeout could bound their sleep. */
+static void test_redisson_release_wakes_rlock_waiters(void **state)
+{
+    (void)state;
+    const char *name = "compat:unnamed";
+    redisContext *ctx = rh_connect(g_srv);
+    assert_int_equal(peer_lock(ctx, name, PEER_OWNER, 60000), -3);
+    crowd_member m[3];
+    crowd_start(m, 3, name);
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(peer_unlock(ctx, name, PEER_OWNER), 1);
+    crowd_join(m, 3);
+    int64_t took = rh_now_ms() - t0;
+    print_message("3 waiting rlock clients got the lock in turn within %lld ms of the Redisson "
+                  "release\n",
+                  (long long)took);
+    assert_true(took < 5000);
+    redisFree(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_layout),
         cmocka_unit_test(test_peer_holds_rlock_waits),
         cmocka_unit_test(test_mixed_mutual_exclusion),
+        cmocka_unit_test(test_rlock_release_wakes_redisson_waiter),
+        cmocka_unit_test(test_redisson_release_wakes_rlock_waiters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -27,7 +27,14 @@
 static rh_server *g_srv;
 static rlock_client *g_c;
 
-TC_FIXTURE(g_srv, g_c, NULL)
+/* Waiters record their liveness with a heartbeat every waiter_timeout_ms / 3 (a script call):
+ * at 60 s, none falls into a test, so every EVALSHA counted here is an attempt or a release. */
+static void tune(rlock_options *o)
+{
+    o->waiter_timeout_ms = 60000;
+}
+
+TC_FIXTURE(g_srv, g_c, tune)
 
 /* ---- hand-over among 8 contending threads ----------------------------------------------- */
 
@@ -69,7 +76,8 @@ static void *contender_main(void *arg)
  *     present, each of whom joined in that subscription's lifetime) or, when the channel is
  *     already live, one permit at join time:                                   <= calls
  *   - each unlock publishes one "0" message, which this client's one subscriber connection
- *     turns into at most one permit:                                          <= PUBLISH count
+ *     turns into at most one permit, and, while threads wait, names one of them on rlock's
+ *     wake channel first, which gives at most one more:                       <= PUBLISH count
  *   - a wait that ends by its TTL bound re-attempts once: none here (leases of 20 s, the test
  *     takes a few seconds; asserted below).
  * Every attempt consumes exactly one of these, so
@@ -118,7 +126,7 @@ static void test_handoff_attempts_bounded(void **state)
                   (double)attempts / (double)calls, attempts - calls, publishes, subscribes, bound);
     assert_int_equal(errors, 0);
     assert_int_equal(overlaps, 0);
-    assert_int_equal(publishes, calls);
+    assert_true(publishes >= calls && publishes <= 2 * calls);
     assert_true(attempts >= calls);
     assert_true(attempts <= bound);
     /* No wait can have ended by its TTL bound: the whole run is shorter than any lease left. */

@@ -1,0 +1,281 @@
+/*
+ * No thundering herd on the reentrant lock (issue 18). Redisson's unlock message wakes one waiter
+ * in every client that waits, so under N waiting processes each release cost N acquire attempts.
+ * rlock's release names one waiting rlock thread on rlock_lock_wake:{name} right before that
+ * message, and every other rlock client lets the message pass. Each waiter here is its own
+ * client, as separate processes are; attempts are counted on the server (INFO commandstats:
+ * EVALSHA = attempts + releases, since these waiters have a 60 s heartbeat period and never give
+ * up). A waiter whose process is killed while it waits must not strand the others.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "re_common.h"
+
+#define WAITERS  16
+#define LEASE_MS 60000
+
+static rh_server *g_srv; /* the group's server (tc_server_setup), set by each test */
+
+/* One waiting client: its thread waits for the lock, then holds it until told to release. */
+typedef struct herd_waiter {
+    rlock_client *c;
+    rlock *l;
+    pthread_t t;
+    int rc;
+    atomic_int got;
+    atomic_int release;
+} herd_waiter;
+
+static void *herd_main(void *arg)
+{
+    herd_waiter *w = arg;
+    w->rc = rlock_try_lock(w->l, 30000, LEASE_MS);
+    atomic_store(&w->got, 1);
+    while (w->rc == RLOCK_OK && !atomic_load(&w->release)) {
+        rh_sleep_ms(1);
+    }
+    if (w->rc == RLOCK_OK && rlock_unlock(w->l) != RLOCK_OK) {
+        w->rc = -100;
+    }
+    return NULL;
+}
+
+static rlock_client *herd_client(int64_t waiter_timeout_ms)
+{
+    rlock_options o;
+    tc_options(&o, g_srv);
+    o.pool_size = 2;
+    o.waiter_timeout_ms = waiter_timeout_ms;
+    return tc_client(&o);
+}
+
+static void herd_start(herd_waiter *w, const char *name, int64_t waiter_timeout_ms)
+{
+    memset(w, 0, sizeof(*w));
+    w->c = herd_client(waiter_timeout_ms);
+    w->l = rlock_open(w->c, RLOCK_REENTRANT, name);
+    assert_non_null(w->l);
+    assert_int_equal(pthread_create(&w->t, NULL, herd_main, w), 0);
+}
+
+static void herd_stop(herd_waiter *w)
+{
+    atomic_store(&w->release, 1);
+    pthread_join(w->t, NULL);
+    assert_int_equal(w->rc, RLOCK_OK);
+    rlock_free(w->l);
+    rlock_client_free(w->c);
+}
+
+static long long zcard_waiters(const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "rlock_lock_waiters:{%s}", name);
+    const char *argv[] = {"ZCARD", key, NULL};
+    return rh_cmd_int(g_srv, argv);
+}
+
+static long long numsub(const char *channel)
+{
+    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
+    redisReply *r = rh_cmd(g_srv, argv);
+    long long n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        n = r->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Waits until n threads wait on name: recorded in the zset, and n clients subscribed to both
+ * channels; then until their post-confirmation attempts are over (no script call for 300 ms),
+ * leaving the statistics reset. */
+static void wait_parked(const char *name, long long n)
+{
+    char ch[128];
+    char wake[128];
+    re_channel(name, ch, sizeof(ch));
+    snprintf(wake, sizeof(wake), "rlock_lock_wake:{%s}", name);
+    int64_t deadline = rh_now_ms() + 10000;
+    while ((zcard_waiters(name) != n || numsub(ch) != n || numsub(wake) != n) &&
+           rh_now_ms() < deadline) {
+        rh_sleep_ms(10);
+    }
+    assert_int_equal(zcard_waiters(name), n);
+    assert_int_equal(numsub(ch), n);
+    assert_int_equal(numsub(wake), n);
+    do {
+        assert_int_equal(rh_reset_stats(g_srv), 0);
+        rh_sleep_ms(300);
+    } while (rh_cmdstat_calls(g_srv, "evalsha") != 0 && rh_now_ms() < deadline);
+    assert_int_equal(rh_reset_stats(g_srv), 0);
+}
+
+/* Index of the one waiter that holds the lock, waiting up to 5 s for it; -1 if none. */
+static int herd_holder(herd_waiter *w, int n, const int *done)
+{
+    int64_t deadline = rh_now_ms() + 5000;
+    while (rh_now_ms() < deadline) {
+        for (int i = 0; i < n; i++) {
+            if (!done[i] && atomic_load(&w[i].got)) {
+                return i;
+            }
+        }
+        rh_sleep_ms(1);
+    }
+    return -1;
+}
+
+/* Acquire attempts since the last stats reset, given the releases made meanwhile. */
+static long long attempts_since_reset(long long releases)
+{
+    return rh_cmdstat_calls(g_srv, "evalsha") - releases;
+}
+
+/* With 16 clients waiting, a release causes one acquire attempt (the named waiter's; two are
+ * allowed for a stray wake-up on a loaded machine), not one per waiting client; the rest of the
+ * crowd drains at most two attempts per release (a named waiter between two attempts gets a permit
+ * instead, and may meet a stray one), each waiter getting the lock once. */
+static void test_release_wakes_one_client(void **state)
+{
+    g_srv = *state;
+    const char *name = "re:herd";
+    rlock_client *hc = herd_client(60000);
+    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
+    /* Load the release script first, so that no NOSCRIPT reply is counted as a call. */
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    herd_waiter w[WAITERS];
+    int done[WAITERS] = {0};
+    for (int i = 0; i < WAITERS; i++) {
+        herd_start(&w[i], name, 60000);
+    }
+    wait_parked(name, WAITERS);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    int first = herd_holder(w, WAITERS, done);
+    assert_true(first >= 0);
+    rh_sleep_ms(300); /* any other client that was woken has attempted by now */
+    long long first_attempts = attempts_since_reset(1);
+    long long messages = rh_cmdstat_calls(g_srv, "publish");
+
+    /* The rest of the crowd: each holder releases in turn and exactly one other gets in. */
+    assert_int_equal(rh_reset_stats(g_srv), 0);
+    int cur = first;
+    for (int k = 1; k < WAITERS; k++) {
+        done[cur] = 1;
+        atomic_store(&w[cur].release, 1);
+        cur = herd_holder(w, WAITERS, done);
+        assert_true(cur >= 0);
+    }
+    done[cur] = 1;
+    atomic_store(&w[cur].release, 1);
+    rh_sleep_ms(100);
+    long long drain_attempts = attempts_since_reset(WAITERS);
+    print_message("%d waiting clients: the first release caused %lld acquire attempt(s) (%lld "
+                  "messages); the next %d releases %lld attempts\n",
+                  WAITERS, first_attempts, messages, WAITERS - 1, drain_attempts);
+    assert_true(first_attempts >= 1 && first_attempts <= 2);
+    assert_true(drain_attempts >= WAITERS - 1 && drain_attempts <= 2 * (WAITERS - 1));
+    for (int i = 0; i < WAITERS; i++) {
+        herd_stop(&w[i]);
+    }
+    assert_int_equal(zcard_waiters(name), 0);
+    rlock_free(h);
+    rlock_client_free(hc);
+}
+
+/* A child process that, once go_fd reads end-of-file (the holder holds the lock), waits for name
+ * with a 1 s waiter timeout until it is killed. It is forked before the parent starts any thread
+ * (TSan supports no fork of a multi-threaded process). */
+static pid_t spawn_waiter(const char *name, int go[2])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char b;
+        close(go[1]);
+        while (read(go[0], &b, 1) > 0) {
+        }
+        rlock_options o;
+        tc_options(&o, g_srv);
+        o.waiter_timeout_ms = 1000;
+        rlock_client *c = tc_client_try(&o);
+        rlock *l = c != NULL ? rlock_open(c, RLOCK_REENTRANT, name) : NULL;
+        if (l == NULL) {
+            _exit(2);
+        }
+        _exit(rlock_try_lock(l, 60000, LEASE_MS) == RLOCK_OK ? 0 : 1);
+    }
+    close(go[0]);
+    return pid;
+}
+
+/* A waiter whose process is killed while it waits keeps its zset entry until its deadline, and
+ * a release may name it; the live waiters' sleeps are bounded by waiter_timeout_ms (1 s here), so
+ * they still get the lock within a few seconds, far below the holder's 60 s lease. */
+static void test_killed_waiter_strands_nobody(void **state)
+{
+    g_srv = *state;
+    const char *name = "re:herd:killed";
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t child = spawn_waiter(name, go);
+    assert_true(child > 0);
+    rlock_client *hc = herd_client(1000);
+    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    close(go[1]);
+    int64_t deadline = rh_now_ms() + 10000;
+    while (zcard_waiters(name) != 1 && rh_now_ms() < deadline) {
+        rh_sleep_ms(10);
+    }
+    assert_int_equal(zcard_waiters(name), 1);
+    herd_waiter w[2];
+    for (int i = 0; i < 2; i++) {
+        herd_start(&w[i], name, 1000);
+    }
+    wait_parked(name, 3);
+    assert_int_equal(kill(child, SIGKILL), 0);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    int64_t released = rh_now_ms();
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    int done[2] = {0};
+    int first = herd_holder(w, 2, done);
+    assert_true(first >= 0);
+    done[first] = 1;
+    atomic_store(&w[first].release, 1);
+    int second = herd_holder(w, 2, done);
+    assert_true(second >= 0);
+    int64_t took = rh_now_ms() - released;
+    print_message("a waiter killed while waiting: both live waiters got the lock within %lld ms "
+                  "of the release\n",
+                  (long long)took);
+    assert_true(took < 5000);
+    for (int i = 0; i < 2; i++) {
+        herd_stop(&w[i]);
+    }
+    rlock_free(h);
+    rlock_client_free(hc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_release_wakes_one_client),
+        cmocka_unit_test(test_killed_waiter_strands_nobody),
+    };
+    return cmocka_run_group_tests(tests, tc_server_setup, tc_server_teardown);
+}
