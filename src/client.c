@@ -11,6 +11,7 @@
 #include "client.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "replica.h"
 #include "watchdog.h"
 
 RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
@@ -30,6 +31,8 @@ RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
     opts->redlock_server_timeout_ms = 50;
     opts->rw_reader_preferring = 0;
     opts->log_level = RLOCK_LOG_WARN;
+    opts->replica_sync = 1;
+    opts->replica_sync_timeout_ms = 1000;
 }
 
 static int rlk_check_duration(const char *what, int64_t v, int64_t min)
@@ -54,6 +57,8 @@ static int rlk_check_options(const rlock_options *o)
     r = r ? r : rlk_check_duration("waiter_timeout_ms", o->waiter_timeout_ms, 30);
     r = r ? r : rlk_check_duration("subscription_timeout_ms", o->subscription_timeout_ms, 1);
     r = r ? r : rlk_check_duration("redlock_server_timeout_ms", o->redlock_server_timeout_ms, 1);
+    /* WAIT reads a timeout of 0 as "forever", which a lock call must never wait. */
+    r = r ? r : rlk_check_duration("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1);
     return r;
 }
 
@@ -113,6 +118,7 @@ static int rlk_client_probe(rlock_client *c)
         r = rlk_err(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "PING refused by Redis: %s", rep->str);
     }
     freeReplyObject(rep);
+    r = r ? r : rlk_replica_init(c, conn);
     r = r ? r : rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);
     if (r != RLOCK_OK) {
         rlk_conn_close(conn);

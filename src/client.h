@@ -25,6 +25,8 @@ struct rlock_client {
     rlk_pool *pool;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
+    atomic_int replicas;       /* replicas online on the master (replica.c) */
+    atomic_llong replicas_due; /* monotonic ms of the next replica count refresh */
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;   /* 1 for the client itself + 1 per open handle */
 };

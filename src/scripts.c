@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replica.h"
 #include "scripts.h"
 
 const rlk_script_src *rlk_script_get(int id)
@@ -75,26 +76,63 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
     return n;
 }
 
-/* One EVALSHA call for rlk_pool_run(): the request and the script it runs. */
+/* The scripts whose writes must reach the replicas before the caller relies on them: lock
+ * grants, re-entries and releases (renewals are synced by the watchdog's pipeline). */
+static int rlk_script_synced(int script)
+{
+    switch (script) {
+    case RLK_SCRIPT_LOCK_ACQUIRE:
+    case RLK_SCRIPT_LOCK_RELEASE:
+    case RLK_SCRIPT_FAIR_ACQUIRE:
+    case RLK_SCRIPT_FAIR_RELEASE:
+    case RLK_SCRIPT_RW_READ_ACQUIRE:
+    case RLK_SCRIPT_RW_READ_RELEASE:
+    case RLK_SCRIPT_RW_WRITE_ACQUIRE:
+    case RLK_SCRIPT_RW_WRITE_RELEASE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* One EVALSHA call for rlk_pool_run(): the request, the script it runs and, for a synced
+ * script, the client whose replicas it waits for (NULL otherwise). */
 typedef struct rlk_eval {
     int script;
     int argc;
     const char **argv;
     const size_t *lens;
+    rlock_client *sync_client;
+    rlk_sync sync;
 } rlk_eval;
+
+/* Sends EVALSHA, followed on the same connection by the replica sync when the script is synced,
+ * and reads the script's reply first. */
+static int rlk_eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
+{
+    if (e->sync_client == NULL) {
+        return rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+    }
+    rlk_sync_plan(e->sync_client, &e->sync);
+    int r = rlk_conn_append(conn, e->argc, e->argv, e->lens);
+    r = r ? r : rlk_sync_append(e->sync_client, conn, &e->sync);
+    r = r ? r : rlk_conn_read(conn, out);
+    r = r ? r : rlk_sync_read(e->sync_client, conn, &e->sync);
+    return r;
+}
 
 /* Sends EVALSHA; a NOSCRIPT reply loads the script on the same connection and resends once. A
  * failed load that left the connection usable fails the call with the load's own code (EREDIS,
  * or EPROTO for a SHA1 mismatch), which matches the detail it recorded. */
 static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
 {
-    const rlk_eval *e = arg;
-    int r = rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+    rlk_eval *e = arg;
+    int r = rlk_eval_once(conn, e, out);
     if (r == RLOCK_OK && rlk_reply_is_noscript(*out)) {
         freeReplyObject(*out);
         *out = NULL;
         r = rlk_script_load(conn, e->script);
-        r = r ? r : rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+        r = r ? r : rlk_eval_once(conn, e, out);
     }
     return r;
 }
@@ -110,9 +148,12 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     if (n < 0) {
         return n;
     }
-    rlk_eval e = {script, n, argv, lens};
+    rlk_eval e = {script, n, argv, lens, rlk_script_synced(script) ? c : NULL, {0}};
     redisReply *r = NULL;
     int rc = rlk_pool_run(c, flags, rlk_exchange_eval, &e, &r);
+    if (e.sync_client != NULL) {
+        rlk_sync_note(rc == RLOCK_OK ? &e.sync : &(rlk_sync){0});
+    }
     if (rc != RLOCK_OK) {
         return rc;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "replica.h"
 #include "scripts.h"
 #include "watchdog.h"
 
@@ -208,10 +209,26 @@ static int rlk_wd_reload(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunk
     return RLOCK_OK;
 }
 
-/* Sends every chunk that still needs sending in one pipeline and reads the replies. */
-static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks, size_t nc,
-                           int only_retry)
+/* Reads the replica sync queued behind a pipeline's batches. A renewal the replicas did not
+ * acknowledge still stands on the master, so it is not judged lost: the next renewal syncs
+ * again, and only a key that is gone makes a hold lost. */
+static int rlk_wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
 {
+    int r = rlk_sync_read(wd->c, conn, s);
+    if (r == RLOCK_OK && s->acked < s->n) {
+        rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewals: %d of %d replicas acknowledged",
+                s->acked < 0 ? 0 : s->acked, s->n);
+    }
+    return r;
+}
+
+/* Sends every chunk that still needs sending in one pipeline, followed by the replica sync,
+ * and reads the replies. */
+static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
+                           rlk_wd_chunk *chunks, size_t nc, int only_retry)
+{
+    rlk_sync sync;
+    rlk_sync_plan(wd->c, &sync);
     int r = only_retry ? rlk_wd_reload(conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
@@ -223,13 +240,14 @@ static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chu
             r = r ? r : rlk_conn_flush(conn, &done);
         }
     }
+    r = r ? r : rlk_sync_append(wd->c, conn, &sync);
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
             chunks[i].retry = 0;
             r = rlk_wd_read(conn, items, &chunks[i]);
         }
     }
-    return r;
+    return r ? r : rlk_wd_sync_read(wd, conn, &sync);
 }
 
 static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
@@ -259,13 +277,13 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     rlk_conn *conn = NULL;
     int r = rlk_pool_borrow(wd->c->pool, &conn);
     if (r == RLOCK_OK) {
-        r = rlk_wd_pipeline(conn, items, chunks, nc, 0);
+        r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 0);
         int again = 0;
         for (size_t i = 0; i < nc; i++) {
             again |= chunks[i].retry;
         }
         if (r == RLOCK_OK && again) {
-            r = rlk_wd_pipeline(conn, items, chunks, nc, 1);
+            r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 1);
         }
         rlk_pool_return(wd->c->pool, conn, r != RLOCK_OK);
     }
