@@ -12,6 +12,7 @@
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"
+#include "sentinel.h"
 #include "watchdog.h"
 
 RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
@@ -64,6 +65,9 @@ static int rlk_check_options(const rlock_options *o)
 
 static void rlk_client_destroy(rlock_client *c)
 {
+    pthread_mutex_destroy(&c->master_mu);
+    free(c->sentinel_user);
+    free(c->sentinel_password);
     rlk_url_free(&c->url);
     free(c->url_copy);
     free(c);
@@ -128,9 +132,37 @@ static int rlk_client_probe(rlock_client *c)
     return RLOCK_OK;
 }
 
+/* Finds the data node of a Sentinel deployment before anything dials it; a cluster URL is
+ * refused until cluster support lands. */
+static int rlk_client_locate(rlock_client *c)
+{
+    if (c->url.kind == RLK_URL_CLUSTER) {
+        return rlk_err(RLOCK_ENOTSUP, "redis-cluster:// URLs are not yet supported");
+    }
+    if (c->url.kind != RLK_URL_SENTINEL) {
+        return RLOCK_OK;
+    }
+    return rlk_sentinel_discover(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
+}
+
+/* Copies the options' strings that the client keeps. */
+static int rlk_client_copy_strings(rlock_client *c, const rlock_options *o)
+{
+    c->sentinel_user = o->sentinel_user != NULL ? strdup(o->sentinel_user) : NULL;
+    c->sentinel_password = o->sentinel_password != NULL ? strdup(o->sentinel_password) : NULL;
+    c->opts.sentinel_user = c->sentinel_user;
+    c->opts.sentinel_password = c->sentinel_password;
+    if ((o->sentinel_user != NULL && c->sentinel_user == NULL) ||
+        (o->sentinel_password != NULL && c->sentinel_password == NULL)) {
+        return rlk_err(RLOCK_ENOMEM, "cannot copy the Sentinel credentials");
+    }
+    return RLOCK_OK;
+}
+
 static int rlk_client_start(rlock_client *c)
 {
-    int r = rlk_pool_new(c, &c->pool);
+    int r = rlk_client_locate(c);
+    r = r ? r : rlk_pool_new(c, &c->pool);
     r = r ? r : rlk_client_probe(c);
     r = r ? r : rlk_pubsub_new(c, &c->pubsub);
     r = r ? r : rlk_watchdog_new(c, &c->watchdog);
@@ -157,12 +189,15 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a client");
     }
     c->opts = *opts;
+    c->opts.sentinel_user = NULL;
+    c->opts.sentinel_password = NULL;
+    pthread_mutex_init(&c->master_mu, NULL);
     atomic_init(&c->refs, 1);
     atomic_init(&c->closed, 0);
     char errbuf[256];
     r = rlk_url_parse(opts->url, &c->url, errbuf, sizeof(errbuf));
     if (r != RLOCK_OK) {
-        free(c);
+        rlk_client_destroy(c);
         return r == RLOCK_EINVAL ? rlk_err(r, "bad url: %s", errbuf) : rlk_err(r, "%s", errbuf);
     }
     c->url_copy = strdup(opts->url);
@@ -171,6 +206,11 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
         return rlk_err(RLOCK_ENOMEM, "cannot copy the url");
     }
     c->opts.url = c->url_copy;
+    r = rlk_client_copy_strings(c, opts);
+    if (r != RLOCK_OK) {
+        rlk_client_destroy(c);
+        return r;
+    }
     uuid_t id;
     uuid_generate(id);
     uuid_unparse_lower(id, c->uuid);

@@ -11,6 +11,9 @@
 #include "url.h"
 
 typedef struct rlk_pool rlk_pool;
+
+/* Longest host name a Sentinel may name (DNS name or IPv6 text), with its NUL. */
+#define RLK_HOST_MAX 256
 typedef struct rlk_pubsub rlk_pubsub;
 typedef struct rlk_watchdog rlk_watchdog;
 
@@ -25,6 +28,11 @@ struct rlock_client {
     rlk_pool *pool;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
+    char *sentinel_user; /* copies of the options (NULL = none) */
+    char *sentinel_password;
+    pthread_mutex_t master_mu; /* guards master_host and master_port */
+    char master_host[RLK_HOST_MAX]; /* Sentinel: the current master ("" before discovery) */
+    int master_port;
     atomic_int replicas;       /* replicas online on the master (replica.c) */
     atomic_llong replicas_due; /* monotonic ms of the next replica count refresh */
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
@@ -44,5 +52,7 @@ void rlk_client_unref(rlock_client *c);
 
 /* RLOCK_ECLOSED (with a message) if the client was freed, else RLOCK_OK. */
 int rlk_client_check(const rlock_client *c);
+/* Records the master a Sentinel named (Sentinel deployments). */
+void rlk_client_set_master(rlock_client *c, const char *host, int port);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "conn.h"
 
@@ -72,10 +73,9 @@ static int rlk_handshake_cmd(rlk_conn *conn, int64_t deadline_ms, int argc, cons
     return rc;
 }
 
-/* Sends AUTH and SELECT as the URL asks. */
-static int rlk_handshake(const rlock_client *c, rlk_conn *conn, int64_t deadline_ms)
+/* Sends AUTH and SELECT as the endpoint asks. */
+static int rlk_handshake(const rlk_endpoint *u, rlk_conn *conn, int64_t deadline_ms)
 {
-    const rlk_url *u = &c->url;
     int r = RLOCK_OK;
     if (u->password != NULL) {
         /* AUTH <user> <password> for an ACL user, AUTH <password> for the default user. */
@@ -97,8 +97,24 @@ static int rlk_handshake(const rlock_client *c, rlk_conn *conn, int64_t deadline
 
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms, rlk_conn **out)
 {
+    rlk_endpoint ep;
+    char host[RLK_HOST_MAX];
+    rlk_client_endpoint(c, &ep, host);
+    return rlk_conn_open_at(c, &ep, deadline_ms, io_timeout_ms, out);
+}
+
+int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t deadline_ms,
+                     int64_t io_timeout_ms, rlk_conn **out)
+{
+    (void)c; /* the TLS settings, once this layer speaks TLS */
     *out = NULL;
-    const char *what = c->url.is_unix ? "connect (unix socket)" : "connect";
+    const char *what = ep->path != NULL ? "connect (unix socket)" : "connect";
+    if (ep->tls) {
+        return rlk_err(RLOCK_ENOTSUP, "%s: TLS is not supported by this build", what);
+    }
+    if (ep->path == NULL && (ep->host == NULL || ep->host[0] == '\0')) {
+        return rlk_err(RLOCK_ECONN, "%s: no node to connect to yet", what);
+    }
     if (deadline_ms - rlk_now_ms() < 1) {
         return rlk_err(RLOCK_ECONN, "%s: no time left within connect_timeout_ms", what);
     }
@@ -107,17 +123,17 @@ int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a connection");
     }
     struct timeval ctv = rlk_conn_tv(rlk_left(deadline_ms));
-    conn->ctx = c->url.is_unix ? redisConnectUnixWithTimeout(c->url.path, ctv)
-                               : redisConnectWithTimeout(c->url.host, c->url.port, ctv);
+    conn->ctx = ep->path != NULL ? redisConnectUnixWithTimeout(ep->path, ctv)
+                                 : redisConnectWithTimeout(ep->host, ep->port, ctv);
     if (conn->ctx == NULL || conn->ctx->err) {
         int r = rlk_ctx_error(conn->ctx, errno, what);
         rlk_conn_close(conn);
         return r;
     }
-    if (!c->url.is_unix) {
+    if (ep->path == NULL) {
         redisEnableKeepAlive(conn->ctx);
     }
-    int r = rlk_handshake(c, conn, deadline_ms);
+    int r = rlk_handshake(ep, conn, deadline_ms);
     if (r == RLOCK_OK) {
         /* The handshake was bounded by the deadline; later reads by the caller's timeout. */
         r = rlk_conn_set_timeout(conn, io_timeout_ms);
@@ -139,6 +155,20 @@ void rlk_conn_close(rlk_conn *conn)
         redisFree(conn->ctx);
     }
     free(conn);
+}
+
+void rlk_conn_abandon(rlk_conn *conn)
+{
+    if (conn == NULL) {
+        return;
+    }
+    /* redisFree() writes nothing on a blocking context; close the fd first all the same, so
+     * that no future change to the transport can make the inherited connection speak. */
+    if (conn->ctx != NULL && conn->ctx->fd >= 0) {
+        close(conn->ctx->fd);
+        conn->ctx->fd = -1;
+    }
+    rlk_conn_close(conn);
 }
 
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms)

@@ -14,6 +14,21 @@
 
 #include "client.h"
 
+typedef struct rlk_endpoint {
+    const char *host;     /* TCP host, or NULL when path is set */
+    int port;
+    const char *path;     /* unix socket path or NULL */
+    const char *user;     /* AUTH user or NULL */
+    const char *password; /* AUTH password or NULL (no AUTH) */
+    int db;               /* SELECT when > 0 */
+    int tls;              /* 1 = TLS with the client's TLS settings */
+} rlk_endpoint;
+
+/* The client's data node: its URL, or the current master of a Sentinel deployment, copied into
+ * host (RLK_HOST_MAX bytes) because a failover may change it while the caller dials.
+ * Implemented in client_state.c. */
+void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host);
+
 /* A connection. ctx belongs to conn.c; the RedLock round (lock_multi.c) still reaches into it
  * for its non-blocking multi-server I/O, the only code outside this file that does. */
 typedef struct rlk_conn {
@@ -22,12 +37,19 @@ typedef struct rlk_conn {
     int sys_errno;              /* errno of the failure that broke the connection */
 } rlk_conn;
 
-/* Dials a connection: connect, AUTH and SELECT together are bounded by deadline_ms (a monotonic
+/* Dials a connection to the client's data node (its URL; the current master of a Sentinel
+ * deployment): connect, AUTH and SELECT together are bounded by deadline_ms (a monotonic
  * time, rlk_now_ms()). Reads and writes afterwards time out after io_timeout_ms (> 0).
  * RLOCK_OK, RLOCK_ECONN, RLOCK_EAUTH or RLOCK_ENOMEM. */
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms,
                   rlk_conn **out);
+/* Dials ep (instead of the client's URL); same bounds and errors as rlk_conn_open. */
+int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t deadline_ms,
+                     int64_t io_timeout_ms, rlk_conn **out);
 void rlk_conn_close(rlk_conn *conn);
+/* Frees a connection inherited across fork(): closes the fd, frees memory, writes NOTHING
+ * (no QUIT, no TLS close_notify). */
+void rlk_conn_abandon(rlk_conn *conn);
 
 /* Changes the read/write timeout (> 0). RLOCK_OK or RLOCK_ECONN. */
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms);

@@ -1,0 +1,140 @@
+/*
+ * Master discovery through Sentinel. Every Sentinel is asked in the URL's order, so a deployment
+ * keeps working while any one of them answers; what each one failed with is collected into the
+ * final RLOCK_ECONN, because "all Sentinels unreachable" alone does not say which address or
+ * password is wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "sentinel.h"
+
+/* The detail of the last error without its "<code's message>: " prefix. */
+static const char *sentinel_detail(int code)
+{
+    const char *msg = rlock_last_error();
+    size_t n = strlen(rlock_strerror(code));
+    return strncmp(msg, rlock_strerror(code), n) == 0 && msg[n] == ':' ? msg + n + 2 : msg;
+}
+
+/* Checks a reply of SENTINEL get-master-addr-by-name and copies the address out. */
+static int sentinel_parse_addr(const rlock_client *c, const redisReply *r, char *host, int *port)
+{
+    if (r->type == REDIS_REPLY_NIL) {
+        return rlk_err(RLOCK_EPROTO, "does not know a master named '%s'", c->url.master_name);
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        return rlk_err(RLOCK_EREDIS, "refused SENTINEL get-master-addr-by-name: %s", r->str);
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len == 0 || r->element[0]->len >= RLK_HOST_MAX) {
+        return rlk_err(RLOCK_EPROTO, "answered get-master-addr-by-name with no address");
+    }
+    char *end = NULL;
+    long p = strtol(r->element[1]->str, &end, 10);
+    if (end == r->element[1]->str || *end != '\0' || p < 1 || p > 65535) {
+        return rlk_err(RLOCK_EPROTO, "named a master with an invalid port");
+    }
+    memcpy(host, r->element[0]->str, r->element[0]->len + 1);
+    *port = (int)p;
+    return RLOCK_OK;
+}
+
+/* Asks one Sentinel for the master's address. */
+static int sentinel_ask(rlock_client *c, const rlk_url_host *s, int64_t deadline, char *host,
+                        int *port)
+{
+    rlk_endpoint ep = {.host = s->host,
+                       .port = s->port,
+                       .user = c->sentinel_user,
+                       .password = c->sentinel_password,
+                       .tls = c->url.tls};
+    rlk_conn *conn = NULL;
+    int64_t left = deadline - rlk_now_ms();
+    int r = rlk_conn_open_at(c, &ep, deadline, left < 1 ? 1 : left, &conn);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", c->url.master_name};
+    redisReply *rep = NULL;
+    r = rlk_conn_command(conn, 3, argv, NULL, &rep);
+    r = r ? r : sentinel_parse_addr(c, rep, host, port);
+    freeReplyObject(rep);
+    rlk_conn_close(conn);
+    return r;
+}
+
+/* Dials the node a Sentinel named with the data nodes' credentials and checks that ROLE says
+ * master: a Sentinel may still name the old master during a failover. */
+static int sentinel_confirm(rlock_client *c, const char *host, int port, int64_t deadline)
+{
+    rlk_endpoint ep = {.host = host,
+                       .port = port,
+                       .user = c->url.user,
+                       .password = c->url.password,
+                       .db = c->url.db,
+                       .tls = c->url.tls};
+    rlk_conn *conn = NULL;
+    int64_t left = deadline - rlk_now_ms();
+    int r = rlk_conn_open_at(c, &ep, deadline, left < 1 ? 1 : left, &conn);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    const char *argv[1] = {"ROLE"};
+    redisReply *rep = NULL;
+    r = rlk_conn_command(conn, 1, argv, NULL, &rep);
+    if (r == RLOCK_OK &&
+        (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+         rep->element[0]->type != REDIS_REPLY_STRING || strcmp(rep->element[0]->str, "master"))) {
+        r = rlk_err(RLOCK_EPROTO, "named %s:%d, which is not a master (ROLE)", host, port);
+    }
+    freeReplyObject(rep);
+    rlk_conn_close(conn);
+    return r;
+}
+
+/* Appends "host:port: why" of a failed Sentinel to the report. */
+static void sentinel_note(rlk_buf *report, const rlk_url_host *s, int code)
+{
+    char line[320];
+    snprintf(line, sizeof(line), "%s%s:%d: %s", report->len > 0 ? "; " : "", s->host, s->port,
+             sentinel_detail(code));
+    (void)rlk_buf_appends(report, line);
+}
+
+int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms)
+{
+    rlk_buf report;
+    rlk_buf_init(&report);
+    int r = RLOCK_ECONN;
+    for (size_t i = 0; i < c->url.nhosts; i++) {
+        const rlk_url_host *s = &c->url.hosts[i];
+        /* A Sentinel that swallows packets must leave time to ask the others. */
+        int64_t now = rlk_now_ms();
+        int64_t share = (deadline_ms - now) / (int64_t)(c->url.nhosts - i);
+        int64_t until = now + (share < 1 ? 1 : share);
+        char host[RLK_HOST_MAX];
+        int port = 0;
+        r = sentinel_ask(c, s, until, host, &port);
+        if (r == RLOCK_OK) {
+            r = sentinel_confirm(c, host, port, until);
+            if (r == RLOCK_EAUTH) {
+                break; /* the master refused the data nodes' credentials: no Sentinel helps */
+            }
+        }
+        if (r == RLOCK_OK) {
+            rlk_client_set_master(c, host, port);
+            break;
+        }
+        sentinel_note(&report, s, r);
+    }
+    if (r != RLOCK_OK && r != RLOCK_EAUTH) {
+        r = rlk_err(RLOCK_ECONN, "no Sentinel named a reachable master '%s': %s",
+                    c->url.master_name, report.p);
+    }
+    rlk_buf_free(&report);
+    return r;
+}
