@@ -30,7 +30,7 @@ struct rlock_client {
     rlk_watchdog *watchdog;
     char *sentinel_user; /* copies of the options (NULL = none) */
     char *sentinel_password;
-    pthread_mutex_t master_mu; /* guards master_host and master_port */
+    pthread_mutex_t master_mu;      /* guards master_host and master_port */
     char master_host[RLK_HOST_MAX]; /* Sentinel: the current master ("" before discovery) */
     int master_port;
     atomic_int replicas;       /* replicas online on the master (replica.c) */

@@ -15,7 +15,7 @@
 #include "client.h"
 
 typedef struct rlk_endpoint {
-    const char *host;     /* TCP host, or NULL when path is set */
+    const char *host; /* TCP host, or NULL when path is set */
     int port;
     const char *path;     /* unix socket path or NULL */
     const char *user;     /* AUTH user or NULL */
