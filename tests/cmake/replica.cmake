@@ -10,3 +10,8 @@ endif()
 # later; renewals missed by a replica do not lose the hold; replica_sync_aof needs Redis 7.2.
 rlock_add_test(NAME test_replica_sync SOURCES replica/test_replica_sync.c
                LABELS redis fault TIMEOUT 120)
+
+# Sentinel discovery with redis-server x3 + Sentinel x3: any one Sentinel of three suffices,
+# nonsense Sentinels are skipped, all down is RLOCK_ECONN naming them; cluster URLs ENOTSUP.
+rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discovery.c
+               LABELS redis fault TIMEOUT 120)

@@ -422,8 +422,8 @@ static void test_backoff_message(void **state)
 static void test_strerror_and_version(void **state)
 {
     (void)state;
-    const char *seen[13];
-    for (int code = 0; code >= -12; code--) {
+    const char *seen[15];
+    for (int code = 0; code >= -14; code--) {
         const char *m = rlock_strerror(code);
         assert_non_null(m);
         assert_true(m[0] != '\0');
@@ -433,7 +433,7 @@ static void test_strerror_and_version(void **state)
         }
         seen[-code] = m;
     }
-    int unknown[] = {1, -13, 42, -1000, INT_MIN, INT_MAX};
+    int unknown[] = {1, -15, 42, -1000, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         assert_string_equal(rlock_strerror(unknown[i]), "unknown error code");
     }
