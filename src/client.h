@@ -33,8 +33,10 @@ struct rlock_client {
     pthread_mutex_t master_mu;      /* guards master_host and master_port */
     char master_host[RLK_HOST_MAX]; /* Sentinel: the current master ("" before discovery) */
     int master_port;
+    atomic_llong recheck_at;   /* monotonic ms before which no failover recheck runs */
     atomic_int replicas;       /* replicas online on the master (replica.c) */
     atomic_llong replicas_due; /* monotonic ms of the next replica count refresh */
+    atomic_llong replicas_low_since; /* since when fewer replicas are online (0: not) */
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;   /* 1 for the client itself + 1 per open handle */
 };

@@ -35,6 +35,7 @@ typedef struct rlk_conn {
     redisContext *ctx;
     struct rlk_conn *next_idle; /* the pool's list of idle connections */
     int sys_errno;              /* errno of the failure that broke the connection */
+    uint64_t gen;               /* the pool's generation (its master) when it was dialled */
 } rlk_conn;
 
 /* Dials a connection to the client's data node (its URL; the current master of a Sentinel

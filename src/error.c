@@ -70,3 +70,8 @@ void rlk_err_clear(void)
 {
     rlk_errmsg[0] = '\0';
 }
+
+void rlk_err_restore(const char *saved)
+{
+    snprintf(rlk_errmsg, sizeof(rlk_errmsg), "%s", saved);
+}

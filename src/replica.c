@@ -60,6 +60,36 @@ static int replica_info(rlk_conn *conn, const char *section, redisReply **out)
     return r;
 }
 
+/* Records a replica count read from INFO: a higher one at once, a lower one once it has been
+ * seen for RLK_REPLICA_SHRINK_MS (replica.h). */
+static void replica_observe(rlock_client *c, int online)
+{
+    if (online >= atomic_load(&c->replicas)) {
+        atomic_store(&c->replicas, online);
+        atomic_store(&c->replicas_low_since, 0);
+        return;
+    }
+    long long now = rlk_now_ms();
+    long long since = atomic_load(&c->replicas_low_since);
+    if (since == 0) {
+        atomic_store(&c->replicas_low_since, now);
+    } else if (now - since >= RLK_REPLICA_SHRINK_MS) {
+        atomic_store(&c->replicas, online);
+        atomic_store(&c->replicas_low_since, 0);
+    }
+}
+
+int rlk_replica_refresh(rlock_client *c, rlk_conn *conn)
+{
+    redisReply *rep = NULL;
+    int r = c->opts.replica_sync ? replica_info(conn, "replication", &rep) : RLOCK_OK;
+    if (rep != NULL) {
+        replica_observe(c, replica_count_online(rep->str));
+        freeReplyObject(rep);
+    }
+    return r;
+}
+
 int rlk_replica_init(rlock_client *c, rlk_conn *conn)
 {
     atomic_store(&c->replicas, 0);
@@ -176,7 +206,7 @@ int rlk_sync_read(rlock_client *c, rlk_conn *conn, rlk_sync *s)
         redisReply *rep = NULL;
         r = rlk_conn_read(conn, &rep);
         if (r == RLOCK_OK && rep->type == REDIS_REPLY_STRING) {
-            atomic_store(&c->replicas, replica_count_online(rep->str));
+            replica_observe(c, replica_count_online(rep->str));
         }
         freeReplyObject(rep);
     }

@@ -4,8 +4,11 @@
  * the master has online, pipelined behind the script so that it costs no extra round trip
  * before the script's reply is read. The number of replicas is learnt from INFO replication
  * when the client starts and refreshed by an INFO pipelined behind a synced script at most once
- * a second, and at once after a WAIT that fell short, so a replica that joins (or leaves) later
- * is noticed without a round trip of its own.
+ * a second, and at once after a WAIT that fell short, so a replica that joins later is noticed
+ * without a round trip of its own. A replica that leaves lowers the count only after
+ * RLK_REPLICA_SHRINK_MS: in a failover the promoted replica leaves the old master first, and
+ * waiting for the replicas that remain would let a grant that the new master never saw pass as
+ * synced. Until then grants fail with RLOCK_EREPLICA (fail closed).
  */
 #ifndef RLK_REPLICA_H
 #define RLK_REPLICA_H
@@ -15,10 +18,15 @@
 
 /* How often the replica count is refreshed while synced scripts run. */
 #define RLK_REPLICA_REFRESH_MS 1000
+/* How long fewer replicas must be online before the client waits for fewer. */
+#define RLK_REPLICA_SHRINK_MS 10000
 
 /* Reads the master's replicas and version on conn when the client starts. With
  * replica_sync_aof on a server older than 7.2: RLOCK_ENOTSUP. RLOCK_OK or an error. */
 int rlk_replica_init(rlock_client *c, rlk_conn *conn);
+/* Reads the replicas of a new master (a Sentinel failover) on conn; a lower count than before
+ * takes RLK_REPLICA_SHRINK_MS to count, as for any refresh. */
+int rlk_replica_refresh(rlock_client *c, rlk_conn *conn);
 
 /* What a synced exchange appends behind its script: WAIT for n replicas (none when n is 0) and
  * INFO replication when refresh is set. */

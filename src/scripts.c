@@ -10,6 +10,7 @@
 
 #include "replica.h"
 #include "scripts.h"
+#include "sentinel.h"
 
 const rlk_script_src *rlk_script_get(int id)
 {
@@ -23,6 +24,19 @@ int rlk_reply_is_noscript(const redisReply *r)
 {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
            strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static int rlk_error_starts(const redisReply *r, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= n &&
+           strncmp(r->str, prefix, n) == 0;
+}
+
+int rlk_reply_is_moved(const redisReply *r)
+{
+    return rlk_error_starts(r, "READONLY") || rlk_error_starts(r, "LOADING") ||
+           rlk_error_starts(r, "MASTERDOWN");
 }
 
 int rlk_script_load(rlk_conn *conn, int script)
@@ -118,6 +132,11 @@ static int rlk_eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
     r = r ? r : rlk_sync_append(e->sync_client, conn, &e->sync);
     r = r ? r : rlk_conn_read(conn, out);
     r = r ? r : rlk_sync_read(e->sync_client, conn, &e->sync);
+    if (r != RLOCK_OK && *out != NULL) {
+        /* The connection broke after the script's reply: its outcome is unknown to the caller. */
+        freeReplyObject(*out);
+        *out = NULL;
+    }
     return r;
 }
 
@@ -137,6 +156,30 @@ static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
     return r;
 }
 
+/* rlk_pool_run() of an EVALSHA that follows the master of a Sentinel deployment: a node that
+ * says it is not the master did not run the script, so it is resent once after the Sentinels
+ * were asked again. */
+static int rlk_script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **out)
+{
+    int rc = rlk_pool_run(c, flags, rlk_exchange_eval, e, out);
+    for (int attempt = 0; rc == RLOCK_OK && rlk_reply_is_moved(*out); attempt++) {
+        char why[128];
+        snprintf(why, sizeof(why), "%.*s", (int)(*out)->len, (*out)->str);
+        freeReplyObject(*out);
+        *out = NULL;
+        rlk_sentinel_recheck(c);
+        if (attempt > 0) {
+            return rlk_err(RLOCK_ECONN, "script %s: the master is changing: %s",
+                           rlk_script_get(e->script)->name, why);
+        }
+        rc = rlk_pool_run(c, flags, rlk_exchange_eval, e, out);
+    }
+    if (rc == RLOCK_ECONN) {
+        rlk_sentinel_recheck(c);
+    }
+    return rc;
+}
+
 int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, const rlk_args *args,
                redisReply **out)
 {
@@ -150,7 +193,7 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     }
     rlk_eval e = {script, n, argv, lens, rlk_script_synced(script) ? c : NULL, {0}};
     redisReply *r = NULL;
-    int rc = rlk_pool_run(c, flags, rlk_exchange_eval, &e, &r);
+    int rc = rlk_script_run(c, flags, &e, &r);
     if (e.sync_client != NULL) {
         rlk_sync_note(rc == RLOCK_OK ? &e.sync : &(rlk_sync){0});
     }

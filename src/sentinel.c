@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "conn.h"
+#include "pool.h"
+#include "replica.h"
 #include "sentinel.h"
 
 /* The detail of the last error without its "<code's message>: " prefix. */
@@ -105,7 +107,8 @@ static void sentinel_note(rlk_buf *report, const rlk_url_host *s, int code)
     (void)rlk_buf_appends(report, line);
 }
 
-int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms)
+/* Finds the master (see rlk_sentinel_discover()) into host and port. */
+static int sentinel_find(rlock_client *c, int64_t deadline_ms, char *host, int *port)
 {
     rlk_buf report;
     rlk_buf_init(&report);
@@ -116,17 +119,14 @@ int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms)
         int64_t now = rlk_now_ms();
         int64_t share = (deadline_ms - now) / (int64_t)(c->url.nhosts - i);
         int64_t until = now + (share < 1 ? 1 : share);
-        char host[RLK_HOST_MAX];
-        int port = 0;
-        r = sentinel_ask(c, s, until, host, &port);
+        r = sentinel_ask(c, s, until, host, port);
         if (r == RLOCK_OK) {
-            r = sentinel_confirm(c, host, port, until);
+            r = sentinel_confirm(c, host, *port, until);
             if (r == RLOCK_EAUTH) {
                 break; /* the master refused the data nodes' credentials: no Sentinel helps */
             }
         }
         if (r == RLOCK_OK) {
-            rlk_client_set_master(c, host, port);
             break;
         }
         sentinel_note(&report, s, r);
@@ -137,4 +137,62 @@ int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms)
     }
     rlk_buf_free(&report);
     return r;
+}
+
+int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms)
+{
+    char host[RLK_HOST_MAX];
+    int port = 0;
+    int r = sentinel_find(c, deadline_ms, host, &port);
+    if (r == RLOCK_OK) {
+        rlk_client_set_master(c, host, port);
+    }
+    return r;
+}
+
+/* Moves the client to a new master: the pool drops what it dialled to the old one (the
+ * subscriber and the watchdog use the pool's dialling, so they follow), and the replica count
+ * is read from the new master before the next grant waits for replicas the old one had. */
+static void sentinel_switch(rlock_client *c, const char *host, int port)
+{
+    rlk_log(c, RLOCK_LOG_WARN, "Sentinel: master '%s' is now %s:%d", c->url.master_name, host,
+            port);
+    rlk_client_set_master(c, host, port);
+    rlk_pool_reset(c->pool);
+    rlk_conn *conn = NULL;
+    if (rlk_pool_borrow(c->pool, &conn) == RLOCK_OK) {
+        int r = rlk_replica_refresh(c, conn);
+        rlk_pool_return(c->pool, conn, r != RLOCK_OK);
+    }
+}
+
+void rlk_sentinel_recheck(rlock_client *c)
+{
+    if (c->url.kind != RLK_URL_SENTINEL || c->pool == NULL) {
+        return;
+    }
+    long long due = atomic_load(&c->recheck_at);
+    long long now = rlk_now_ms();
+    /* One thread asks at a time, at most every RLK_SENTINEL_RECHECK_MS: a failover makes every
+     * caller fail at once, and one answer serves them all. */
+    if (now < due ||
+        !atomic_compare_exchange_strong(&c->recheck_at, &due, now + RLK_SENTINEL_RECHECK_MS)) {
+        return;
+    }
+    char host[RLK_HOST_MAX], cur[RLK_HOST_MAX], saved[512];
+    snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+    int port = 0;
+    int64_t bound = c->opts.command_timeout_ms < c->opts.connect_timeout_ms
+                        ? c->opts.command_timeout_ms
+                        : c->opts.connect_timeout_ms;
+    /* With no master found (an election is running) the next failure asks again. */
+    if (sentinel_find(c, rlk_add_sat(now, bound), host, &port) == RLOCK_OK) {
+        rlk_endpoint ep;
+        rlk_client_endpoint(c, &ep, cur);
+        if (strcmp(cur, host) != 0 || ep.port != port) {
+            sentinel_switch(c, host, port);
+        }
+    }
+    /* The caller reports its own failure, not what the Sentinels said. */
+    rlk_err_restore(saved);
 }

@@ -15,4 +15,11 @@
  * with it; RLOCK_EAUTH when the master refused the data nodes' credentials; RLOCK_ENOMEM. */
 int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms);
 
+/* How often at most a failover recheck asks the Sentinels. */
+#define RLK_SENTINEL_RECHECK_MS 200
+
+/* Called on signs that the master moved (a lost connection, READONLY, LOADING): asks the
+ * Sentinels again (at most every RLK_SENTINEL_RECHECK_MS, one thread at a time) and, when they
+ * name a new master, moves the pool there. A no-op for other deployments. */
+void rlk_sentinel_recheck(rlock_client *c);
 #endif

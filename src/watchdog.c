@@ -16,6 +16,7 @@
 #include "pool.h"
 #include "replica.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "watchdog.h"
 
 #define RLK_WD_TICK_MS 10
@@ -174,7 +175,11 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rlk_reply_is_noscript(rep)) {
+    if (rlk_reply_is_moved(rep)) {
+        /* Not the master any more: the rest of the pipeline went there too, so give up on this
+         * connection and let the failover recheck find the new one. */
+        r = rlk_err(RLOCK_ECONN, "renewal: %s", rep->str);
+    } else if (rlk_reply_is_noscript(rep)) {
         ch->retry = 1;
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == ch->n) {
         for (size_t i = 0; i < ch->n; i++) {
@@ -185,7 +190,7 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     }
     /* Any other reply (an error such as BUSY or OOM) leaves the results at -1: retried soon. */
     freeReplyObject(rep);
-    return RLOCK_OK;
+    return r;
 }
 
 /* Loads, once each, the scripts of the chunks that were answered NOSCRIPT. This runs before
@@ -295,6 +300,7 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     if (r != RLOCK_OK) {
         rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewal of %zu holds failed: %s", n,
                 rlock_last_error());
+        rlk_sentinel_recheck(wd->c);
     }
     free(chunks);
 }

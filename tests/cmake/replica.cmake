@@ -15,3 +15,9 @@ rlock_add_test(NAME test_replica_sync SOURCES replica/test_replica_sync.c
 # nonsense Sentinels are skipped, all down is RLOCK_ECONN naming them; cluster URLs ENOTSUP.
 rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discovery.c
                LABELS redis fault TIMEOUT 120)
+
+# Failover under load: 4 processes x 4 threads with the shared-memory checker while the
+# Sentinels fail over 5 times: 0 violations, tokens strictly increasing, every process
+# continues after the last switch.
+rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failover.c
+               LABELS redis stress fault TIMEOUT 240)
