@@ -45,6 +45,22 @@ static int sentinel_parse_addr(const rlock_client *c, const redisReply *r, char 
     return RLOCK_OK;
 }
 
+/* Dials ep, runs one command bounded by deadline and closes the connection: *out is the reply
+ * (an error reply included) on RLOCK_OK. */
+static int sentinel_query(rlock_client *c, const rlk_endpoint *ep, int64_t deadline, int argc,
+                          const char *const *argv, redisReply **out)
+{
+    rlk_conn *conn = NULL;
+    int64_t left = deadline - rlk_now_ms();
+    int r = rlk_conn_open_at(c, ep, deadline, left < 1 ? 1 : left, &conn);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    r = rlk_conn_command(conn, argc, argv, NULL, out);
+    rlk_conn_close(conn);
+    return r;
+}
+
 /* Asks one Sentinel for the master's address. */
 static int sentinel_ask(rlock_client *c, const rlk_url_host *s, int64_t deadline, char *host,
                         int *port)
@@ -54,18 +70,11 @@ static int sentinel_ask(rlock_client *c, const rlk_url_host *s, int64_t deadline
                        .user = c->sentinel_user,
                        .password = c->sentinel_password,
                        .tls = c->url.tls};
-    rlk_conn *conn = NULL;
-    int64_t left = deadline - rlk_now_ms();
-    int r = rlk_conn_open_at(c, &ep, deadline, left < 1 ? 1 : left, &conn);
-    if (r != RLOCK_OK) {
-        return r;
-    }
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", c->url.master_name};
     redisReply *rep = NULL;
-    r = rlk_conn_command(conn, 3, argv, NULL, &rep);
+    int r = sentinel_query(c, &ep, deadline, 3, argv, &rep);
     r = r ? r : sentinel_parse_addr(c, rep, host, port);
     freeReplyObject(rep);
-    rlk_conn_close(conn);
     return r;
 }
 
@@ -79,22 +88,15 @@ static int sentinel_confirm(rlock_client *c, const char *host, int port, int64_t
                        .password = c->url.password,
                        .db = c->url.db,
                        .tls = c->url.tls};
-    rlk_conn *conn = NULL;
-    int64_t left = deadline - rlk_now_ms();
-    int r = rlk_conn_open_at(c, &ep, deadline, left < 1 ? 1 : left, &conn);
-    if (r != RLOCK_OK) {
-        return r;
-    }
     const char *argv[1] = {"ROLE"};
     redisReply *rep = NULL;
-    r = rlk_conn_command(conn, 1, argv, NULL, &rep);
+    int r = sentinel_query(c, &ep, deadline, 1, argv, &rep);
     if (r == RLOCK_OK &&
         (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
          rep->element[0]->type != REDIS_REPLY_STRING || strcmp(rep->element[0]->str, "master"))) {
         r = rlk_err(RLOCK_EPROTO, "named %s:%d, which is not a master (ROLE)", host, port);
     }
     freeReplyObject(rep);
-    rlk_conn_close(conn);
     return r;
 }
 
