@@ -162,8 +162,9 @@ void rlk_conn_abandon(rlk_conn *conn)
     if (conn == NULL) {
         return;
     }
-    /* redisFree() writes nothing on a blocking context; close the fd first all the same, so
-     * that no future change to the transport can make the inherited connection speak. */
+    /* The socket is shared with the parent process, which goes on using it: closing our copy of
+     * the descriptor is all the child may do. The descriptor is closed here, not by the context,
+     * so that no transport (a TLS shutdown, say) ever gets a chance to write on it. */
     if (conn->ctx != NULL && conn->ctx->fd >= 0) {
         close(conn->ctx->fd);
         conn->ctx->fd = -1;
