@@ -38,11 +38,13 @@ static int replica_count_online(const char *info)
 static int replica_version(const char *info)
 {
     const char *v = strstr(info, "redis_version:");
-    int major = 0, minor = 0;
-    if (v == NULL || sscanf(v + 14, "%d.%d", &major, &minor) != 2) {
+    if (v == NULL) {
         return 0;
     }
-    return major * 100 + minor;
+    char *end = NULL;
+    long major = strtol(v + 14, &end, 10);
+    long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+    return (int)(major * 100 + minor);
 }
 
 /* Runs INFO <section> on conn and returns its text (freeReplyObject() *out). */
@@ -99,13 +101,14 @@ int rlk_replica_init(rlock_client *c, rlk_conn *conn)
     }
     redisReply *rep = NULL;
     int r = replica_info(conn, "replication", &rep);
-    if (r == RLOCK_OK) {
+    if (r == RLOCK_OK && rep != NULL) {
         atomic_store(&c->replicas, replica_count_online(rep->str));
         freeReplyObject(rep);
+        rep = NULL;
     }
     if (r == RLOCK_OK && c->opts.replica_sync_aof) {
         r = replica_info(conn, "server", &rep);
-        int version = r == RLOCK_OK ? replica_version(rep->str) : 0;
+        int version = r == RLOCK_OK && rep != NULL ? replica_version(rep->str) : 0;
         freeReplyObject(rep);
         if (r == RLOCK_OK && version < 702) {
             r = rlk_err(RLOCK_ENOTSUP,

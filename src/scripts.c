@@ -197,8 +197,10 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     if (e.sync_client != NULL) {
         rlk_sync_note(rc == RLOCK_OK ? &e.sync : &(rlk_sync){0});
     }
-    if (rc != RLOCK_OK) {
-        return rc;
+    if (rc != RLOCK_OK || r == NULL) {
+        return rc != RLOCK_OK
+                   ? rc
+                   : rlk_err(RLOCK_EPROTO, "script %s: no reply", rlk_script_get(script)->name);
     }
     if (r->type == REDIS_REPLY_ERROR) {
         rc = rlk_err(RLOCK_EREDIS, "script %s: %s", rlk_script_get(script)->name, r->str);

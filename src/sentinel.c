@@ -91,9 +91,9 @@ static int sentinel_confirm(rlock_client *c, const char *host, int port, int64_t
     const char *argv[1] = {"ROLE"};
     redisReply *rep = NULL;
     int r = sentinel_query(c, &ep, deadline, 1, argv, &rep);
-    if (r == RLOCK_OK &&
-        (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
-         rep->element[0]->type != REDIS_REPLY_STRING || strcmp(rep->element[0]->str, "master"))) {
+    if (r == RLOCK_OK && (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+                          rep->element[0]->type != REDIS_REPLY_STRING ||
+                          strcmp(rep->element[0]->str, "master") != 0)) {
         r = rlk_err(RLOCK_EPROTO, "named %s:%d, which is not a master (ROLE)", host, port);
     }
     freeReplyObject(rep);

@@ -48,7 +48,7 @@ int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
 
 int tc_replicated_start(rh_server **master, rh_server **replicas, int n)
 {
-    memset(replicas, 0, sizeof(*replicas) * (size_t)n);
+    memset(replicas, 0, sizeof(rh_server *) * (size_t)n);
     *master = rh_start(NULL);
     int ok = *master != NULL;
     for (int i = 0; ok && i < n; i++) {
