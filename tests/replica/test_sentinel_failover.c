@@ -89,12 +89,13 @@ static int step(tc_worker *w, long i)
     tc_mx_enter(w->mx, 0);
     check_token(rlock_token(p->h[0]));
     tc_mx_leave(w->mx, 0);
-    /* An unlock that failed in a switch keeps the hold record: unlock again until the record is
-     * gone, or the next attempt would re-enter the old hold and report its old token. */
-    for (int k = 0; k < 50; k++) {
-        r = rlock_unlock(p->h[0]);
-        if (r == RLOCK_OK || r == RLOCK_ELOST || r == RLOCK_ENOTOWNER) {
-            break;
+    /* An unlock that failed in a switch keeps the hold record (rlock.h): unlock again until the
+     * record is gone, or the next attempt would re-enter the old hold and report its old token. */
+    int64_t give_up = rh_now_ms() + 60000;
+    while ((r = rlock_unlock(p->h[0])) != RLOCK_OK && r != RLOCK_ELOST && r != RLOCK_ENOTOWNER) {
+        if (rh_now_ms() >= give_up) {
+            fprintf(stderr, "unlock: %s\n", rlock_last_error());
+            return TC_STEP_ERROR;
         }
         rh_sleep_ms(100);
     }
