@@ -131,13 +131,13 @@ static const char *rlk_err_detail(int code)
     return strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
 }
 
-static int rlk_pool_dial_slot(rlk_pool *p, rlk_conn **out)
+static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
 {
     rlk_conn *conn = NULL;
     pthread_mutex_lock(&p->mu);
     uint64_t gen = p->gen; /* before the dial: a reset during it makes this one stale */
     pthread_mutex_unlock(&p->mu);
-    int64_t deadline = rlk_add_sat(rlk_now_ms(), p->c->opts.connect_timeout_ms);
+    int64_t deadline = rlk_add_sat(rlk_now_ms(), dial_ms);
     int r = rlk_conn_open(p->c, deadline, p->c->opts.command_timeout_ms, &conn);
     pthread_mutex_lock(&p->mu);
     if (r != RLOCK_OK) {
@@ -180,7 +180,13 @@ static rlk_conn *rlk_pool_pop_live(rlk_pool *p)
 
 int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
 {
+    return rlk_pool_borrow_dial(p, p->c->opts.connect_timeout_ms, out);
+}
+
+int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
+{
     *out = NULL;
+    dial_ms = dial_ms < p->c->opts.connect_timeout_ms ? dial_ms : p->c->opts.connect_timeout_ms;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), p->c->opts.command_timeout_ms);
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -204,7 +210,7 @@ int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
             }
             p->open++;
             pthread_mutex_unlock(&p->mu);
-            return rlk_pool_dial_slot(p, out);
+            return rlk_pool_dial_slot(p, dial_ms, out);
         }
         struct timespec ts;
         rlk_timespec_at(&ts, deadline);

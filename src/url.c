@@ -631,9 +631,11 @@ static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, rlk_ur
         return 0;
     }
     if (rlk_span_ieq(scheme, "rediss")) {
-        return rlk_url_fail(e, "rediss://: TLS is not supported; use redis:// or unix://");
+        *is_unix = 0;
+        out->tls = 1;
+        return 0;
     }
-    return rlk_url_fail(e, "unsupported scheme: expected redis://, unix://, "
+    return rlk_url_fail(e, "unsupported scheme: expected redis://, rediss://, unix://, "
                            "redis-sentinel:// or redis-cluster://");
 }
 

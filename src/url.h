@@ -4,6 +4,7 @@
  * Accepted forms (scheme names are case-insensitive):
  *
  *   redis://[[user]:password@]host[:port][/[db]][?db=N]
+ *   rediss://... (the same, over TLS: sets tls)
  *   unix://[[user]:password@]/absolute/path[?db=N]
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/[db]][?db=N]#MASTER_NAME
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]
@@ -53,7 +54,7 @@ typedef struct rlk_url {
     char *user;     /* ACL user or NULL */
     char *password; /* or NULL */
     int db;         /* default 0 */
-    int tls;        /* 1 for the rediss-* schemes */
+    int tls;        /* 1 for rediss:// and the rediss-* schemes */
     rlk_url_kind kind;
     rlk_url_host *hosts; /* Sentinels or cluster seeds (kind != STANDALONE), else NULL */
     size_t nhosts;
