@@ -68,6 +68,7 @@ RLOCK_EXPORT const char *rlock_version_string(void);
 #define RLOCK_EAUTH     (-12) /* authentication or SELECT failed when connecting */
 #define RLOCK_ETLS      (-13) /* TLS failed: handshake, untrusted certificate, name mismatch,
                                * client certificate refused (OpenSSL's reason in last_error) */
+#define RLOCK_EREPLICA  (-14) /* fewer replicas than connected acknowledged a write in time */
 
 /* Returns a short constant description of code ("unknown error code" for unknown values). */
 RLOCK_EXPORT const char *rlock_strerror(int code);
@@ -95,8 +96,12 @@ RLOCK_EXPORT const char *rlock_last_error(void);
 
 typedef struct rlock_options {
     /* "redis://[[user]:password@]host[:port][/db]", "rediss://..." (the same over TLS, see
-     * the tls_* options) or "unix:///path[?db=N]". Default "redis://127.0.0.1:6379". User and
-     * password may be percent-encoded. */
+     * the tls_* options) or "unix:///path[?db=N]", or a Sentinel deployment:
+     * "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#MASTER" (Sentinel
+     * port default 26379; user and password are the data nodes'; "rediss-sentinel://" = TLS
+     * everywhere). Default "redis://127.0.0.1:6379". User and password may be
+     * percent-encoded. The cluster forms "redis-cluster://host[:port][,...]" parse, but a
+     * client on one answers RLOCK_ENOTSUP. */
     const char *url;
     /* Connections in the pool, dialled on demand. Default 64 (Redisson's connectionPoolSize). */
     int pool_size;
@@ -152,6 +157,22 @@ typedef struct rlock_options {
      * sent with AUTH and every lock's data, and grant or deny locks at will. For tests against
      * throwaway servers only. Default 0. */
     int tls_insecure;
+    /* Replica-synced writes (Redisson's checkLockSyncedSlaves): 1 (default) = after every script
+     * that grants, re-enters, renews or releases, on a master with connected replicas, wait
+     * (WAIT, pipelined behind the script) until all of them acknowledged it. A grant fewer
+     * replicas acknowledged within replica_sync_timeout_ms is undone and the call returns
+     * RLOCK_EREPLICA; see README "Deployments" for what this does and does not guarantee.
+     * 0 = no waiting (a failover may then lose a grant). */
+    int replica_sync;
+    /* Bound on the replicas' acknowledgement. Default 1000 (Redisson slavesSyncTimeout). */
+    int64_t replica_sync_timeout_ms;
+    /* 1 = also wait for the master's AOF fsync (WAITAOF, Redis >= 7.2; an older server makes
+     * rlock_client_new() fail with RLOCK_ENOTSUP). Default 0. */
+    int replica_sync_aof;
+    /* AUTH for the Sentinels of a redis-sentinel:// URL when they have their own ACL user or
+     * password (NULL = no AUTH to Sentinels). Copied. */
+    const char *sentinel_user;
+    const char *sentinel_password;
     void *reserved[3]; /* for future options without an ABI break; keep zero */
 } rlock_options;
 
@@ -162,9 +183,13 @@ typedef struct rlock_client rlock_client;
 
 /* Creates a client. Copies everything it needs from *opts (NULL = defaults). Parses the URL and
  * dials one connection to check the server (AUTH, SELECT and a PING, all within
- * connect_timeout_ms), so a wrong password or an unreachable server is reported here. Starts the
- * watchdog thread and the subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or
- * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM; *out is NULL on failure. Thread-safe. */
+ * connect_timeout_ms), so a wrong password or an unreachable server is reported here. With a
+ * redis-sentinel:// URL it first asks the Sentinels in turn for the master (a Sentinel that is
+ * down or answers nonsense is skipped) and checks with ROLE that the node is a master; all
+ * Sentinels unreachable is RLOCK_ECONN naming them. Starts the watchdog thread and the
+ * subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or option), RLOCK_ECONN,
+ * RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (a cluster URL; replica_sync_aof on a server older
+ * than 7.2); *out is NULL on failure. Thread-safe. */
 RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
 
 /* Stops the background threads, closes every connection and frees the client. Holds still
@@ -258,7 +283,9 @@ RLOCK_EXPORT void rlock_free(rlock *lock);
  * read side), RLOCK_ECONN/EREDIS/EPROTO/EAUTH, RLOCK_ECLOSED. A wait whose SUBSCRIBE to the
  * lock's channel Redis refuses (an ACL user without the command or the channel) returns
  * RLOCK_EREDIS with Redis' text at once; one not confirmed within subscription_timeout_ms
- * returns RLOCK_ECONN. */
+ * returns RLOCK_ECONN. With replica_sync, a grant (or re-entry) that fewer replicas acknowledged
+ * within replica_sync_timeout_ms is given back (best effort) and the call returns RLOCK_EREPLICA
+ * ("k of n replicas acknowledged"); the lock is then not held. */
 RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join

@@ -11,6 +11,8 @@
 #include "client.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "replica.h"
+#include "sentinel.h"
 #include "tls.h"
 #include "watchdog.h"
 
@@ -31,6 +33,8 @@ RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
     opts->redlock_server_timeout_ms = 50;
     opts->rw_reader_preferring = 0;
     opts->log_level = RLOCK_LOG_WARN;
+    opts->replica_sync = 1;
+    opts->replica_sync_timeout_ms = 1000;
 }
 
 static int rlk_check_duration(const char *what, int64_t v, int64_t min)
@@ -55,11 +59,16 @@ static int rlk_check_options(const rlock_options *o)
     r = r ? r : rlk_check_duration("waiter_timeout_ms", o->waiter_timeout_ms, 30);
     r = r ? r : rlk_check_duration("subscription_timeout_ms", o->subscription_timeout_ms, 1);
     r = r ? r : rlk_check_duration("redlock_server_timeout_ms", o->redlock_server_timeout_ms, 1);
+    /* WAIT reads a timeout of 0 as "forever", which a lock call must never wait. */
+    r = r ? r : rlk_check_duration("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1);
     return r;
 }
 
 static void rlk_client_destroy(rlock_client *c)
 {
+    pthread_mutex_destroy(&c->master_mu);
+    free(c->sentinel_user);
+    free(c->sentinel_password);
     rlk_tls_free(c->tls);
     for (size_t i = 0; i < sizeof(c->tls_copies) / sizeof(c->tls_copies[0]); i++) {
         free(c->tls_copies[i]);
@@ -118,12 +127,40 @@ static int rlk_client_probe(rlock_client *c)
         r = rlk_err(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "PING refused by Redis: %s", rep->str);
     }
     freeReplyObject(rep);
+    r = r ? r : rlk_replica_init(c, conn);
     r = r ? r : rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);
     if (r != RLOCK_OK) {
         rlk_conn_close(conn);
         return r;
     }
     rlk_pool_adopt(c->pool, conn);
+    return RLOCK_OK;
+}
+
+/* Finds the data node of a Sentinel deployment before anything dials it; a cluster URL is
+ * refused until cluster support lands. */
+static int rlk_client_locate(rlock_client *c)
+{
+    if (c->url.kind == RLK_URL_CLUSTER) {
+        return rlk_err(RLOCK_ENOTSUP, "redis-cluster:// URLs are not yet supported");
+    }
+    if (c->url.kind != RLK_URL_SENTINEL) {
+        return RLOCK_OK;
+    }
+    return rlk_sentinel_discover(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
+}
+
+/* Copies the options' strings that the client keeps. */
+static int rlk_client_copy_strings(rlock_client *c, const rlock_options *o)
+{
+    c->sentinel_user = o->sentinel_user != NULL ? strdup(o->sentinel_user) : NULL;
+    c->sentinel_password = o->sentinel_password != NULL ? strdup(o->sentinel_password) : NULL;
+    c->opts.sentinel_user = c->sentinel_user;
+    c->opts.sentinel_password = c->sentinel_password;
+    if ((o->sentinel_user != NULL && c->sentinel_user == NULL) ||
+        (o->sentinel_password != NULL && c->sentinel_password == NULL)) {
+        return rlk_err(RLOCK_ENOMEM, "cannot copy the Sentinel credentials");
+    }
     return RLOCK_OK;
 }
 
@@ -150,6 +187,7 @@ static int rlk_client_tls(rlock_client *c)
 static int rlk_client_start(rlock_client *c)
 {
     int r = rlk_client_tls(c);
+    r = r ? r : rlk_client_locate(c);
     r = r ? r : rlk_pool_new(c, &c->pool);
     r = r ? r : rlk_client_probe(c);
     r = r ? r : rlk_pubsub_new(c, &c->pubsub);
@@ -177,13 +215,16 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a client");
     }
     c->opts = *opts;
+    c->opts.sentinel_user = NULL;
+    c->opts.sentinel_password = NULL;
+    pthread_mutex_init(&c->master_mu, NULL);
     atomic_init(&c->refs, 1);
     atomic_init(&c->closed, 0);
     atomic_init(&c->gen, rlk_fork_gen());
     char errbuf[256];
     r = rlk_url_parse(opts->url, &c->url, errbuf, sizeof(errbuf));
     if (r != RLOCK_OK) {
-        free(c);
+        rlk_client_destroy(c);
         return r == RLOCK_EINVAL ? rlk_err(r, "bad url: %s", errbuf) : rlk_err(r, "%s", errbuf);
     }
     c->url_copy = strdup(opts->url);
@@ -192,6 +233,11 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
         return rlk_err(RLOCK_ENOMEM, "cannot copy the url");
     }
     c->opts.url = c->url_copy;
+    r = rlk_client_copy_strings(c, opts);
+    if (r != RLOCK_OK) {
+        rlk_client_destroy(c);
+        return r;
+    }
     uuid_t id;
     uuid_generate(id);
     uuid_unparse_lower(id, c->uuid);

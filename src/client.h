@@ -11,6 +11,9 @@
 #include "url.h"
 
 typedef struct rlk_pool rlk_pool;
+
+/* Longest host name a Sentinel may name (DNS name or IPv6 text), with its NUL. */
+#define RLK_HOST_MAX 256
 typedef struct rlk_pubsub rlk_pubsub;
 typedef struct rlk_watchdog rlk_watchdog;
 typedef struct rlk_tls rlk_tls;
@@ -28,6 +31,15 @@ struct rlock_client {
     rlk_pool *pool;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
+    char *sentinel_user; /* copies of the options (NULL = none) */
+    char *sentinel_password;
+    pthread_mutex_t master_mu;      /* guards master_host and master_port */
+    char master_host[RLK_HOST_MAX]; /* Sentinel: the current master ("" before discovery) */
+    int master_port;
+    atomic_llong recheck_at;   /* monotonic ms before which no failover recheck runs */
+    atomic_int replicas;       /* replicas online on the master (replica.c) */
+    atomic_llong replicas_due; /* monotonic ms of the next replica count refresh */
+    atomic_llong replicas_low_since; /* since when fewer replicas are online (0: not) */
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;   /* 1 for the client itself + 1 per open handle */
     /* The fork generation (rlk_fork_gen()) the client's identity, connections and threads
@@ -51,6 +63,8 @@ void rlk_client_unref(rlock_client *c);
  * a client inherited across fork() that no entry point refreshed yet (rlk_client_enter()): a
  * safety net, so that an internal path can never talk on the parent's connections. */
 int rlk_client_check(const rlock_client *c);
+/* Records the master a Sentinel named (Sentinel deployments). */
+void rlk_client_set_master(rlock_client *c, const char *host, int port);
 
 /* ---- fork() (client_fork.c; the counter lives in client_state.c) ---------------------------
  * The process' fork generation: 0 in a process that never forked, raised by one in the child of

@@ -7,7 +7,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <string.h>
+
 #include "client.h"
+#include "conn.h"
 
 /* Here rather than in client_fork.c: every layer reads it (through rlk_client_check()), and
  * client_fork.c depends on those layers. */
@@ -35,4 +38,33 @@ void rlk_log(const rlock_client *c, int level, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     c->opts.log_fn(level, msg, c->opts.user_data);
+}
+
+void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host)
+{
+    const rlk_url *u = &c->url;
+    *ep = (rlk_endpoint){.host = u->host,
+                         .port = u->port,
+                         .path = u->path,
+                         .user = u->user,
+                         .password = u->password,
+                         .db = u->db,
+                         .tls = u->tls};
+    if (u->kind == RLK_URL_SENTINEL) {
+        /* The mutex is the client's own, so taking it through a const client is sound. */
+        pthread_mutex_t *mu = (pthread_mutex_t *)&c->master_mu;
+        pthread_mutex_lock(mu);
+        memcpy(host, c->master_host, RLK_HOST_MAX);
+        ep->port = c->master_port;
+        pthread_mutex_unlock(mu);
+        ep->host = host;
+    }
+}
+
+void rlk_client_set_master(rlock_client *c, const char *host, int port)
+{
+    pthread_mutex_lock(&c->master_mu);
+    snprintf(c->master_host, sizeof(c->master_host), "%s", host);
+    c->master_port = port;
+    pthread_mutex_unlock(&c->master_mu);
 }

@@ -36,6 +36,7 @@ typedef struct rlk_conn {
     int err;                    /* RLK_CONN_E*, 0 while usable */
     int sys_errno;              /* errno of the failure that broke the connection */
     struct rlk_conn *next_idle; /* the pool's list of idle connections */
+    uint64_t gen;               /* the pool's generation (its master) when it was dialled */
 } rlk_conn;
 
 /* What broke a connection (rlk_conn.err). */
@@ -52,7 +53,12 @@ typedef struct rlk_endpoint {
     int tls;              /* 1 = TLS with the client's TLS settings */
 } rlk_endpoint;
 
-/* Dials the client's data node (its URL): connect, TLS handshake, AUTH and SELECT together are
+/* The client's data node: its URL, or the current master of a Sentinel deployment, copied into
+ * host (RLK_HOST_MAX bytes) because a failover may change it while the caller dials.
+ * Implemented in client_state.c. */
+void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host);
+
+/* Dials the client's data node (its URL; the current master of a Sentinel deployment): connect, TLS handshake, AUTH and SELECT together are
  * bounded by deadline_ms (a monotonic time, rlk_now_ms()). Reads and writes afterwards time out
  * after io_timeout_ms (> 0). RLOCK_OK, RLOCK_ECONN, RLOCK_ETLS, RLOCK_EAUTH or RLOCK_ENOMEM. */
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms,

@@ -120,16 +120,9 @@ int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t dead
 
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms, rlk_conn **out)
 {
-    const rlk_url *u = &c->url;
-    rlk_endpoint ep = {
-        .host = u->is_unix ? NULL : u->host,
-        .port = u->port,
-        .path = u->is_unix ? u->path : NULL,
-        .user = u->user,
-        .password = u->password,
-        .db = u->db,
-        .tls = u->tls,
-    };
+    rlk_endpoint ep;
+    char host[RLK_HOST_MAX];
+    rlk_client_endpoint(c, &ep, host);
     return rlk_conn_open_at(c, &ep, deadline_ms, io_timeout_ms, out);
 }
 

@@ -24,6 +24,7 @@ static const char *const rlk_messages[] = {
     "unexpected reply from Redis",                 /* RLOCK_EPROTO */
     "authentication or database selection failed", /* RLOCK_EAUTH */
     "TLS handshake or certificate check failed",   /* RLOCK_ETLS */
+    "replicas did not acknowledge in time",        /* RLOCK_EREPLICA */
 };
 
 /* The detail text is per thread, because the client and handles are shared across threads and
@@ -68,4 +69,9 @@ int rlk_err(int code, const char *fmt, ...)
 void rlk_err_clear(void)
 {
     rlk_errmsg[0] = '\0';
+}
+
+void rlk_err_restore(const char *saved)
+{
+    snprintf(rlk_errmsg, sizeof(rlk_errmsg), "%s", saved);
 }

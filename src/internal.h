@@ -25,6 +25,9 @@ int rlk_err(int code, const char *fmt, ...) RLK_PRINTF(2, 3);
 /* Clears the calling thread's last error (successful public calls do not clear it: like errno,
  * it is only meaningful right after a failure). */
 void rlk_err_clear(void);
+/* Puts back a last error saved as text (rlock_last_error() copied before work that may
+ * overwrite it, such as a failover recheck run on the way out of a failed call). */
+void rlk_err_restore(const char *saved);
 
 /* Checks the name of a lock or another object (what: "lock", "semaphore", ...): non-empty and at
  * most 1 MiB, which keeps every derived key small. RLOCK_OK or RLOCK_EINVAL with a message. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lock.h"
+#include "replica.h"
 #include "scripts.h"
 
 /* ---- handles ----------------------------------------------------------------------------- */
@@ -351,7 +352,9 @@ static rlk_armed *rlk_arm(rlk_acq *a)
     char *cmd = NULL;
     size_t len = 0;
     rlk_armed *armed = NULL;
-    if (a->lock->single->attempt_format != NULL &&
+    /* An armed attempt is sent by the subscriber thread without a WAIT behind it, so a client
+     * that syncs its grants to replicas attempts itself. */
+    if (rlk_sync_target(a->client) == 0 && a->lock->single->attempt_format != NULL &&
         a->lock->single->attempt_format(a, &cmd, &len) == RLOCK_OK) {
         (void)rlk_armed_new(cmd, len, &armed);
         rlk_armed_set_tag(armed, a->field, a->field_len); /* for named wake-ups */
@@ -406,6 +409,21 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     return r;
 }
 
+/* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
+ * failover to one of them would forget it while this thread believed it held the lock. The
+ * release is best effort and waits for no replica (it would fall short the same way). */
+static int rlk_undo_unsynced(rlk_acq *a)
+{
+    int acked = 0, n = 0;
+    if (!rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    rlk_sync_suppress(1);
+    (void)a->lock->single->release(a);
+    rlk_sync_suppress(0);
+    return rlk_sync_error(acked, n, "lock", a->lock->name);
+}
+
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 {
     rlk_acq a;
@@ -415,12 +433,14 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     a.may_queue = wait_ms != 0;
     int64_t start = rlk_now_ms();
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(start, wait_ms);
+    rlk_sync_clear();
     int r = l->single->attempt(&a);
     if (r == 0 && wait_ms != 0) {
         r = rlk_wait_loop(&a, deadline);
     }
     if (r == 1) {
-        return rlk_grant(&a, lease_ms < 0);
+        int u = rlk_undo_unsynced(&a);
+        return u ? u : rlk_grant(&a, lease_ms < 0);
     }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT, "lock '%s' not acquired within %lld ms", l->name,
@@ -458,7 +478,15 @@ int rlk_single_unlock(rlock *l)
     rlk_acq_init(&a, l);
     a.hold = h;
     a.lease_ms = h->lease_ms;
+    rlk_sync_clear();
     int r = l->single->release(&a);
+    int acked = 0, n = 0;
+    if (r >= 0 && rlk_sync_short(&acked, &n)) {
+        /* The master released; a failover before the replicas learn it would only bring back a
+         * hold that expires with its lease, so the unlock still succeeds. */
+        rlk_log(l->client, RLOCK_LOG_WARN, "unlock of '%s': %d of %d replicas acknowledged",
+                l->name, acked, n);
+    }
     if (r == 0 && --h->count > 0) {
         return RLOCK_OK;
     }

@@ -24,6 +24,7 @@ struct rlk_pool {
     int open;             /* connections open or being dialled */
     int64_t next_dial_at; /* monotonic ms before which no dial is tried (backoff) */
     int64_t backoff_ms;
+    uint64_t gen;  /* bumped by rlk_pool_reset(): connections of older ones are closed */
     int last_code; /* error of the last failed dial */
     char last_err[256];
     /* Every open connection, idle or borrowed (pool_size slots, NULL = free): a child of fork()
@@ -133,6 +134,9 @@ static const char *rlk_err_detail(int code)
 static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
 {
     rlk_conn *conn = NULL;
+    pthread_mutex_lock(&p->mu);
+    uint64_t gen = p->gen; /* before the dial: a reset during it makes this one stale */
+    pthread_mutex_unlock(&p->mu);
     int64_t deadline = rlk_add_sat(rlk_now_ms(), dial_ms);
     int r = rlk_conn_open(p->c, deadline, p->c->opts.command_timeout_ms, &conn);
     pthread_mutex_lock(&p->mu);
@@ -147,6 +151,7 @@ static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
     } else {
         p->backoff_ms = 0;
         p->next_dial_at = 0;
+        conn->gen = gen;
         rlk_pool_track(p, conn);
         *out = conn;
     }
@@ -233,29 +238,51 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
     if (conn == NULL) {
         return;
     }
-    if (broken || rlk_conn_broken(conn)) {
-        pthread_mutex_lock(&p->mu);
-        rlk_pool_untrack(p, conn);
-        pthread_mutex_unlock(&p->mu);
-        rlk_conn_close(conn);
-        pthread_mutex_lock(&p->mu);
-        p->open--;
-    } else {
-        pthread_mutex_lock(&p->mu);
+    int bad = broken || rlk_conn_broken(conn);
+    pthread_mutex_lock(&p->mu);
+    /* A connection of an older generation goes to a node that is no longer the master. */
+    if (!bad && conn->gen == p->gen) {
         conn->next_idle = p->idle;
         p->idle = conn;
+        conn = NULL;
+    } else {
+        rlk_pool_untrack(p, conn);
+        p->open--;
     }
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    rlk_conn_close(conn);
 }
 
 void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn)
 {
     pthread_mutex_lock(&p->mu);
     p->open++;
+    conn->gen = p->gen;
     rlk_pool_track(p, conn);
     pthread_mutex_unlock(&p->mu);
     rlk_pool_return(p, conn, 0);
+}
+
+void rlk_pool_reset(rlk_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->gen++;
+    p->backoff_ms = 0;
+    p->next_dial_at = 0;
+    rlk_conn *idle = p->idle;
+    p->idle = NULL;
+    for (rlk_conn *c = idle; c != NULL; c = c->next_idle) {
+        rlk_pool_untrack(p, c);
+        p->open--;
+    }
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    while (idle != NULL) {
+        rlk_conn *n = idle->next_idle;
+        rlk_conn_close(idle);
+        idle = n;
+    }
 }
 
 void rlk_args_init(rlk_args *a)

@@ -36,6 +36,9 @@ int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out);
 void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken);
 /* Adds a connection dialled outside the pool (rlock_client_new()'s probe) as an idle one. */
 void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn);
+/* The data node moved (a Sentinel failover): closes the idle connections, forgets the dial
+ * backoff, and makes every connection dialled before now close when it is returned. */
+void rlk_pool_reset(rlk_pool *p);
 
 /* Flags for rlk_cmd()/rlk_pool_run()/rlk_script(). */
 #define RLK_IDEMPOTENT 1 /* safe to resend on a fresh connection after a connection failure */

@@ -33,6 +33,7 @@
 
 #include "pool.h"
 #include "pubsub_impl.h"
+#include "sentinel.h"
 
 static uint32_t rlk_hash(const char *p, size_t n)
 {
@@ -594,6 +595,7 @@ static void rlk_ps_connect(rlk_pubsub *ps)
     pthread_mutex_unlock(&ps->mu);
     if (r != RLOCK_OK) {
         rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber cannot connect: %s", rlock_last_error());
+        rlk_sentinel_recheck(ps->c);
         rlk_ps_poll(ps, -1, 0, (int)wait);
     }
 }

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replica.h"
 #include "scripts.h"
+#include "sentinel.h"
 
 const rlk_script_src *rlk_script_get(int id)
 {
@@ -22,6 +24,19 @@ int rlk_reply_is_noscript(const redisReply *r)
 {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
            strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static int rlk_error_starts(const redisReply *r, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= n &&
+           strncmp(r->str, prefix, n) == 0;
+}
+
+int rlk_reply_is_moved(const redisReply *r)
+{
+    return rlk_error_starts(r, "READONLY") || rlk_error_starts(r, "LOADING") ||
+           rlk_error_starts(r, "MASTERDOWN");
 }
 
 int rlk_script_load(rlk_conn *conn, int script)
@@ -75,28 +90,94 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
     return n;
 }
 
-/* One EVALSHA call for rlk_pool_run(): the request and the script it runs. */
+/* The scripts whose writes must reach the replicas before the caller relies on them: lock
+ * grants, re-entries and releases (renewals are synced by the watchdog's pipeline). */
+static int rlk_script_synced(int script)
+{
+    switch (script) {
+    case RLK_SCRIPT_LOCK_ACQUIRE:
+    case RLK_SCRIPT_LOCK_RELEASE:
+    case RLK_SCRIPT_FAIR_ACQUIRE:
+    case RLK_SCRIPT_FAIR_RELEASE:
+    case RLK_SCRIPT_RW_READ_ACQUIRE:
+    case RLK_SCRIPT_RW_READ_RELEASE:
+    case RLK_SCRIPT_RW_WRITE_ACQUIRE:
+    case RLK_SCRIPT_RW_WRITE_RELEASE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* One EVALSHA call for rlk_pool_run(): the request, the script it runs and, for a synced
+ * script, the client whose replicas it waits for (NULL otherwise). */
 typedef struct rlk_eval {
     int script;
     int argc;
     const char **argv;
     const size_t *lens;
+    rlock_client *sync_client;
+    rlk_sync sync;
 } rlk_eval;
+
+/* Sends EVALSHA, followed on the same connection by the replica sync when the script is synced,
+ * and reads the script's reply first. */
+static int rlk_eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
+{
+    if (e->sync_client == NULL) {
+        return rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+    }
+    rlk_sync_plan(e->sync_client, &e->sync);
+    int r = rlk_conn_append(conn, e->argc, e->argv, e->lens);
+    r = r ? r : rlk_sync_append(e->sync_client, conn, &e->sync);
+    r = r ? r : rlk_conn_read(conn, out);
+    r = r ? r : rlk_sync_read(e->sync_client, conn, &e->sync);
+    if (r != RLOCK_OK && *out != NULL) {
+        /* The connection broke after the script's reply: its outcome is unknown to the caller. */
+        freeReplyObject(*out);
+        *out = NULL;
+    }
+    return r;
+}
 
 /* Sends EVALSHA; a NOSCRIPT reply loads the script on the same connection and resends once. A
  * failed load that left the connection usable fails the call with the load's own code (EREDIS,
  * or EPROTO for a SHA1 mismatch), which matches the detail it recorded. */
 static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
 {
-    const rlk_eval *e = arg;
-    int r = rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+    rlk_eval *e = arg;
+    int r = rlk_eval_once(conn, e, out);
     if (r == RLOCK_OK && rlk_reply_is_noscript(*out)) {
         freeReplyObject(*out);
         *out = NULL;
         r = rlk_script_load(conn, e->script);
-        r = r ? r : rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
+        r = r ? r : rlk_eval_once(conn, e, out);
     }
     return r;
+}
+
+/* rlk_pool_run() of an EVALSHA that follows the master of a Sentinel deployment: a node that
+ * says it is not the master did not run the script, so it is resent once after the Sentinels
+ * were asked again. */
+static int rlk_script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **out)
+{
+    int rc = rlk_pool_run(c, flags, rlk_exchange_eval, e, out);
+    for (int attempt = 0; rc == RLOCK_OK && rlk_reply_is_moved(*out); attempt++) {
+        char why[128];
+        snprintf(why, sizeof(why), "%.*s", (int)(*out)->len, (*out)->str);
+        freeReplyObject(*out);
+        *out = NULL;
+        rlk_sentinel_recheck(c);
+        if (attempt > 0) {
+            return rlk_err(RLOCK_ECONN, "script %s: the master is changing: %s",
+                           rlk_script_get(e->script)->name, why);
+        }
+        rc = rlk_pool_run(c, flags, rlk_exchange_eval, e, out);
+    }
+    if (rc == RLOCK_ECONN) {
+        rlk_sentinel_recheck(c);
+    }
+    return rc;
 }
 
 int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, const rlk_args *args,
@@ -110,11 +191,16 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     if (n < 0) {
         return n;
     }
-    rlk_eval e = {script, n, argv, lens};
+    rlk_eval e = {script, n, argv, lens, rlk_script_synced(script) ? c : NULL, {0}};
     redisReply *r = NULL;
-    int rc = rlk_pool_run(c, flags, rlk_exchange_eval, &e, &r);
-    if (rc != RLOCK_OK) {
-        return rc;
+    int rc = rlk_script_run(c, flags, &e, &r);
+    if (e.sync_client != NULL) {
+        rlk_sync_note(rc == RLOCK_OK ? &e.sync : &(rlk_sync){0});
+    }
+    if (rc != RLOCK_OK || r == NULL) {
+        return rc != RLOCK_OK
+                   ? rc
+                   : rlk_err(RLOCK_EPROTO, "script %s: no reply", rlk_script_get(script)->name);
     }
     if (r->type == REDIS_REPLY_ERROR) {
         rc = rlk_err(RLOCK_EREDIS, "script %s: %s", rlk_script_get(script)->name, r->str);

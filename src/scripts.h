@@ -14,8 +14,10 @@ const rlk_script_src *rlk_script_get(int id);
 
 /* Runs script id by EVALSHA with the given keys and args on a pooled connection (flags as for
  * rlk_pool_run()). A NOSCRIPT reply loads the script (SCRIPT LOAD, checking the SHA) and
- * resends once, invisibly. A Redis error reply becomes RLOCK_EREDIS with Redis' text in the last
- * error; *out is then NULL. */
+ * resends once, invisibly. A lost connection or a node that is no longer the master
+ * (rlk_reply_is_moved()) makes a Sentinel client look for the master again; a moved reply is
+ * resent once (the script did not run) and is RLOCK_ECONN if the second one is moved too. A Redis
+ * error reply becomes RLOCK_EREDIS with Redis' text in the last error; *out is then NULL. */
 int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, const rlk_args *args,
                redisReply **out);
 
@@ -31,5 +33,8 @@ int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, ch
 int rlk_script_load(rlk_conn *conn, int script);
 /* 1 if reply is a NOSCRIPT error reply. */
 int rlk_reply_is_noscript(const redisReply *r);
+/* 1 if reply is an error that says the node is not (or not yet) a usable master: READONLY (a
+ * replica, e.g. the old master after a failover), LOADING, MASTERDOWN. The command did not run. */
+int rlk_reply_is_moved(const redisReply *r);
 
 #endif

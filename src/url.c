@@ -41,6 +41,7 @@ typedef struct rlk_url_err {
     char *buf;
     size_t len;
     const char *base;
+    size_t shift; /* added to offsets: base is a copy of a part of the URL that starts here */
 } rlk_url_err;
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -70,7 +71,7 @@ static int rlk_url_oom(rlk_url_err *e)
 /* The offset of a fragment in the URL, named in messages instead of the fragment itself. */
 static size_t rlk_url_at(const rlk_url_err *e, const char *p)
 {
-    return e->base != NULL && p >= e->base ? (size_t)(p - e->base) : 0;
+    return e->base != NULL && p >= e->base ? (size_t)(p - e->base) + e->shift : 0;
 }
 
 static int rlk_is_digit(char c)
@@ -275,8 +276,8 @@ static int rlk_url_hostname(rlk_span h, rlk_url *out, rlk_url_err *e)
     return rlk_span_dup(h, &out->host, e);
 }
 
-/* "host", "host:port", "[v6]" or "[v6]:port". */
-static int rlk_url_hostport(rlk_span hp, rlk_url *out, rlk_url_err *e)
+/* "host", "host:port", "[v6]" or "[v6]:port"; default_port when there is no port. */
+static int rlk_url_hostport(rlk_span hp, int default_port, rlk_url *out, rlk_url_err *e)
 {
     rlk_span port = {NULL, 0};
     int has_port = 0;
@@ -324,7 +325,7 @@ static int rlk_url_hostport(rlk_span hp, rlk_url *out, rlk_url_err *e)
     if (rc != 0) {
         return rc;
     }
-    out->port = RLK_URL_DEFAULT_PORT;
+    out->port = default_port;
     if (has_port && port.n == 0) {
         return rlk_url_fail(e, "empty port after ':'");
     }
@@ -372,6 +373,50 @@ static int rlk_url_query(rlk_span q, rlk_url *out, int have_db, rlk_url_err *e)
     }
 }
 
+/* The comma-separated host list of a Sentinel or cluster URL into out->hosts. */
+static int rlk_url_host_list(rlk_span list, int default_port, rlk_url *out, rlk_url_err *e)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < list.n; i++) {
+        n += list.p[i] == ',';
+    }
+    if (n > RLK_URL_HOSTS_MAX) {
+        return rlk_url_fail(e, "more than %d hosts", RLK_URL_HOSTS_MAX);
+    }
+    out->hosts = calloc(n, sizeof(*out->hosts));
+    if (out->hosts == NULL) {
+        return rlk_url_oom(e);
+    }
+    const char *p = list.p, *end = list.p + list.n;
+    for (size_t i = 0; i < n; i++) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        rlk_span hp = {p, (size_t)((comma != NULL ? comma : end) - p)};
+        rlk_url one = {0};
+        int rc = rlk_url_hostport(hp, default_port, &one, e);
+        out->hosts[i].host = one.host;
+        out->hosts[i].port = one.port;
+        out->nhosts = i + 1;
+        if (rc != 0) {
+            return rc;
+        }
+        p = comma != NULL ? comma + 1 : end;
+    }
+    return 0;
+}
+
+/* The host part: one host, or the list of a Sentinel or cluster URL. */
+static int rlk_url_hosts(rlk_span hp, rlk_url *out, rlk_url_err *e)
+{
+    switch (out->kind) {
+    case RLK_URL_SENTINEL:
+        return rlk_url_host_list(hp, RLK_URL_SENTINEL_PORT, out, e);
+    case RLK_URL_CLUSTER:
+        return rlk_url_host_list(hp, RLK_URL_DEFAULT_PORT, out, e);
+    default:
+        return rlk_url_hostport(hp, RLK_URL_DEFAULT_PORT, out, e);
+    }
+}
+
 static int rlk_url_parse_redis(const char *rest, rlk_url *out, rlk_url_err *e)
 {
     size_t alen = strcspn(rest, "/?");
@@ -400,9 +445,12 @@ static int rlk_url_parse_redis(const char *rest, rlk_url *out, rlk_url_err *e)
             return rc;
         }
     }
-    rc = rlk_url_hostport(hostport, out, e);
+    rc = rlk_url_hosts(hostport, out, e);
     if (rc != 0) {
         return rc;
+    }
+    if (out->kind == RLK_URL_CLUSTER && *tail != '\0' && strcmp(tail, "/") != 0) {
+        return rlk_url_fail(e, "a cluster URL takes no db (a cluster has only db 0)");
     }
     if (*tail == '/') {
         size_t plen = strcspn(tail + 1, "?");
@@ -508,12 +556,6 @@ static int rlk_url_scan(const char *s, rlk_url_err *e)
         if (c >= 0x80) {
             return rlk_url_fail(e, "non-ASCII byte at offset %zu (percent-encode it)", i);
         }
-        if (c == '#') {
-            return rlk_url_fail(e,
-                                "'#' at offset %zu: fragments are not allowed (percent-encode "
-                                "it as %%23)",
-                                i);
-        }
     }
     if (i == 0) {
         return rlk_url_fail(e, "URL is empty");
@@ -521,8 +563,47 @@ static int rlk_url_scan(const char *s, rlk_url_err *e)
     return 0;
 }
 
+/* A '#' is allowed once, before the master name of a Sentinel URL, and nowhere else. */
+static int rlk_url_fragment(const char *s, const rlk_url *out, rlk_url_err *e)
+{
+    const char *hash = strchr(s, '#');
+    if (hash == NULL || (out->kind == RLK_URL_SENTINEL && strchr(hash + 1, '#') == NULL)) {
+        return 0;
+    }
+    if (out->kind == RLK_URL_SENTINEL) {
+        hash = strchr(hash + 1, '#');
+    }
+    return rlk_url_fail(e,
+                        "'#' at offset %zu: fragments are not allowed (percent-encode it as "
+                        "%%23)",
+                        (size_t)(hash - s));
+}
+
+/* The Sentinel and cluster schemes (kind and tls); 0 if the scheme is none of them. */
+static int rlk_url_multi_scheme(rlk_span scheme, rlk_url *out)
+{
+    static const struct {
+        const char *name;
+        rlk_url_kind kind;
+        int tls;
+    } schemes[] = {
+        {"redis-sentinel", RLK_URL_SENTINEL, 0},
+        {"rediss-sentinel", RLK_URL_SENTINEL, 1},
+        {"redis-cluster", RLK_URL_CLUSTER, 0},
+        {"rediss-cluster", RLK_URL_CLUSTER, 1},
+    };
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        if (rlk_span_ieq(scheme, schemes[i].name)) {
+            out->kind = schemes[i].kind;
+            out->tls = schemes[i].tls;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Splits off "scheme://" and tells which scheme it is. */
-static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, int *tls,
+static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, rlk_url *out,
                           rlk_url_err *e)
 {
     rlk_span scheme = {s, 0};
@@ -545,20 +626,49 @@ static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, int *t
         *is_unix = 1;
         return 0;
     }
-    if (rlk_span_ieq(scheme, "rediss")) {
+    if (rlk_url_multi_scheme(scheme, out)) {
         *is_unix = 0;
-        *tls = 1;
         return 0;
     }
-    return rlk_url_fail(e, "unsupported scheme: expected redis://, rediss:// or unix://");
+    if (rlk_span_ieq(scheme, "rediss")) {
+        *is_unix = 0;
+        out->tls = 1;
+        return 0;
+    }
+    return rlk_url_fail(e, "unsupported scheme: expected redis://, rediss://, unix://, "
+                           "redis-sentinel:// or redis-cluster://");
+}
+
+/* Parses what follows "redis-sentinel://": the part before '#' as a redis:// URL with a host
+ * list, then the master name. */
+static int rlk_url_parse_sentinel(const char *rest, rlk_url *out, rlk_url_err *e)
+{
+    const char *hash = strchr(rest, '#');
+    if (hash == NULL || hash[1] == '\0') {
+        return rlk_url_fail(e, "a Sentinel URL needs the master's name after '#', as in "
+                               "redis-sentinel://host:26379#mymaster");
+    }
+    char *body = NULL;
+    int rc = rlk_span_dup((rlk_span){rest, (size_t)(hash - rest)}, &body, e);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Offsets in messages stay those of the caller's URL. */
+    rlk_url_err be = {e->buf, e->len, body, (size_t)(rest - e->base) + e->shift};
+    rc = rlk_url_parse_redis(body, out, &be);
+    free(body);
+    if (rc == 0) {
+        rc = rlk_url_decode((rlk_span){hash + 1, strlen(hash + 1)}, &out->master_name,
+                            "master name", e);
+    }
+    return rc;
 }
 
 int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
 {
-    rlk_url_err e = {err, errlen, s};
+    rlk_url_err e = {err, errlen, s, 0};
     const char *rest = NULL;
     int is_unix = 0;
-    int tls = 0;
     int rc;
 
     if (err != NULL && errlen > 0) {
@@ -570,11 +680,15 @@ int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
     memset(out, 0, sizeof(*out));
     rc = rlk_url_scan(s, &e);
     if (rc == 0) {
-        rc = rlk_url_scheme(s, &rest, &is_unix, &tls, &e);
+        rc = rlk_url_scheme(s, &rest, &is_unix, out, &e);
     }
     if (rc == 0) {
+        rc = rlk_url_fragment(s, out, &e);
+    }
+    if (rc == 0 && out->kind == RLK_URL_SENTINEL) {
+        rc = rlk_url_parse_sentinel(rest, out, &e);
+    } else if (rc == 0) {
         rc = is_unix ? rlk_url_parse_unix(rest, out, &e) : rlk_url_parse_redis(rest, out, &e);
-        out->tls = tls;
     }
     if (rc != 0) {
         rlk_url_free(out);
@@ -591,5 +705,10 @@ void rlk_url_free(rlk_url *u)
     free(u->path);
     free(u->user);
     free(u->password);
+    for (size_t i = 0; i < u->nhosts; i++) {
+        free(u->hosts[i].host);
+    }
+    free(u->hosts);
+    free(u->master_name);
     memset(u, 0, sizeof(*u));
 }

@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "pool.h"
+#include "replica.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "watchdog.h"
 
 #define RLK_WD_TICK_MS 10
@@ -173,7 +175,11 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rlk_reply_is_noscript(rep)) {
+    if (rlk_reply_is_moved(rep)) {
+        /* Not the master any more: the rest of the pipeline went there too, so give up on this
+         * connection and let the failover recheck find the new one. */
+        r = rlk_err(RLOCK_ECONN, "renewal: %s", rep->str);
+    } else if (rlk_reply_is_noscript(rep)) {
         ch->retry = 1;
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == ch->n) {
         for (size_t i = 0; i < ch->n; i++) {
@@ -184,7 +190,7 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     }
     /* Any other reply (an error such as BUSY or OOM) leaves the results at -1: retried soon. */
     freeReplyObject(rep);
-    return RLOCK_OK;
+    return r;
 }
 
 /* Loads, once each, the scripts of the chunks that were answered NOSCRIPT. This runs before
@@ -208,10 +214,26 @@ static int rlk_wd_reload(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunk
     return RLOCK_OK;
 }
 
-/* Sends every chunk that still needs sending in one pipeline and reads the replies. */
-static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks, size_t nc,
-                           int only_retry)
+/* Reads the replica sync queued behind a pipeline's batches. A renewal the replicas did not
+ * acknowledge still stands on the master, so it is not judged lost: the next renewal syncs
+ * again, and only a key that is gone makes a hold lost. */
+static int rlk_wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
 {
+    int r = rlk_sync_read(wd->c, conn, s);
+    if (r == RLOCK_OK && s->acked < s->n) {
+        rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewals: %d of %d replicas acknowledged",
+                s->acked < 0 ? 0 : s->acked, s->n);
+    }
+    return r;
+}
+
+/* Sends every chunk that still needs sending in one pipeline, followed by the replica sync,
+ * and reads the replies. */
+static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
+                           rlk_wd_chunk *chunks, size_t nc, int only_retry)
+{
+    rlk_sync sync;
+    rlk_sync_plan(wd->c, &sync);
     int r = only_retry ? rlk_wd_reload(conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
@@ -223,13 +245,14 @@ static int rlk_wd_pipeline(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chu
             r = r ? r : rlk_conn_flush(conn, &done);
         }
     }
+    r = r ? r : rlk_sync_append(wd->c, conn, &sync);
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
             chunks[i].retry = 0;
             r = rlk_wd_read(conn, items, &chunks[i]);
         }
     }
-    return r;
+    return r ? r : rlk_wd_sync_read(wd, conn, &sync);
 }
 
 static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
@@ -259,13 +282,13 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     rlk_conn *conn = NULL;
     int r = rlk_pool_borrow(wd->c->pool, &conn);
     if (r == RLOCK_OK) {
-        r = rlk_wd_pipeline(conn, items, chunks, nc, 0);
+        r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 0);
         int again = 0;
         for (size_t i = 0; i < nc; i++) {
             again |= chunks[i].retry;
         }
         if (r == RLOCK_OK && again) {
-            r = rlk_wd_pipeline(conn, items, chunks, nc, 1);
+            r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 1);
         }
         rlk_pool_return(wd->c->pool, conn, r != RLOCK_OK);
     }
@@ -277,6 +300,7 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     if (r != RLOCK_OK) {
         rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewal of %zu holds failed: %s", n,
                 rlock_last_error());
+        rlk_sentinel_recheck(wd->c);
     }
     free(chunks);
 }

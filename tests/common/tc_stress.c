@@ -48,7 +48,8 @@ static void *worker_main(void *p)
     int64_t end = spec->duration_ms > 0 ? rh_now_ms() + spec->duration_ms : 0;
     long max_retries = spec->max_retries > 0 ? spec->max_retries : 100000;
     long i = 0;
-    while ((spec->iters == 0 || i < spec->iters) && (end == 0 || rh_now_ms() < end)) {
+    while ((spec->iters == 0 || i < spec->iters) && (end == 0 || rh_now_ms() < end) &&
+           (spec->stop == NULL || !*spec->stop)) {
         int r = spec->step(w, i);
         if (r == TC_STEP_RETRY) {
             if (++w->retries > max_retries) {

@@ -55,6 +55,9 @@ typedef struct tc_stress_spec {
     void (*proc_fini)(void *proc_ctx);
     int (*step)(tc_worker *w, long i);
     void *arg;
+    /* Optional: a flag in memory shared with the children (MAP_SHARED, mapped before the fork)
+     * that ends the run when it becomes non-zero, for a run as long as the parent's faults. */
+    const volatile int *stop;
 } tc_stress_spec;
 
 typedef struct tc_stress_result {

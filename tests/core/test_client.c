@@ -415,8 +415,8 @@ static void test_backoff_message(void **state)
 static void test_strerror_and_version(void **state)
 {
     (void)state;
-    const char *seen[-RLOCK_ETLS + 1];
-    for (int code = 0; code >= RLOCK_ETLS; code--) {
+    const char *seen[-RLOCK_EREPLICA + 1];
+    for (int code = 0; code >= RLOCK_EREPLICA; code--) {
         const char *m = rlock_strerror(code);
         assert_non_null(m);
         assert_true(m[0] != '\0');

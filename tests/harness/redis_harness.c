@@ -53,6 +53,7 @@ struct rh_server {
     char dir[RH_DIR_MAX];
     char log_path[RH_DIR_MAX + 16];
     char out_path[RH_DIR_MAX + 16];
+    char conf_path[RH_DIR_MAX + 16]; /* rh_start_conf(): the config file, "" otherwise */
     char url[64];
     pthread_mutex_t admin_lock;
     redisContext *admin; /* Cached connection for rh_cmd*; see rh_cmd. */
@@ -508,14 +509,18 @@ static int rh__build_argv(rh_server *s, const char *binary, const char *const *e
     while (extra != NULL && extra[nextra] != NULL) {
         nextra++;
     }
-    char **argv = calloc(nbase + ntls + nextra + 1, sizeof(char *));
+    /* A config file must come right after the binary. */
+    size_t nconf = s->conf_path[0] != '\0';
+    char **argv = calloc(nconf + nbase + ntls + nextra + 1, sizeof(char *));
     if (argv == NULL) {
         return -1;
     }
-    for (size_t i = 0; i < nbase + ntls + nextra; i++) {
-        argv[i] = strdup(i < nbase          ? base[i]
-                         : i < nbase + ntls ? tls[i - nbase]
-                                            : extra[i - nbase - ntls]);
+    for (size_t i = 0; i < nconf + nbase + ntls + nextra; i++) {
+        size_t j = i == 0 ? 0 : i - nconf; /* index without the config file */
+        argv[i] = strdup(i > 0 && i <= nconf ? s->conf_path
+                         : j < nbase         ? base[j]
+                         : j < nbase + ntls  ? tls[j - nbase]
+                                             : extra[j - nbase - ntls]);
         if (argv[i] == NULL) {
             rh__free_argv(argv);
             return -1;
@@ -747,7 +752,33 @@ rh_server *rh_start(const char *const *extra_args)
     return rh_start_tls(NULL, extra_args);
 }
 
+/* Writes conf into the server's directory as redis.conf. 0 or -1. */
+static int rh__write_conf(rh_server *s, const char *conf)
+{
+    snprintf(s->conf_path, sizeof(s->conf_path), "%s/redis.conf", s->dir);
+    FILE *f = fopen(s->conf_path, "w");
+    if (f == NULL) {
+        rh__log("cannot write %s: %s", s->conf_path, strerror(errno));
+        return -1;
+    }
+    int ok = fputs(conf, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    return ok ? 0 : -1;
+}
+
+static rh_server *rh__start(const rh_tls *tls, const char *conf, const char *const *extra_args);
+
 rh_server *rh_start_tls(const rh_tls *tls, const char *const *extra_args)
+{
+    return rh__start(tls, NULL, extra_args);
+}
+
+rh_server *rh_start_conf(const char *conf, const char *const *extra_args)
+{
+    return rh__start(NULL, conf, extra_args);
+}
+
+static rh_server *rh__start(const rh_tls *tls, const char *conf, const char *const *extra_args)
 {
     const char *binary = rh_server_binary();
     if (binary == NULL) {
@@ -793,6 +824,12 @@ rh_server *rh_start_tls(const rh_tls *tls, const char *const *extra_args)
     memcpy(s->dir, tmpl, sizeof(s->dir));
     snprintf(s->log_path, sizeof(s->log_path), "%s/redis.log", s->dir);
     snprintf(s->out_path, sizeof(s->out_path), "%s/redis.out", s->dir);
+    if (conf != NULL && rh__write_conf(s, conf) != 0) {
+        rh__remove_dir(s->dir);
+        s->dir[0] = '\0';
+        rh_free(s);
+        return NULL;
+    }
     if (rh__claim_slot(s) < 0) {
         rh__log("more than %d servers at once", RH_MAX_SERVERS);
         rh__remove_dir(s->dir);

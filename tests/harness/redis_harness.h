@@ -56,6 +56,10 @@ typedef struct rh_server rh_server;
  * Returns NULL on failure after printing the reason (and the tail of redis.log) on stderr.
  */
 rh_server *rh_start(const char *const *extra_args);
+/* Like rh_start() with the config file conf (its text, written as redis.conf in the server's
+ * directory and passed before the other arguments): how a Sentinel is started, with
+ * extra_args {"--sentinel", NULL}. Sentinel rewrites that file as it learns. */
+rh_server *rh_start_conf(const char *conf, const char *const *extra_args);
 
 /*
  * TLS servers. A TLS server listens for TLS on a second free port (--tls-port) with the

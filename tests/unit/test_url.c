@@ -84,6 +84,11 @@ static void assert_zeroed(const rlk_url *u)
     assert_null(u->user);
     assert_null(u->password);
     assert_int_equal(u->db, 0);
+    assert_int_equal(u->tls, 0);
+    assert_int_equal(u->kind, RLK_URL_STANDALONE);
+    assert_null(u->hosts);
+    assert_int_equal((int)u->nhosts, 0);
+    assert_null(u->master_name);
 }
 
 static void test_valid_forms(void **state)
@@ -188,6 +193,20 @@ static const struct invalid_case invalid_cases[] = {
     {"unix:///tmp/dir/", "ends in '/'"},
     {"unix:///tmp/%zz", "invalid percent-escape in the socket path"},
     {"unix:///tmp/a%00b", "contains %00"},
+    {"redis-sentinel://h1,h2", "needs the master's name after '#'"},
+    {"redis-sentinel://h1#", "needs the master's name after '#'"},
+    {"redis-sentinel://h1#m#n", "'#' at offset 21"},
+    {"redis-sentinel://h1,,h2#m", "missing host"},
+    {"redis-sentinel://h1,#m", "missing host"},
+    {"redis-sentinel://h1:0#m", "port must be between 1 and 65535"},
+    {"redis-sentinel://h1/x#m", "db is not a decimal number (at offset 20)"},
+    {"redis-sentinel://h1:26379,h 2#m", "space or control character at offset 27"},
+    {"redis-sentinel://h1,h2:x#m", "port is not a decimal number (at offset 23)"},
+    {"redis-sentinel://h1#m%zz", "invalid percent-escape in the master name"},
+    {"redis-cluster://h1,h2/3", "takes no db"},
+    {"redis-cluster://h1#m", "fragments are not allowed"},
+    {"redis://h1,h2", "invalid character ','"},
+    {"sentinel://h1#m", "unsupported scheme"},
 };
 
 static void check_invalid(const char *url, const char *reason)
@@ -219,6 +238,49 @@ static void test_invalid_forms(void **state)
     for (size_t i = 0; i < n; i++) {
         check_invalid(invalid_cases[i].url, invalid_cases[i].reason);
     }
+}
+
+/* Sentinel and cluster URLs: host lists with their default ports, the master name, tls. */
+static void test_multi_host_forms(void **state)
+{
+    (void)state;
+    rlk_url u;
+    char err[256];
+    assert_int_equal(rlk_url_parse("redis-sentinel://us:p%40w@h1,h2:26380,[::1]:7/3#my%20master",
+                                   &u, err, sizeof(err)),
+                     0);
+    assert_int_equal(u.kind, RLK_URL_SENTINEL);
+    assert_int_equal(u.tls, 0);
+    assert_null(u.host);
+    assert_int_equal((int)u.nhosts, 3);
+    assert_string_equal(u.hosts[0].host, "h1");
+    assert_int_equal(u.hosts[0].port, 26379);
+    assert_string_equal(u.hosts[1].host, "h2");
+    assert_int_equal(u.hosts[1].port, 26380);
+    assert_string_equal(u.hosts[2].host, "::1");
+    assert_int_equal(u.hosts[2].port, 7);
+    assert_string_equal(u.user, "us");
+    assert_string_equal(u.password, "p@w");
+    assert_int_equal(u.db, 3);
+    assert_string_equal(u.master_name, "my master");
+    rlk_url_free(&u);
+    assert_zeroed(&u);
+    assert_int_equal(rlk_url_parse("REDISS-SENTINEL://h#m", &u, err, sizeof(err)), 0);
+    assert_int_equal(u.kind, RLK_URL_SENTINEL);
+    assert_int_equal(u.tls, 1);
+    assert_int_equal((int)u.nhosts, 1);
+    rlk_url_free(&u);
+    assert_int_equal(rlk_url_parse("rediss-cluster://:pw@a,b:7001/", &u, err, sizeof(err)), 0);
+    assert_int_equal(u.kind, RLK_URL_CLUSTER);
+    assert_int_equal(u.tls, 1);
+    assert_int_equal((int)u.nhosts, 2);
+    assert_int_equal(u.hosts[0].port, 6379);
+    assert_int_equal(u.hosts[1].port, 7001);
+    assert_null(u.master_name);
+    rlk_url_free(&u);
+    assert_int_equal(rlk_url_parse("redis-cluster://a", &u, err, sizeof(err)), 0);
+    assert_int_equal(u.tls, 0);
+    rlk_url_free(&u);
 }
 
 static void test_null_input(void **state)
@@ -374,6 +436,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_forms),
         cmocka_unit_test(test_invalid_forms),
+        cmocka_unit_test(test_multi_host_forms),
         cmocka_unit_test(test_null_input),
         cmocka_unit_test(test_length_limit),
         cmocka_unit_test(test_long_host_and_path),

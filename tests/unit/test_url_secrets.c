@@ -26,10 +26,16 @@
 #define URL_CAP  256
 
 static const char *const seeds[] = {
-    "redis://user:" PASSWORD "@host:6379/2",     "redis://:" PASSWORD "@host",
-    "redis://user:" PASSWORD "@[::1]:7000/3",    "redis://us%40er:" PASSWORD "@h?db=4",
-    "redis://user:" PASSWORD "@127.0.0.1:6380/", "unix://:" PASSWORD "@/tmp/redis.sock?db=1",
+    "redis://user:" PASSWORD "@host:6379/2",
+    "redis://:" PASSWORD "@host",
+    "redis://user:" PASSWORD "@[::1]:7000/3",
+    "redis://us%40er:" PASSWORD "@h?db=4",
+    "redis://user:" PASSWORD "@127.0.0.1:6380/",
+    "unix://:" PASSWORD "@/tmp/redis.sock?db=1",
     "unix://user:" PASSWORD "@/run/r.sock",
+    "redis-sentinel://user:" PASSWORD "@h1:26379,[::1],h3:26381/2#mymaster",
+    "rediss-sentinel://:" PASSWORD "@h1#m",
+    "redis-cluster://:" PASSWORD "@h1,h2:7001",
 };
 
 /* Bytes a mutation inserts: the URL grammar's delimiters are over-represented, so the mutants

@@ -1,0 +1,250 @@
+/*
+ * Replica-synced writes; see replica.h. WAIT counts the replicas that acknowledged every write
+ * this connection made so far, which is why it must travel on the script's own connection: on
+ * another connection it would return at once and prove nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replica.h"
+
+/* The calling thread's last synced outcome and its suppression flag (replica.h). */
+static _Thread_local struct {
+    int is_short;
+    int acked;
+    int n;
+    int suppress;
+} rlk_sync_tls;
+
+/* Counts "slaveN:...,state=online,..." lines: replicas still in their first sync cannot
+ * acknowledge, and waiting for them would fail every grant until they are done. */
+static int replica_count_online(const char *info)
+{
+    int n = 0;
+    for (const char *p = info; p != NULL && *p != '\0';) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol != NULL ? (size_t)(eol - p) : strlen(p);
+        if (len > 5 && strncmp(p, "slave", 5) == 0 && p[5] >= '0' && p[5] <= '9') {
+            const char *st = strstr(p, "state=online");
+            n += st != NULL && st < p + len;
+        }
+        p = eol != NULL ? eol + 1 : NULL;
+    }
+    return n;
+}
+
+/* Parses "redis_version:X.Y.Z" into X * 100 + Y (0 when absent). */
+static int replica_version(const char *info)
+{
+    const char *v = strstr(info, "redis_version:");
+    if (v == NULL) {
+        return 0;
+    }
+    char *end = NULL;
+    long major = strtol(v + 14, &end, 10);
+    long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+    return (int)(major * 100 + minor);
+}
+
+/* Runs INFO <section> on conn and returns its text (freeReplyObject() *out). */
+static int replica_info(rlk_conn *conn, const char *section, redisReply **out)
+{
+    const char *argv[2] = {"INFO", section};
+    int r = rlk_conn_command(conn, 2, argv, NULL, out);
+    if (r == RLOCK_OK && (*out)->type != REDIS_REPLY_STRING) {
+        r = (*out)->type == REDIS_REPLY_ERROR
+                ? rlk_err(RLOCK_EREDIS, "INFO %s refused by Redis: %s", section, (*out)->str)
+                : rlk_err(RLOCK_EPROTO, "INFO %s: unexpected reply type %d", section, (*out)->type);
+        freeReplyObject(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
+/* Records a replica count read from INFO: a higher one at once, a lower one once it has been
+ * seen for RLK_REPLICA_SHRINK_MS (replica.h). */
+static void replica_observe(rlock_client *c, int online)
+{
+    if (online >= atomic_load(&c->replicas)) {
+        atomic_store(&c->replicas, online);
+        atomic_store(&c->replicas_low_since, 0);
+        return;
+    }
+    long long now = rlk_now_ms();
+    long long since = atomic_load(&c->replicas_low_since);
+    if (since == 0) {
+        atomic_store(&c->replicas_low_since, now);
+    } else if (now - since >= RLK_REPLICA_SHRINK_MS) {
+        atomic_store(&c->replicas, online);
+        atomic_store(&c->replicas_low_since, 0);
+    }
+}
+
+int rlk_replica_refresh(rlock_client *c, rlk_conn *conn)
+{
+    redisReply *rep = NULL;
+    int r = c->opts.replica_sync ? replica_info(conn, "replication", &rep) : RLOCK_OK;
+    if (rep != NULL) {
+        replica_observe(c, replica_count_online(rep->str));
+        freeReplyObject(rep);
+    }
+    return r;
+}
+
+int rlk_replica_init(rlock_client *c, rlk_conn *conn)
+{
+    atomic_store(&c->replicas, 0);
+    atomic_store(&c->replicas_due, rlk_now_ms() + RLK_REPLICA_REFRESH_MS);
+    if (!c->opts.replica_sync) {
+        return RLOCK_OK;
+    }
+    redisReply *rep = NULL;
+    int r = replica_info(conn, "replication", &rep);
+    if (r == RLOCK_OK && rep != NULL) {
+        atomic_store(&c->replicas, replica_count_online(rep->str));
+        freeReplyObject(rep);
+        rep = NULL;
+    }
+    if (r == RLOCK_OK && c->opts.replica_sync_aof) {
+        r = replica_info(conn, "server", &rep);
+        int version = r == RLOCK_OK && rep != NULL ? replica_version(rep->str) : 0;
+        freeReplyObject(rep);
+        if (r == RLOCK_OK && version < 702) {
+            r = rlk_err(RLOCK_ENOTSUP,
+                        "replica_sync_aof needs WAITAOF (Redis >= 7.2); the server is %d.%d",
+                        version / 100, version % 100);
+        }
+    }
+    return r;
+}
+
+int rlk_sync_target(const rlock_client *c)
+{
+    if (!c->opts.replica_sync || rlk_sync_tls.suppress) {
+        return 0;
+    }
+    return atomic_load(&c->replicas);
+}
+
+void rlk_sync_plan(rlock_client *c, rlk_sync *s)
+{
+    memset(s, 0, sizeof(*s));
+    if (!c->opts.replica_sync || rlk_sync_tls.suppress) {
+        return;
+    }
+    s->n = atomic_load(&c->replicas);
+    long long due = atomic_load(&c->replicas_due);
+    long long now = rlk_now_ms();
+    /* One thread claims each refresh, so a busy client sends one INFO a second, not one per
+     * call. */
+    s->refresh = now >= due && atomic_compare_exchange_strong(&c->replicas_due, &due,
+                                                              now + RLK_REPLICA_REFRESH_MS);
+}
+
+int rlk_sync_append(const rlock_client *c, rlk_conn *conn, const rlk_sync *s)
+{
+    char n[16], timeout[24];
+    snprintf(n, sizeof(n), "%d", s->n);
+    snprintf(timeout, sizeof(timeout), "%lld", (long long)c->opts.replica_sync_timeout_ms);
+    int r = RLOCK_OK;
+    if (c->opts.replica_sync_aof) {
+        const char *argv[4] = {"WAITAOF", "1", n, timeout};
+        r = rlk_conn_append(conn, 4, argv, NULL);
+    } else if (s->n > 0) {
+        const char *argv[3] = {"WAIT", n, timeout};
+        r = rlk_conn_append(conn, 3, argv, NULL);
+    }
+    if (r == RLOCK_OK && s->refresh) {
+        const char *argv[2] = {"INFO", "replication"};
+        r = rlk_conn_append(conn, 2, argv, NULL);
+    }
+    return r;
+}
+
+/* WAIT answers the number of replicas; WAITAOF [local fsyncs, replicas], where a missing local
+ * fsync counts as no acknowledgement at all. */
+static int replica_acked(const redisReply *rep)
+{
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        return (int)rep->integer;
+    }
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER &&
+        rep->element[1]->type == REDIS_REPLY_INTEGER) {
+        return rep->element[0]->integer >= 1 ? (int)rep->element[1]->integer : -1;
+    }
+    return -1;
+}
+
+/* Reads the WAIT reply, which may take up to replica_sync_timeout_ms after the script's: the
+ * read timeout is stretched for it when that is longer than command_timeout_ms. */
+static int replica_read_wait(rlock_client *c, rlk_conn *conn, rlk_sync *s)
+{
+    int64_t wait_ms = c->opts.replica_sync_timeout_ms;
+    int stretch = wait_ms >= c->opts.command_timeout_ms;
+    int r = stretch ? rlk_conn_set_timeout(conn, rlk_add_sat(wait_ms, c->opts.command_timeout_ms))
+                    : RLOCK_OK;
+    redisReply *rep = NULL;
+    r = r ? r : rlk_conn_read(conn, &rep);
+    r = r == RLOCK_OK && stretch ? rlk_conn_set_timeout(conn, c->opts.command_timeout_ms) : r;
+    if (rep != NULL) {
+        s->acked = replica_acked(rep);
+        if (rep->type == REDIS_REPLY_ERROR) {
+            rlk_log(c, RLOCK_LOG_WARN, "replica sync: %s", rep->str);
+        }
+        freeReplyObject(rep);
+    }
+    return r;
+}
+
+int rlk_sync_read(rlock_client *c, rlk_conn *conn, rlk_sync *s)
+{
+    int r = RLOCK_OK;
+    s->acked = s->n;
+    if (c->opts.replica_sync_aof || s->n > 0) {
+        r = replica_read_wait(c, conn, s);
+    }
+    if (r == RLOCK_OK && s->refresh) {
+        redisReply *rep = NULL;
+        r = rlk_conn_read(conn, &rep);
+        if (r == RLOCK_OK && rep->type == REDIS_REPLY_STRING) {
+            replica_observe(c, replica_count_online(rep->str));
+        }
+        freeReplyObject(rep);
+    }
+    if (r == RLOCK_OK && s->acked < s->n) {
+        /* A replica that stopped answering may also have left: look again on the next call. */
+        atomic_store(&c->replicas_due, 0);
+    }
+    return r;
+}
+
+void rlk_sync_note(const rlk_sync *s)
+{
+    rlk_sync_tls.is_short = s->acked < s->n;
+    rlk_sync_tls.acked = s->acked < 0 ? 0 : s->acked;
+    rlk_sync_tls.n = s->n;
+}
+
+int rlk_sync_short(int *acked, int *n)
+{
+    *acked = rlk_sync_tls.acked;
+    *n = rlk_sync_tls.n;
+    return rlk_sync_tls.is_short;
+}
+
+void rlk_sync_clear(void)
+{
+    rlk_sync_tls.is_short = 0;
+}
+
+void rlk_sync_suppress(int on)
+{
+    rlk_sync_tls.suppress = on;
+}
+
+int rlk_sync_error(int acked, int n, const char *what, const char *name)
+{
+    return rlk_err(RLOCK_EREPLICA, "%s '%s': %d of %d replicas acknowledged", what, name, acked, n);
+}

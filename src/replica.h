@@ -1,0 +1,64 @@
+/*
+ * Replica-synced writes (Redisson's checkLockSyncedSlaves): after a script that grants,
+ * re-enters, renews or releases, the same connection carries WAIT (or WAITAOF) for the replicas
+ * the master has online, pipelined behind the script so that it costs no extra round trip
+ * before the script's reply is read. The number of replicas is learnt from INFO replication
+ * when the client starts and refreshed by an INFO pipelined behind a synced script at most once
+ * a second, and at once after a WAIT that fell short, so a replica that joins later is noticed
+ * without a round trip of its own. A replica that leaves lowers the count only after
+ * RLK_REPLICA_SHRINK_MS: in a failover the promoted replica leaves the old master first, and
+ * waiting for the replicas that remain would let a grant that the new master never saw pass as
+ * synced. Until then grants fail with RLOCK_EREPLICA (fail closed).
+ */
+#ifndef RLK_REPLICA_H
+#define RLK_REPLICA_H
+
+#include "client.h"
+#include "conn.h"
+
+/* How often the replica count is refreshed while synced scripts run. */
+#define RLK_REPLICA_REFRESH_MS 1000
+/* How long fewer replicas must be online before the client waits for fewer. */
+#define RLK_REPLICA_SHRINK_MS 10000
+
+/* Reads the master's replicas and version on conn when the client starts. With
+ * replica_sync_aof on a server older than 7.2: RLOCK_ENOTSUP. RLOCK_OK or an error. */
+int rlk_replica_init(rlock_client *c, rlk_conn *conn);
+/* Reads the replicas of a new master (a Sentinel failover) on conn; a lower count than before
+ * takes RLK_REPLICA_SHRINK_MS to count, as for any refresh. */
+int rlk_replica_refresh(rlock_client *c, rlk_conn *conn);
+
+/* What a synced exchange appends behind its script: WAIT for n replicas (none when n is 0) and
+ * INFO replication when refresh is set. */
+typedef struct rlk_sync {
+    int n;       /* replicas to wait for */
+    int refresh; /* 1: INFO replication follows */
+    int acked;   /* out of rlk_sync_read(): replicas that acknowledged */
+} rlk_sync;
+
+/* Decides what to append for the next synced exchange (claims the refresh when one is due). */
+void rlk_sync_plan(rlock_client *c, rlk_sync *s);
+/* Replicas a synced exchange would wait for now, without claiming a refresh (0: none). */
+int rlk_sync_target(const rlock_client *c);
+/* Appends WAIT/WAITAOF and INFO as planned. */
+int rlk_sync_append(const rlock_client *c, rlk_conn *conn, const rlk_sync *s);
+/* Reads what rlk_sync_append() queued, after the script's reply; sets s->acked and refreshes
+ * the replica count. RLOCK_OK (also for a WAIT error reply, counted as no acknowledgement), or
+ * the connection's error. */
+int rlk_sync_read(rlock_client *c, rlk_conn *conn, rlk_sync *s);
+
+/* The calling thread's outcome of its last synced script: 1 when fewer replicas than asked
+ * acknowledged (then *acked and *n say how many), else 0. The lock layer reads it after a grant
+ * to undo a grant that is not on the replicas; rlk_sync_clear() forgets it. */
+int rlk_sync_short(int *acked, int *n);
+void rlk_sync_clear(void);
+/* Called by scripts.c after each synced script. */
+void rlk_sync_note(const rlk_sync *s);
+/* While set on this thread, synced scripts send no WAIT: the undo of a grant that did not reach
+ * the replicas must not wait for them a second time. */
+void rlk_sync_suppress(int on);
+
+/* RLOCK_EREPLICA with "k of n replicas acknowledged" and what. */
+int rlk_sync_error(int acked, int n, const char *what, const char *name);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * Sentinel deployments (redis-sentinel:// URLs): finding the current master by asking the
+ * Sentinels in turn, and confirming with ROLE that the node they name is a master.
+ */
+#ifndef RLK_SENTINEL_H
+#define RLK_SENTINEL_H
+
+#include "client.h"
+
+/* Asks each Sentinel of the client's URL in turn for the master (SENTINEL
+ * get-master-addr-by-name), dials the node it names and checks ROLE; the first master found is
+ * recorded as the client's data node. A Sentinel that is down, does not know the master or
+ * answers nonsense, and a named node that is down or not a master, are skipped. Bounded by
+ * deadline_ms (monotonic). RLOCK_OK; RLOCK_ECONN naming every Sentinel and what went wrong
+ * with it; RLOCK_EAUTH when the master refused the data nodes' credentials; RLOCK_ENOMEM. */
+int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms);
+
+/* How often at most a failover recheck asks the Sentinels. */
+#define RLK_SENTINEL_RECHECK_MS 200
+
+/* Called on signs that the master moved (a lost connection, READONLY, LOADING): asks the
+ * Sentinels again (at most every RLK_SENTINEL_RECHECK_MS, one thread at a time) and, when they
+ * name a new master, moves the pool there. A no-op for other deployments. */
+void rlk_sentinel_recheck(rlock_client *c);
+#endif

@@ -1,0 +1,23 @@
+# tests/cmake/replica.cmake - replicated deployments (issue 13): replica-synced grants.
+# Included from tests/CMakeLists.txt; paths are relative to tests/. Masters and replicas are
+# harness servers (redis-server --replicaof), started and killed by PID.
+if(NOT TARGET rlock_harness)
+  return()
+endif()
+
+# WAIT behind grants/releases/renewals; SIGSTOPped replica -> RLOCK_EREPLICA in time with nothing
+# held; tokens increasing; no WAIT without replicas or with replica_sync = 0; a replica joining
+# later; renewals missed by a replica do not lose the hold; replica_sync_aof needs Redis 7.2.
+rlock_add_test(NAME test_replica_sync SOURCES replica/test_replica_sync.c
+               LABELS redis fault TIMEOUT 120)
+
+# Sentinel discovery with redis-server x3 + Sentinel x3: any one Sentinel of three suffices,
+# nonsense Sentinels are skipped, all down is RLOCK_ECONN naming them; cluster URLs ENOTSUP.
+rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discovery.c
+               LABELS redis fault TIMEOUT 120)
+
+# Failover under load: 4 processes x 4 threads with the shared-memory checker while the
+# Sentinels fail over 5 times: 0 violations, tokens strictly increasing, every process
+# continues after the last switch.
+rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failover.c
+               LABELS redis stress fault TIMEOUT 240)

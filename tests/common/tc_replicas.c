@@ -1,0 +1,74 @@
+#include "tc_replicas.h"
+
+#include <hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rh_server *tc_replica_start(const rh_server *master)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", rh_port(master));
+    /* A short repl-timeout is not set on purpose: tests stop replicas with SIGSTOP and rely on
+     * the master still counting them as connected, as it would in production. */
+    const char *args[] = {"--replicaof", "127.0.0.1", port, NULL};
+    return rh_start(args);
+}
+
+/* Replicas with state=online in INFO replication, or -1. */
+static int tc_replicas_online(rh_server *master)
+{
+    const char *argv[] = {"INFO", "replication", NULL};
+    char *info = rh_cmd_str(master, argv);
+    if (info == NULL) {
+        return -1;
+    }
+    int n = 0;
+    for (const char *p = strstr(info, "state=online"); p != NULL;
+         p = strstr(p + 1, "state=online")) {
+        n++;
+    }
+    free(info);
+    return n;
+}
+
+int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
+{
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    while (tc_replicas_online(master) != n) {
+        if (rh_now_ms() >= deadline) {
+            fprintf(stderr, "tc_replicas_wait: %d replicas not online within %lld ms\n", n,
+                    (long long)timeout_ms);
+            return -1;
+        }
+        rh_sleep_ms(20);
+    }
+    return 0;
+}
+
+int tc_replicated_start(rh_server **master, rh_server **replicas, int n)
+{
+    memset(replicas, 0, sizeof(rh_server *) * (size_t)n);
+    *master = rh_start(NULL);
+    int ok = *master != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        replicas[i] = tc_replica_start(*master);
+        ok = replicas[i] != NULL;
+    }
+    if (ok && tc_replicas_wait(*master, n, 10000) == 0) {
+        return 0;
+    }
+    tc_replicated_stop(master, replicas, n);
+    return -1;
+}
+
+int tc_replicated_stop(rh_server **master, rh_server **replicas, int n)
+{
+    for (int i = 0; i < n; i++) {
+        rh_free(replicas[i]);
+        replicas[i] = NULL;
+    }
+    rh_free(*master);
+    *master = NULL;
+    return 0;
+}

@@ -1,0 +1,109 @@
+#include "tc_sentinel.h"
+
+#include <hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tc_replicas.h"
+
+/* Small timeouts keep a failover within a second or two (down-after 1000 ms, failover-timeout
+ * 3000 ms). */
+static rh_server *tc_sentinel_start(int master_port)
+{
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "sentinel monitor %s 127.0.0.1 %d 2\n"
+             "sentinel down-after-milliseconds %s 1000\n"
+             "sentinel failover-timeout %s 3000\n"
+             "sentinel parallel-syncs %s 2\n",
+             TC_SENTINEL_MASTER, master_port, TC_SENTINEL_MASTER, TC_SENTINEL_MASTER,
+             TC_SENTINEL_MASTER);
+    const char *args[] = {"--sentinel", NULL};
+    return rh_start_conf(conf, args);
+}
+
+/* 1 when s reports the master with 2 replicas and 2 other Sentinels. */
+static int tc_sentinel_settled(rh_server *s)
+{
+    const char *argv[] = {"SENTINEL", "MASTER", TC_SENTINEL_MASTER, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    int slaves = -1, others = -1;
+    for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+        const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
+        if (k == NULL || v == NULL) {
+            continue;
+        }
+        if (strcmp(k, "num-slaves") == 0) {
+            slaves = atoi(v);
+        } else if (strcmp(k, "num-other-sentinels") == 0) {
+            others = atoi(v);
+        }
+    }
+    freeReplyObject(r);
+    return slaves == TC_NDATA - 1 && others == TC_NSENTINEL - 1;
+}
+
+static int tc_deploy_settle(tc_deploy *d, int64_t timeout_ms)
+{
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    for (int i = 0; i < TC_NSENTINEL; i++) {
+        while (!tc_sentinel_settled(d->sentinel[i])) {
+            if (rh_now_ms() >= deadline) {
+                fprintf(stderr, "tc_deploy: Sentinel %d did not see the deployment in time\n", i);
+                return -1;
+            }
+            rh_sleep_ms(50);
+        }
+    }
+    return 0;
+}
+
+int tc_deploy_start(tc_deploy *d)
+{
+    memset(d, 0, sizeof(*d));
+    if (tc_replicated_start(&d->data[0], &d->data[1], TC_NDATA - 1) != 0) {
+        return -1;
+    }
+    int n = snprintf(d->url, sizeof(d->url), "redis-sentinel://");
+    for (int i = 0; i < TC_NSENTINEL; i++) {
+        d->sentinel[i] = tc_sentinel_start(rh_port(d->data[0]));
+        if (d->sentinel[i] == NULL) {
+            tc_deploy_stop(d);
+            return -1;
+        }
+        n += snprintf(d->url + n, sizeof(d->url) - (size_t)n, "%s127.0.0.1:%d", i ? "," : "",
+                      rh_port(d->sentinel[i]));
+    }
+    snprintf(d->url + n, sizeof(d->url) - (size_t)n, "#%s", TC_SENTINEL_MASTER);
+    if (tc_deploy_settle(d, 20000) != 0) {
+        tc_deploy_stop(d);
+        return -1;
+    }
+    return 0;
+}
+
+int tc_deploy_stop(tc_deploy *d)
+{
+    for (int i = 0; i < TC_NSENTINEL; i++) {
+        rh_free(d->sentinel[i]);
+        d->sentinel[i] = NULL;
+    }
+    tc_replicated_stop(&d->data[0], &d->data[1], TC_NDATA - 1);
+    return 0;
+}
+
+rh_server *tc_deploy_master(tc_deploy *d)
+{
+    for (int i = 0; i < TC_NDATA; i++) {
+        const char *argv[] = {"ROLE", NULL};
+        redisReply *r = d->data[i] != NULL && rh_pid(d->data[i]) ? rh_cmd(d->data[i], argv) : NULL;
+        int master = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                     r->element[0]->str != NULL && strcmp(r->element[0]->str, "master") == 0;
+        freeReplyObject(r);
+        if (master) {
+            return d->data[i];
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,32 @@
+/*
+ * A Sentinel deployment for tests: three redis-servers (one master, two replicas) and three
+ * Sentinels (redis-server --sentinel with a config file) with small timeouts, all harness
+ * servers started and killed by PID. Part of rlock_testcommon.
+ */
+#ifndef RLOCK_TESTS_TC_SENTINEL_H
+#define RLOCK_TESTS_TC_SENTINEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redis_harness.h"
+
+#define TC_SENTINEL_MASTER "tcmaster"
+#define TC_NDATA           3
+#define TC_NSENTINEL       3
+
+typedef struct tc_deploy {
+    rh_server *data[TC_NDATA]; /* data[0] is the first master */
+    rh_server *sentinel[TC_NSENTINEL];
+    char url[256]; /* redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3#tcmaster */
+} tc_deploy;
+
+/* Starts the deployment and waits until every Sentinel sees the master, both replicas and the
+ * other Sentinels. 0, or -1 after freeing what was started. */
+int tc_deploy_start(tc_deploy *d);
+/* Frees every server; always 0. */
+int tc_deploy_stop(tc_deploy *d);
+/* The data server that ROLE calls master (NULL if none does). */
+rh_server *tc_deploy_master(tc_deploy *d);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * Failover under load (issue 13): redis-server x3 + Sentinel x3, 4 processes x 4 threads taking
+ * one reentrant lock (replica_sync on) with the independent shared-memory checker, while the
+ * parent makes the Sentinels fail over (SENTINEL FAILOVER) five times. Checked: no mutual-exclusion
+ * violation, fencing tokens strictly increasing across every switch (tokens are compared inside the
+ * exclusive section, in shared memory), and every process keeps acquiring after the last switch
+ * without a restart. Errors while a switch is under way (RLOCK_ECONN, RLOCK_EREPLICA,
+ * RLOCK_ETIMEDOUT) are retries, not failures.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include "tc_redis.h"
+#include "tc_replicas.h"
+#include "tc_sentinel.h"
+#include "tc_stress.h"
+
+#define PROCS     4
+#define THREADS   4
+#define FAILOVERS 5
+#define LEASE_MS  3000
+
+/* Shared between the parent and the forked workers. */
+typedef struct shared {
+    volatile int stop;
+    atomic_ullong last_token;
+    atomic_long token_regressions;
+    atomic_llong last_ok_ms[PROCS];
+} shared;
+
+static tc_deploy g_d;
+static shared *g_sh;
+
+static void *proc_init(int proc, void *arg)
+{
+    (void)proc;
+    (void)arg;
+    tc_proc *p = calloc(1, sizeof(*p));
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = g_d.url;
+    o.pool_size = 8;
+    o.connect_timeout_ms = 2000;
+    o.command_timeout_ms = 2000;
+    o.watchdog_timeout_ms = LEASE_MS;
+    o.replica_sync_timeout_ms = 500;
+    p->c = p != NULL ? tc_client_try(&o) : NULL;
+    p->h[0] = p->c != NULL ? rlock_open(p->c, RLOCK_REENTRANT, "fo:lock") : NULL;
+    if (p != NULL && p->h[0] == NULL) {
+        tc_proc_close(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Inside the exclusive section: the token must be above every earlier holder's. */
+static void check_token(uint64_t t)
+{
+    uint64_t last = atomic_load(&g_sh->last_token);
+    if (t <= last) {
+        atomic_fetch_add(&g_sh->token_regressions, 1);
+        fprintf(stderr, "token %llu after %llu\n", (unsigned long long)t, (unsigned long long)last);
+    }
+    atomic_store(&g_sh->last_token, t);
+}
+
+static int step(tc_worker *w, long i)
+{
+    tc_proc *p = w->proc_ctx;
+    int r = rlock_try_lock(p->h[0], 2000, i % 2 ? LEASE_MS : -1);
+    if (r == RLOCK_ETIMEDOUT || r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
+        /* A switch is under way: do not spin through the pool's fast failures. */
+        rh_sleep_ms(r == RLOCK_ETIMEDOUT ? 0 : 20);
+        return TC_STEP_RETRY;
+    }
+    if (r != RLOCK_OK) {
+        fprintf(stderr, "lock: %s\n", rlock_last_error());
+        return TC_STEP_ERROR;
+    }
+    tc_mx_enter(w->mx, 0);
+    check_token(rlock_token(p->h[0]));
+    tc_mx_leave(w->mx, 0);
+    /* An unlock that failed in a switch keeps the hold record (rlock.h): unlock again until the
+     * record is gone, or the next attempt would re-enter the old hold and report its old token. */
+    int64_t give_up = rh_now_ms() + 60000;
+    while ((r = rlock_unlock(p->h[0])) != RLOCK_OK && r != RLOCK_ELOST && r != RLOCK_ENOTOWNER) {
+        if (rh_now_ms() >= give_up) {
+            fprintf(stderr, "unlock: %s\n", rlock_last_error());
+            return TC_STEP_ERROR;
+        }
+        rh_sleep_ms(100);
+    }
+    atomic_store(&g_sh->last_ok_ms[w->proc], rh_now_ms());
+    return TC_STEP_OK;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    rh_skip_if_unavailable();
+    g_sh = mmap(NULL, sizeof(*g_sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (g_sh == MAP_FAILED) {
+        return -1;
+    }
+    memset(g_sh, 0, sizeof(*g_sh));
+    return tc_deploy_start(&g_d);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    munmap(g_sh, sizeof(*g_sh));
+    return tc_deploy_stop(&g_d);
+}
+
+/* Waits until a data server other than old is the master with both replicas online. */
+static rh_server *wait_new_master(rh_server *old, int replicas)
+{
+    int64_t deadline = rh_now_ms() + 30000;
+    rh_server *m = NULL;
+    while ((m = tc_deploy_master(&g_d)) == NULL || m == old) {
+        if (rh_now_ms() >= deadline) {
+            return NULL;
+        }
+        rh_sleep_ms(50);
+    }
+    return tc_replicas_wait(m, replicas, 30000) == 0 ? m : NULL;
+}
+
+/* SENTINEL FAILOVER, retried while the Sentinels are not ready for one (NOGOODSLAVE, INPROG). */
+static int graceful_failover(void)
+{
+    int64_t deadline = rh_now_ms() + 30000;
+    for (int i = 0; rh_now_ms() < deadline; i++) {
+        const char *argv[] = {"SENTINEL", "FAILOVER", TC_SENTINEL_MASTER, NULL};
+        char *ok = rh_cmd_str(g_d.sentinel[i % TC_NSENTINEL], argv);
+        free(ok);
+        if (ok != NULL) {
+            return 0;
+        }
+        rh_sleep_ms(300);
+    }
+    return -1;
+}
+
+static tc_stress *start_workers(void)
+{
+    static tc_stress_spec spec;
+    spec = (tc_stress_spec){.procs = PROCS,
+                            .threads = THREADS,
+                            .duration_ms = 200000,
+                            .timeout_ms = 240000,
+                            .proc_init = proc_init,
+                            .proc_fini = tc_proc_close,
+                            .step = step,
+                            .stop = &g_sh->stop};
+    g_sh->stop = 0;
+    return tc_stress_start(&spec);
+}
+
+/* Stops the workers a while after the last switch and checks what they did. */
+static void finish(tc_stress *st, int64_t switched_at)
+{
+    rh_sleep_ms(3000);
+    g_sh->stop = 1;
+    tc_stress_result res;
+    tc_mx *mx = tc_stress_mx(st);
+    tc_stress_wait(st, &res);
+    long violations = tc_mx_violations(mx);
+    printf("iterations %ld, retries %ld, errors %ld, violations %ld, token regressions %ld\n",
+           res.iterations, res.retries, res.errors, violations,
+           atomic_load(&g_sh->token_regressions));
+    assert_int_equal(res.failed_procs, 0);
+    assert_int_equal(violations, 0);
+    assert_int_equal(atomic_load(&g_sh->token_regressions), 0);
+    assert_int_equal(res.errors, 0);
+    for (int p = 0; p < PROCS; p++) {
+        if (atomic_load(&g_sh->last_ok_ms[p]) <= switched_at) {
+            fail_msg("process %d took no lock after the last switch", p);
+        }
+    }
+    tc_stress_free(st);
+}
+
+/* One switch; returns the new master or NULL. */
+typedef rh_server *(*switch_fn)(void);
+
+static rh_server *switch_graceful(void)
+{
+    rh_server *before = tc_deploy_master(&g_d);
+    return graceful_failover() == 0 ? wait_new_master(before, TC_NDATA - 1) : NULL;
+}
+
+/* FAILOVERS switches under the stress, then the checks of finish(). */
+static void run_switches(switch_fn fn, const char *what)
+{
+    tc_stress *st = start_workers();
+    assert_non_null(st);
+    int64_t switched_at = 0;
+    for (int k = 0; k < FAILOVERS; k++) {
+        rh_sleep_ms(1500);
+        rh_server *after = fn();
+        if (after == NULL) {
+            g_sh->stop = 1;
+            fail_msg("%s %d did not complete", what, k);
+        }
+        switched_at = rh_now_ms();
+        printf("%s %d: master is now port %d\n", what, k, rh_port(after));
+    }
+    finish(st, switched_at);
+}
+
+static void test_graceful_failovers_under_load(void **state)
+{
+    (void)state;
+    run_switches(switch_graceful, "failover");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_graceful_failovers_under_load),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
