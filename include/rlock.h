@@ -213,7 +213,12 @@ RLOCK_EXPORT void rlock_free(rlock *lock);
  * lease_ms > 0: the hold expires lease_ms after acquisition unless released; no renewal.
  * lease_ms < 0: the hold lasts until unlock; the watchdog keeps a lease of watchdog_timeout_ms.
  * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL.
- * Re-entry by the holding thread increments the hold count and succeeds at once.
+ * Re-entry by the holding thread increments the hold count and succeeds at once. A re-entry
+ * never shortens a hold (Redisson's does): a hold under the watchdog stays under it until its
+ * last unlock, whatever lease a re-entry asks for; an explicit lease on re-entry extends the
+ * hold only if it is longer than what is left; a partial unlock keeps the longest lease granted
+ * (RLOCK_READ: each read hold keeps its own lease, as in Redisson, and the lock lives as long as
+ * the longest remaining one).
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EDEADLK (write requested by a thread holding only the
  * read side), RLOCK_ECONN/EREDIS/EPROTO/EAUTH, RLOCK_ECLOSED. A wait whose SUBSCRIBE to the
  * lock's channel Redis refuses (an ACL user without the command or the channel) returns

@@ -13,7 +13,7 @@
 -- KEYS[4]  the fencing counter, redisson_lock_token:{name} (never reset, no TTL)
 -- KEYS[5]  the channel prefix, redisson_lock__channel:{name} (a waiter's channel is
 --          this + ":" + its owner)
--- ARGV[1]  lease in ms (PEXPIRE of the hash)
+-- ARGV[1]  lease in ms (PEXPIRE of the hash; on re-entry only if longer than its PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  waiter timeout in ms: the caller's new deadline is server now + this
 -- ARGV[4]  "1": join (or stay in) the queue when busy; "0": single attempt, never joins
@@ -46,7 +46,12 @@ if head and head ~= first and head ~= ARGV[2] then
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- A re-entry never shortens the hold (Redisson's PEXPIRE does): it extends only to a longer
+    -- lease, and a key without expiry keeps none.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, 0}
 end
 -- Busy. While the lock is held, its remaining lease bounds the wait (an expiry publishes

@@ -7,7 +7,7 @@
 -- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name} (a waiter's channel is
 --          this + ":" + its owner)
--- ARGV[1]  lease in ms to keep when holds remain
+-- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish ("0" = unlock)
 -- Returns -1  the owner holds nothing (if the lock is free, the first waiter is notified anyway,
@@ -29,7 +29,11 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
         first = nil
     end
 elseif redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Like a re-entry, a partial release never shortens the hold that remains.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     result = 0
 else
     redis.call('del', KEYS[1])

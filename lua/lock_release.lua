@@ -3,7 +3,7 @@
 -- deletes the hash and publishes the unlock message so one waiter per process wakes up.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_lock__channel:{name}
--- ARGV[1]  lease in ms to keep when holds remain
+-- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)
 -- Returns -1  the owner holds nothing (not the owner, or the lease ran out); nothing changed
@@ -16,7 +16,11 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Like a re-entry, a partial release never shortens the hold that remains.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return 0
 end
 redis.call('del', KEYS[1])

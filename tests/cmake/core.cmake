@@ -83,3 +83,8 @@ if(Python3_Interpreter_FOUND)
                    "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
   set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+
+# A re-entry never shortens a hold: watchdog hold + short re-entry, explicit longer/shorter leases.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_reentry_lease SOURCES core/test_reentry_lease.c LABELS redis TIMEOUT 60)
+endif()
