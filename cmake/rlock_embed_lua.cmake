@@ -35,8 +35,10 @@ set(_seen_ids "")
 # replaced by the bytes of LUA_DIR/<path>.
 function(rlk_expand_includes file out_var)
   file(READ "${file}" _text)
-  string(REGEX MATCHALL "\n--@include [^\n]*\n" _lines "${_text}")
-  foreach(_line IN LISTS _lines)
+  # One include at a time, matched again in the text so far: two include lines in a row share
+  # the newline between them, so a single MATCHALL would miss the second.
+  while(_text MATCHES "\n--@include [^\n]*\n")
+    string(REGEX MATCH "\n--@include [^\n]*\n" _line "${_text}")
     string(REGEX REPLACE "^\n--@include ([^\n]*)\n$" "\\1" _inc "${_line}")
     if(NOT _inc MATCHES "^inc/[A-Za-z0-9_]+\\.lua$" OR NOT EXISTS "${LUA_DIR}/${_inc}")
       message(FATAL_ERROR "rlock_embed_lua: ${file}: no snippet lua/${_inc}")
@@ -47,7 +49,7 @@ function(rlk_expand_includes file out_var)
         "rlock_embed_lua: lua/${_inc}: a snippet ends with a newline and includes nothing")
     endif()
     string(REPLACE "${_line}" "\n${_snippet}" _text "${_text}")
-  endforeach()
+  endwhile()
   set(${out_var} "${_text}" PARENT_SCOPE)
 endfunction()
 

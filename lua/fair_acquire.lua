@@ -21,6 +21,8 @@
 --         {1, 0}              re-entered by the same owner; the owner keeps its token
 --         {0, bound, joined}  busy; bound = ms after which to try again unless notified
 --                             (-1: unknown), joined = 1 if the caller was appended just now
+-- Publishing goes through redis.pcall: a user without the publish permission must not stop the
+-- script halfway (after the LPOP of its grant).
 redis.replicate_commands()
 --@include inc/fair_purge.lua
 local t = redis.call('time')
@@ -33,7 +35,7 @@ if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
         redis.call('lpop', KEYS[2])
         local nxt = redis.call('lindex', KEYS[2], 0)
         if nxt then
-            redis.call('publish', KEYS[5] .. ':' .. nxt, '0')
+            redis.pcall('publish', KEYS[5] .. ':' .. nxt, '0')
         end
     end
     redis.call('zrem', KEYS[3], ARGV[2])
@@ -42,7 +44,7 @@ if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
     return {1, redis.call('incr', KEYS[4])}
 end
 if head and head ~= first and head ~= ARGV[2] then
-    redis.call('publish', KEYS[5] .. ':' .. head, '0')
+    redis.pcall('publish', KEYS[5] .. ':' .. head, '0')
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)

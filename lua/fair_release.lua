@@ -14,10 +14,13 @@
 --             since its holder's lease ran out without a message)
 --          0  one hold released, the owner still holds the lock
 --          1  fully released; the first live waiter (if any) was notified
--- Publishing goes through redis.pcall: a user without the publish permission still releases
--- (waiters then wake by the lease running out) instead of failing after the DEL.
+--         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
+--                   happened, waiters wake only when their wait bound (the lease) runs out
+-- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
+-- still releases instead of failing after the DEL, and the client logs the refusal once.
 redis.replicate_commands()
 --@include inc/fair_purge.lua
+--@include inc/notify.lua
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first = redis.call('lindex', KEYS[2], 0)
@@ -40,7 +43,11 @@ else
     first = nil
     result = 1
 end
+local err = nil
 if head and head ~= first then
-    redis.pcall('publish', KEYS[4] .. ':' .. head, ARGV[3])
+    err = notify(KEYS[4] .. ':' .. head, ARGV[3])
+end
+if err then
+    return {result, err}
 end
 return result

@@ -9,8 +9,11 @@
 -- Returns -1  the owner holds nothing (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the lock
 --          1  fully released and published
--- Publishing goes through redis.pcall: a user without the publish permission still releases
--- (waiters then wake by the lease running out) instead of failing after the DEL.
+--         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
+--                   happened, waiters wake only when their wait bound (the lease) runs out
+-- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
+-- still releases instead of failing after the DEL, and the client logs the refusal once.
+--@include inc/notify.lua
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return -1
 end
@@ -24,5 +27,8 @@ if count > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.pcall('publish', KEYS[2], ARGV[3])
+local err = notify(KEYS[2], ARGV[3])
+if err then
+    return {1, err}
+end
 return 1

@@ -27,6 +27,7 @@ struct rlock_client {
     rlk_watchdog *watchdog;
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;   /* 1 for the client itself + 1 per open handle */
+    atomic_int warned_nopublish; /* 1 once a refused PUBLISH was logged (release_reply.c) */
 };
 
 /* Writes "<uuid>:<thread-id>" of the calling thread into buf (RLK_OWNER_MAX bytes) and returns

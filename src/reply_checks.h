@@ -12,7 +12,8 @@
 
 /* Decodes the {status, value} reply of rw_read_acquire.lua / rw_write_acquire.lua into a. */
 int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r);
-/* Decodes the -1/0/1 reply of both rw release scripts; frees r, as the release path does. */
-int rlk_rw_check_release_reply(redisReply *r);
+/* Decodes the -1/0/1 reply (or {-1/0/1, refusal}) of both rw release scripts; frees r, as the
+ * release path does; a refused PUBLISH is logged once per client c. */
+int rlk_rw_check_release_reply(rlock_client *c, redisReply *r);
 
 #endif

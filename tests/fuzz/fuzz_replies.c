@@ -24,12 +24,12 @@
 
 #define MAX_REPLIES 16
 
+static rlock_client *client;
 static rlock *handles[4];
 
 /* A client struct with an identity and nothing started: enough to open handles on. */
 static void setup(void)
 {
-    static rlock_client *client;
     static const rlock_kind kinds[4] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_READ, RLOCK_WRITE};
 
     if (client != NULL) {
@@ -97,7 +97,7 @@ static void read_all(const uint8_t *data, size_t size, int consume)
                 break;
             }
             if (consume) {
-                int rc = rlk_rw_check_release_reply(reply);
+                int rc = rlk_rw_check_release_reply(client, reply);
                 if (rc != 0 && rc != 1 && rc != RLK_NOT_HELD && rc != RLOCK_EPROTO) {
                     abort();
                 }
