@@ -9,11 +9,13 @@
  * being renewed is FIRING; rlk_wd_cancel() on it waits until the batch is done, so after cancel
  * returns nothing refers to the entry and no renewal of it is in flight.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pool.h"
+#include "reply_checks.h"
 #include "scripts.h"
 #include "watchdog.h"
 
@@ -165,6 +167,20 @@ static int rlk_wd_append(rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk 
     return r;
 }
 
+void rlk_wd_check_batch_reply(const redisReply *rep, size_t n, int *results, int *retry)
+{
+    if (rlk_reply_is_noscript(rep)) {
+        *retry = 1;
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == n) {
+        for (size_t i = 0; i < n; i++) {
+            const redisReply *el = rep->element[i];
+            results[i] = el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
+        }
+    }
+    /* Any other reply (an error such as BUSY or OOM) leaves the results as they were (-1):
+     * retried soon. */
+}
+
 /* Reads one batch reply into the items' results. Returns RLOCK_OK, or ECONN if broken. */
 static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
 {
@@ -173,16 +189,15 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rlk_reply_is_noscript(rep)) {
-        ch->retry = 1;
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == ch->n) {
-        for (size_t i = 0; i < ch->n; i++) {
-            redisReply *el = rep->element[i];
-            items[ch->first + i].result =
-                el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
-        }
+    int results[RLK_WD_BATCH];
+    assert(ch->n <= RLK_WD_BATCH);
+    for (size_t i = 0; i < ch->n; i++) {
+        results[i] = items[ch->first + i].result;
     }
-    /* Any other reply (an error such as BUSY or OOM) leaves the results at -1: retried soon. */
+    rlk_wd_check_batch_reply(rep, ch->n, results, &ch->retry);
+    for (size_t i = 0; i < ch->n; i++) {
+        items[ch->first + i].result = results[i];
+    }
     freeReplyObject(rep);
     return RLOCK_OK;
 }
