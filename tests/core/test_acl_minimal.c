@@ -88,34 +88,63 @@ static rlock_client *locker_client(int i)
     return tc_client(&o);
 }
 
+/* A thread of another client that waits on obj with wait() (up to 10 s, woken by a message). */
 typedef struct waiter {
     pthread_t thread;
-    rlock *lock;
+    int (*wait)(void *obj);
+    void *obj;
     int result;
 } waiter;
 
 static void *waiter_run(void *arg)
 {
     waiter *w = arg;
-    w->result = rlock_try_lock(w->lock, 10000, -1);
-    if (w->result == RLOCK_OK) {
-        w->result = rlock_unlock(w->lock);
-    }
+    w->result = w->wait(w->obj);
     return NULL;
+}
+
+static void waiter_start(waiter *w, int (*wait)(void *obj), void *obj)
+{
+    w->wait = wait;
+    w->obj = obj;
+    w->result = 1;
+    assert_int_equal(pthread_create(&w->thread, NULL, waiter_run, w), 0);
+}
+
+static int waiter_join(waiter *w)
+{
+    assert_int_equal(pthread_join(w->thread, NULL), 0);
+    return w->result;
+}
+
+static int lock_wait(void *obj)
+{
+    int r = rlock_try_lock(obj, 10000, -1);
+    return r == RLOCK_OK ? rlock_unlock(obj) : r;
+}
+
+static int sem_acquire_wait(void *obj)
+{
+    int r = rlock_semaphore_acquire(obj, 1, 10000);
+    return r == RLOCK_OK ? rlock_semaphore_release(obj, 1) : r;
+}
+
+static int latch_wait(void *obj)
+{
+    return rlock_latch_await(obj, 10000);
 }
 
 /* holder takes the lock, waiter (another client) waits for it through 700 ms of renewals and
  * heartbeats, then gets it when holder releases (woken by the release's message). */
 static void contend(rlock *holder, rlock *other)
 {
-    waiter w = {.lock = other, .result = 1};
+    waiter w;
     EXPECT(rlock_lock(holder, -1), RLOCK_OK);
-    assert_int_equal(pthread_create(&w.thread, NULL, waiter_run, &w), 0);
+    waiter_start(&w, lock_wait, other);
     rh_sleep_ms(700);
     EXPECT(rlock_is_held(holder), 1);
     EXPECT(rlock_unlock(holder), RLOCK_OK);
-    assert_int_equal(pthread_join(w.thread, NULL), 0);
-    assert_int_equal(w.result, RLOCK_OK);
+    EXPECT(waiter_join(&w), RLOCK_OK);
 }
 
 /* The basic calls on a single-key lock: re-entry, queries, token, inspect, force unlock. */
@@ -223,22 +252,6 @@ static void test_redlock(void **state)
     }
 }
 
-typedef struct sem_waiter {
-    pthread_t thread;
-    rlock_semaphore *sem;
-    int result;
-} sem_waiter;
-
-static void *sem_waiter_run(void *arg)
-{
-    sem_waiter *w = arg;
-    w->result = rlock_semaphore_acquire(w->sem, 1, 10000);
-    if (w->result == RLOCK_OK) {
-        w->result = rlock_semaphore_release(w->sem, 1);
-    }
-    return NULL;
-}
-
 static void test_semaphore(void **state)
 {
     (void)state;
@@ -246,39 +259,26 @@ static void test_semaphore(void **state)
     rlock_client *a = locker_client(0);
     rlock_client *b = locker_client(0);
     rlock_semaphore *sa = rlock_semaphore_open(a, "app:sem");
-    sem_waiter w = {.sem = rlock_semaphore_open(b, "app:sem"), .result = 1};
+    rlock_semaphore *sb = rlock_semaphore_open(b, "app:sem");
+    waiter w;
     assert_non_null(sa);
-    assert_non_null(w.sem);
+    assert_non_null(sb);
     EXPECT(rlock_semaphore_try_set_permits(sa, 1), 1);
     EXPECT(rlock_semaphore_acquire(sa, 1, 0), RLOCK_OK);
-    assert_int_equal(pthread_create(&w.thread, NULL, sem_waiter_run, &w), 0);
+    waiter_start(&w, sem_acquire_wait, sb);
     rh_sleep_ms(300);
     EXPECT(rlock_semaphore_release(sa, 1), RLOCK_OK);
-    assert_int_equal(pthread_join(w.thread, NULL), 0);
-    assert_int_equal(w.result, RLOCK_OK);
+    EXPECT(waiter_join(&w), RLOCK_OK);
     EXPECT(rlock_semaphore_acquire_leased(sa, 0, -1, id), RLOCK_OK);
     rh_sleep_ms(700); /* renewals of the leased permit */
     EXPECT(rlock_semaphore_available(sa), 0);
     EXPECT(rlock_semaphore_release_leased(sa, id), RLOCK_OK);
     EXPECT(rlock_semaphore_add_permits(sa, 1), RLOCK_OK);
     EXPECT(rlock_semaphore_available(sa), 2);
-    rlock_semaphore_free(w.sem);
+    rlock_semaphore_free(sb);
     rlock_semaphore_free(sa);
     rlock_client_free(b);
     rlock_client_free(a);
-}
-
-typedef struct latch_waiter {
-    pthread_t thread;
-    rlock_latch *latch;
-    int result;
-} latch_waiter;
-
-static void *latch_waiter_run(void *arg)
-{
-    latch_waiter *w = arg;
-    w->result = rlock_latch_await(w->latch, 10000);
-    return NULL;
 }
 
 static void test_latch(void **state)
@@ -287,17 +287,17 @@ static void test_latch(void **state)
     rlock_client *a = locker_client(0);
     rlock_client *b = locker_client(0);
     rlock_latch *la = rlock_latch_open(a, "app:latch");
-    latch_waiter w = {.latch = rlock_latch_open(b, "app:latch"), .result = 1};
+    rlock_latch *lb = rlock_latch_open(b, "app:latch");
+    waiter w;
     assert_non_null(la);
-    assert_non_null(w.latch);
+    assert_non_null(lb);
     EXPECT(rlock_latch_try_set_count(la, 1), 1);
-    assert_int_equal(pthread_create(&w.thread, NULL, latch_waiter_run, &w), 0);
+    waiter_start(&w, latch_wait, lb);
     rh_sleep_ms(300);
     EXPECT(rlock_latch_count(la), 1);
     EXPECT(rlock_latch_count_down(la), RLOCK_OK);
-    assert_int_equal(pthread_join(w.thread, NULL), 0);
-    assert_int_equal(w.result, RLOCK_OK);
-    rlock_latch_free(w.latch);
+    EXPECT(waiter_join(&w), RLOCK_OK);
+    rlock_latch_free(lb);
     rlock_latch_free(la);
     rlock_client_free(b);
     rlock_client_free(a);

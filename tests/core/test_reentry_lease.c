@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cmocka.h>
 
@@ -90,41 +91,27 @@ static void explicit_leases(rlock_kind kind, const char *name)
     rlock_free(l);
 }
 
-static void test_reentrant(void **state)
+/* One test per lock type; the prestate is the type, named in the lock names. */
+static void test_kind(void **state)
 {
-    (void)state;
-    watchdog_then_short(RLOCK_REENTRANT, "rl-reentrant-wd");
-    explicit_leases(RLOCK_REENTRANT, "rl-reentrant-explicit");
+    rlock_kind kind = *(const rlock_kind *)*state;
+    char wd[32], explicit[32];
+    snprintf(wd, sizeof(wd), "rl-%d-wd", (int)kind);
+    snprintf(explicit, sizeof(explicit), "rl-%d-explicit", (int)kind);
+    watchdog_then_short(kind, wd);
+    explicit_leases(kind, explicit);
 }
 
-static void test_fair(void **state)
-{
-    (void)state;
-    watchdog_then_short(RLOCK_FAIR, "rl-fair-wd");
-    explicit_leases(RLOCK_FAIR, "rl-fair-explicit");
-}
-
-static void test_write(void **state)
-{
-    (void)state;
-    watchdog_then_short(RLOCK_WRITE, "rl-write-wd");
-    explicit_leases(RLOCK_WRITE, "rl-write-explicit");
-}
-
-static void test_read(void **state)
-{
-    (void)state;
-    watchdog_then_short(RLOCK_READ, "rl-read-wd");
-    explicit_leases(RLOCK_READ, "rl-read-explicit");
-}
+static const rlock_kind k_reentrant = RLOCK_REENTRANT, k_fair = RLOCK_FAIR, k_write = RLOCK_WRITE,
+                        k_read = RLOCK_READ;
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reentrant),
-        cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_write),
-        cmocka_unit_test(test_read),
+        cmocka_unit_test_prestate(test_kind, (void *)&k_reentrant),
+        cmocka_unit_test_prestate(test_kind, (void *)&k_fair),
+        cmocka_unit_test_prestate(test_kind, (void *)&k_write),
+        cmocka_unit_test_prestate(test_kind, (void *)&k_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
