@@ -236,7 +236,10 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
  * are notified). Returns RLOCK_OK; RLOCK_ENOTOWNER if the calling thread holds no hold of this
  * handle's lock; RLOCK_ELOST if the hold's lease ran out while held (the local record is
  * dropped; Redis is not touched); or a connection/Redis error (the watchdog entry is cancelled
- * either way once the hold is gone). No renewal of the hold runs after this returns. */
+ * either way once the hold is gone). No renewal of the hold runs after this returns. A release
+ * whose wake-up message Redis refused (an ACL user without `publish` or the lock's channel) still
+ * returns RLOCK_OK; the client logs the refusal once, at WARN, and waiters then wake by their
+ * wait bound (the lease) instead (README "Least privilege"). */
 RLOCK_EXPORT int rlock_unlock(rlock *lock);
 
 /* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was
