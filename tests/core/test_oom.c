@@ -3,8 +3,10 @@
  * renewals of every single-key lock type work while Redis refuses writes that grow memory;
  * acquires fail with RLOCK_EREDIS and Redis' "OOM ..." text. The scripts that do not grow memory
  * carry the Redis 7 shebang flag allow-oom; the acquires carry a plain "#!lua", which makes Redis
- * refuse them up front under OOM instead of after some of their writes.
+ * refuse them up front under OOM instead of after some of their writes. A fair waiter or waiting
+ * writer whose wait ends under OOM leaves its queue (the give-up and heartbeat scripts run too).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,6 +87,70 @@ static void check_kind(rh_server *s, rlock_kind kind)
     rlock_client_free(c);
 }
 
+typedef struct giveup {
+    pthread_t thread;
+    rlock *lock;
+    int result;
+    char msg[256]; /* the waiting thread's rlock_last_error() */
+} giveup;
+
+static void *giveup_run(void *arg)
+{
+    giveup *g = arg;
+    g->result = rlock_try_lock(g->lock, 5000, 10000);
+    snprintf(g->msg, sizeof(g->msg), "%s", g->result ? rlock_last_error() : "");
+    return NULL;
+}
+
+/* A queued waiter (fair waiter, waiting writer) whose wait ends under OOM (its next attempt is
+ * refused) has left the queue when the call returns: the give-up script runs under OOM, and so
+ * do the heartbeats that keep it queued until then. queue_len counts the queue on the server. */
+static void check_giveup(rh_server *s, rlock_kind kind, const char *const *queue_len)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    o.watchdog_timeout_ms = WATCHDOG_MS;
+    o.waiter_timeout_ms = WATCHDOG_MS;
+    rlock_client *c = NULL;
+    rlock_client *c2 = NULL;
+    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    assert_int_equal(rlock_client_new(&o, &c2), RLOCK_OK);
+    rlock *l = rlock_open(c, kind, "oom-queue");
+    giveup g = {.lock = rlock_open(c2, kind, "oom-queue"), .result = 1};
+    assert_non_null(l);
+    assert_non_null(g.lock);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_int_equal(pthread_create(&g.thread, NULL, giveup_run, &g), 0);
+    for (int i = 0; i < 400 && rh_cmd_int(s, queue_len) != 1; i++) {
+        rh_sleep_ms(5);
+    }
+    assert_int_equal(rh_cmd_int(s, queue_len), 1);
+
+    set_maxmemory(s, "1");
+    assert_int_equal(pthread_join(g.thread, NULL), 0);
+    print_message("kind %d: wait under OOM -> %d (%s)\n", (int)kind, g.result, g.msg);
+    assert_int_equal(g.result, RLOCK_EREDIS);
+    assert_int_equal(rh_cmd_int(s, queue_len), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    set_maxmemory(s, "0");
+    rlock_free(g.lock);
+    rlock_free(l);
+    rlock_client_free(c2);
+    rlock_client_free(c);
+}
+
+static void test_fair_giveup(void **state)
+{
+    const char *zcard[] = {"ZCARD", "redisson_lock_timeout:{oom-queue}", NULL};
+    check_giveup(*state, RLOCK_FAIR, zcard);
+}
+
+static void test_writer_giveup(void **state)
+{
+    const char *zcard[] = {"ZCARD", "rlock_rwlock_writers:{oom-queue}", NULL};
+    check_giveup(*state, RLOCK_WRITE, zcard);
+}
+
 static void test_reentrant(void **state)
 {
     check_kind(*state, RLOCK_REENTRANT);
@@ -126,6 +192,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fair, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_read, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_write, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_fair_giveup, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_writer_giveup, setup_server, teardown_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
