@@ -97,7 +97,7 @@ typedef struct giveup {
 static void *giveup_run(void *arg)
 {
     giveup *g = arg;
-    g->result = rlock_try_lock(g->lock, 5000, 10000);
+    g->result = rlock_try_lock(g->lock, 20000, 10000);
     snprintf(g->msg, sizeof(g->msg), "%s", g->result ? rlock_last_error() : "");
     return NULL;
 }
@@ -121,7 +121,7 @@ static void check_giveup(rh_server *s, rlock_kind kind, const char *const *queue
     assert_non_null(g.lock);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(pthread_create(&g.thread, NULL, giveup_run, &g), 0);
-    for (int i = 0; i < 400 && rh_cmd_int(s, queue_len) != 1; i++) {
+    for (int i = 0; i < 2000 && rh_cmd_int(s, queue_len) != 1; i++) {
         rh_sleep_ms(5);
     }
     assert_int_equal(rh_cmd_int(s, queue_len), 1);
