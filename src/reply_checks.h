@@ -24,10 +24,9 @@ int rlk_redlock_check_acquire_reply(const redisReply *rep, uint64_t *token);
 int rlk_redlock_check_raise_reply(const redisReply *rep, uint64_t token);
 int rlk_redlock_check_query_reply(const redisReply *rep);
 
-/* The watchdog's batch renewal reply (watchdog.c) for n entries: results[i] becomes 1 renewed,
- * 0 gone or -1 not an integer; a reply of any other shape leaves results alone (retried later),
- * NOSCRIPT sets *retry. */
-void rlk_wd_check_batch_reply(const redisReply *rep, size_t n, int *results, int *retry);
+/* The watchdog's batch renewal reply (watchdog.c) for n entries: the result of entry i, 1
+ * renewed, 0 gone, -1 unknown (not an integer, or a reply of another shape: retried later). */
+int rlk_wd_check_batch_item(const redisReply *rep, size_t n, size_t i);
 
 /* The subscriber's parsing of what arrives on its connection (pubsub.c): the kind of a push
  * (RLK_PUSH_*; for a message or confirmation *channel, *len and *payload are set); the permits a

@@ -9,7 +9,6 @@
  * being renewed is FIRING; rlk_wd_cancel() on it waits until the batch is done, so after cancel
  * returns nothing refers to the entry and no renewal of it is in flight.
  */
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,18 +166,14 @@ static int rlk_wd_append(rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk 
     return r;
 }
 
-void rlk_wd_check_batch_reply(const redisReply *rep, size_t n, int *results, int *retry)
+int rlk_wd_check_batch_item(const redisReply *rep, size_t n, size_t i)
 {
-    if (rlk_reply_is_noscript(rep)) {
-        *retry = 1;
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == n) {
-        for (size_t i = 0; i < n; i++) {
-            const redisReply *el = rep->element[i];
-            results[i] = el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
-        }
+    /* Any other reply (an error such as BUSY or OOM) is -1 for every entry: retried soon. */
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n || i >= n) {
+        return -1;
     }
-    /* Any other reply (an error such as BUSY or OOM) leaves the results as they were (-1):
-     * retried soon. */
+    const redisReply *el = rep->element[i];
+    return el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
 }
 
 /* Reads one batch reply into the items' results. Returns RLOCK_OK, or ECONN if broken. */
@@ -189,14 +184,12 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     if (r != RLOCK_OK) {
         return r;
     }
-    int results[RLK_WD_BATCH];
-    assert(ch->n <= RLK_WD_BATCH);
-    for (size_t i = 0; i < ch->n; i++) {
-        results[i] = items[ch->first + i].result;
-    }
-    rlk_wd_check_batch_reply(rep, ch->n, results, &ch->retry);
-    for (size_t i = 0; i < ch->n; i++) {
-        items[ch->first + i].result = results[i];
+    if (rlk_reply_is_noscript(rep)) {
+        ch->retry = 1;
+    } else {
+        for (size_t i = 0; i < ch->n; i++) {
+            items[ch->first + i].result = rlk_wd_check_batch_item(rep, ch->n, i);
+        }
     }
     freeReplyObject(rep);
     return RLOCK_OK;

@@ -79,17 +79,12 @@ static void check_redlock(const redisReply *r)
 /* A batch renewal reply for as many entries as the reply has elements (one for a non-array). */
 static void check_watchdog(const redisReply *r)
 {
-    int results[RLK_WD_BATCH];
-    int retry = 0;
     size_t n = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->elements <= RLK_WD_BATCH
                    ? r->elements
                    : 1;
-    for (size_t i = 0; i < n; i++) {
-        results[i] = -1;
-    }
-    rlk_wd_check_batch_reply(r, n, results, &retry);
-    for (size_t i = 0; i < n; i++) {
-        if (results[i] < -1 || results[i] > 1) {
+    for (size_t i = 0; i <= n; i++) {
+        int v = rlk_wd_check_batch_item(r, n, i);
+        if (v < -1 || v > 1) {
             abort();
         }
     }
