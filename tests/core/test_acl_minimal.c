@@ -53,8 +53,9 @@ static const char *const acl_rules[] = {
     } while (0)
 
 static rh_server *g_srv[N_SERVERS];
-static atomic_int g_warnings; /* log lines at WARN or worse, every client */
-static atomic_int g_lost;     /* on_lost calls, every client */
+static rlock_client *g_a, *g_b; /* two clients of the user on server 0 */
+static atomic_int g_warnings;   /* log lines at WARN or worse, every client */
+static atomic_int g_lost;       /* on_lost calls, every client */
 
 static void count_log(int level, const char *msg, void *user_data)
 {
@@ -168,19 +169,15 @@ static void basics(rlock_client *c, rlock *l, const char *name)
 
 static void single_kind(rlock_kind kind, rlock_kind rival, const char *name)
 {
-    rlock_client *a = locker_client(0);
-    rlock_client *b = locker_client(0);
-    rlock *la = rlock_open(a, kind, name);
-    rlock *lb = rlock_open(b, rival, name);
+    rlock *la = rlock_open(g_a, kind, name);
+    rlock *lb = rlock_open(g_b, rival, name);
     assert_non_null(la);
     assert_non_null(lb);
-    basics(a, la, name);
+    basics(g_a, la, name);
     contend(la, lb);
     contend(lb, la);
     rlock_free(lb);
     rlock_free(la);
-    rlock_client_free(b);
-    rlock_client_free(a);
 }
 
 static void test_reentrant(void **state)
@@ -206,10 +203,10 @@ static void test_rw(void **state)
 static void test_multi(void **state)
 {
     (void)state;
-    rlock_client *a = locker_client(0);
-    rlock_client *b = locker_client(0);
-    rlock *ma[2] = {rlock_open(a, RLOCK_REENTRANT, "app:m1"), rlock_open(a, RLOCK_FAIR, "app:m2")};
-    rlock *mb[2] = {rlock_open(b, RLOCK_REENTRANT, "app:m1"), rlock_open(b, RLOCK_FAIR, "app:m2")};
+    rlock *ma[2] = {rlock_open(g_a, RLOCK_REENTRANT, "app:m1"),
+                    rlock_open(g_a, RLOCK_FAIR, "app:m2")};
+    rlock *mb[2] = {rlock_open(g_b, RLOCK_REENTRANT, "app:m1"),
+                    rlock_open(g_b, RLOCK_FAIR, "app:m2")};
     rlock *ga = rlock_multi_new(ma, 2);
     rlock *gb = rlock_multi_new(mb, 2);
     assert_non_null(ga);
@@ -221,8 +218,6 @@ static void test_multi(void **state)
         rlock_free(ma[i]);
         rlock_free(mb[i]);
     }
-    rlock_client_free(b);
-    rlock_client_free(a);
 }
 
 static void test_redlock(void **state)
@@ -256,10 +251,8 @@ static void test_semaphore(void **state)
 {
     (void)state;
     char id[RLOCK_PERMIT_ID_LEN + 1];
-    rlock_client *a = locker_client(0);
-    rlock_client *b = locker_client(0);
-    rlock_semaphore *sa = rlock_semaphore_open(a, "app:sem");
-    rlock_semaphore *sb = rlock_semaphore_open(b, "app:sem");
+    rlock_semaphore *sa = rlock_semaphore_open(g_a, "app:sem");
+    rlock_semaphore *sb = rlock_semaphore_open(g_b, "app:sem");
     waiter w;
     assert_non_null(sa);
     assert_non_null(sb);
@@ -277,17 +270,13 @@ static void test_semaphore(void **state)
     EXPECT(rlock_semaphore_available(sa), 2);
     rlock_semaphore_free(sb);
     rlock_semaphore_free(sa);
-    rlock_client_free(b);
-    rlock_client_free(a);
 }
 
 static void test_latch(void **state)
 {
     (void)state;
-    rlock_client *a = locker_client(0);
-    rlock_client *b = locker_client(0);
-    rlock_latch *la = rlock_latch_open(a, "app:latch");
-    rlock_latch *lb = rlock_latch_open(b, "app:latch");
+    rlock_latch *la = rlock_latch_open(g_a, "app:latch");
+    rlock_latch *lb = rlock_latch_open(g_b, "app:latch");
     waiter w;
     assert_non_null(la);
     assert_non_null(lb);
@@ -299,8 +288,6 @@ static void test_latch(void **state)
     EXPECT(waiter_join(&w), RLOCK_OK);
     rlock_latch_free(lb);
     rlock_latch_free(la);
-    rlock_client_free(b);
-    rlock_client_free(a);
 }
 
 /* Runs after every scenario: nothing was refused behind the API's back. */
@@ -327,12 +314,16 @@ static int setup(void **state)
         }
         free(r);
     }
-    return 0;
+    g_a = locker_client(0);
+    g_b = locker_client(0);
+    return g_a != NULL && g_b != NULL ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    rlock_client_free(g_b);
+    rlock_client_free(g_a);
     for (int i = 0; i < N_SERVERS; i++) {
         rh_free(g_srv[i]);
     }
