@@ -104,24 +104,10 @@ static void cli_print_text(FILE *f, const rlock_lock_info *in)
 
 int cli_status(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int json = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        if (c == 'j') {
-            json = 1;
-        } else if (c == 'h') {
-            fputs(cli_status_usage, stdout);
-            return CLI_EXIT_OK;
-        } else {
-            fputs(cli_status_usage, stderr);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        fputs(cli_status_usage, stderr);
-        return CLI_EXIT_USAGE;
+    int parsed = cli_flag_opts(argc, argv, "json", 0, cli_status_usage, &json);
+    if (parsed >= 0) {
+        return parsed;
     }
     rlock_client *client = cli_connect(g, NULL, NULL);
     if (client == NULL) {

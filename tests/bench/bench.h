@@ -35,6 +35,10 @@ redisContext *bench_raw(int idx);
 /* Runs a command (printf-style, hiredis format) and dies on a connection error or error reply. */
 redisReply *bench_cmd(redisContext *c, const char *fmt, ...);
 void bench_cmd_ok(redisContext *c, const char *fmt, ...);
+/* Reads one reply (a pub/sub message) of subscriber connection c that is already buffered or
+ * arrives within timeout_ms (< 0: no limit); 1 if one was consumed, 0 on timeout; dies on a
+ * connection error. */
+int bench_sub_read(redisContext *c, int timeout_ms);
 /* Loads every embedded script on the server (so EVALSHA never sees NOSCRIPT in measured runs). */
 void bench_load_scripts(redisContext *c);
 /* SHA1 of an embedded script (RLK_SCRIPT_*). */

@@ -7,7 +7,6 @@
  * failed call, a refused PUBLISH warning or a lost hold. If a type needs more, the README's rule
  * set is what must change (and this copy of it), not the scenario.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -20,6 +19,7 @@
 #include <cmocka.h>
 
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 /* The rule set of README.md, "Least privilege", for lock names that start with "app:". */
 static const char *const acl_rules[] = {
@@ -77,47 +77,16 @@ static void count_lost(const char *name, void *user_data)
  * and heartbeats run during the scenarios. */
 static rlock_client *locker_client(int i)
 {
-    char url[128];
     rlock_options o;
-    snprintf(url, sizeof(url), "redis://locker:locker-pw@127.0.0.1:%d", rh_port(g_srv[i]));
     tc_options(&o, g_srv[i]);
-    o.url = url;
     o.watchdog_timeout_ms = 900;
     o.waiter_timeout_ms = 900;
     o.log_fn = count_log;
     o.on_lost = count_lost;
-    return tc_client(&o);
+    return tc_client_as(&o, g_srv[i], "locker", "locker-pw");
 }
 
-/* A thread of another client that waits on obj with wait() (up to 10 s, woken by a message). */
-typedef struct waiter {
-    pthread_t thread;
-    int (*wait)(void *obj);
-    void *obj;
-    int result;
-} waiter;
-
-static void *waiter_run(void *arg)
-{
-    waiter *w = arg;
-    w->result = w->wait(w->obj);
-    return NULL;
-}
-
-static void waiter_start(waiter *w, int (*wait)(void *obj), void *obj)
-{
-    w->wait = wait;
-    w->obj = obj;
-    w->result = 1;
-    assert_int_equal(pthread_create(&w->thread, NULL, waiter_run, w), 0);
-}
-
-static int waiter_join(waiter *w)
-{
-    assert_int_equal(pthread_join(w->thread, NULL), 0);
-    return w->result;
-}
-
+/* The calls a thread of another client waits in (tc_bg; up to 10 s, woken by a message). */
 static int lock_wait(void *obj)
 {
     int r = rlock_try_lock(obj, 10000, -1);
@@ -139,13 +108,13 @@ static int latch_wait(void *obj)
  * heartbeats, then gets it when holder releases (woken by the release's message). */
 static void contend(rlock *holder, rlock *other)
 {
-    waiter w;
+    tc_bg w;
     EXPECT(rlock_lock(holder, -1), RLOCK_OK);
-    waiter_start(&w, lock_wait, other);
+    tc_bg_start(&w, lock_wait, other);
     rh_sleep_ms(700);
     EXPECT(rlock_is_held(holder), 1);
     EXPECT(rlock_unlock(holder), RLOCK_OK);
-    EXPECT(waiter_join(&w), RLOCK_OK);
+    EXPECT(tc_bg_join(&w), RLOCK_OK);
 }
 
 /* The basic calls on a single-key lock: re-entry, queries, token, inspect, force unlock. */
@@ -253,15 +222,15 @@ static void test_semaphore(void **state)
     char id[RLOCK_PERMIT_ID_LEN + 1];
     rlock_semaphore *sa = rlock_semaphore_open(g_a, "app:sem");
     rlock_semaphore *sb = rlock_semaphore_open(g_b, "app:sem");
-    waiter w;
+    tc_bg w;
     assert_non_null(sa);
     assert_non_null(sb);
     EXPECT(rlock_semaphore_try_set_permits(sa, 1), 1);
     EXPECT(rlock_semaphore_acquire(sa, 1, 0), RLOCK_OK);
-    waiter_start(&w, sem_acquire_wait, sb);
+    tc_bg_start(&w, sem_acquire_wait, sb);
     rh_sleep_ms(300);
     EXPECT(rlock_semaphore_release(sa, 1), RLOCK_OK);
-    EXPECT(waiter_join(&w), RLOCK_OK);
+    EXPECT(tc_bg_join(&w), RLOCK_OK);
     EXPECT(rlock_semaphore_acquire_leased(sa, 0, -1, id), RLOCK_OK);
     rh_sleep_ms(700); /* renewals of the leased permit */
     EXPECT(rlock_semaphore_available(sa), 0);
@@ -277,15 +246,15 @@ static void test_latch(void **state)
     (void)state;
     rlock_latch *la = rlock_latch_open(g_a, "app:latch");
     rlock_latch *lb = rlock_latch_open(g_b, "app:latch");
-    waiter w;
+    tc_bg w;
     assert_non_null(la);
     assert_non_null(lb);
     EXPECT(rlock_latch_try_set_count(la, 1), 1);
-    waiter_start(&w, latch_wait, lb);
+    tc_bg_start(&w, latch_wait, lb);
     rh_sleep_ms(300);
     EXPECT(rlock_latch_count(la), 1);
     EXPECT(rlock_latch_count_down(la), RLOCK_OK);
-    EXPECT(waiter_join(&w), RLOCK_OK);
+    EXPECT(tc_bg_join(&w), RLOCK_OK);
     rlock_latch_free(lb);
     rlock_latch_free(la);
 }

@@ -7,7 +7,6 @@
  * missing permission. The other publishing scripts (force releases, semaphore and latch) finish
  * too instead of failing halfway.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,37 +16,32 @@
 
 #include "core_util.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
-typedef struct nopub_log {
-    int warnings; /* WARN lines that name the publish permission */
-    char url[128];
-} nopub_log;
-
+/* WARN lines that name the publish permission, of one client. */
 static void count_log(int level, const char *msg, void *user_data)
 {
-    nopub_log *log = user_data;
+    int *warnings = user_data;
     if (level == RLOCK_LOG_WARN && strstr(msg, "'publish'") != NULL) {
-        log->warnings++;
+        (*warnings)++;
     }
 }
 
-/* A client of the user without publish, logging into log (its warning count starts at 0). */
-static rlock_client *nopub_client(rh_server *s, nopub_log *log)
+/* A client of the user without publish, counting its warnings into *warnings (set to 0). */
+static rlock_client *nopub_client(rh_server *s, int *warnings)
 {
     rlock_options o;
-    memset(log, 0, sizeof(*log));
-    snprintf(log->url, sizeof(log->url), "redis://nopub:nopub-pw@127.0.0.1:%d", rh_port(s));
     cu_opts(&o, s);
-    o.url = log->url;
+    *warnings = 0;
     o.log_fn = count_log;
-    o.user_data = log;
-    return tc_client(&o);
+    o.user_data = warnings;
+    return tc_client_as(&o, s, "nopub", "nopub-pw");
 }
 
 static void check_kind(rh_server *s, rlock_kind kind)
 {
-    nopub_log log;
-    rlock_client *c = nopub_client(s, &log);
+    int warnings;
+    rlock_client *c = nopub_client(s, &warnings);
     rlock *l = rlock_open(c, kind, "acl-nopub");
     assert_non_null(l);
     assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
@@ -65,43 +59,39 @@ static void check_kind(rh_server *s, rlock_kind kind)
     }
     /* Three full releases refused to publish; the client said so once. A fair release publishes
      * only to a queued waiter, and there is none here (test_fair_waiter has one). */
-    assert_int_equal(log.warnings, kind == RLOCK_FAIR ? 0 : 1);
+    assert_int_equal(warnings, kind == RLOCK_FAIR ? 0 : 1);
     rlock_free(l);
     rlock_client_free(c);
 }
 
-static void *fair_waiter(void *arg)
+static int fair_wait(void *arg)
 {
-    rlock *w = arg;
-    int r = rlock_try_lock(w, 1500, 10000);
-    if (r == RLOCK_OK) {
-        (void)rlock_unlock(w);
-    }
-    return NULL;
+    int r = rlock_try_lock(arg, 1500, 10000);
+    return r == RLOCK_OK ? rlock_unlock(arg) : r;
 }
 
 /* A fair release notifies the queued waiter only: a waiter of another (full) user is queued. */
 static void test_fair_waiter(void **state)
 {
     rh_server *s = *state;
-    nopub_log log;
-    rlock_client *c = nopub_client(s, &log);
+    int warnings;
+    rlock_client *c = nopub_client(s, &warnings);
     rlock_options o;
     cu_opts(&o, s);
     rlock_client *full = tc_client(&o);
     rlock *l = rlock_open(c, RLOCK_FAIR, "acl-nopub-fairq");
     rlock *w = rlock_open(full, RLOCK_FAIR, "acl-nopub-fairq");
     assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, fair_waiter, w), 0);
+    tc_bg bg;
+    tc_bg_start(&bg, fair_wait, w);
     const char *llen[] = {"LLEN", "redisson_lock_queue:{acl-nopub-fairq}", NULL};
-    for (int i = 0; i < 200 && rh_cmd_int(s, llen) != 1; i++) {
+    for (int i = 0; i < 2000 && rh_cmd_int(s, llen) != 1; i++) {
         rh_sleep_ms(5);
     }
     assert_int_equal(rh_cmd_int(s, llen), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(log.warnings, 1);
-    pthread_join(t, NULL);
+    assert_int_equal(warnings, 1);
+    (void)tc_bg_join(&bg);
     rlock_free(w);
     rlock_free(l);
     rlock_client_free(full);
@@ -111,8 +101,8 @@ static void test_fair_waiter(void **state)
 static void test_force_unlock(void **state)
 {
     static const rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_READ, RLOCK_WRITE};
-    nopub_log log;
-    rlock_client *c = nopub_client(*state, &log);
+    int warnings;
+    rlock_client *c = nopub_client(*state, &warnings);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         rlock *l = rlock_open(c, kinds[i], "acl-nopub-force");
         assert_non_null(l);
@@ -124,14 +114,14 @@ static void test_force_unlock(void **state)
         assert_int_equal(rlock_is_locked(l), 0);
         rlock_free(l);
     }
-    assert_int_equal(log.warnings, 1);
+    assert_int_equal(warnings, 1);
     rlock_client_free(c);
 }
 
 static void test_semaphore_latch(void **state)
 {
-    nopub_log log;
-    rlock_client *c = nopub_client(*state, &log);
+    int warnings;
+    rlock_client *c = nopub_client(*state, &warnings);
     rlock_semaphore *sem = rlock_semaphore_open(c, "acl-nopub-sem");
     assert_non_null(sem);
     assert_int_equal(rlock_semaphore_try_set_permits(sem, 2), 1);
@@ -150,33 +140,9 @@ static void test_semaphore_latch(void **state)
     rlock_client_free(c);
 }
 
-static void test_reentrant(void **state)
+/* The user that may do everything but publish. */
+static int add_nopub_user(rh_server *s)
 {
-    check_kind(*state, RLOCK_REENTRANT);
-}
-
-static void test_fair(void **state)
-{
-    check_kind(*state, RLOCK_FAIR);
-}
-
-static void test_read(void **state)
-{
-    check_kind(*state, RLOCK_READ);
-}
-
-static void test_write(void **state)
-{
-    check_kind(*state, RLOCK_WRITE);
-}
-
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    if (s == NULL) {
-        return -1;
-    }
     const char *acl[] = {"ACL", "SETUSER", "nopub", "on",       ">nopub-pw",
                          "~*",  "&*",      "+@all", "-publish", NULL};
     char *r = rh_cmd_str(s, acl);
@@ -187,23 +153,20 @@ static int setup_server(void **state)
     return 0;
 }
 
-static int teardown_server(void **state)
+/* A fresh server of the test's own, with the user. */
+static int nopub_server(void **state)
 {
-    rh_free(*state);
-    return 0;
+    int r = tc_server_setup(state);
+    return r != 0 ? r : add_nopub_user(*state);
 }
 
 int main(void)
 {
-    rh_skip_if_unavailable();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reentrant),
-        cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_read),
-        cmocka_unit_test(test_write),
-        cmocka_unit_test(test_fair_waiter),
-        cmocka_unit_test(test_force_unlock),
-        cmocka_unit_test(test_semaphore_latch),
+    const struct CMUnitTest others[] = {
+        cmocka_unit_test_setup_teardown(test_fair_waiter, nopub_server, tc_server_teardown),
+        cmocka_unit_test_setup_teardown(test_force_unlock, nopub_server, tc_server_teardown),
+        cmocka_unit_test_setup_teardown(test_semaphore_latch, nopub_server, tc_server_teardown),
     };
-    return cmocka_run_group_tests(tests, setup_server, teardown_server);
+    int failed = tc_run_per_kind("tests", check_kind, add_nopub_user);
+    return failed + cmocka_run_group_tests(others, NULL, NULL);
 }

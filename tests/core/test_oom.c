@@ -6,7 +6,6 @@
  * refuse them up front under OOM instead of after some of their writes. A fair waiter or waiting
  * writer whose wait ends under OOM leaves its queue (the give-up and heartbeat scripts run too).
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +15,8 @@
 #include <cmocka.h>
 
 #include "core_util.h"
+#include "tc_redis.h"
+#include "tc_thread.h"
 
 #define WATCHDOG_MS 600
 
@@ -47,8 +48,7 @@ static void check_kind(rh_server *s, rlock_kind kind)
     o.watchdog_timeout_ms = WATCHDOG_MS;
     o.on_lost = on_lost;
     atomic_store(&lost_count, 0);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     rlock *l = rlock_open(c, kind, "oom-held");
     rlock *other = rlock_open(c, kind, "oom-other");
     assert_non_null(l);
@@ -87,19 +87,12 @@ static void check_kind(rh_server *s, rlock_kind kind)
     rlock_client_free(c);
 }
 
-typedef struct giveup {
-    pthread_t thread;
-    rlock *lock;
-    int result;
-    char msg[256]; /* the waiting thread's rlock_last_error() */
-} giveup;
-
-static void *giveup_run(void *arg)
+/* The waiter's call; its rlock_last_error() is printed from its own thread. */
+static int giveup_wait(void *arg)
 {
-    giveup *g = arg;
-    g->result = rlock_try_lock(g->lock, 20000, 10000);
-    snprintf(g->msg, sizeof(g->msg), "%s", g->result ? rlock_last_error() : "");
-    return NULL;
+    int r = rlock_try_lock(arg, 20000, 10000);
+    print_message("wait under OOM -> %d (%s)\n", r, r ? rlock_last_error() : "");
+    return r;
 }
 
 /* A queued waiter (fair waiter, waiting writer) whose wait ends under OOM (its next attempt is
@@ -111,29 +104,26 @@ static void check_giveup(rh_server *s, rlock_kind kind, const char *const *queue
     cu_opts(&o, s);
     o.watchdog_timeout_ms = WATCHDOG_MS;
     o.waiter_timeout_ms = WATCHDOG_MS;
-    rlock_client *c = NULL;
-    rlock_client *c2 = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    assert_int_equal(rlock_client_new(&o, &c2), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
+    rlock_client *c2 = tc_client(&o);
     rlock *l = rlock_open(c, kind, "oom-queue");
-    giveup g = {.lock = rlock_open(c2, kind, "oom-queue"), .result = 1};
+    rlock *w = rlock_open(c2, kind, "oom-queue");
     assert_non_null(l);
-    assert_non_null(g.lock);
+    assert_non_null(w);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(pthread_create(&g.thread, NULL, giveup_run, &g), 0);
+    tc_bg bg;
+    tc_bg_start(&bg, giveup_wait, w);
     for (int i = 0; i < 2000 && rh_cmd_int(s, queue_len) != 1; i++) {
         rh_sleep_ms(5);
     }
     assert_int_equal(rh_cmd_int(s, queue_len), 1);
 
     set_maxmemory(s, "1");
-    assert_int_equal(pthread_join(g.thread, NULL), 0);
-    print_message("kind %d: wait under OOM -> %d (%s)\n", (int)kind, g.result, g.msg);
-    assert_int_equal(g.result, RLOCK_EREDIS);
+    assert_int_equal(tc_bg_join(&bg), RLOCK_EREDIS);
     assert_int_equal(rh_cmd_int(s, queue_len), 0);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     set_maxmemory(s, "0");
-    rlock_free(g.lock);
+    rlock_free(w);
     rlock_free(l);
     rlock_client_free(c2);
     rlock_client_free(c);
@@ -151,49 +141,12 @@ static void test_writer_giveup(void **state)
     check_giveup(*state, RLOCK_WRITE, zcard);
 }
 
-static void test_reentrant(void **state)
-{
-    check_kind(*state, RLOCK_REENTRANT);
-}
-
-static void test_fair(void **state)
-{
-    check_kind(*state, RLOCK_FAIR);
-}
-
-static void test_read(void **state)
-{
-    check_kind(*state, RLOCK_READ);
-}
-
-static void test_write(void **state)
-{
-    check_kind(*state, RLOCK_WRITE);
-}
-
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_reentrant, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_fair, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_read, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_write, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_fair_giveup, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_writer_giveup, setup_server, teardown_server),
+    const struct CMUnitTest giveups[] = {
+        TC_SERVER_TEST(test_fair_giveup),
+        TC_SERVER_TEST(test_writer_giveup),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = tc_run_per_kind("tests", check_kind, NULL);
+    return failed + cmocka_run_group_tests(giveups, NULL, NULL);
 }
