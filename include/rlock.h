@@ -278,7 +278,12 @@ RLOCK_EXPORT void rlock_free(rlock *lock);
  * lease_ms > 0: the hold expires lease_ms after acquisition unless released; no renewal.
  * lease_ms < 0: the hold lasts until unlock; the watchdog keeps a lease of watchdog_timeout_ms.
  * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL.
- * Re-entry by the holding thread increments the hold count and succeeds at once.
+ * Re-entry by the holding thread increments the hold count and succeeds at once. A re-entry
+ * never shortens a hold (Redisson's does): a hold under the watchdog stays under it until its
+ * last unlock, whatever lease a re-entry asks for; an explicit lease on re-entry extends the
+ * hold only if it is longer than what is left; a partial unlock keeps the longest lease granted
+ * (RLOCK_READ: each read hold keeps its own lease, as in Redisson, and the lock lives as long as
+ * the longest remaining one).
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EDEADLK (write requested by a thread holding only the
  * read side), RLOCK_ECONN/EREDIS/EPROTO/EAUTH, RLOCK_ECLOSED. A wait whose SUBSCRIBE to the
  * lock's channel Redis refuses (an ACL user without the command or the channel) returns
@@ -298,7 +303,10 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
  * are notified). Returns RLOCK_OK; RLOCK_ENOTOWNER if the calling thread holds no hold of this
  * handle's lock; RLOCK_ELOST if the hold's lease ran out while held (the local record is
  * dropped; Redis is not touched); or a connection/Redis error (the watchdog entry is cancelled
- * either way once the hold is gone). No renewal of the hold runs after this returns. */
+ * either way once the hold is gone). No renewal of the hold runs after this returns. A release
+ * whose wake-up message Redis refused (an ACL user without `publish` or the lock's channel) still
+ * returns RLOCK_OK; the client logs the refusal once, at WARN, and waiters then wake by their
+ * wait bound (the lease) instead (README "Least privilege"). */
 RLOCK_EXPORT int rlock_unlock(rlock *lock);
 
 /* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was

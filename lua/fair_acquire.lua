@@ -13,7 +13,7 @@
 -- KEYS[4]  the fencing counter, redisson_lock_token:{name} (never reset, no TTL)
 -- KEYS[5]  the channel prefix, redisson_lock__channel:{name} (a waiter's channel is
 --          this + ":" + its owner)
--- ARGV[1]  lease in ms (PEXPIRE of the hash)
+-- ARGV[1]  lease in ms (PEXPIRE of the hash; on re-entry only if longer than its PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  waiter timeout in ms: the caller's new deadline is server now + this
 -- ARGV[4]  "1": join (or stay in) the queue when busy; "0": single attempt, never joins
@@ -21,6 +21,8 @@
 --         {1, 0}              re-entered by the same owner; the owner keeps its token
 --         {0, bound, joined}  busy; bound = ms after which to try again unless notified
 --                             (-1: unknown), joined = 1 if the caller was appended just now
+-- Publishing goes through redis.pcall: a user without the publish permission must not stop the
+-- script halfway (after the LPOP of its grant).
 redis.replicate_commands()
 --@include inc/fair_purge.lua
 local t = redis.call('time')
@@ -33,7 +35,7 @@ if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
         redis.call('lpop', KEYS[2])
         local nxt = redis.call('lindex', KEYS[2], 0)
         if nxt then
-            redis.call('publish', KEYS[5] .. ':' .. nxt, '0')
+            redis.pcall('publish', KEYS[5] .. ':' .. nxt, '0')
         end
     end
     redis.call('zrem', KEYS[3], ARGV[2])
@@ -42,11 +44,16 @@ if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
     return {1, redis.call('incr', KEYS[4])}
 end
 if head and head ~= first and head ~= ARGV[2] then
-    redis.call('publish', KEYS[5] .. ':' .. head, '0')
+    redis.pcall('publish', KEYS[5] .. ':' .. head, '0')
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- A re-entry never shortens the hold (Redisson's PEXPIRE does): it extends only to a longer
+    -- lease, and a key without expiry keeps none.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, 0}
 end
 -- Busy. While the lock is held, its remaining lease bounds the wait (an expiry publishes

@@ -7,7 +7,10 @@
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
 -- ARGV[1]  message to publish ("0" = unlock)
 -- Returns 1 if the lock existed and was deleted, 0 if it was not locked.
+--         {r, err}  the same r, but a PUBLISH was refused (err: Redis' NOPERM text); publishing
+--                   goes through redis.pcall (inc/notify.lua), so the deletion stands
 redis.replicate_commands()
+--@include inc/notify.lua
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first = redis.call('lindex', KEYS[2], 0)
@@ -23,6 +26,9 @@ while head do
 end
 local result = redis.call('del', KEYS[1])
 if head and (result == 1 or head ~= first) then
-    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+    local err = notify(KEYS[4] .. ':' .. head, ARGV[1])
+    if err then
+        return {result, err}
+    end
 end
 return result

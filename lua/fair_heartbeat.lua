@@ -14,6 +14,8 @@
 -- ARGV[1]       waiter timeout in ms
 -- ARGV[2..N+1]  the waiting owner "<client-uuid>:<thread-id>" of each key, in order
 -- Returns an array of N integers: 1 refreshed, 0 the waiter is no longer queued.
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 redis.replicate_commands()
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -30,7 +32,7 @@ for i = 1, #KEYS do
         redis.call('zadd', zset, now + tonumber(ARGV[1]), ARGV[i + 1])
         result[i] = 1
     else
-        redis.call('publish', 'redisson_lock__channel:' .. tag(KEYS[i]) .. ':' .. ARGV[i + 1], '0')
+        redis.pcall('publish', 'redisson_lock__channel:' .. tag(KEYS[i]) .. ':' .. ARGV[i + 1], '0')
         result[i] = 0
     end
 end
@@ -51,7 +53,7 @@ for i = 1, #KEYS do
             end
             local head = redis.call('lindex', queue, 0)
             if head and head ~= first then
-                redis.call('publish', 'redisson_lock__channel:' .. x .. ':' .. head, '0')
+                redis.pcall('publish', 'redisson_lock__channel:' .. x .. ':' .. head, '0')
             end
         end
     end

@@ -11,6 +11,8 @@
 -- ARGV[1]  owner "<client-uuid>:<thread-id>"
 -- ARGV[2]  message to publish ("0" = unlock)
 -- Returns 1 if the owner was queued (list or zset), 0 if it was not.
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 redis.replicate_commands()
 --@include inc/fair_purge.lua
 local first = redis.call('lindex', KEYS[2], 0)
@@ -31,6 +33,6 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = fair_purge(KEYS[2], KEYS[3], now, redis.call('lindex', KEYS[2], 0))
 if head then
-    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[2])
+    redis.pcall('publish', KEYS[4] .. ':' .. head, ARGV[2])
 end
 return removed

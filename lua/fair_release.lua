@@ -7,17 +7,20 @@
 -- KEYS[3]  the waiter deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name} (a waiter's channel is
 --          this + ":" + its owner)
--- ARGV[1]  lease in ms to keep when holds remain
+-- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish ("0" = unlock)
 -- Returns -1  the owner holds nothing (if the lock is free, the first waiter is notified anyway,
 --             since its holder's lease ran out without a message)
 --          0  one hold released, the owner still holds the lock
 --          1  fully released; the first live waiter (if any) was notified
--- Publishing goes through redis.pcall: a user without the publish permission still releases
--- (waiters then wake by the lease running out) instead of failing after the DEL.
+--         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
+--                   happened, waiters wake only when their wait bound (the lease) runs out
+-- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
+-- still releases instead of failing after the DEL, and the client logs the refusal once.
 redis.replicate_commands()
 --@include inc/fair_purge.lua
+--@include inc/notify.lua
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first = redis.call('lindex', KEYS[2], 0)
@@ -29,14 +32,22 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
         first = nil
     end
 elseif redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Like a re-entry, a partial release never shortens the hold that remains.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     result = 0
 else
     redis.call('del', KEYS[1])
     first = nil
     result = 1
 end
+local err = nil
 if head and head ~= first then
-    redis.pcall('publish', KEYS[4] .. ':' .. head, ARGV[3])
+    err = notify(KEYS[4] .. ':' .. head, ARGV[3])
+end
+if err then
+    return {result, err}
 end
 return result

@@ -7,7 +7,7 @@
 -- KEYS[2]  the fencing counter, redisson_lock_token:{name} (never reset, no TTL)
 -- KEYS[3]  the waiters zset, rlock_lock_waiters:{name} (member = owner field -> deadline, ms);
 --          may be absent (RedLock's callers), and then nobody is recorded
--- ARGV[1]  lease in ms (PEXPIRE of the hash)
+-- ARGV[1]  lease in ms (PEXPIRE of the hash; on re-entry only if longer than its PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  liveness timeout in ms of a waiter; 0 or absent = do not record this caller
 -- Returns {1, token}  acquired from free; token is the new counter value
@@ -25,7 +25,12 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- A re-entry never shortens the hold (Redisson's PEXPIRE does): it extends only to a longer
+    -- lease, and a key without expiry keeps none.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, 0}
 end
 local ttl = redis.call('pttl', KEYS[1])

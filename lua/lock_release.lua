@@ -11,27 +11,35 @@
 -- KEYS[3]  the waiters zset, rlock_lock_waiters:{name}; KEYS[3] and KEYS[4] may be absent
 --          (RedLock's callers): only Redisson's message is sent then
 -- KEYS[4]  rlock's wake channel, rlock_lock_wake:{name}
--- ARGV[1]  lease in ms to keep when holds remain
+-- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)
 -- Returns -1  the owner holds nothing (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the lock
 --          1  fully released and published
--- Publishing goes through redis.pcall: a user without the publish permission still releases
--- (waiters then wake by the lease running out) instead of failing after the DEL.
+--         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
+--                   happened, waiters wake only when their wait bound (the lease) runs out
+-- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
+-- still releases instead of failing after the DEL, and the client logs the refusal once.
 --@include inc/live_waiter.lua
+--@include inc/notify.lua
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return -1
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Like a re-entry, a partial release never shortens the hold that remains.
+    local remain = redis.call('pttl', KEYS[1])
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return 0
 end
 redis.call('del', KEYS[1])
 local w = KEYS[4] and live_waiter(KEYS[3])
-if w then
-    redis.pcall('publish', KEYS[4], w)
+local err = w and notify(KEYS[4], w) or nil
+err = notify(KEYS[2], ARGV[3]) or err
+if err then
+    return {1, err}
 end
-redis.pcall('publish', KEYS[2], ARGV[3])
 return 1

@@ -9,11 +9,17 @@
 -- ARGV[2]  message to publish: Redisson's "0" for the read side, "1" for the write side (each
 --          waiting writer also gets "1" on its private channel)
 -- Returns 1 if the lock was held in that mode and was deleted, 0 otherwise.
+--         {r, err}  the same r, but a PUBLISH was refused (err: Redis' NOPERM text); publishing
+--                   goes through redis.pcall (inc/notify.lua), so the deletion stands
+--@include inc/notify.lua
 if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call('publish', KEYS[2], ARGV[2])
+    local err = notify(KEYS[2], ARGV[2])
     for _, writer in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-        redis.call('publish', KEYS[4] .. ':' .. writer, 1)
+        err = notify(KEYS[4] .. ':' .. writer, 1) or err
+    end
+    if err then
+        return {1, err}
     end
     return 1
 end

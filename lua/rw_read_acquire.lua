@@ -53,8 +53,11 @@ if mode == 'read' or downgrade then
     end
     local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', ARGV[1])
+    -- The hash lives as long as its longest hold: a re-entry never shortens it.
     local remain = redis.call('pttl', KEYS[1])
-    redis.call('pexpire', KEYS[1], math.max(remain, tonumber(ARGV[1])))
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, token()}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -18,10 +18,13 @@
 -- Returns -1  the owner holds no read hold (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the read side
 --          1  the owner's last read hold released
--- Publishing goes through redis.pcall: a user without the publish permission still releases
--- (waiters then wake by the lease running out) instead of failing after the DEL.
+--         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
+--                   happened, waiters wake only when their wait bound (the lease) runs out
+-- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
+-- still releases instead of failing after the DEL, and the client logs the refusal once.
 --@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
+--@include inc/notify.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1
@@ -56,6 +59,9 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
-redis.pcall('publish', KEYS[2], 0)
-rw_wake_writer(KEYS[5], KEYS[6])
+local err = notify(KEYS[2], 0)
+err = rw_wake_writer(KEYS[5], KEYS[6]) or err
+if err then
+    return {result, err}
+end
 return result

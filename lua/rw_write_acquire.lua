@@ -28,9 +28,12 @@ if mode == false then
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    -- A shorter lease on re-entry must not cut the holds already granted (Redisson #1110).
+    -- A shorter lease on re-entry must not cut the holds already granted (Redisson #1110), and a
+    -- key without expiry keeps none.
     local remain = redis.call('pttl', KEYS[1])
-    redis.call('pexpire', KEYS[1], math.max(remain, tonumber(ARGV[1])))
+    if remain >= 0 and remain < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, 0}
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then

@@ -15,10 +15,13 @@
 -- Returns -1  the owner holds no write hold; nothing changed
 --          0  one hold released, the owner still holds the write side
 --          1  the owner's last write hold released
--- Publishing goes through redis.pcall: a user without the publish permission still releases
--- (waiters then wake by the lease running out) instead of failing after the DEL.
+--         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
+--                   happened, waiters wake only when their wait bound (the lease) runs out
+-- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
+-- still releases instead of failing after the DEL, and the client logs the refusal once.
 --@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
+--@include inc/notify.lua
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
         redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1
@@ -38,6 +41,9 @@ if longest > 0 then
 else
     redis.call('del', KEYS[1])
 end
-redis.pcall('publish', KEYS[2], 1)
-rw_wake_writer(KEYS[4], KEYS[5])
+local err = notify(KEYS[2], 1)
+err = rw_wake_writer(KEYS[4], KEYS[5]) or err
+if err then
+    return {1, err}
+end
 return 1

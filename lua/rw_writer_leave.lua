@@ -7,10 +7,12 @@
 -- KEYS[3]  prefix of waiting writers' channels, rlock_rwlock_writer:{name} (+ ":" + write field)
 -- ARGV[1]  write owner field "<uuid>:<tid>:write"
 -- Returns 1 if the writer was waiting, 0 if not.
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 --@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
 if redis.call('zrem', KEYS[1], ARGV[1]) == 1 then
-    redis.call('publish', KEYS[2], 1)
+    redis.pcall('publish', KEYS[2], 1)
     rw_wake_writer(KEYS[1], KEYS[3])
     return 1
 end

@@ -13,12 +13,14 @@
 --         {0, ms}    not acquired; ms = time until the earliest lease expires (a waiter wakes
 --                    then, as nobody publishes when a lease runs out), or -1 if no lease can
 --                    expire
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[2])
 if #expired > 0 then
     redis.call('zrem', KEYS[2], unpack(expired))
     local total = redis.call('incrby', KEYS[1], #expired)
     if total > 0 then
-        redis.call('publish', KEYS[3], math.min(total, #expired))
+        redis.pcall('publish', KEYS[3], math.min(total, #expired))
     end
 end
 local n = tonumber(ARGV[1])

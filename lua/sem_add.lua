@@ -5,11 +5,13 @@
 -- KEYS[2]  the channel redisson_sc:{name}
 -- ARGV[1]  delta (any non-zero integer)
 -- Returns the new number of available permits (may be negative).
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 local value = tonumber(redis.call('get', KEYS[1]) or '0')
 local delta = tonumber(ARGV[1])
 local total = value + delta
 redis.call('set', KEYS[1], total)
 if delta > 0 and total > 0 then
-    redis.call('publish', KEYS[2], math.min(total, delta))
+    redis.pcall('publish', KEYS[2], math.min(total, delta))
 end
 return total

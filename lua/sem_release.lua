@@ -6,9 +6,11 @@
 -- KEYS[2]  the channel redisson_sc:{name}
 -- ARGV[1]  n, the permits released (>= 1)
 -- Returns the new number of available permits.
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 local n = tonumber(ARGV[1])
 local total = redis.call('incrby', KEYS[1], n)
 if total > 0 then
-    redis.call('publish', KEYS[2], math.min(total, n))
+    redis.pcall('publish', KEYS[2], math.min(total, n))
 end
 return total

@@ -7,13 +7,15 @@
 -- ARGV[1]  the permit id (16 raw bytes)
 -- ARGV[2]  now, the caller's clock in epoch ms
 -- Returns 1 released, 0 released but its lease had already run out, -1 no such permit.
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 local expiry = redis.call('zscore', KEYS[3], ARGV[1])
 if redis.call('zrem', KEYS[3], ARGV[1]) ~= 1 then
     return -1
 end
 local total = redis.call('incrby', KEYS[1], 1)
 if total > 0 then
-    redis.call('publish', KEYS[2], 1)
+    redis.pcall('publish', KEYS[2], 1)
 end
 if tonumber(expiry) <= tonumber(ARGV[2]) then
     return 0

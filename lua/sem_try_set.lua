@@ -3,9 +3,11 @@
 -- KEYS[2]  the channel redisson_sc:{name}
 -- ARGV[1]  the permits (>= 0)
 -- Returns 1 set (and published the permits as the wake-up bound), 0 it was already set.
+-- Publishing goes through redis.pcall: a user without the publish permission still runs the
+-- script to its end (no half-applied change); waiters then wake by their wait bound.
 if redis.call('get', KEYS[1]) == false then
     redis.call('set', KEYS[1], ARGV[1])
-    redis.call('publish', KEYS[2], ARGV[1])
+    redis.pcall('publish', KEYS[2], ARGV[1])
     return 1
 end
 return 0

@@ -220,6 +220,7 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
     pthread_mutex_init(&c->master_mu, NULL);
     atomic_init(&c->refs, 1);
     atomic_init(&c->closed, 0);
+    atomic_init(&c->warned_nopublish, 0);
     atomic_init(&c->gen, rlk_fork_gen());
     char errbuf[256];
     r = rlk_url_parse(opts->url, &c->url, errbuf, sizeof(errbuf));

@@ -40,8 +40,10 @@ struct rlock_client {
     atomic_int replicas;       /* replicas online on the master (replica.c) */
     atomic_llong replicas_due; /* monotonic ms of the next replica count refresh */
     atomic_llong replicas_low_since; /* since when fewer replicas are online (0: not) */
+    atomic_int replicas_unknown; /* 1: the user may not run INFO, so replicas are not counted */
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;   /* 1 for the client itself + 1 per open handle */
+    atomic_int warned_nopublish; /* 1 once a refused PUBLISH was logged (release_reply.c) */
     /* The fork generation (rlk_fork_gen()) the client's identity, connections and threads
      * belong to; a child of fork() sees a newer one and refreshes the client (client_fork.c). */
     atomic_uint gen;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "reply_checks.h"
 #include "scripts.h"
 
 /* Redisson's derived key names of the lock, in the order lua/inspect.lua takes them. */
@@ -143,6 +144,11 @@ static int rlk_decode(const redisReply *r, rlock_lock_info *info)
         rlk_judge_type(info, info->ttl_ms != -2);
     }
     return rc;
+}
+
+int rlk_inspect_check_reply(const redisReply *r, rlock_lock_info *info)
+{
+    return rlk_decode(r, info);
 }
 
 static int rlk_inspect_run(rlock_client *c, rlock_lock_info *info, redisReply **rep)

@@ -318,8 +318,12 @@ static int rlk_grant(rlk_acq *a, int watchdog)
     if (h->count == 0 || a->token != 0) {
         h->token = a->token;
     }
+    /* A re-entry never shortens the hold: the lease a partial release keeps is the longest one
+     * granted, and a hold under the watchdog stays under it until its last release. */
+    if (h->count == 0 || a->lease_ms > h->lease_ms) {
+        h->lease_ms = a->lease_ms;
+    }
     h->count++;
-    h->lease_ms = a->lease_ms;
     if (watchdog && (h->count == 1 || !rlk_wd_active(l->client->watchdog, &h->wd))) {
         return rlk_wd_add(l->client->watchdog, &h->wd, l->client->opts.watchdog_timeout_ms);
     }

@@ -152,6 +152,12 @@ void rlk_notify_lost(const rlock *l);
 
 /* Helpers for lock types. */
 int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK_EPROTO if not */
+/* The reply of a script that publishes through lua/inc/notify.lua: an integer, or {integer,
+ * Redis' error text} when its PUBLISH was refused. The pure decoder (release_reply.c) sets *v
+ * and *refused (NULL when published); rlk_notify_reply() also logs a refusal at WARN, once per
+ * client. Both return RLOCK_OK or RLOCK_EPROTO. */
+int rlk_notify_reply_decode(const redisReply *r, long long *v, const char **refused);
+int rlk_notify_reply(rlock_client *c, const redisReply *r, long long *v, const char *what);
 /* Hold-record access for group implementations: record a grant/release done outside the wait
  * loop (RedLock sends its own pipelined acquires). rlk_hold_get() creates a zeroed record of
  * ops->hold_size bytes. drop_if_empty forgets a record whose count is 0; forget_all every

@@ -262,7 +262,7 @@ static int fair_release(rlk_acq *a)
     rlk_args_add(&args, a->owner, a->owner_len);
     rlk_args_adds(&args, "0");
     int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_RELEASE, 0, &keys, &args, &r);
-    rc = rc != RLOCK_OK ? rc : rlk_reply_int(r, &v, "fair_release");
+    rc = rc != RLOCK_OK ? rc : rlk_notify_reply(a->client, r, &v, "fair_release");
     freeReplyObject(r);
     if (rc != RLOCK_OK) {
         return rc;
@@ -281,7 +281,7 @@ static int fair_force_unlock(rlock *l)
     rlk_args_init(&args);
     rlk_args_adds(&args, "0");
     int rc = rlk_script(l->client, RLK_SCRIPT_FAIR_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args, &r);
-    rc = rc != RLOCK_OK ? rc : rlk_reply_int(r, &v, "fair_force_release");
+    rc = rc != RLOCK_OK ? rc : rlk_notify_reply(l->client, r, &v, "fair_force_release");
     freeReplyObject(r);
     return rc != RLOCK_OK ? rc : (v == 1);
 }

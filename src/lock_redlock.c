@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pubsub.h"
+#include "reply_checks.h"
 #include "redlock_round.h"
 #include "scripts.h"
 
@@ -137,6 +138,33 @@ static void redlock_release_mask(redlock_group *g, const redlock_hold *h, unsign
     }
 }
 
+int rlk_redlock_check_acquire_reply(const redisReply *rep, uint64_t *token)
+{
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER) {
+        return -1;
+    }
+    if (rep->element[0]->integer != 1) {
+        return 0;
+    }
+    *token = (uint64_t)rep->element[1]->integer;
+    return 1;
+}
+
+int rlk_redlock_check_raise_reply(const redisReply *rep, uint64_t token)
+{
+    return rep != NULL && rep->type == REDIS_REPLY_INTEGER && (uint64_t)rep->integer >= token;
+}
+
+int rlk_redlock_check_query_reply(const redisReply *rep)
+{
+    if (rep == NULL || rep->type != REDIS_REPLY_INTEGER) {
+        return -1;
+    }
+    return rep->integer == 1;
+}
+
 /* Phase 1: the acquire script everywhere. Returns the number of grants; fills h->granted,
  * *token (largest), *busy (servers that answered "held by another") and *first_err. */
 static int redlock_grab(rlk_round *r, redlock_hold *h, int64_t lease_ms, uint64_t *token, int *busy,
@@ -156,17 +184,15 @@ static int redlock_grab(rlk_round *r, redlock_hold *h, int64_t lease_ms, uint64_
     rlk_round_run(r);
     int grants = 0;
     for (size_t i = 0; i < g->n; i++) {
-        redisReply *rep = r->io[i].reply;
+        uint64_t t = 0;
+        int got = rlk_redlock_check_acquire_reply(r->io[i].reply, &t);
         h->granted[i] = 0;
-        if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-            rep->element[0]->type == REDIS_REPLY_INTEGER &&
-            rep->element[1]->type == REDIS_REPLY_INTEGER) {
-            if (rep->element[0]->integer == 1) {
-                h->granted[i] = 1;
-                grants++;
-                uint64_t t = (uint64_t)rep->element[1]->integer;
-                *token = t > *token ? t : *token;
-            } else if ((*busy)++ == 0) {
+        if (got == 1) {
+            h->granted[i] = 1;
+            grants++;
+            *token = t > *token ? t : *token;
+        } else if (got == 0) {
+            if ((*busy)++ == 0) {
                 h->busy_at = (int)i;
             }
         } else if (*first_err == RLOCK_OK) {
@@ -192,9 +218,7 @@ static int redlock_raise(rlk_round *r, redlock_hold *h, uint64_t token)
     rlk_round_run(r);
     int confirmed = 0;
     for (size_t i = 0; i < g->n; i++) {
-        redisReply *rep = r->io[i].reply;
-        confirmed += r->io[i].active && rep != NULL && rep->type == REDIS_REPLY_INTEGER &&
-                     (uint64_t)rep->integer >= token;
+        confirmed += r->io[i].active && rlk_redlock_check_raise_reply(r->io[i].reply, token);
     }
     return confirmed;
 }
@@ -503,10 +527,10 @@ static int redlock_query(rlock *l, const redlock_hold *h)
     rlk_round_run(&r);
     int ones = 0, answered = 0, first_err = RLOCK_OK;
     for (size_t i = 0; i < g->n; i++) {
-        redisReply *rep = r.io[i].reply;
-        if (rep != NULL && rep->type == REDIS_REPLY_INTEGER) {
+        int one = rlk_redlock_check_query_reply(r.io[i].reply);
+        if (one >= 0) {
             answered++;
-            ones += rep->integer == 1;
+            ones += one;
         } else if (r.io[i].active && first_err == RLOCK_OK) {
             first_err = r.io[i].err != RLOCK_OK ? r.io[i].err : RLOCK_EPROTO;
         }

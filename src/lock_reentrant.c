@@ -144,7 +144,7 @@ static int reentrant_release(rlk_acq *a)
     redisReply *rep = NULL;
     long long v = 0;
     r = rlk_script(a->client, RLK_SCRIPT_LOCK_RELEASE, 0, &keys, &args, &rep);
-    r = r ? r : rlk_reply_int(rep, &v, "lock_release");
+    r = r ? r : rlk_notify_reply(a->client, rep, &v, "lock_release");
     freeReplyObject(rep);
     reentrant_names_free(&n);
     if (r != RLOCK_OK) {
@@ -233,7 +233,7 @@ static int reentrant_force_unlock(rlock *l)
     r = r ? r
           : rlk_script(l->client, RLK_SCRIPT_LOCK_FORCE_RELEASE, RLK_IDEMPOTENT, &keys, &args,
                        &rep);
-    r = r ? r : rlk_reply_int(rep, &v, "lock_force_release");
+    r = r ? r : rlk_notify_reply(l->client, rep, &v, "lock_force_release");
     freeReplyObject(rep);
     rlk_buf_free(&ch);
     return r ? r : (int)v;

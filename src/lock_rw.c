@@ -259,10 +259,10 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
 }
 
 /* Maps the -1/0/1 reply of both release scripts onto the rlk_single_ops contract. */
-static int rw_release_reply(redisReply *r)
+static int rw_release_reply(rlock_client *c, redisReply *r)
 {
     long long v = 0;
-    int rc = rlk_reply_int(r, &v, "rw release");
+    int rc = rlk_notify_reply(c, r, &v, "rw release");
 
     freeReplyObject(r);
     if (rc != RLOCK_OK) {
@@ -299,7 +299,7 @@ static int rw_read_release(rlk_acq *a)
         rc = rlk_script(a->client, RLK_SCRIPT_RW_READ_RELEASE, 0, &keys, &args, &r);
     }
     rlk_buf_free(&tp);
-    return rc != RLOCK_OK ? rc : rw_release_reply(r);
+    return rc != RLOCK_OK ? rc : rw_release_reply(a->client, r);
 }
 
 static int rw_write_release(rlk_acq *a)
@@ -327,7 +327,7 @@ static int rw_write_release(rlk_acq *a)
         rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITE_RELEASE, 0, &keys, &args, &r);
     }
     rlk_buf_free(&tp);
-    return rc != RLOCK_OK ? rc : rw_release_reply(r);
+    return rc != RLOCK_OK ? rc : rw_release_reply(a->client, r);
 }
 
 /* Watchdog entries of holds use lock.c's describe (key = lock name, field = the read owner, whose
@@ -388,7 +388,7 @@ static int rw_force_unlock(rlock *l)
     if (rc != RLOCK_OK) {
         return rc;
     }
-    rc = rlk_reply_int(r, &v, "rw force release");
+    rc = rlk_notify_reply(l->client, r, &v, "rw force release");
     freeReplyObject(r);
     return rc != RLOCK_OK ? rc : (v == 1);
 }
@@ -524,7 +524,7 @@ int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r)
     return rw_acquire_reply(a, r);
 }
 
-int rlk_rw_check_release_reply(redisReply *r)
+int rlk_rw_check_release_reply(rlock_client *c, redisReply *r)
 {
-    return rw_release_reply(r);
+    return rw_release_reply(c, r);
 }

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "pool.h"
+#include "reply_checks.h"
 #include "pubsub_impl.h"
 #include "sentinel.h"
 
@@ -151,9 +152,7 @@ static void rlk_wake_given(rlk_pubsub *ps)
     }
 }
 
-/* Permits a message gives under a counting mode (RLK_MSG_COUNT, RLK_MSG_ZERO_ALL); INT_MAX
- * stands for every waiter. */
-static int rlk_msg_permits(const rlk_sub *s, const redisReply *m)
+int rlk_msg_permits(int mode, const redisReply *m)
 {
     if (m->type != REDIS_REPLY_STRING || m->len == 0 || m->len > 20) {
         return 0;
@@ -166,7 +165,7 @@ static int rlk_msg_permits(const rlk_sub *s, const redisReply *m)
     if (*end != '\0') {
         return 0;
     }
-    if (s->mode == RLK_MSG_ZERO_ALL) {
+    if (mode == RLK_MSG_ZERO_ALL) {
         return n == 0 ? INT_MAX : 0;
     }
     return n <= 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
@@ -464,28 +463,55 @@ static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
     twin->missed |= twin->refs == 0;
 }
 
+
+int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
+                   const redisReply **payload)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        return RLK_PUSH_ERROR;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
+        return RLK_PUSH_OTHER;
+    }
+    const char *kind = r->element[0]->str;
+    *channel = r->element[1]->str;
+    *len = r->element[1]->len;
+    *payload = r->element[2];
+    if (strcmp(kind, "message") == 0) {
+        return RLK_PUSH_MESSAGE;
+    }
+    if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
+        return RLK_PUSH_CONFIRM;
+    }
+    return RLK_PUSH_OTHER;
+}
+
+int rlk_msg_wakes_all(const redisReply *m)
+{
+    return m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
+}
+
 /* Handles one reply read from the subscriber connection. Mutex held. */
 static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
 {
     /* A named wake-up's "0" is the reply right after the name, or it does not come at all. */
     rlk_sub *announced = ps->twin_next;
     ps->twin_next = NULL;
-    if (r->type == REDIS_REPLY_ERROR) {
+    const char *channel = NULL;
+    size_t len = 0;
+    const redisReply *m = NULL;
+    int kind = rlk_push_parse(r, &channel, &len, &m);
+    if (kind == RLK_PUSH_ERROR) {
         rlk_on_refused(ps, r);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
-        return;
-    }
-    const char *kind = r->element[0]->str;
-    rlk_sub *s = rlk_find(ps, r->element[1]->str, r->element[1]->len);
+    rlk_sub *s = kind == RLK_PUSH_OTHER ? NULL : rlk_find(ps, channel, len);
     if (s == NULL) {
         return;
     }
-    if (strcmp(kind, "message") == 0) {
+    if (kind == RLK_PUSH_MESSAGE) {
         ps->messages++;
-        redisReply *m = r->element[2];
         if (s->mode == RLK_MSG_NAMED) {
             rlk_on_named(ps, s, m);
             return;
@@ -494,11 +520,11 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
             return; /* the wake-up it stands for was named just before */
         }
         if (s->mode != RLK_MSG_LOCK) {
-            rlk_give_n_later(ps, s, rlk_msg_permits(s, m));
+            rlk_give_n_later(ps, s, rlk_msg_permits(s->mode, m));
             s->missed |= s->refs == 0;
             return;
         }
-        int all = m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
+        int all = rlk_msg_wakes_all(m);
         if (!all && s->armed_head != NULL && rlk_claim_armed(ps, s) == RLOCK_OK) {
             /* "0" wakes one waiter: the armed attempt answers it instead of a permit, so that
              * a message arriving after this point (published after the attempt was sent) gives
@@ -507,7 +533,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
             rlk_give_later(ps, s, all);
         }
         s->missed |= s->refs == 0;
-    } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
+    } else {
         (void)rlk_req_pop(ps); /* answered in order: the oldest request is this one */
         if (s->pending > 0) {
             s->pending--;

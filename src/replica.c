@@ -105,6 +105,15 @@ int rlk_replica_init(rlock_client *c, rlk_conn *conn)
         atomic_store(&c->replicas, replica_count_online(rep->str));
         freeReplyObject(rep);
         rep = NULL;
+    } else if (r == RLOCK_EREDIS && !c->opts.replica_sync_aof) {
+        /* A least-privilege user without INFO still gets locks; what it loses is said once,
+         * loudly, instead of refusing every client of such a user. */
+        atomic_store(&c->replicas_unknown, 1);
+        rlk_log(c, RLOCK_LOG_WARN,
+                "replica_sync: %s; replicas cannot be counted, so grants are not replica-synced "
+                "(allow INFO to this user, or set replica_sync = 0 to silence this)",
+                rlock_last_error());
+        r = RLOCK_OK;
     }
     if (r == RLOCK_OK && c->opts.replica_sync_aof) {
         r = replica_info(conn, "server", &rep);
@@ -134,6 +143,9 @@ void rlk_sync_plan(rlock_client *c, rlk_sync *s)
         return;
     }
     s->n = atomic_load(&c->replicas);
+    if (atomic_load(&c->replicas_unknown)) {
+        return;
+    }
     long long due = atomic_load(&c->replicas_due);
     long long now = rlk_now_ms();
     /* One thread claims each refresh, so a busy client sends one INFO a second, not one per

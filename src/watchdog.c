@@ -15,6 +15,7 @@
 
 #include "pool.h"
 #include "replica.h"
+#include "reply_checks.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "watchdog.h"
@@ -167,6 +168,16 @@ static int rlk_wd_append(rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk 
     return r;
 }
 
+int rlk_wd_check_batch_item(const redisReply *rep, size_t n, size_t i)
+{
+    /* Any other reply (an error such as BUSY or OOM) is -1 for every entry: retried soon. */
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n || i >= n) {
+        return -1;
+    }
+    const redisReply *el = rep->element[i];
+    return el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
+}
+
 /* Reads one batch reply into the items' results. Returns RLOCK_OK, or ECONN if broken. */
 static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
 {
@@ -181,14 +192,11 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
         r = rlk_err(RLOCK_ECONN, "renewal: %s", rep->str);
     } else if (rlk_reply_is_noscript(rep)) {
         ch->retry = 1;
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == ch->n) {
+    } else {
         for (size_t i = 0; i < ch->n; i++) {
-            redisReply *el = rep->element[i];
-            items[ch->first + i].result =
-                el->type == REDIS_REPLY_INTEGER ? (el->integer != 0 ? 1 : 0) : -1;
+            items[ch->first + i].result = rlk_wd_check_batch_item(rep, ch->n, i);
         }
     }
-    /* Any other reply (an error such as BUSY or OOM) leaves the results at -1: retried soon. */
     freeReplyObject(rep);
     return r;
 }

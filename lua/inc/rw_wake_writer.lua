@@ -7,9 +7,15 @@
 -- messages and N - 1 failed attempts (the write side granted ~260/s under 64 waiters). A writer
 -- that was woken and gives up instead passes the wake-up on (rw_writer_leave.lua); a woken writer
 -- that loses the lock to another writer is woken again by that writer's release.
+-- Publishes through redis.pcall (see inc/notify.lua); returns nil, or Redis' error text when the
+-- PUBLISH was refused.
 local function rw_wake_writer(zset, prefix)
     local w = live_waiter(zset)
     if w then
-        redis.pcall('publish', prefix .. ':' .. w, 0)
+        local r = redis.pcall('publish', prefix .. ':' .. w, 0)
+        if type(r) == 'table' and r.err then
+            return r.err
+        end
     end
+    return nil
 end

@@ -98,3 +98,13 @@ if(TARGET rlock_harness)
     rlock_add_test(NAME core_fork SOURCES core/test_fork.c LABELS redis fault TIMEOUT 120)
   endif()
 endif()
+
+# A re-entry never shortens a hold: watchdog hold + short re-entry, explicit longer/shorter leases.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_reentry_lease SOURCES core/test_reentry_lease.c LABELS redis TIMEOUT 60)
+endif()
+
+# The README's minimal ACL rule set: every lock type's basic scenario as exactly that user.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_acl_minimal SOURCES core/test_acl_minimal.c LABELS redis TIMEOUT 120)
+endif()
