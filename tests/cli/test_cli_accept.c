@@ -183,9 +183,11 @@ static void test_conflict(void **state)
     rlock_client_free(c);
 }
 
-static void test_lost_lock(void **state)
+/* `rlock --watchdog-timeout 900ms run OPTIONS... -- sh` (pre: the words from "run" to "--")
+ * holds; the key del is deleted behind its back: the watchdog sees the loss, the command gets
+ * SIGTERM and rlock exits 3 with a message containing msg. */
+static void lost_case(const char *const *pre, int npre, const char *del, const char *msg)
 {
-    (void)state;
     unlink(path("started"));
     unlink(path("term"));
     char script[512];
@@ -193,22 +195,35 @@ static void test_lost_lock(void **state)
              "trap 'echo TERM > \"%s\"; exit 0' TERM; touch \"%s\"; "
              "while :; do sleep 0.05; done",
              path("term"), path("started"));
-    const char *argv[] = {
-        "rlock", "--watchdog-timeout", "900ms", "run", "cli:lost", "--", "/bin/sh", "-c", script,
-        NULL};
+    const char *argv[16] = {"rlock", "--watchdog-timeout", "900ms"};
+    int n = 3;
+    for (int i = 0; i < npre && n < 12; i++) {
+        argv[n++] = pre[i];
+    }
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = script;
+    argv[n] = NULL;
     pid_t pid = spawn(argv, NULL, "err");
     for (int i = 0; i < 500 && access(path("started"), F_OK) != 0; i++) {
         rh_sleep_ms(10);
     }
     assert_int_equal(access(path("started"), F_OK), 0);
-    const char *del[] = {"DEL", "cli:lost", NULL};
-    assert_int_equal(rh_cmd_int(g_srv, del), 1);
+    const char *cmd[] = {"DEL", del, NULL};
+    assert_int_equal(rh_cmd_int(g_srv, cmd), 1);
     int64_t t0 = rh_now_ms();
     assert_int_equal(rh_wait_child(pid, 30000), 3);
     /* Renewals run every 300 ms: the loss is seen at the next one (slack for a busy host). */
     assert_true(rh_now_ms() - t0 < 300 + 2000);
     assert_non_null(strstr(slurp("term"), "TERM"));
-    assert_non_null(strstr(slurp("err"), "lost"));
+    assert_non_null(strstr(slurp("err"), msg));
+}
+
+static void test_lost_lock(void **state)
+{
+    (void)state;
+    const char *pre[] = {"run", "cli:lost", "--"};
+    lost_case(pre, 3, "cli:lost", "lost");
 }
 
 static void test_sigterm_while_waiting(void **state)
@@ -531,29 +546,8 @@ static void test_semaphore_busy(void **state)
 static void test_semaphore_lost(void **state)
 {
     (void)state;
-    unlink(path("started"));
-    unlink(path("term"));
-    char script[512];
-    snprintf(script, sizeof(script),
-             "trap 'echo TERM > \"%s\"; exit 0' TERM; touch \"%s\"; "
-             "while :; do sleep 0.05; done",
-             path("term"), path("started"));
-    const char *argv[] = {"rlock",        "--watchdog-timeout",
-                          "900ms",        "run",
-                          "--semaphore",  "1",
-                          "cli:sem:lost", "--",
-                          "/bin/sh",      "-c",
-                          script,         NULL};
-    pid_t pid = spawn(argv, NULL, "err");
-    for (int i = 0; i < 500 && access(path("started"), F_OK) != 0; i++) {
-        rh_sleep_ms(10);
-    }
-    assert_int_equal(access(path("started"), F_OK), 0);
-    const char *del[] = {"DEL", "{cli:sem:lost}:timeout", NULL};
-    assert_int_equal(rh_cmd_int(g_srv, del), 1);
-    assert_int_equal(rh_wait_child(pid, 30000), 3);
-    assert_non_null(strstr(slurp("term"), "TERM"));
-    assert_non_null(strstr(slurp("err"), "permit was lost"));
+    const char *pre[] = {"run", "--semaphore", "1", "cli:sem:lost", "--"};
+    lost_case(pre, 5, "{cli:sem:lost}:timeout", "permit was lost");
 }
 
 static int setup(void **state)

@@ -20,6 +20,7 @@
 #include "core_util.h"
 #include "pool.h"
 #include "scripts.h"
+#include "tc_redis.h"
 
 #define STRESS_THREADS 16
 #define STRESS_OPS     1000
@@ -286,6 +287,14 @@ static void test_borrow_bound(void **state)
     rlock_client_free(c);
 }
 
+/* A client on s with the core tests' options. */
+static rlock_client *pool_client(const rh_server *s)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    return tc_client(&o);
+}
+
 /* One INCR of key, sent as a command that must not be resent (flags 0): only a live connection
  * can carry it without an error. */
 static int incr_once(rlock_client *c, const char *key)
@@ -310,10 +319,7 @@ static int incr_once(rlock_client *c, const char *key)
 static void test_dead_idle_connection(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = pool_client(s);
     for (int round = 0; round < 3; round++) {
         assert_int_equal(incr_once(c, "pool:dead"), RLOCK_OK);
         const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal", NULL};
@@ -333,11 +339,7 @@ static void test_dead_idle_connection(void **state)
  * this shared machine) may be checked. Every command is still checked before this change. */
 static void test_fresh_connection_unchecked(void **state)
 {
-    rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = pool_client(*state);
     assert_int_equal(incr_once(c, "pool:fresh"), RLOCK_OK);
     long checks = rlk_pool_checks(c->pool);
     const int n = 1000;
