@@ -133,6 +133,11 @@ static int cli_status_lock(rlock_client *client, const char *name, int json)
     int rc = rlock_inspect(client, name, &info);
     if (rc != RLOCK_OK) {
         cli_report(name, rc);
+        if (strstr(rlock_last_error(), "holds a Redis string") != NULL) {
+            /* Semaphores and latches keep a string at NAME; only the user knows which. */
+            fprintf(stderr, "rlock: %s: a semaphore? try rlock status --semaphore %s\n", name,
+                    name);
+        }
         return CLI_EXIT_ERROR;
     }
     if (json) {

@@ -502,6 +502,9 @@ static void test_semaphore_at_most_n(void **state)
     const char *st[] = {"rlock", "status", "--semaphore", "cli:sem", NULL};
     assert_int_equal(run(st, "out", NULL), 0);
     assert_string_equal(slurp("out"), "cli:sem: semaphore, 2 permit(s) available\n");
+    const char *as_lock[] = {"rlock", "status", "cli:sem", NULL};
+    assert_int_equal(run(as_lock, NULL, "err"), 4);
+    assert_non_null(strstr(slurp("err"), "try rlock status --semaphore cli:sem"));
 }
 
 /* With every permit taken, -n and -w give up with 1 (or -E) and run nothing; status shows 0;
