@@ -540,6 +540,14 @@ static void test_semaphore_busy(void **state)
     for (int i = 0; i < 3; i++) {
         assert_int_equal(run(bad[i], NULL, NULL), 2);
     }
+    /* --lease: a fixed lease, not renewed; it runs out under a longer command, and the release
+     * finds the permit gone (exit 3), which is back in the semaphore. */
+    const char *lease[] = {"rlock",        "run", "--lease",    "200ms", "--semaphore", "1",
+                           "cli:sem:busy", "--",  "/bin/sleep", "1",     NULL};
+    assert_int_equal(run(lease, NULL, "err"), 3);
+    assert_non_null(
+        strstr(slurp("err"), "permit was lost while the command ran (found at release)"));
+    assert_int_equal(rlock_semaphore_available(s), 1);
     rlock_semaphore_free(s);
     rlock_client_free(c);
 }
