@@ -152,6 +152,24 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
  * a call on this client or its handles. NULL is a no-op. */
 RLOCK_EXPORT void rlock_client_free(rlock_client *client);
 
+/* fork(): a client (and its handles) may be used on both sides of a fork(). The child is told
+ * apart on its first call that uses the client (a pthread_atfork handler marks it; nothing to
+ * call), and the client then becomes the child's own:
+ *  - a new rlock_client_id(), so nothing the parent holds is the child's: the parent's holds are
+ *    busy for the child (a try_lock with wait 0 returns RLOCK_ETIMEDOUT, never a re-entry), and
+ *    in the child rlock_is_held() is 0, rlock_token() 0 and rlock_unlock() RLOCK_ENOTOWNER for
+ *    them; the parent's leased semaphore permits are not renewed or reported by the child (they
+ *    stay the parent's; their ids still release them, as from any process);
+ *  - the inherited connections are closed in the child without a byte written on them (the
+ *    parent keeps using them), and the child dials its own;
+ *  - the child gets its own subscriber and watchdog threads, so its waiters are woken and its
+ *    watchdog holds renewed.
+ * Redis is not touched by any of this, and the parent is unaffected. rlock_client_free() in the
+ * child frees the child's client only. Lock, semaphore and latch handles opened in the parent work
+ * in the child. Do not fork() from inside a callback (log_fn, on_lost). The child relies on
+ * malloc() and pthread_create() working after fork() in a multi-threaded process, as glibc's do
+ * (POSIX promises only async-signal-safe functions there). */
+
 /* ---------------------------------------------------------------------------------------------
  * Lock handles.
  * ------------------------------------------------------------------------------------------- */
@@ -410,7 +428,8 @@ RLOCK_EXPORT void rlock_lock_info_free(rlock_lock_info *info);
 
 /* The client's identity as it appears in owners on Redis: the "<uuid>" of "<uuid>:<thread>"
  * (36 characters). Valid as long as the client; "" for NULL. Lets a tool find its own entries
- * in an rlock_inspect() snapshot. */
+ * in an rlock_inspect() snapshot. In the child of a fork() it is the child's new id (see fork()
+ * above), which overwrites the same buffer: copy it to compare across the fork. */
 RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client);
 
 /* Interrupts the client's waits, for a program that is shutting down (for example from the thread

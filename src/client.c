@@ -153,6 +153,7 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
     c->opts = *opts;
     atomic_init(&c->refs, 1);
     atomic_init(&c->closed, 0);
+    atomic_init(&c->gen, rlk_fork_gen());
     char errbuf[256];
     r = rlk_url_parse(opts->url, &c->url, errbuf, sizeof(errbuf));
     if (r != RLOCK_OK) {
@@ -175,6 +176,7 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
         rlk_client_destroy(c);
         return r;
     }
+    rlk_fork_register(c);
     *out = c;
     return RLOCK_OK;
 }
@@ -184,19 +186,28 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client)
     if (client == NULL) {
         return;
     }
+    rlk_fork_unregister(client);
+    /* In a child of fork() whose client was never refreshed, the threads to join are the
+     * parent's (they do not exist here) and the connections its: both are let go, untouched. */
+    rlk_client_abandon_inherited(client);
     rlk_client_stop(client);
     rlk_client_unref(client);
 }
 
 RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client)
 {
-    return client != NULL ? client->uuid : "";
+    if (client == NULL) {
+        return "";
+    }
+    /* In a child of fork() the id is the child's own: the refresh gives it a new one. */
+    (void)rlk_client_enter((rlock_client *)client);
+    return client->uuid;
 }
 
 RLOCK_EXPORT void rlock_client_interrupt(rlock_client *client)
 {
     /* Waits sleep in the subscriber, so its flag (read under its mutex) ends them all. */
-    if (client != NULL && rlk_client_check(client) == RLOCK_OK && client->pubsub != NULL) {
+    if (client != NULL && rlk_client_enter(client) == RLOCK_OK && client->pubsub != NULL) {
         rlk_pubsub_interrupt(client->pubsub);
     }
 }

@@ -27,6 +27,10 @@ struct rlock_client {
     rlk_watchdog *watchdog;
     atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;   /* 1 for the client itself + 1 per open handle */
+    /* The fork generation (rlk_fork_gen()) the client's identity, connections and threads
+     * belong to; a child of fork() sees a newer one and refreshes the client (client_fork.c). */
+    atomic_uint gen;
+    struct rlock_client *fork_prev, *fork_next; /* the list of live clients (client_fork.c) */
 };
 
 /* Writes "<uuid>:<thread-id>" of the calling thread into buf (RLK_OWNER_MAX bytes) and returns
@@ -40,7 +44,42 @@ void rlk_log(const rlock_client *c, int level, const char *fmt, ...) RLK_PRINTF(
 void rlk_client_ref(rlock_client *c);
 void rlk_client_unref(rlock_client *c);
 
-/* RLOCK_ECLOSED (with a message) if the client was freed, else RLOCK_OK. */
+/* RLOCK_ECLOSED (with a message) if the client was freed, else RLOCK_OK. Also RLOCK_ECLOSED for
+ * a client inherited across fork() that no entry point refreshed yet (rlk_client_enter()): a
+ * safety net, so that an internal path can never talk on the parent's connections. */
 int rlk_client_check(const rlock_client *c);
+
+/* ---- fork() (client_fork.c; the counter lives in client_state.c) ---------------------------
+ * The process' fork generation: 0 in a process that never forked, raised by one in the child of
+ * every fork() (a pthread_atfork child handler). An object that keeps per-process state (a
+ * client's identity, connections and threads; a handle's hold records; a semaphore's leased
+ * permits) records the generation it belongs to and, when a call finds it stale, forgets what
+ * belonged to the parent, under rlk_fork_lock(). One relaxed load: the hot path stays cheap. */
+extern atomic_uint rlk_fork_generation;
+static inline unsigned rlk_fork_gen(void)
+{
+    return atomic_load_explicit(&rlk_fork_generation, memory_order_relaxed);
+}
+/* 1 if the object whose generation is *gen was inherited from a parent process. */
+static inline int rlk_fork_stale(atomic_uint *gen)
+{
+    return atomic_load_explicit(gen, memory_order_acquire) != rlk_fork_gen();
+}
+/* Serializes the refresh of inherited objects (and the list of clients); held across fork(). */
+void rlk_fork_lock(void);
+void rlk_fork_unlock(void);
+
+/* The check of every public entry point that uses c: RLOCK_ECLOSED if freed; in the child of a
+ * fork(), refreshes c first (new identity, the parent's connections abandoned, new threads).
+ * RLOCK_OK, RLOCK_ECLOSED, or RLOCK_ENOMEM when the refresh cannot allocate (tried again by the
+ * next call). */
+int rlk_client_enter(rlock_client *c);
+/* Adds c to the list that the atfork handlers walk (after its start) / takes it out (before its
+ * stop). Registering also installs the handlers, once per process. */
+void rlk_fork_register(rlock_client *c);
+void rlk_fork_unregister(rlock_client *c);
+/* In a child of fork(), frees the inherited pool, subscriber and watchdog of c without touching
+ * the parent's threads or connections (c->pool etc. become NULL). No-op when c is current. */
+void rlk_client_abandon_inherited(rlock_client *c);
 
 #endif

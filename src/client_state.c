@@ -9,10 +9,17 @@
 
 #include "client.h"
 
+/* Here rather than in client_fork.c: every layer reads it (through rlk_client_check()), and
+ * client_fork.c depends on those layers. */
+atomic_uint rlk_fork_generation;
+
 int rlk_client_check(const rlock_client *c)
 {
     if (atomic_load(&c->closed)) {
         return rlk_err(RLOCK_ECLOSED, "the client of this handle was freed");
+    }
+    if (atomic_load_explicit(&c->gen, memory_order_acquire) != rlk_fork_gen()) {
+        return rlk_err(RLOCK_ECLOSED, "the client was inherited across fork() and not refreshed");
     }
     return RLOCK_OK;
 }

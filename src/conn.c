@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "conn.h"
 
@@ -139,6 +140,21 @@ void rlk_conn_close(rlk_conn *conn)
         redisFree(conn->ctx);
     }
     free(conn);
+}
+
+void rlk_conn_abandon(rlk_conn *conn)
+{
+    if (conn == NULL) {
+        return;
+    }
+    /* The socket is shared with the parent process, which goes on using it: closing our copy of
+     * the descriptor is all the child may do. The descriptor is closed here, not by the context,
+     * so that no transport (a TLS shutdown, say) ever gets a chance to write on it. */
+    if (conn->ctx != NULL && conn->ctx->fd >= 0) {
+        close(conn->ctx->fd);
+        conn->ctx->fd = -1;
+    }
+    rlk_conn_close(conn);
 }
 
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms)

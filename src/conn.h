@@ -28,6 +28,9 @@ typedef struct rlk_conn {
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms,
                   rlk_conn **out);
 void rlk_conn_close(rlk_conn *conn);
+/* Frees a connection inherited across fork(): closes the fd, frees memory, writes NOTHING
+ * (no QUIT, no TLS close_notify). */
+void rlk_conn_abandon(rlk_conn *conn);
 
 /* Changes the read/write timeout (> 0). RLOCK_OK or RLOCK_ECONN. */
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms);

@@ -175,7 +175,7 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
         return rlk_err(RLOCK_EINVAL, "rlock_inspect: client, out and a non-empty name are "
                                      "required");
     }
-    int rc = rlk_client_check(client);
+    int rc = rlk_client_enter(client);
     if (rc != RLOCK_OK) {
         return rc;
     }

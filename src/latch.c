@@ -25,7 +25,7 @@ RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *nam
         rlk_err(RLOCK_EINVAL, "client must not be NULL");
         return NULL;
     }
-    if (rlk_client_check(client) != RLOCK_OK || rlk_check_name(name, "latch") != RLOCK_OK) {
+    if (rlk_client_enter(client) != RLOCK_OK || rlk_check_name(name, "latch") != RLOCK_OK) {
         return NULL;
     }
     size_t len = strlen(name);
@@ -65,7 +65,7 @@ static int rlk_latch_check(rlock_latch *l)
     if (l == NULL) {
         return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
     }
-    return rlk_client_check(l->client);
+    return rlk_client_enter(l->client);
 }
 
 /* Runs script on [name, channel] with the given arguments; integer reply in *v. */

@@ -27,8 +27,35 @@ static rlock *rlk_handle_alloc_named(const rlk_lock_ops *ops, const char *name, 
     l->ops = ops;
     memcpy(l->name, name, len);
     l->name_len = (uint32_t)len;
+    atomic_init(&l->gen, (unsigned short)rlk_fork_gen());
     pthread_mutex_init(&l->mu, NULL);
     return l;
+}
+
+/* In the child of a fork(), forgets the hold records the handle inherited: the holds are the
+ * parent's (another owner on Redis), and their watchdog entries sat in the parent's watchdog,
+ * which the child abandoned, so they are freed without a cancel. The mutex is initialized again:
+ * a parent thread may have held it at the fork. That thread only ever changed the list with
+ * single pointer stores (link, unlink; records are freed after the unlock), so the list read here
+ * is whole; a record it was unlinking is merely not freed in the child. Every use of the mutex
+ * comes through here first, so no thread of the child holds it now. */
+void rlk_handle_refresh(rlock *l)
+{
+    unsigned short now = (unsigned short)rlk_fork_gen();
+    if (atomic_load_explicit(&l->gen, memory_order_acquire) == now) {
+        return;
+    }
+    rlk_fork_lock();
+    if (atomic_load_explicit(&l->gen, memory_order_relaxed) != now) {
+        pthread_mutex_init(&l->mu, NULL);
+        while (l->holds != NULL) {
+            rlk_hold *h = l->holds;
+            l->holds = h->next;
+            free(h);
+        }
+        atomic_store_explicit(&l->gen, now, memory_order_release);
+    }
+    rlk_fork_unlock();
 }
 
 rlock *rlk_handle_alloc(const rlk_lock_ops *ops)
@@ -44,7 +71,7 @@ rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const 
         return NULL;
     }
     l->single = single;
-    l->kind = kind;
+    l->kind = (uint16_t)kind;
     l->client = c;
     rlk_client_ref(c);
     return l;
@@ -73,7 +100,7 @@ static int rlk_check_handle(rlock *l)
         return rlk_err(RLOCK_EINVAL, "lock must not be NULL");
     }
     /* A group has no client of its own: each member call checks its member's. */
-    return l->ops->group ? RLOCK_OK : rlk_client_check(l->client);
+    return l->ops->group ? RLOCK_OK : rlk_client_enter(l->client);
 }
 
 static int rlk_check_lease(int64_t lease_ms)
@@ -156,6 +183,7 @@ RLOCK_EXPORT uint64_t rlock_token(rlock *lock)
 
 rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
 {
+    rlk_handle_refresh(l);
     pthread_mutex_lock(&l->mu);
     rlk_hold *h = l->holds;
     while (h != NULL && h->tid != tid) {
@@ -210,6 +238,7 @@ void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h)
 
 void rlk_hold_forget_all(rlock *l)
 {
+    rlk_handle_refresh(l);
     while (l->holds != NULL) {
         rlk_hold_forget(l, l->holds);
     }

@@ -92,7 +92,10 @@ struct rlock {
     const rlk_lock_ops *ops;
     const rlk_single_ops *single; /* single-key types only */
     rlock_client *client;         /* single-key types only (see rlk_lock_ops.group) */
-    rlock_kind kind;
+    uint16_t kind;                /* an rlock_kind, narrowed to leave room for gen */
+    /* The fork generation (rlk_fork_gen(), mod 2^16: it counts nested forks) the hold records
+     * belong to; a child forgets the parent's on its first use of the handle. */
+    atomic_ushort gen;
     uint32_t name_len;  /* names are at most 1 MiB; packed beside kind to save memory */
     pthread_mutex_t mu; /* guards holds */
     rlk_hold *holds;
@@ -154,6 +157,10 @@ int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK
  * ops->hold_size bytes. drop_if_empty forgets a record whose count is 0; forget_all every
  * record of a handle that is being destroyed. */
 rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create);
+/* In the child of a fork(), forgets the hold records l inherited from the parent (no-op
+ * otherwise). rlk_hold_get() and rlk_hold_forget_all() call it; code that walks l->holds itself
+ * calls it first. */
+void rlk_handle_refresh(rlock *l);
 void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h);
 void rlk_hold_forget_all(rlock *l);
 

@@ -12,7 +12,7 @@ RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char
         rlk_err(RLOCK_EINVAL, "client must not be NULL");
         return NULL;
     }
-    if (rlk_client_check(client) != RLOCK_OK) {
+    if (rlk_client_enter(client) != RLOCK_OK) {
         return NULL;
     }
     if (rlk_check_name(name, "lock") != RLOCK_OK) {

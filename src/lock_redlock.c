@@ -372,7 +372,7 @@ static void redlock_pause_or_wait(redlock_group *g, redlock_hold *h, redlock_wai
 static int redlock_check_clients(const redlock_group *g)
 {
     for (size_t i = 0; i < g->n; i++) {
-        int rc = rlk_client_check(g->members[i]->client);
+        int rc = rlk_client_enter(g->members[i]->client);
         if (rc != RLOCK_OK) {
             return rc;
         }
@@ -536,7 +536,9 @@ static void redlock_destroy(rlock *l)
 {
     redlock_group *g = redlock_of(l);
     /* Holds of threads that never unlocked: their grants stop being renewed and expire with
-     * their lease. */
+     * their lease. In a child of fork() the inherited ones are the parent's, forgotten first:
+     * their entries sat in watchdogs the child abandoned. */
+    rlk_handle_refresh(l);
     for (rlk_hold *b = l->holds; b != NULL; b = b->next) {
         redlock_unwatch(redlock_hold_of(b));
     }

@@ -371,7 +371,7 @@ static int rw_force_unlock(rlock *l)
     rlk_args args;
     redisReply *r = NULL;
     long long v = 0;
-    int rc = rlk_client_check(l->client);
+    int rc = rlk_client_enter(l->client);
 
     if (rc != RLOCK_OK) {
         return rc;
@@ -399,7 +399,7 @@ static int rw_is_locked(rlock *l)
     rlk_args args;
     redisReply *r = NULL;
     long long v = 0;
-    int rc = rlk_client_check(l->client);
+    int rc = rlk_client_enter(l->client);
 
     if (rc != RLOCK_OK) {
         return rc;

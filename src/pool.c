@@ -49,6 +49,9 @@ struct rlk_pool {
     int64_t backoff_ms;
     int last_code; /* error of the last failed dial */
     char last_err[256];
+    /* Every open connection, idle or borrowed (pool_size slots, NULL = free): a child of fork()
+     * must abandon the ones other threads of the parent had borrowed too (rlk_pool_abandon). */
+    rlk_conn **all;
 };
 
 int rlk_pool_new(rlock_client *c, rlk_pool **out)
@@ -64,6 +67,11 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
     }
     p->c = c;
+    p->all = calloc((size_t)c->opts.pool_size, sizeof(rlk_conn *));
+    if (p->all == NULL) {
+        free(p);
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
+    }
     pthread_mutex_init(&p->mu, NULL);
     rlk_cond_init_monotonic(&p->cv);
     *out = p;
@@ -81,7 +89,57 @@ void rlk_pool_free(rlk_pool *p)
     free(p->idle);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
+    free(p->all);
     free(p);
+}
+
+void rlk_pool_abandon(rlk_pool *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    for (int i = 0; i < p->c->opts.pool_size; i++) {
+        rlk_conn_abandon(p->all[i]);
+    }
+    /* Neither the mutex nor the condition variable is destroyed: threads of the parent that do
+     * not exist here may be counted as waiting on the latter, and glibc's destroy would wait for
+     * them forever. Their memory is simply released. */
+    free(p->all);
+    free(p);
+}
+
+void rlk_pool_fork_lock(rlk_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+}
+
+void rlk_pool_fork_unlock(rlk_pool *p)
+{
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Records conn in the first free slot of all (mutex held). There is one: open counts it. */
+static void rlk_pool_track(rlk_pool *p, rlk_conn *conn)
+{
+    int i = 0;
+    while (i < p->c->opts.pool_size && p->all[i] != NULL) {
+        i++;
+    }
+    assert(i < p->c->opts.pool_size);
+    if (i < p->c->opts.pool_size) {
+        p->all[i] = conn;
+    }
+}
+
+/* Forgets conn before it is closed (mutex held). Linear, but only on a close. */
+static void rlk_pool_untrack(rlk_pool *p, const rlk_conn *conn)
+{
+    for (int i = 0; i < p->c->opts.pool_size; i++) {
+        if (p->all[i] == conn) {
+            p->all[i] = NULL;
+            return;
+        }
+    }
 }
 
 static void rlk_timespec_at(struct timespec *ts, int64_t deadline_ms)
@@ -117,6 +175,7 @@ static int rlk_pool_dial_slot(rlk_pool *p, rlk_conn **out)
     } else {
         p->backoff_ms = 0;
         p->next_dial_at = 0;
+        rlk_pool_track(p, conn);
         *out = conn;
     }
     pthread_mutex_unlock(&p->mu);
@@ -141,6 +200,7 @@ static rlk_conn *rlk_pool_pop_live(rlk_pool *p, int check)
             return conn;
         }
         p->open--;
+        rlk_pool_untrack(p, conn);
         pthread_mutex_unlock(&p->mu);
         rlk_conn_close(conn);
         pthread_mutex_lock(&p->mu);
@@ -213,6 +273,9 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
         return;
     }
     if (broken || rlk_conn_broken(conn)) {
+        pthread_mutex_lock(&p->mu);
+        rlk_pool_untrack(p, conn);
+        pthread_mutex_unlock(&p->mu);
         rlk_conn_close(conn);
         pthread_mutex_lock(&p->mu);
         p->open--;
@@ -242,6 +305,7 @@ void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn)
 {
     pthread_mutex_lock(&p->mu);
     p->open++;
+    rlk_pool_track(p, conn);
     pthread_mutex_unlock(&p->mu);
     rlk_pool_return(p, conn, 0);
 }

@@ -12,6 +12,12 @@
 
 int rlk_pool_new(rlock_client *c, rlk_pool **out);
 void rlk_pool_free(rlk_pool *p);
+/* In a child of fork(): abandons every connection the pool had open, idle or borrowed by the
+ * parent's threads (rlk_conn_abandon: nothing is written), and frees the pool. */
+void rlk_pool_abandon(rlk_pool *p);
+/* The pool mutex, held across fork() so that the child inherits a consistent pool. */
+void rlk_pool_fork_lock(rlk_pool *p);
+void rlk_pool_fork_unlock(rlk_pool *p);
 
 /* Borrows a connection, dialling one if fewer than pool_size are open; waits at most
  * command_timeout_ms for one to be returned. RLOCK_OK, RLOCK_ECONN (pool exhausted, server

@@ -664,3 +664,38 @@ void rlk_pubsub_free(rlk_pubsub *ps)
     pthread_mutex_destroy(&ps->mu);
     free(ps);
 }
+
+void rlk_pubsub_abandon(rlk_pubsub *ps)
+{
+    if (ps == NULL) {
+        return;
+    }
+    /* The thread does not exist in this process; its connection is the parent's too. */
+    rlk_conn_abandon(ps->conn);
+    free(ps->reqs);
+    for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
+        rlk_sub *s = NULL;
+        while ((s = ps->buckets[i]) != NULL) {
+            ps->buckets[i] = s->next;
+            /* Not rlk_sub_destroy(): the entry's condition variable may count the parent's
+             * waiters, which do not exist here, and destroying it would wait for them. */
+            free(s->fail_msg);
+            free(s->channel);
+            free(s);
+        }
+    }
+    /* The armed attempts of the parent's waiters are theirs: left alone, as their memory. */
+    close(ps->wake[0]);
+    close(ps->wake[1]);
+    free(ps);
+}
+
+void rlk_pubsub_fork_lock(rlk_pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+}
+
+void rlk_pubsub_fork_unlock(rlk_pubsub *ps)
+{
+    pthread_mutex_unlock(&ps->mu);
+}

@@ -30,6 +30,12 @@ redisReply *rlk_armed_take_reply(rlk_armed *a);
 
 int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out);
 void rlk_pubsub_free(rlk_pubsub *ps);
+/* In a child of fork(): frees the inherited subscriber without joining its thread (which does
+ * not exist here) and abandons its connection (nothing is written). */
+void rlk_pubsub_abandon(rlk_pubsub *ps);
+/* The subscriber mutex, held across fork() so that the child inherits consistent state. */
+void rlk_pubsub_fork_lock(rlk_pubsub *ps);
+void rlk_pubsub_fork_unlock(rlk_pubsub *ps);
 
 /* Joins the entry for channel (copied), creating it and sending SUBSCRIBE if it is new.
  * Does not wait: the confirmation of the SUBSCRIBE arrives as a wake-up permit, so a waiter's

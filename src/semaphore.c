@@ -25,7 +25,33 @@ int rlk_sem_check(rlock_semaphore *sem)
     if (sem == NULL) {
         return rlk_err(RLOCK_EINVAL, "semaphore must not be NULL");
     }
-    return rlk_client_check(sem->client);
+    int r = rlk_client_enter(sem->client);
+    if (r == RLOCK_OK) {
+        rlk_sem_refresh(sem);
+    }
+    return r;
+}
+
+void rlk_sem_refresh(rlock_semaphore *sem)
+{
+    if (!rlk_fork_stale(&sem->gen)) {
+        return;
+    }
+    rlk_fork_lock();
+    if (rlk_fork_stale(&sem->gen)) {
+        /* As a lock handle's (lock.c): the mutex may have been held by a parent thread, which
+         * only ever linked and unlinked records with single stores; the watchdog entries sat in
+         * the parent's watchdog, which the child abandoned, so the records are freed without a
+         * cancel. */
+        pthread_mutex_init(&sem->mu, NULL);
+        while (sem->permits != NULL) {
+            rlk_permit *p = sem->permits;
+            sem->permits = p->next;
+            free(p);
+        }
+        atomic_store_explicit(&sem->gen, rlk_fork_gen(), memory_order_release);
+    }
+    rlk_fork_unlock();
 }
 
 RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const char *name)
@@ -34,7 +60,7 @@ RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const c
         rlk_err(RLOCK_EINVAL, "client must not be NULL");
         return NULL;
     }
-    if (rlk_client_check(client) != RLOCK_OK || rlk_check_name(name, "semaphore") != RLOCK_OK) {
+    if (rlk_client_enter(client) != RLOCK_OK || rlk_check_name(name, "semaphore") != RLOCK_OK) {
         return NULL;
     }
     size_t len = strlen(name);
@@ -56,6 +82,7 @@ RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const c
         return NULL;
     }
     pthread_mutex_init(&sem->mu, NULL);
+    atomic_init(&sem->gen, rlk_fork_gen());
     sem->client = client;
     rlk_client_ref(client);
     return sem;

@@ -29,6 +29,7 @@ struct rlock_semaphore {
     rlock_client *client;
     pthread_mutex_t mu; /* guards permits */
     rlk_permit *permits;
+    atomic_uint gen; /* the fork generation the permits belong to (rlk_sem_refresh) */
     rlk_buf channel; /* redisson_sc:{name} */
     rlk_buf timeout; /* {name}:timeout */
     size_t name_len;
@@ -49,6 +50,11 @@ int rlk_sem_attempt(rlock_semaphore *sem, int64_t n, int64_t expiry, const unsig
 /* Acquires by waiting on the channel: the attempt above in the shared notification wait. */
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
                     const unsigned char (*ids)[16]);
+
+/* In the child of a fork(), forgets the records of the leased permits the handle inherited: the
+ * permits are the parent's, renewed by the parent's watchdog, so the child neither renews nor
+ * reports them. No-op in the process that recorded them. */
+void rlk_sem_refresh(rlock_semaphore *sem);
 
 /* Stops the renewals of every leased permit of the handle (at free). */
 void rlk_sem_forget_permits(rlock_semaphore *sem);

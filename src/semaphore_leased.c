@@ -214,6 +214,7 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
 
 void rlk_sem_forget_permits(rlock_semaphore *sem)
 {
+    rlk_sem_refresh(sem);
     pthread_mutex_lock(&sem->mu);
     rlk_permit *p = sem->permits;
     sem->permits = NULL;

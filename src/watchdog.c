@@ -444,3 +444,21 @@ void rlk_watchdog_free(rlk_watchdog *wd)
     pthread_mutex_destroy(&wd->mu);
     free(wd);
 }
+
+void rlk_watchdog_abandon(rlk_watchdog *wd)
+{
+    /* The thread does not exist in this process and the entries in the wheel are the parent's
+     * (their records are forgotten by their handles): the memory is all there is to release.
+     * The condition variables are not destroyed, as they may count the parent's waiters. */
+    free(wd);
+}
+
+void rlk_watchdog_fork_lock(rlk_watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+}
+
+void rlk_watchdog_fork_unlock(rlk_watchdog *wd)
+{
+    pthread_mutex_unlock(&wd->mu);
+}

@@ -38,6 +38,12 @@ struct rlk_wd_entry {
 
 int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out);
 void rlk_watchdog_free(rlk_watchdog *wd); /* stops the thread; registered entries are dropped */
+/* In a child of fork(): frees the inherited watchdog without joining its thread (which does not
+ * exist here); its entries are not touched. */
+void rlk_watchdog_abandon(rlk_watchdog *wd);
+/* The watchdog mutex, held across fork() so that the child inherits a consistent wheel. */
+void rlk_watchdog_fork_lock(rlk_watchdog *wd);
+void rlk_watchdog_fork_unlock(rlk_watchdog *wd);
 
 void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls);
 /* Registers e (not registered yet): first renewal at now + lease_ms/3; lease judged from now.

@@ -83,3 +83,18 @@ if(Python3_Interpreter_FOUND)
                    "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
   set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+
+# A client used on both sides of fork(): no re-entry of the parent's holds, no cross-talk, the
+# child's own subscriber and watchdog, free in the child, a parent+child stress, a grandchild.
+# Under TSan only the case whose child starts no thread runs: TSan cannot follow a child of a
+# multi-threaded fork() that starts threads (by default it kills it; with die_after_fork=0 it
+# aborts with "dup thread with used id" when glibc hands a new thread a dead parent thread's
+# stack), and every other case has the child start the client's subscriber and watchdog.
+if(TARGET rlock_harness)
+  if(RLOCK_SANITIZE MATCHES "thread")
+    rlock_add_test(NAME core_fork SOURCES core/test_fork.c LABELS redis fault TIMEOUT 120
+                   ARGS --parent-only)
+  else()
+    rlock_add_test(NAME core_fork SOURCES core/test_fork.c LABELS redis fault TIMEOUT 120)
+  endif()
+endif()

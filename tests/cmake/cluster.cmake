@@ -1,0 +1,9 @@
+# tests/cmake/cluster.cmake - Redis Cluster support: slot computation.
+# Included from tests/CMakeLists.txt; paths are relative to tests/.
+
+rlock_add_test(NAME test_cluster_slot SOURCES cluster/test_cluster_slot.c LABELS unit TIMEOUT 30)
+rlock_add_test(NAME test_cluster_slot_redis SOURCES cluster/test_cluster_slot_redis.c
+               LABELS redis TIMEOUT 60)
+rlock_add_test(NAME test_cluster_harness SOURCES cluster/test_cluster_harness.c
+               LABELS redis TIMEOUT 120)
+rlock_add_test(NAME test_cluster_map SOURCES cluster/test_cluster_map.c LABELS unit TIMEOUT 30)

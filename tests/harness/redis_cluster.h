@@ -1,0 +1,34 @@
+/*
+ * redis_cluster: a throw-away Redis Cluster for rlock's tests, built from redis_harness servers.
+ *
+ * rc_start() starts masters * (1 + replicas) cluster-enabled redis-server processes on free
+ * loopback ports (each in its own temp dir, killed by PID like every harness server), joins them
+ * with `redis-cli --cluster create ... --cluster-replicas R --cluster-yes` (the tool users run,
+ * so the slot layout is the one they get), and returns once every node reports cluster_state:ok
+ * with all 16384 slots assigned and every replica's link to its master is up.
+ * Call it from the main thread (see redis_harness.h on PR_SET_PDEATHSIG).
+ */
+#ifndef RLOCK_TESTS_REDIS_CLUSTER_H
+#define RLOCK_TESTS_REDIS_CLUSTER_H
+
+#include "redis_harness.h"
+
+#define RC_MAX_NODES 12
+
+typedef struct rc_cluster rc_cluster;
+
+/* NULL on failure, after printing the reason on stderr. masters >= 3 (redis-cli's minimum). */
+rc_cluster *rc_start(int masters, int replicas);
+/* Kills every node by PID and frees. NULL is fine. */
+void rc_free(rc_cluster *cl);
+
+int rc_node_count(const rc_cluster *cl);
+rh_server *rc_node(rc_cluster *cl, int i);
+/* "redis-cluster://127.0.0.1:P1,127.0.0.1:P2,..." listing every node as a seed. */
+const char *rc_seed_url(const rc_cluster *cl);
+/* The node that currently serves slot as master (asked with CLUSTER SLOTS), or NULL. */
+rh_server *rc_slot_owner(rc_cluster *cl, int slot);
+/* Polls every running node until cluster_state:ok on all of them, up to timeout_ms. 0 or -1. */
+int rc_wait_ok(rc_cluster *cl, int64_t timeout_ms);
+
+#endif /* RLOCK_TESTS_REDIS_CLUSTER_H */
