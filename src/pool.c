@@ -69,6 +69,7 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
     p->c = c;
     p->all = calloc((size_t)c->opts.pool_size, sizeof(rlk_conn *));
     if (p->all == NULL) {
+        free(p->idle);
         free(p);
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
     }
@@ -104,6 +105,7 @@ void rlk_pool_abandon(rlk_pool *p)
     /* Neither the mutex nor the condition variable is destroyed: threads of the parent that do
      * not exist here may be counted as waiting on the latter, and glibc's destroy would wait for
      * them forever. Their memory is simply released. */
+    free(p->idle);
     free(p->all);
     free(p);
 }
