@@ -34,6 +34,14 @@ rlock_client *cli_connect(const cli_global *g, void (*on_lost)(const char *, voi
 /* Prints "rlock: <what>: <rlock_last_error() or strerror>" on stderr. */
 void cli_report(const char *what, int code);
 
+/* Parses the options of a command that has one flag, --<name> (also -<short_name> when that is
+ * not 0), besides --help, and needs at least one operand: sets *flag when it is given. Returns
+ * -1 to go on with the operands at argv[optind], or the exit status: CLI_EXIT_OK after printing
+ * usage on stdout for --help, CLI_EXIT_USAGE after printing it on stderr for anything else or
+ * for no operand. */
+int cli_flag_opts(int argc, char **argv, const char *name, char short_name, const char *usage,
+                  int *flag);
+
 int cli_run(const cli_global *g, int argc, char **argv);
 int cli_status(const cli_global *g, int argc, char **argv);
 int cli_unlock(const cli_global *g, int argc, char **argv);

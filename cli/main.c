@@ -156,6 +156,32 @@ rlock_client *cli_connect(const cli_global *g, void (*on_lost)(const char *, voi
     return c;
 }
 
+int cli_flag_opts(int argc, char **argv, const char *name, char short_name, const char *usage,
+                  int *flag)
+{
+    /* The flag's value is 1, whichever spelling was used; '?' can be neither. */
+    const struct option opts[] = {
+        {name, no_argument, NULL, 1}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    char shorts[4] = {'+', 'h', short_name, '\0'};
+    int c;
+    while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+        if (c == 1 || (short_name != 0 && c == short_name)) {
+            *flag = 1;
+        } else if (c == 'h') {
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        } else {
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return -1;
+}
+
 void cli_report(const char *what, int code)
 {
     const char *msg = rlock_last_error();

@@ -59,22 +59,12 @@ static int cli_unlock_one(rlock_client *client, const char *name)
 
 int cli_unlock(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int force = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "+fh", opts, NULL)) != -1) {
-        if (c == 'f') {
-            force = 1;
-        } else if (c == 'h') {
-            fputs(cli_unlock_usage, stdout);
-            return CLI_EXIT_OK;
-        } else {
-            fputs(cli_unlock_usage, stderr);
-            return CLI_EXIT_USAGE;
-        }
+    int parsed = cli_flag_opts(argc, argv, "force", 'f', cli_unlock_usage, &force);
+    if (parsed >= 0) {
+        return parsed;
     }
-    if (!force || optind >= argc) {
+    if (!force) {
         /* Breaking someone else's lock is never the default: --force says it is meant. */
         fputs(cli_unlock_usage, stderr);
         return CLI_EXIT_USAGE;

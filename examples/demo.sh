@@ -27,6 +27,7 @@ say() { printf '\n== %s\n' "$*"; }
 # 1. Packages (the same list as tests/run.sh, minus what only the tests need).
 # ---------------------------------------------------------------------------------------------
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server redis-tools)
+PACKAGES+=(libssl-dev) # the library links OpenSSL (the demo itself stays on plain TCP)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"

@@ -23,7 +23,7 @@ say() { printf '\n== %s\n' "$*"; }
 
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
-rlock_install_packages build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server
+rlock_install_packages build-essential cmake pkg-config libhiredis-dev libssl-dev uuid-dev redis-server
 
 BIN=${REDLOCK3:-}
 if [ -z "$BIN" ]; then

@@ -66,6 +66,8 @@ RLOCK_EXPORT const char *rlock_version_string(void);
 #define RLOCK_ENOTSUP   (-10) /* the operation is not supported by this lock type */
 #define RLOCK_EPROTO    (-11) /* Redis replied with an unexpected type or shape */
 #define RLOCK_EAUTH     (-12) /* authentication or SELECT failed when connecting */
+#define RLOCK_ETLS      (-13) /* TLS failed: handshake, untrusted certificate, name mismatch,
+                               * client certificate refused (OpenSSL's reason in last_error) */
 
 /* Returns a short constant description of code ("unknown error code" for unknown values). */
 RLOCK_EXPORT const char *rlock_strerror(int code);
@@ -92,12 +94,14 @@ RLOCK_EXPORT const char *rlock_last_error(void);
 #define RLOCK_WAIT_FOREVER INT64_MAX
 
 typedef struct rlock_options {
-    /* "redis://[[user]:password@]host[:port][/db]" or "unix:///path[?db=N]".
-     * Default "redis://127.0.0.1:6379". User and password may be percent-encoded. */
+    /* "redis://[[user]:password@]host[:port][/db]", "rediss://..." (the same over TLS, see
+     * the tls_* options) or "unix:///path[?db=N]". Default "redis://127.0.0.1:6379". User and
+     * password may be percent-encoded. */
     const char *url;
     /* Connections in the pool, dialled on demand. Default 64 (Redisson's connectionPoolSize). */
     int pool_size;
-    /* Bound on connecting (including AUTH and SELECT). Default 10000 (Redisson connectTimeout). */
+    /* Bound on connecting (TCP connect, TLS handshake, AUTH and SELECT together).
+     * Default 10000 (Redisson connectTimeout). */
     int64_t connect_timeout_ms;
     /* Bound on one command's reply, and on waiting for a free pooled connection.
      * Default 3000 (Redisson timeout). */
@@ -129,8 +133,26 @@ typedef struct rlock_options {
      * held it (renewals failed or the key was removed behind its back). The owner's next
      * rlock_unlock() returns RLOCK_ELOST. Must not call back into rlock. NULL = no callback. */
     void (*on_lost)(const char *name, void *user_data);
-    void *user_data;   /* passed to log_fn and on_lost */
-    void *reserved[8]; /* for future options without an ABI break; keep zero */
+    void *user_data; /* passed to log_fn and on_lost */
+    /* TLS (used by every connection when the URL is rediss://). All strings are copied and
+     * the files read by rlock_client_new(); a file that cannot be read, or does not hold what
+     * it should, is RLOCK_EINVAL there, naming the file. The server's certificate chain and
+     * its name are verified by default; a failure is RLOCK_ETLS with OpenSSL's reason.
+     * tls_ca_file: PEM bundle of the CAs to trust; NULL = the system's default store.
+     * tls_cert_file, tls_key_file: PEM client certificate (chain) and its private key, for
+     * servers that require clients to present one (tls-auth-clients yes); both or neither.
+     * tls_server_name: the name sent as SNI and checked against the certificate (a host name
+     * or an IP address); NULL = the URL's host. */
+    const char *tls_ca_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_server_name;
+    /* 1 = do NOT verify the server's certificate or name. The traffic is still encrypted, but
+     * anyone who can intercept the connection can impersonate the server, read the password
+     * sent with AUTH and every lock's data, and grant or deny locks at will. For tests against
+     * throwaway servers only. Default 0. */
+    int tls_insecure;
+    void *reserved[3]; /* for future options without an ABI break; keep zero */
 } rlock_options;
 
 /* Fills *opts with the defaults above. Call it, then change what you need. */

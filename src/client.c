@@ -11,6 +11,7 @@
 #include "client.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "tls.h"
 #include "watchdog.h"
 
 RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
@@ -59,6 +60,10 @@ static int rlk_check_options(const rlock_options *o)
 
 static void rlk_client_destroy(rlock_client *c)
 {
+    rlk_tls_free(c->tls);
+    for (size_t i = 0; i < sizeof(c->tls_copies) / sizeof(c->tls_copies[0]); i++) {
+        free(c->tls_copies[i]);
+    }
     rlk_url_free(&c->url);
     free(c->url_copy);
     free(c);
@@ -122,9 +127,30 @@ static int rlk_client_probe(rlock_client *c)
     return RLOCK_OK;
 }
 
+/* Copies the TLS options and, when the URL or an option asks for TLS, builds the context every
+ * connection shares (reading the files now, so that a wrong path fails here). */
+static int rlk_client_tls(rlock_client *c)
+{
+    const char **opt[4] = {&c->opts.tls_ca_file, &c->opts.tls_cert_file, &c->opts.tls_key_file,
+                           &c->opts.tls_server_name};
+    int wanted = c->url.tls;
+    for (size_t i = 0; i < 4; i++) {
+        if (*opt[i] != NULL) {
+            wanted = 1;
+            c->tls_copies[i] = strdup(*opt[i]);
+            if (c->tls_copies[i] == NULL) {
+                return rlk_err(RLOCK_ENOMEM, "cannot copy the TLS options");
+            }
+        }
+        *opt[i] = c->tls_copies[i];
+    }
+    return wanted ? rlk_tls_new(&c->opts, &c->tls) : RLOCK_OK;
+}
+
 static int rlk_client_start(rlock_client *c)
 {
-    int r = rlk_pool_new(c, &c->pool);
+    int r = rlk_client_tls(c);
+    r = r ? r : rlk_pool_new(c, &c->pool);
     r = r ? r : rlk_client_probe(c);
     r = r ? r : rlk_pubsub_new(c, &c->pubsub);
     r = r ? r : rlk_watchdog_new(c, &c->watchdog);

@@ -13,6 +13,7 @@
 typedef struct rlk_pool rlk_pool;
 typedef struct rlk_pubsub rlk_pubsub;
 typedef struct rlk_watchdog rlk_watchdog;
+typedef struct rlk_tls rlk_tls;
 
 /* Longest owner string: 36-char UUID, ':', 20-digit thread id, ":write", NUL. */
 #define RLK_OWNER_MAX 72
@@ -20,6 +21,8 @@ typedef struct rlk_watchdog rlk_watchdog;
 struct rlock_client {
     rlock_options opts; /* copy of the caller's options; opts.url points at url_copy */
     char *url_copy;
+    char *tls_copies[4]; /* opts.tls_ca_file .. tls_server_name point at these copies */
+    rlk_tls *tls;        /* the TLS context every connection uses, NULL when not configured */
     rlk_url url;   /* parsed URL */
     char uuid[37]; /* client id, lower-case text form */
     rlk_pool *pool;

@@ -1,261 +1,327 @@
 /*
- * One connection to Redis over a blocking hiredis context (see conn.h). Failures are mapped here,
- * once, to RLOCK_ECONN with what was attempted and why; the errno of the failure is kept with
- * the connection because the caller decides later whether a resend is safe.
+ * One connection to Redis on rlock's own socket (see conn.h). hiredis parses replies (its
+ * reader) and formats commands; the bytes move here, on a non-blocking socket whose every wait
+ * is a poll() with a deadline, through TLS when the connection has a session. Failures are
+ * mapped here, once, to RLOCK_ECONN (RLOCK_ETLS for TLS protocol failures) with what was
+ * attempted and why; the kind of failure stays with the connection because the caller decides
+ * later whether a resend is safe. Static helpers are named conn_*.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "conn.h"
+#include "sock.h"
+#include "tls.h"
 
-static struct timeval rlk_conn_tv(int64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
-}
+/* Bytes read from the socket at once (a TLS record holds at most 16 KiB of data). */
+#define CONN_READ_CHUNK 16384
 
-static int rlk_ctx_error(const redisContext *ctx, int sys_errno, const char *what)
+/* Records the failure that broke conn and reports it. */
+static int conn_fail(rlk_conn *conn, int kind, const char *what, const char *why)
 {
-    if (ctx == NULL) {
-        return rlk_err(RLOCK_ENOMEM, "%s: cannot allocate a connection", what);
-    }
-    if (ctx->err == REDIS_ERR_IO && (sys_errno == EAGAIN || sys_errno == EWOULDBLOCK)) {
+    int sys_errno = errno;
+    conn->err = kind;
+    conn->sys_errno = kind == RLK_CONN_EIO ? sys_errno : 0;
+    switch (kind) {
+    case RLK_CONN_ETIMEOUT:
         return rlk_err(RLOCK_ECONN, "%s: timed out waiting for Redis", what);
+    case RLK_CONN_EEOF:
+        return rlk_err(RLOCK_ECONN, "%s: connection closed by the server", what);
+    case RLK_CONN_ETLS:
+        return rlk_err(RLOCK_ETLS, "%s: TLS: %s", what, why);
+    case RLK_CONN_EPROTO:
+        return rlk_err(RLOCK_ECONN, "%s: %s", what, why);
+    default:
+        return rlk_err(RLOCK_ECONN, "%s: %s", what, strerror(sys_errno));
     }
-    return rlk_err(RLOCK_ECONN, "%s: %s", what, ctx->errstr[0] ? ctx->errstr : "I/O error");
 }
 
-int rlk_conn_error(const redisContext *ctx, const char *what)
+/* Waits until fd is ready for events or deadline_ms passed: 1 ready (or failed: the next I/O
+ * says how), 0 timed out. */
+static int conn_wait(int fd, short events, int64_t deadline_ms)
 {
-    return rlk_ctx_error(ctx, errno, what);
-}
-
-/* Records the failure that broke conn (errno first: formatting may change it). */
-static int rlk_conn_fail(rlk_conn *conn, const char *what)
-{
-    conn->sys_errno = errno;
-    if (conn->ctx->err == 0) {
-        /* A failure hiredis did not record (a raw send): make the context say it is broken. */
-        conn->ctx->err = REDIS_ERR_IO;
-        snprintf(conn->ctx->errstr, sizeof(conn->ctx->errstr), "%s", strerror(conn->sys_errno));
-    }
-    return rlk_ctx_error(conn->ctx, conn->sys_errno, what);
-}
-
-/* The time left before deadline_ms, at least 1 ms: hiredis reads a zero timeout as "none". */
-static int64_t rlk_left(int64_t deadline_ms)
-{
-    int64_t left = deadline_ms - rlk_now_ms();
-    return left < 1 ? 1 : left;
-}
-
-/* Runs AUTH or SELECT during the handshake, bounded by the dial's deadline. A refusal is
- * RLOCK_EAUTH with Redis' text. */
-static int rlk_handshake_cmd(rlk_conn *conn, int64_t deadline_ms, int argc, const char **argv,
-                             const char *shown)
-{
-    redisReply *r = NULL;
-    int rc = rlk_conn_set_timeout(conn, rlk_left(deadline_ms));
-    rc = rc ? rc : rlk_conn_command(conn, argc, argv, NULL, &r);
-    if (rc != RLOCK_OK) {
-        return rc;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        rc = rlk_err(RLOCK_EAUTH, "%s refused by Redis: %s", shown, r->str);
-    }
-    freeReplyObject(r);
-    return rc;
-}
-
-/* Sends AUTH and SELECT as the URL asks. */
-static int rlk_handshake(const rlock_client *c, rlk_conn *conn, int64_t deadline_ms)
-{
-    const rlk_url *u = &c->url;
-    int r = RLOCK_OK;
-    if (u->password != NULL) {
-        /* AUTH <user> <password> for an ACL user, AUTH <password> for the default user. */
-        const char *argv[3] = {"AUTH", u->user, u->password};
-        if (u->user == NULL) {
-            argv[1] = u->password;
+    for (;;) {
+        int64_t left = deadline_ms - rlk_now_ms();
+        if (left <= 0) {
+            return 0;
         }
-        r = rlk_handshake_cmd(conn, deadline_ms, u->user == NULL ? 2 : 3, argv, "AUTH");
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int n = poll(&pfd, 1, (int)(left > INT_MAX ? INT_MAX : left));
+        if (n != 0 && !(n < 0 && errno == EINTR)) {
+            return 1;
+        }
+        if (n == 0) {
+            return 0;
+        }
     }
-    if (r == RLOCK_OK && u->db != 0) {
-        char db[16], shown[32];
-        snprintf(db, sizeof(db), "%d", u->db);
-        snprintf(shown, sizeof(shown), "SELECT %d", u->db);
-        const char *argv[2] = {"SELECT", db};
-        r = rlk_handshake_cmd(conn, deadline_ms, 2, argv, shown);
-    }
-    return r;
 }
 
-int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms, rlk_conn **out)
+/* One read or write on the transport: > 0 bytes, 0 would block (*events to poll for), < 0
+ * minus an RLK_CONN_E* kind. The TLS session is shared by a reader and an armed sender, so its
+ * calls are serialised; the plain socket needs no lock. */
+static ssize_t conn_io(rlk_conn *conn, int write, char *buf, size_t n, short *events, char *why,
+                       size_t whylen)
 {
-    *out = NULL;
-    const char *what = c->url.is_unix ? "connect (unix socket)" : "connect";
-    if (deadline_ms - rlk_now_ms() < 1) {
-        return rlk_err(RLOCK_ECONN, "%s: no time left within connect_timeout_ms", what);
-    }
-    rlk_conn *conn = calloc(1, sizeof(*conn));
-    if (conn == NULL) {
-        return rlk_err(RLOCK_ENOMEM, "cannot allocate a connection");
-    }
-    struct timeval ctv = rlk_conn_tv(rlk_left(deadline_ms));
-    conn->ctx = c->url.is_unix ? redisConnectUnixWithTimeout(c->url.path, ctv)
-                               : redisConnectWithTimeout(c->url.host, c->url.port, ctv);
-    if (conn->ctx == NULL || conn->ctx->err) {
-        int r = rlk_ctx_error(conn->ctx, errno, what);
-        rlk_conn_close(conn);
+    if (conn->ssl != NULL) {
+        pthread_mutex_lock(&conn->ssl_mu);
+        ssize_t r = write ? rlk_tls_write(conn->ssl, buf, n, events, why, whylen)
+                          : rlk_tls_read(conn->ssl, buf, n, events, why, whylen);
+        pthread_mutex_unlock(&conn->ssl_mu);
         return r;
     }
-    if (!c->url.is_unix) {
-        redisEnableKeepAlive(conn->ctx);
-    }
-    int r = rlk_handshake(c, conn, deadline_ms);
-    if (r == RLOCK_OK) {
-        /* The handshake was bounded by the deadline; later reads by the caller's timeout. */
-        r = rlk_conn_set_timeout(conn, io_timeout_ms);
-    }
-    if (r != RLOCK_OK) {
-        rlk_conn_close(conn);
+    ssize_t r = write ? send(conn->fd, buf, n, MSG_NOSIGNAL) : recv(conn->fd, buf, n, 0);
+    if (r > 0) {
         return r;
     }
-    *out = conn;
+    if (r == 0) {
+        return write ? 0 : -RLK_CONN_EEOF;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        *events = write ? POLLOUT : POLLIN;
+        return 0;
+    }
+    return -RLK_CONN_EIO;
+}
+
+/* Writes buf[0 .. len) whole, each wait bounded by the I/O timeout. RLOCK_OK, or the failure's
+ * kind as a negative number with why filled (the caller decides whether to mark conn). */
+static int conn_write_all(rlk_conn *conn, const char *buf, size_t len, size_t *written, char *why,
+                          size_t whylen)
+{
+    int64_t deadline = 0;
+    *written = 0;
+    while (*written < len) {
+        short ev = POLLOUT;
+        ssize_t n = conn_io(conn, 1, (char *)buf + *written, len - *written, &ev, why, whylen);
+        if (n < 0) {
+            return (int)n;
+        }
+        *written += (size_t)n;
+        if (n == 0) {
+            deadline = deadline ? deadline : rlk_add_sat(rlk_now_ms(), conn->io_timeout_ms);
+            if (!conn_wait(conn->fd, ev, deadline)) {
+                return -RLK_CONN_ETIMEOUT;
+            }
+        }
+    }
     return RLOCK_OK;
 }
 
-void rlk_conn_close(rlk_conn *conn)
+/* A TLS server that refuses the session after the handshake (a client certificate it requires,
+ * checked once TLS 1.3 has finished) sends an alert and closes; a write may meet the reset before
+ * any read met the alert. The alert, when it is there, is the better reason. */
+static int conn_tls_refusal(rlk_conn *conn, int r, char *why, size_t whylen)
 {
-    if (conn == NULL) {
-        return;
+    if (conn->ssl == NULL || (r != -RLK_CONN_EIO && r != -RLK_CONN_EEOF)) {
+        return r;
     }
-    if (conn->ctx != NULL) {
-        redisFree(conn->ctx);
-    }
-    free(conn);
-}
-
-void rlk_conn_abandon(rlk_conn *conn)
-{
-    if (conn == NULL) {
-        return;
-    }
-    /* The socket is shared with the parent process, which goes on using it: closing our copy of
-     * the descriptor is all the child may do. The descriptor is closed here, not by the context,
-     * so that no transport (a TLS shutdown, say) ever gets a chance to write on it. */
-    if (conn->ctx != NULL && conn->ctx->fd >= 0) {
-        close(conn->ctx->fd);
-        conn->ctx->fd = -1;
-    }
-    rlk_conn_close(conn);
-}
-
-int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms)
-{
-    return redisSetTimeout(conn->ctx, rlk_conn_tv(ms)) == REDIS_OK
-               ? RLOCK_OK
-               : rlk_conn_fail(conn, "setting the command timeout");
-}
-
-int rlk_conn_command(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens,
-                     redisReply **out)
-{
-    *out = redisCommandArgv(conn->ctx, argc, (const char **)argv, lens);
-    return *out != NULL ? RLOCK_OK : rlk_conn_fail(conn, argc > 0 ? argv[0] : "command");
-}
-
-int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens)
-{
-    if (redisAppendCommandArgv(conn->ctx, argc, (const char **)argv, lens) != REDIS_OK) {
-        return rlk_conn_fail(conn, "queueing a request");
-    }
-    return RLOCK_OK;
+    int saved = errno;
+    char b[1];
+    short ev = 0;
+    pthread_mutex_lock(&conn->ssl_mu);
+    ssize_t n = rlk_tls_read(conn->ssl, b, sizeof(b), &ev, why, whylen);
+    pthread_mutex_unlock(&conn->ssl_mu);
+    errno = saved;
+    return n == -RLK_CONN_ETLS ? (int)n : r;
 }
 
 int rlk_conn_flush(rlk_conn *conn, int *done)
 {
+    char why[256] = "";
+    size_t written = 0;
     *done = 0;
-    return redisBufferWrite(conn->ctx, done) == REDIS_OK ? RLOCK_OK
-                                                         : rlk_conn_fail(conn, "sending");
+    int r = conn_write_all(conn, conn->obuf + conn->opos, conn->olen - conn->opos, &written, why,
+                           sizeof(why));
+    conn->opos += written;
+    if (r != RLOCK_OK) {
+        r = conn_tls_refusal(conn, r, why, sizeof(why));
+        return conn_fail(conn, -r, "sending", why);
+    }
+    conn->opos = conn->olen = 0;
+    *done = 1;
+    return RLOCK_OK;
 }
 
 int rlk_conn_send(rlk_conn *conn, const char *buf, size_t len)
 {
-    while (len > 0) {
-        /* MSG_NOSIGNAL: a peer that closed the connection must not raise SIGPIPE. */
-        ssize_t n = send(conn->ctx->fd, buf, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) {
-            continue;
+    char why[256] = "";
+    size_t written = 0;
+    int r = conn_write_all(conn, buf, len, &written, why, sizeof(why));
+    if (r == -RLK_CONN_ETIMEOUT) {
+        return rlk_err(RLOCK_ECONN, "sending a request: timed out");
+    }
+    if (r != RLOCK_OK) {
+        return rlk_err(r == -RLK_CONN_ETLS ? RLOCK_ETLS : RLOCK_ECONN, "sending a request: %s",
+                       r == -RLK_CONN_ETLS ? why : strerror(errno));
+    }
+    return RLOCK_OK;
+}
+
+/* Queues a formatted request (taken over: freed here). */
+static int conn_queue(rlk_conn *conn, char *cmd, size_t len)
+{
+    if (conn->olen == 0) {
+        /* The usual case, one request at a time: its buffer becomes the output buffer. */
+        free(conn->obuf);
+        conn->obuf = cmd;
+        conn->opos = 0;
+        conn->olen = conn->ocap = len;
+        return RLOCK_OK;
+    }
+    if (conn->olen + len > conn->ocap) {
+        size_t cap = (conn->olen + len) * 2;
+        char *p = realloc(conn->obuf, cap);
+        if (p == NULL) {
+            free(cmd);
+            return rlk_err(RLOCK_ENOMEM, "cannot queue a request");
         }
-        if (n <= 0) {
-            /* The context is not marked: the owner may be reading it in another thread, and its
-             * read fails on the broken socket by itself. */
-            return rlk_err(RLOCK_ECONN, "sending a request: %s", strerror(errno));
-        }
-        buf += n;
-        len -= (size_t)n;
+        conn->obuf = p;
+        conn->ocap = cap;
     }
+    memcpy(conn->obuf + conn->olen, cmd, len);
+    conn->olen += len;
+    free(cmd);
     return RLOCK_OK;
 }
 
-int rlk_conn_read(rlk_conn *conn, redisReply **out)
+int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens)
 {
-    void *rep = NULL;
-    *out = NULL;
-    if (redisGetReply(conn->ctx, &rep) != REDIS_OK || rep == NULL) {
-        return rlk_conn_fail(conn, "reading a reply");
+    char *cmd = NULL;
+    int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    if (n < 0 || cmd == NULL) {
+        conn->err = RLK_CONN_EPROTO;
+        return rlk_err(RLOCK_ENOMEM, "cannot format a request");
     }
-    *out = rep;
-    return RLOCK_OK;
+    int r = conn_queue(conn, cmd, (size_t)n);
+    if (r != RLOCK_OK) {
+        conn->err = RLK_CONN_EPROTO;
+    }
+    return r;
 }
 
-int rlk_conn_fd(const rlk_conn *conn)
+/* Reads what the transport has (one read; *events says what to wait for when nothing came) and
+ * feeds the reply parser. > 0 bytes, 0 nothing yet, < 0 failed (conn marked). */
+static ssize_t conn_read_some(rlk_conn *conn, short *events, const char *what)
 {
-    return conn->ctx->fd;
-}
-
-int rlk_conn_fill(rlk_conn *conn)
-{
-    if (redisBufferRead(conn->ctx) != REDIS_OK) {
-        return rlk_conn_fail(conn, "reading");
+    char buf[CONN_READ_CHUNK];
+    char why[256] = "";
+    ssize_t n = conn_io(conn, 0, buf, sizeof(buf), events, why, sizeof(why));
+    if (n < 0) {
+        return conn_fail(conn, (int)-n, what, why);
     }
-    return RLOCK_OK;
+    if (n > 0 && redisReaderFeed(conn->reader, buf, (size_t)n) != REDIS_OK) {
+        return conn_fail(conn, RLK_CONN_EPROTO, what, "cannot buffer a reply");
+    }
+    return n;
 }
 
 int rlk_conn_next(rlk_conn *conn, redisReply **out)
 {
     void *rep = NULL;
     *out = NULL;
-    if (redisGetReplyFromReader(conn->ctx, &rep) != REDIS_OK) {
-        return rlk_conn_fail(conn, "parsing a reply");
+    if (redisReaderGetReply(conn->reader, &rep) != REDIS_OK) {
+        char why[160];
+        snprintf(why, sizeof(why), "bad reply: %s", conn->reader->errstr);
+        return conn_fail(conn, RLK_CONN_EPROTO, "parsing a reply", why);
     }
     *out = rep;
     return RLOCK_OK;
 }
 
+int rlk_conn_read(rlk_conn *conn, redisReply **out)
+{
+    *out = NULL;
+    if (conn->err != 0) {
+        return rlk_err(RLOCK_ECONN, "reading a reply: the connection is broken");
+    }
+    int done = 0;
+    int r = conn->olen > conn->opos ? rlk_conn_flush(conn, &done) : RLOCK_OK;
+    int64_t deadline = 0;
+    short ev = POLLIN;
+    while (r == RLOCK_OK && (r = rlk_conn_next(conn, out)) == RLOCK_OK && *out == NULL) {
+        /* Bytes a TLS session already decrypted are invisible to poll(). */
+        if (conn->ssl == NULL || rlk_tls_pending(conn->ssl) == 0) {
+            deadline = deadline ? deadline : rlk_add_sat(rlk_now_ms(), conn->io_timeout_ms);
+            if (!conn_wait(conn->fd, ev, deadline)) {
+                return conn_fail(conn, RLK_CONN_ETIMEOUT, "reading a reply", NULL);
+            }
+        }
+        ev = POLLIN;
+        ssize_t n = conn_read_some(conn, &ev, "reading a reply");
+        r = n < 0 ? (int)n : RLOCK_OK;
+    }
+    return r;
+}
+
+int rlk_conn_command(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens,
+                     redisReply **out)
+{
+    *out = NULL;
+    if (conn->err != 0) {
+        return rlk_err(RLOCK_ECONN, "%s: the connection is broken", argc > 0 ? argv[0] : "command");
+    }
+    int r = rlk_conn_append(conn, argc, argv, lens);
+    return r ? r : rlk_conn_read(conn, out);
+}
+
+int rlk_conn_fill(rlk_conn *conn)
+{
+    /* Drains what has arrived: a TLS read returns one record at a time, and the rest may sit
+     * in the kernel where the next poll() would see it, or inside the session where it would
+     * not. A short plain read means the socket is empty. */
+    for (;;) {
+        short ev = POLLIN;
+        ssize_t n = conn_read_some(conn, &ev, "reading");
+        if (n <= 0 || (conn->ssl == NULL && n < CONN_READ_CHUNK)) {
+            return n < 0 ? (int)n : RLOCK_OK;
+        }
+    }
+}
+
+int rlk_conn_fd(const rlk_conn *conn)
+{
+    return conn->fd;
+}
+
+int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms)
+{
+    conn->io_timeout_ms = ms > 0 ? ms : 1;
+    return RLOCK_OK;
+}
+
 int rlk_conn_broken(const rlk_conn *conn)
 {
-    return conn->ctx->err != 0;
+    return conn->err != 0;
 }
 
 int rlk_conn_dead(const rlk_conn *conn)
 {
-    struct pollfd pfd = {.fd = conn->ctx->fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) != 0;
+    struct pollfd pfd = {.fd = conn->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) == 0) {
+        return 0;
+    }
+    if (conn->ssl == NULL) {
+        return 1;
+    }
+    /* TLS 1.3 servers send session tickets after the handshake: records without data that an
+     * idle connection may still hold. Reading consumes them; only data, an alert or the end
+     * of the stream is a sign of death. No other thread uses an idle connection. */
+    char b[1];
+    char why[64];
+    short ev = 0;
+    return rlk_tls_read(conn->ssl, b, sizeof(b), &ev, why, sizeof(why)) != 0;
 }
 
 int rlk_conn_resendable(const rlk_conn *conn)
 {
-    if (conn->ctx->err == REDIS_ERR_EOF) {
+    if (conn->err == RLK_CONN_EEOF) {
         return 1;
     }
-    return conn->ctx->err == REDIS_ERR_IO &&
-           (conn->sys_errno == ECONNRESET || conn->sys_errno == EPIPE);
+    return conn->err == RLK_CONN_EIO && (conn->sys_errno == ECONNRESET || conn->sys_errno == EPIPE);
 }

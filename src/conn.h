@@ -1,8 +1,13 @@
 /*
- * One connection to Redis: dialling with the client's URL, timeouts, AUTH and SELECT, sending
- * requests, reading replies, and mapping failures to RLOCK_ECONN with a message. The pool, the
- * subscriber, the watchdog and armed attempts talk to Redis only through these functions, so
- * that the transport under them (hiredis' blocking context today) can be replaced in one file.
+ * One connection to Redis on rlock's own socket: dialling (TCP, IPv6 included, or a unix
+ * socket; TLS when the URL or endpoint asks for it), AUTH and SELECT, sending requests, reading
+ * replies, and mapping failures to RLOCK_ECONN (or RLOCK_ETLS) with a message. hiredis is used
+ * for RESP only (its reader and command formatter). The pool, the subscriber, the watchdog,
+ * armed attempts and the RedLock round talk to Redis only through these functions.
+ *
+ * Every wait is bounded: the dial (connect, TLS handshake, AUTH, SELECT) by its deadline, each
+ * write and each reply by the connection's I/O timeout, all with poll(). No call raises a
+ * signal: writes use send(..., MSG_NOSIGNAL), TLS included.
  *
  * Every function that fails sets the last error (rlk_err) and leaves the connection broken
  * (rlk_conn_broken() != 0): it must then be closed, never reused.
@@ -14,25 +19,51 @@
 
 #include "client.h"
 
-/* A connection. ctx belongs to conn.c; the RedLock round (lock_multi.c) still reaches into it
- * for its non-blocking multi-server I/O, the only code outside this file that does. */
+struct ssl_st;
+
+/* A connection. Its fields belong to conn.c, except next_idle, which is the pool's. */
 typedef struct rlk_conn {
-    redisContext *ctx;
-    struct rlk_conn *next_idle; /* the pool's list of idle connections */
+    int fd;
+    struct ssl_st *ssl;     /* the TLS session, NULL for a plain connection */
+    pthread_mutex_t ssl_mu; /* serialises the session between a sender and a reader */
+    redisReader *reader;    /* hiredis' RESP parser, fed with what the socket gave */
+    char *obuf;             /* queued requests, obuf[opos .. olen) not yet written */
+    size_t opos, olen, ocap;
+    int64_t io_timeout_ms;      /* bound on each write wait and on each reply */
+    int err;                    /* RLK_CONN_E*, 0 while usable */
     int sys_errno;              /* errno of the failure that broke the connection */
+    struct rlk_conn *next_idle; /* the pool's list of idle connections */
 } rlk_conn;
 
-/* Dials a connection: connect, AUTH and SELECT together are bounded by deadline_ms (a monotonic
- * time, rlk_now_ms()). Reads and writes afterwards time out after io_timeout_ms (> 0).
- * RLOCK_OK, RLOCK_ECONN, RLOCK_EAUTH or RLOCK_ENOMEM. */
+/* What broke a connection (rlk_conn.err). */
+enum { RLK_CONN_EIO = 1, RLK_CONN_EEOF, RLK_CONN_ETIMEOUT, RLK_CONN_EPROTO, RLK_CONN_ETLS };
+
+/* Where to dial, when it is not the client's URL (a Sentinel's answer, a replica). */
+typedef struct rlk_endpoint {
+    const char *host; /* TCP host, or NULL when path is set */
+    int port;
+    const char *path;     /* unix socket path or NULL */
+    const char *user;     /* AUTH user or NULL */
+    const char *password; /* AUTH password or NULL (no AUTH) */
+    int db;               /* SELECT when > 0 */
+    int tls;              /* 1 = TLS with the client's TLS settings */
+} rlk_endpoint;
+
+/* Dials the client's data node (its URL): connect, TLS handshake, AUTH and SELECT together are
+ * bounded by deadline_ms (a monotonic time, rlk_now_ms()). Reads and writes afterwards time out
+ * after io_timeout_ms (> 0). RLOCK_OK, RLOCK_ECONN, RLOCK_ETLS, RLOCK_EAUTH or RLOCK_ENOMEM. */
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms,
                   rlk_conn **out);
+/* Dials ep (instead of the client's URL); same bounds and errors as rlk_conn_open. */
+int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t deadline_ms,
+                     int64_t io_timeout_ms, rlk_conn **out);
+/* Closes (a TLS connection that is not broken says close_notify first, without waiting). */
 void rlk_conn_close(rlk_conn *conn);
 /* Frees a connection inherited across fork(): closes the fd, frees memory, writes NOTHING
  * (no QUIT, no TLS close_notify). */
 void rlk_conn_abandon(rlk_conn *conn);
 
-/* Changes the read/write timeout (> 0). RLOCK_OK or RLOCK_ECONN. */
+/* Changes the read/write timeout (> 0). RLOCK_OK. */
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms);
 
 /* Sends one command and reads its reply (an error reply is a reply, not a failure). */
@@ -40,17 +71,21 @@ int rlk_conn_command(rlk_conn *conn, int argc, const char *const *argv, const si
                      redisReply **out);
 /* Queues a command in the output buffer (sent by rlk_conn_flush() or the next read). */
 int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens);
-/* Writes queued requests; *done is 1 when the output buffer is empty. */
+/* Writes every queued request, each wait for the socket bounded by the I/O timeout; *done is 1
+ * when the output buffer is empty (always, on success). */
 int rlk_conn_flush(rlk_conn *conn, int *done);
-/* Writes bytes already formatted as a request straight to the socket, bypassing the output
+/* Writes bytes already formatted as a request straight to the connection, bypassing the output
  * buffer (which must be empty). Safe while another thread blocks reading the same connection:
- * how the subscriber thread sends an armed attempt whose owner reads the reply. */
+ * how the subscriber thread sends an armed attempt whose owner reads the reply (a TLS
+ * connection serialises the two threads' use of its session with a mutex). A failure does not
+ * mark the connection: the reader's own read fails on the broken socket. */
 int rlk_conn_send(rlk_conn *conn, const char *buf, size_t len);
-/* Reads one reply, blocking up to the read timeout (pipelines: once per queued request). */
+/* Reads one reply, waiting up to the I/O timeout (pipelines: once per queued request). */
 int rlk_conn_read(rlk_conn *conn, redisReply **out);
 
-/* Event-loop reading (the subscriber): the socket to poll, one read of what arrived, and the
- * next complete reply among what was read (*out NULL when none is complete yet). */
+/* Event-loop reading (the subscriber, the RedLock round): the socket to poll, a read of
+ * everything that has arrived (never waits), and the next complete reply among what was read
+ * (*out NULL when none is complete yet). */
 int rlk_conn_fd(const rlk_conn *conn);
 int rlk_conn_fill(rlk_conn *conn);
 int rlk_conn_next(rlk_conn *conn, redisReply **out);
@@ -58,15 +93,12 @@ int rlk_conn_next(rlk_conn *conn, redisReply **out);
 /* 1 if a failure left the connection unusable. */
 int rlk_conn_broken(const rlk_conn *conn);
 /* 1 if an idle connection has something to read, which means the server closed it or sent
- * garbage: it must not be reused. */
+ * garbage: it must not be reused. (TLS session tickets and other records that carry no data
+ * are consumed, not counted.) */
 int rlk_conn_dead(const rlk_conn *conn);
 /* 1 if the failure that broke the connection proves the request never reached Redis' command
  * processing (a reset or EOF), so that resending an idempotent command is safe; a timeout is not
  * (the server may be slow or paused, and resending doubles the wait). */
 int rlk_conn_resendable(const rlk_conn *conn);
-
-/* Maps a hiredis context error to RLOCK_ECONN (RLOCK_ENOMEM for NULL) with a message naming
- * what was attempted. For code that still holds a redisContext (the RedLock round). */
-int rlk_conn_error(const redisContext *ctx, const char *what);
 
 #endif

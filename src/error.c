@@ -23,6 +23,7 @@ static const char *const rlk_messages[] = {
     "operation not supported by this lock type",   /* RLOCK_ENOTSUP */
     "unexpected reply from Redis",                 /* RLOCK_EPROTO */
     "authentication or database selection failed", /* RLOCK_EAUTH */
+    "TLS handshake or certificate check failed",   /* RLOCK_ETLS */
 };
 
 /* The detail text is per thread, because the client and handles are shared across threads and

@@ -160,10 +160,10 @@ static const char *rlk_err_detail(int code)
     return strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
 }
 
-static int rlk_pool_dial_slot(rlk_pool *p, rlk_conn **out)
+static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
 {
     rlk_conn *conn = NULL;
-    int64_t deadline = rlk_add_sat(rlk_now_ms(), p->c->opts.connect_timeout_ms);
+    int64_t deadline = rlk_add_sat(rlk_now_ms(), dial_ms);
     int r = rlk_conn_open(p->c, deadline, p->c->opts.command_timeout_ms, &conn);
     pthread_mutex_lock(&p->mu);
     if (r != RLOCK_OK) {
@@ -210,13 +210,14 @@ static rlk_conn *rlk_pool_pop_live(rlk_pool *p, int check)
     return NULL;
 }
 
-/* rlk_pool_borrow(). With check set (a resend), dials a new connection if the pool has room and
- * no backoff runs, else polls an idle connection however fresh: a kill of every client may still
- * be closing connections one by one, and an idle one the poll finds alive may be next, while a
- * connection Redis accepts after the kill cannot be among them. */
-static int rlk_pool_borrow_check(rlk_pool *p, int check, rlk_conn **out)
+/* rlk_pool_borrow_dial(). With check set (a resend), dials a new connection if the pool has room
+ * and no backoff runs, else polls an idle connection however fresh: a kill of every client may
+ * still be closing connections one by one, and an idle one the poll finds alive may be next,
+ * while a connection Redis accepts after the kill cannot be among them. */
+static int rlk_pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_conn **out)
 {
     *out = NULL;
+    dial_ms = dial_ms < p->c->opts.connect_timeout_ms ? dial_ms : p->c->opts.connect_timeout_ms;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), p->c->opts.command_timeout_ms);
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -241,7 +242,7 @@ static int rlk_pool_borrow_check(rlk_pool *p, int check, rlk_conn **out)
             }
             p->open++;
             pthread_mutex_unlock(&p->mu);
-            return rlk_pool_dial_slot(p, out);
+            return rlk_pool_dial_slot(p, dial_ms, out);
         }
         struct timespec ts;
         rlk_timespec_at(&ts, deadline);
@@ -256,9 +257,14 @@ static int rlk_pool_borrow_check(rlk_pool *p, int check, rlk_conn **out)
     }
 }
 
+int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
+{
+    return rlk_pool_borrow_check(p, dial_ms, 0, out);
+}
+
 int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
 {
-    return rlk_pool_borrow_check(p, 0, out);
+    return rlk_pool_borrow_check(p, p->c->opts.connect_timeout_ms, 0, out);
 }
 
 int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out)
@@ -361,7 +367,7 @@ int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redi
     for (int attempt = 0; r == RLOCK_OK; attempt++) {
         rlk_conn *conn = NULL;
         /* A resend follows a broken connection: it must not take another dead one. */
-        r = rlk_pool_borrow_check(c->pool, attempt > 0, &conn);
+        r = rlk_pool_borrow_check(c->pool, c->opts.connect_timeout_ms, attempt > 0, &conn);
         if (r != RLOCK_OK) {
             return r;
         }

@@ -23,6 +23,10 @@ void rlk_pool_fork_unlock(rlk_pool *p);
  * command_timeout_ms for one to be returned. RLOCK_OK, RLOCK_ECONN (pool exhausted, server
  * unreachable), RLOCK_EAUTH. */
 int rlk_pool_borrow(rlk_pool *p, rlk_conn **out);
+/* Like rlk_pool_borrow(), a dial (when one is needed) bounded by dial_ms instead of
+ * connect_timeout_ms when that is shorter: the RedLock acquire, which must not wait for a member
+ * longer than its per-server timeout, and a TLS handshake with a stopped server would wait. */
+int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out);
 /* Takes an idle, live connection if there is one, without dialling or waiting: RLOCK_OK, or
  * RLOCK_ECONN (none idle) with no last error set. For the subscriber thread, which must never
  * block on the pool. */

@@ -48,12 +48,7 @@ void rlk_round_prepare(rlk_round *r, int script)
 static int round_flush(rlk_conn *conn)
 {
     int done = 0;
-    do {
-        if (redisBufferWrite(conn->ctx, &done) == REDIS_ERR) {
-            return rlk_conn_error(conn->ctx, "RedLock: sending");
-        }
-    } while (!done);
-    return RLOCK_OK;
+    return rlk_conn_flush(conn, &done);
 }
 
 /* Appends and flushes io's command. */
@@ -62,15 +57,16 @@ static int round_send_one(rlk_round *r, size_t i)
     rlk_round_io *io = &r->io[i];
     int rc = RLOCK_OK;
     if (io->conn == NULL) {
-        rc = rlk_pool_borrow(r->members[i]->client->pool, &io->conn);
+        /* A dial (a TLS handshake with a stopped server waits) gets the per-server timeout:
+         * the servers are served one after the other here, so one must not delay the rest. */
+        rc = rlk_pool_borrow_dial(r->members[i]->client->pool,
+                                  rlk_round_server_timeout(r->members[i]), &io->conn);
         io->stale = 0;
     }
     if (rc == RLOCK_OK && r->script >= 0) {
         rc = rlk_script_append(io->conn, r->script, &io->keys, &io->args);
     } else if (rc == RLOCK_OK) {
-        rc = redisAppendCommandArgv(io->conn->ctx, io->args.n, io->args.v, io->args.len) == REDIS_OK
-                 ? RLOCK_OK
-                 : rlk_conn_error(io->conn->ctx, "RedLock: appending");
+        rc = rlk_conn_append(io->conn, io->args.n, io->args.v, io->args.len);
     }
     rc = rc == RLOCK_OK ? round_flush(io->conn) : rc;
     if (rc != RLOCK_OK) {
@@ -95,12 +91,9 @@ static void round_take_reply(rlk_round *r, size_t i, redisReply *rep)
     if (r->script >= 0 && !io->retried && rlk_reply_is_noscript(rep)) {
         freeReplyObject(rep);
         io->retried = 1;
-        redisSetTimeout(io->conn->ctx, rlk_timeval(rlk_round_server_timeout(r->members[i])));
+        (void)rlk_conn_set_timeout(io->conn, rlk_round_server_timeout(r->members[i]));
         int rc = rlk_script_load(io->conn, r->script);
-        struct timeval ctv = rlk_timeval(r->members[i]->client->opts.command_timeout_ms);
-        if (rc == RLOCK_OK && redisSetTimeout(io->conn->ctx, ctv) != REDIS_OK) {
-            rc = rlk_conn_error(io->conn->ctx, "RedLock: restoring the command timeout");
-        }
+        (void)rlk_conn_set_timeout(io->conn, r->members[i]->client->opts.command_timeout_ms);
         if (rc == RLOCK_OK) {
             (void)round_send_one(r, i);
         } else {
@@ -145,12 +138,13 @@ static void round_collect(rlk_round *r)
     for (;;) {
         for (size_t i = 0; i < r->n; i++) {
             rlk_round_io *io = &r->io[i];
-            void *rep = NULL;
+            redisReply *rep = NULL;
             if (!io->waiting || io->conn == NULL) {
                 continue;
             }
-            if (redisGetReplyFromReader(io->conn->ctx, &rep) == REDIS_ERR) {
-                round_give_up(io, rlk_conn_error(io->conn->ctx, "RedLock: reading a reply"));
+            int rc = rlk_conn_next(io->conn, &rep);
+            if (rc != RLOCK_OK) {
+                round_give_up(io, rc);
             } else if (rep != NULL) {
                 round_take_reply(r, i, rep);
             }
@@ -169,7 +163,7 @@ static void round_collect(rlk_round *r)
                 round_give_up(io, rlk_err(RLOCK_ECONN, "RedLock: no answer from server %zu", i));
             }
             if (io->waiting && io->conn != NULL) {
-                pf[nf].fd = io->conn->ctx->fd;
+                pf[nf].fd = rlk_conn_fd(io->conn);
                 pf[nf].events = POLLIN;
                 pf[nf].revents = 0;
                 idx[nf++] = i;
@@ -184,8 +178,9 @@ static void round_collect(rlk_round *r)
         }
         for (nfds_t k = 0; k < nf; k++) {
             rlk_round_io *io = &r->io[idx[k]];
-            if (pf[k].revents != 0 && redisBufferRead(io->conn->ctx) == REDIS_ERR) {
-                round_give_up(io, rlk_conn_error(io->conn->ctx, "RedLock: reading a reply"));
+            int rc = pf[k].revents != 0 ? rlk_conn_fill(io->conn) : RLOCK_OK;
+            if (rc != RLOCK_OK) {
+                round_give_up(io, rc);
             }
         }
     }

@@ -522,7 +522,8 @@ static int rlk_url_scan(const char *s, rlk_url_err *e)
 }
 
 /* Splits off "scheme://" and tells which scheme it is. */
-static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, rlk_url_err *e)
+static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, int *tls,
+                          rlk_url_err *e)
 {
     rlk_span scheme = {s, 0};
 
@@ -545,9 +546,11 @@ static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, rlk_ur
         return 0;
     }
     if (rlk_span_ieq(scheme, "rediss")) {
-        return rlk_url_fail(e, "rediss://: TLS is not supported; use redis:// or unix://");
+        *is_unix = 0;
+        *tls = 1;
+        return 0;
     }
-    return rlk_url_fail(e, "unsupported scheme: expected redis:// or unix://");
+    return rlk_url_fail(e, "unsupported scheme: expected redis://, rediss:// or unix://");
 }
 
 int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
@@ -555,6 +558,7 @@ int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
     rlk_url_err e = {err, errlen, s};
     const char *rest = NULL;
     int is_unix = 0;
+    int tls = 0;
     int rc;
 
     if (err != NULL && errlen > 0) {
@@ -566,10 +570,11 @@ int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
     memset(out, 0, sizeof(*out));
     rc = rlk_url_scan(s, &e);
     if (rc == 0) {
-        rc = rlk_url_scheme(s, &rest, &is_unix, &e);
+        rc = rlk_url_scheme(s, &rest, &is_unix, &tls, &e);
     }
     if (rc == 0) {
         rc = is_unix ? rlk_url_parse_unix(rest, out, &e) : rlk_url_parse_redis(rest, out, &e);
+        out->tls = tls;
     }
     if (rc != 0) {
         rlk_url_free(out);

@@ -4,6 +4,7 @@
  * Accepted forms (scheme names are case-insensitive):
  *
  *   redis://[[user]:password@]host[:port][/[db]][?db=N]
+ *   rediss://... (the same, over TLS: sets tls)
  *   unix://[[user]:password@]/absolute/path[?db=N]
  *
  * - host is a name (letters, digits, '-', '.', '_'), an IPv4 address, or an IPv6 address in
@@ -35,6 +36,7 @@ typedef struct rlk_url {
     char *user;     /* ACL user or NULL */
     char *password; /* or NULL */
     int db;         /* default 0 */
+    int tls;        /* 1 for rediss:// */
 } rlk_url;
 
 /* Parses s into out (all strings malloc'd copies). On success returns 0 (RLOCK_OK). On malformed

@@ -38,6 +38,7 @@ log() { printf '\n=== %s\n' "$*"; }
 # ---------------------------------------------------------------------------
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
           libcmocka-dev valgrind binutils clang clang-format clang-tidy python3)
+PACKAGES+=(libssl-dev openssl) # TLS: the library links libssl; tests/tls/make_certs.sh runs openssl
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"

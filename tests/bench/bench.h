@@ -19,6 +19,8 @@ typedef struct bench_cfg {
     int nports;
     int reps;     /* repetitions per scenario (medians over them) */
     double scale; /* < 1 shortens every scenario (smoke runs) */
+    int tls_port;       /* a TLS port of ports[0]'s server (u1_tls), 0 = none */
+    const char *tls_ca; /* the CA that signed its certificate */
 } bench_cfg;
 
 extern bench_cfg g_cfg;
@@ -35,6 +37,10 @@ redisContext *bench_raw(int idx);
 /* Runs a command (printf-style, hiredis format) and dies on a connection error or error reply. */
 redisReply *bench_cmd(redisContext *c, const char *fmt, ...);
 void bench_cmd_ok(redisContext *c, const char *fmt, ...);
+/* Reads one reply (a pub/sub message) of subscriber connection c that is already buffered or
+ * arrives within timeout_ms (< 0: no limit); 1 if one was consumed, 0 on timeout; dies on a
+ * connection error. */
+int bench_sub_read(redisContext *c, int timeout_ms);
 /* Loads every embedded script on the server (so EVALSHA never sees NOSCRIPT in measured runs). */
 void bench_load_scripts(redisContext *c);
 /* SHA1 of an embedded script (RLK_SCRIPT_*). */
@@ -94,6 +100,7 @@ void bench_print_json_lines(void);
 
 /* Scenarios. Each returns 0 when it ran (targets met or not), -1 when it could not run. */
 int bench_uncontended_1(void);
+int bench_uncontended_tls(void);
 int bench_uncontended_8(void);
 int bench_handoff(rlock_kind kind);
 int bench_watchdog_memory(void);

@@ -61,29 +61,6 @@ typedef struct h_thread {
     char owner[64];
 } h_thread;
 
-/* Reads one reply that is already buffered or arrives within timeout_ms (< 0: no limit).
- * Returns 1 if a reply was consumed, 0 on timeout. */
-static int h_sub_read(redisContext *c, int timeout_ms)
-{
-    for (;;) {
-        void *rep = NULL;
-        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
-            bench_die("subscriber: protocol error");
-        }
-        if (rep != NULL) {
-            freeReplyObject(rep);
-            return 1;
-        }
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        if (poll(&p, 1, timeout_ms) == 0) {
-            return 0;
-        }
-        if (redisBufferRead(c) != REDIS_OK) {
-            bench_die("subscriber: %s", c->errstr);
-        }
-    }
-}
-
 /* One raw attempt, the same call as rlock's attempt for the kind: 1 acquired, 0 busy with
  * *bound set (the holder's PTTL, or the fair script's wait bound). */
 static int h_raw_attempt(h_thread *t, long long *bound)
@@ -111,11 +88,11 @@ static int h_raw_attempt(h_thread *t, long long *bound)
 static void h_raw_lock(h_thread *t)
 {
     /* Messages of earlier releases are stale: drop them before attempting. */
-    while (h_sub_read(t->sub, 0)) {
+    while (bench_sub_read(t->sub, 0)) {
     }
     long long pttl = 0;
     while (!h_raw_attempt(t, &pttl)) {
-        h_sub_read(t->sub, pttl > 0 ? (int)pttl : 1);
+        bench_sub_read(t->sub, pttl > 0 ? (int)pttl : 1);
     }
 }
 

@@ -2,9 +2,10 @@
  * rlock_bench: the benchmark program. Started by tests/bench/run.sh with the ports of
  * redis-servers it started itself; never part of ctest.
  *
- *   rlock_bench --port P [--port P2 --port P3] [--reps N] [--scale X] [--only a,b,...]
+ *   rlock_bench --port P [--port P2 --port P3] [--tls-port T --tls-ca CA] [--reps N]
+ *               [--scale X] [--only a,b,...]
  *
- * Scenarios (names for --only): u1 u8 handoff handoff_fair watchdog fair_queue rw rw_handoff
+ * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog fair_queue rw rw_handoff
  * redlock sem.
  * Prints a table while it runs, then one JSON line per scenario.
  */
@@ -32,6 +33,7 @@ static int run_handoff_fair(void)
 
 static const bench_scenario g_scenarios[] = {
     {"u1", bench_uncontended_1},
+    {"u1_tls", bench_uncontended_tls},
     {"u8", bench_uncontended_8},
     {"handoff", run_handoff},
     {"handoff_fair", run_handoff_fair},
@@ -71,6 +73,10 @@ int main(int argc, char **argv)
             g_cfg.reps = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
             g_cfg.scale = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--tls-port") == 0 && i + 1 < argc) {
+            g_cfg.tls_port = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--tls-ca") == 0 && i + 1 < argc) {
+            g_cfg.tls_ca = argv[++i];
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else {

@@ -44,28 +44,6 @@ typedef struct rwh_thread {
     int idx;
 } rwh_thread;
 
-/* Reads one message already buffered or arriving within timeout_ms; 1 if one was consumed. */
-static int rwh_sub_read(redisContext *c, int timeout_ms)
-{
-    for (;;) {
-        void *rep = NULL;
-        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
-            bench_die("rw hand-off subscriber: protocol error");
-        }
-        if (rep != NULL) {
-            freeReplyObject(rep);
-            return 1;
-        }
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        if (poll(&p, 1, timeout_ms) == 0) {
-            return 0;
-        }
-        if (redisBufferRead(c) != REDIS_OK) {
-            bench_die("rw hand-off subscriber: %s", c->errstr);
-        }
-    }
-}
-
 static int rwh_raw_attempt(redisContext *c, const char *name, const char *owner, long long *bound)
 {
     redisReply *r =
@@ -109,11 +87,11 @@ static void *rwh_raw_loop(void *arg)
     atomic_fetch_add(&x->ready, 1);
     while (!atomic_load(&x->stop)) {
         /* Messages of earlier releases are stale: drop them before attempting. */
-        while (rwh_sub_read(sub, 0)) {
+        while (bench_sub_read(sub, 0)) {
         }
         long long bound = 0;
         while (!rwh_raw_attempt(cmd, x->name, owner, &bound)) {
-            rwh_sub_read(sub, bound > 0 ? (int)bound : 1);
+            bench_sub_read(sub, bound > 0 ? (int)bound : 1);
         }
         atomic_fetch_add(&x->grants, 1);
         bench_sleep_us(RWH_HOLD_US);

@@ -2,6 +2,7 @@
  * rlock_bench helpers: clocks, raw connections, INFO commandstats, percentiles, table and JSON.
  */
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,27 @@ void bench_cmd_ok(redisContext *c, const char *fmt, ...)
         bench_die("command '%s': %s", fmt, r ? r->str : c->errstr);
     }
     freeReplyObject(r);
+}
+
+int bench_sub_read(redisContext *c, int timeout_ms)
+{
+    for (;;) {
+        void *rep = NULL;
+        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
+            bench_die("subscriber: protocol error");
+        }
+        if (rep != NULL) {
+            freeReplyObject(rep);
+            return 1;
+        }
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (poll(&p, 1, timeout_ms) == 0) {
+            return 0;
+        }
+        if (redisBufferRead(c) != REDIS_OK) {
+            bench_die("subscriber: %s", c->errstr);
+        }
+    }
 }
 
 void bench_load_scripts(redisContext *c)

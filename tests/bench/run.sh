@@ -11,7 +11,7 @@
 #   RLOCK_BENCH_REPS=9       repetitions per scenario (medians over them; the watchdog
 #                            scenario times at most 5 sweep cycles of 15 s)
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
-#   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u8,handoff,handoff_fair,watchdog,sem,
+#   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u1_tls,u8,handoff,handoff_fair,watchdog,sem,
 #                            fair_queue,rw,rw_handoff,redlock
 #   RLOCK_SKIP_APT=1         never call apt-get
 #   RLOCK_JOBS=2             parallel build jobs
@@ -24,6 +24,7 @@ SCALE=${RLOCK_BENCH_SCALE:-1}
 JOBS=${RLOCK_JOBS:-2}
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server libcmocka-dev)
+PACKAGES+=(libssl-dev openssl)
 
 install_packages() {
     local missing=() p
@@ -83,8 +84,16 @@ start_server() {
         PORT=$((20000 + RANDOM % 40000))
         port_free "$PORT" || continue
         mkdir -p "$TMP/s$n"
+        local tls=()
+        if [ "$n" = 1 ]; then # server 1 also listens for TLS (scenario u1_tls)
+            TLS_PORT=$((20000 + RANDOM % 40000))
+            port_free "$TLS_PORT" || continue
+            tls=(--tls-port "$TLS_PORT" --tls-cert-file "$TMP/certs/server.crt"
+                 --tls-key-file "$TMP/certs/server.key" --tls-ca-cert-file "$TMP/certs/ca.crt"
+                 --tls-auth-clients no)
+        fi
         redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-            --dir "$TMP/s$n" --logfile "$TMP/s$n/redis.log" --daemonize no &
+            --dir "$TMP/s$n" --logfile "$TMP/s$n/redis.log" --daemonize no "${tls[@]}" &
         pid=$!
         local i
         for i in $(seq 1 50); do
@@ -102,11 +111,13 @@ start_server() {
     exit 1
 }
 
+sh "$ROOT/tests/tls/make_certs.sh" "$TMP/certs"
 ARGS=()
 for n in 1 2 3; do
     start_server "$n"
     ARGS+=(--port "$PORT")
 done
+ARGS+=(--tls-port "$TLS_PORT" --tls-ca "$TMP/certs/ca.crt")
 [ -n "${RLOCK_BENCH_ONLY:-}" ] && ARGS+=(--only "$RLOCK_BENCH_ONLY")
 
 echo "=== rlock_bench (reps $REPS, scale $SCALE; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg))"

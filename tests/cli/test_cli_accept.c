@@ -20,6 +20,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 static const char *g_bin;
 static rh_server *g_srv;
@@ -79,16 +80,6 @@ static int count_of(const char *hay, const char *needle)
         n++;
     }
     return n;
-}
-
-static rlock_client *client(void)
-{
-    rlock_options o;
-    rlock_options_init(&o);
-    o.url = rh_url(g_srv);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    return c;
 }
 
 static size_t queue_len(rlock_client *c, const char *name, int holders)
@@ -152,7 +143,7 @@ static void test_exit_status(void **state)
     const char *missing[] = {"rlock", "run", "cli:exit", "--", "/nonexistent/cmd", NULL};
     assert_int_equal(run(missing, NULL, "err"), 127);
     /* The lock is free again after each run. */
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     assert_int_equal(queue_len(c, "cli:exit", 1), 0);
     rlock_client_free(c);
 }
@@ -160,7 +151,7 @@ static void test_exit_status(void **state)
 static void test_conflict(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:busy");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     unlink(path("ran"));
@@ -229,7 +220,7 @@ static void test_lost_lock(void **state)
 static void test_sigterm_while_waiting(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_FAIR, "cli:sigterm");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "run", "-k", "fair", "cli:sigterm", "--", "/bin/true", NULL};
@@ -268,7 +259,7 @@ static void test_token_increases(void **state)
 static void test_status_reentrant(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:st:re");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -297,7 +288,7 @@ static void test_status_reentrant(void **state)
 static void test_status_fair_queue(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_FAIR, "cli:st:fair");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     unlink(path("order"));
@@ -340,7 +331,7 @@ static void test_status_fair_queue(void **state)
 static void test_status_rw_readers(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     pid_t pids[2];
     const char *argv[] = {"rlock", "run", "-k", "read", "cli:st:rw", "--", "/bin/sleep", "2", NULL};
     for (int i = 0; i < 2; i++) {
@@ -398,7 +389,7 @@ static void test_status_redisson(void **state)
 static void test_unlock_force(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:force");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "unlock", "--force", "cli:force", "cli:force:free", NULL};
@@ -512,7 +503,7 @@ static void test_semaphore_at_most_n(void **state)
 static void test_semaphore_busy(void **state)
 {
     (void)state;
-    rlock_client *c = client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock_semaphore *s = rlock_semaphore_open(c, "cli:sem:busy");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 1), 1);
     assert_int_equal(rlock_semaphore_acquire(s, 1, 0), RLOCK_OK);
@@ -564,6 +555,7 @@ static void test_semaphore_lost(void **state)
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     snprintf(g_dir, sizeof(g_dir), "%s", "/tmp/rlock-cli.XXXXXX");
     if (g_srv == NULL || mkdtemp(g_dir) == NULL) {
@@ -589,12 +581,7 @@ static int teardown(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH-OF-rlock\n", argv[0]);
-        return 1;
-    }
-    g_bin = argv[1];
-    rh_skip_if_unavailable();
+    g_bin = tc_path_arg(argc, argv, "path of rlock");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_fair),      cmocka_unit_test(test_counter_reentrant),
         cmocka_unit_test(test_exit_status),       cmocka_unit_test(test_conflict),

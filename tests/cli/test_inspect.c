@@ -16,18 +16,10 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
-
-static rlock_client *new_client(void)
-{
-    rlock_options o;
-    rlock_options_init(&o);
-    o.url = rh_url(g_srv);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    return c;
-}
 
 static rlock_lock_info *inspect(rlock_client *c, const char *name)
 {
@@ -37,20 +29,14 @@ static rlock_lock_info *inspect(rlock_client *c, const char *name)
     return in;
 }
 
-typedef struct waiter {
-    rlock *lock;
-    int rc;
-    pthread_t th;
-} waiter;
-
-static void *wait_thread(void *arg)
+/* A waiter that takes the lock when its turn comes and lets it go at once. */
+static int lock_and_unlock(void *lock)
 {
-    waiter *w = arg;
-    w->rc = rlock_lock(w->lock, -1);
-    if (w->rc == RLOCK_OK) {
-        rlock_unlock(w->lock);
+    int rc = rlock_lock(lock, -1);
+    if (rc == RLOCK_OK) {
+        rlock_unlock(lock);
     }
-    return NULL;
+    return rc;
 }
 
 /* Polls until the lock's fair queue (or waiting-writer set) has n entries. */
@@ -71,7 +57,7 @@ static void await_waiters(rlock_client *c, const char *name, size_t n, int write
 static void test_free_and_bad_input(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock_lock_info *in = inspect(c, "inspect:free");
     assert_int_equal(in->type, RLOCK_TYPE_FREE);
     assert_int_equal(in->locked, 0);
@@ -97,7 +83,7 @@ static void test_free_and_bad_input(void **state)
 static void test_reentrant(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "inspect:re");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -122,15 +108,14 @@ static void test_reentrant(void **state)
 static void test_fair_queue_and_interrupt(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
-    rlock_client *cw = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_client *cw = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_FAIR, "inspect:fair");
     rlock *lw = rlock_open(cw, RLOCK_FAIR, "inspect:fair");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    waiter w[3];
+    tc_bg w[3];
     for (int i = 0; i < 3; i++) {
-        w[i].lock = lw;
-        pthread_create(&w[i].th, NULL, wait_thread, &w[i]);
+        tc_bg_start(&w[i], lock_and_unlock, lw);
         await_waiters(c, "inspect:fair", (size_t)i + 1, 0);
     }
     rlock_lock_info *in = inspect(c, "inspect:fair");
@@ -149,8 +134,7 @@ static void test_fair_queue_and_interrupt(void **state)
     int64_t t0 = rh_now_ms();
     rlock_client_interrupt(cw);
     for (int i = 0; i < 3; i++) {
-        pthread_join(w[i].th, NULL);
-        assert_int_equal(w[i].rc, RLOCK_ETIMEDOUT);
+        assert_int_equal(tc_bg_join(&w[i]), RLOCK_ETIMEDOUT);
     }
     assert_true(rh_now_ms() - t0 < 5000); /* not the 5 s waiter timeout: they left at once */
     in = inspect(c, "inspect:fair");
@@ -195,8 +179,8 @@ static void *reader_thread(void *arg)
 static void test_rw_readers_and_writer(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
-    rlock_client *cw = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_client *cw = tc_client_defaults(g_srv);
     rlock *rd = rlock_open(c, RLOCK_READ, "inspect:rw");
     rlock *wr = rlock_open(cw, RLOCK_WRITE, "inspect:rw");
     assert_int_equal(rlock_lock(rd, -1), RLOCK_OK);
@@ -210,8 +194,8 @@ static void test_rw_readers_and_writer(void **state)
     }
     pthread_mutex_unlock(&r.mu);
     assert_int_equal(r.stage, 1);
-    waiter w = {.lock = wr};
-    pthread_create(&w.th, NULL, wait_thread, &w);
+    tc_bg w;
+    tc_bg_start(&w, lock_and_unlock, wr);
     await_waiters(c, "inspect:rw", 1, 1);
 
     rlock_lock_info *in = inspect(c, "inspect:rw");
@@ -233,31 +217,17 @@ static void test_rw_readers_and_writer(void **state)
     pthread_mutex_unlock(&r.mu);
     pthread_join(r.th, NULL);
     rlock_unlock(rd);
-    pthread_join(w.th, NULL);
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_bg_join(&w), RLOCK_OK);
     rlock_free(wr);
     rlock_free(rd);
     rlock_client_free(cw);
     rlock_client_free(c);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_and_bad_input),
         cmocka_unit_test(test_reentrant),

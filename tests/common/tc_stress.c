@@ -221,6 +221,14 @@ void tc_stress_run(const tc_stress_spec *spec, tc_stress_report *out)
     tc_stress_free(st);
 }
 
+void tc_stress_run_handles(tc_stress_spec *spec, tc_handles *hs, tc_stress_report *out)
+{
+    spec->proc_init = tc_proc_open;
+    spec->proc_fini = tc_proc_close;
+    spec->arg = hs;
+    tc_stress_run(spec, out);
+}
+
 void tc_assert_clean(const tc_stress_report *r)
 {
     assert_int_equal(r->res.failed_procs, 0);

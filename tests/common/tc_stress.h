@@ -107,6 +107,9 @@ typedef struct tc_stress_report {
 
 /* Starts, waits and frees a run; fails the cmocka test when the run cannot start. */
 void tc_stress_run(const tc_stress_spec *spec, tc_stress_report *out);
+/* tc_stress_run() with every process opening the handles hs (tc_proc_open/tc_proc_close): the
+ * spec's proc_init, proc_fini and arg are set here. */
+void tc_stress_run_handles(tc_stress_spec *spec, tc_handles *hs, tc_stress_report *out);
 /* Fills *out from a run that tc_stress_wait() finished. */
 void tc_stress_snapshot(tc_stress *st, const tc_stress_result *res, tc_stress_report *out);
 /* Asserts the run is clean: every process exited 0, no error, no violation, and in every slot

@@ -22,6 +22,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* Redisson's RLock acquire (tryLockInnerAsync): KEYS[1] name; ARGV[1] lease ms, ARGV[2] owner. */
 static const char *const peer_acquire =
@@ -42,29 +43,7 @@ static const char *const peer_release =
 
 static rh_server *g_srv;
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
-
-static rlock_client *new_client(void)
-{
-    rlock_options o;
-    rlock_options_init(&o);
-    o.url = rh_url(g_srv);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    return c;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 /* Runs the peer's acquire: returns -3 when acquired (nil), else the PTTL it answered. */
 static long long peer_lock(redisContext *ctx, const char *name, const char *owner, long long ms)
@@ -95,7 +74,7 @@ static long long peer_unlock(redisContext *ctx, const char *name, const char *ow
 static void test_data_layout(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:layout");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -145,7 +124,7 @@ static void *peer_release_later(void *arg)
 static void test_peer_holds_rlock_waits(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:wake");
     redisContext *ctx = rh_connect(g_srv);
     /* A long peer lease: only the published unlock can let rlock in early. */
@@ -217,7 +196,7 @@ static void *peer_worker(void *arg)
 static void test_mixed_mutual_exclusion(void **state)
 {
     (void)state;
-    rlock_client *c = new_client();
+    rlock_client *c = tc_client_defaults(g_srv);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:mixed");
     pthread_t t[4];
     const char *owners[2] = {"6f1c2b1e-0000-4000-8000-00000000beef:7",
@@ -239,7 +218,6 @@ static void test_mixed_mutual_exclusion(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_layout),
         cmocka_unit_test(test_peer_holds_rlock_waits),

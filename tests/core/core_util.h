@@ -13,15 +13,25 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* Options for server s with small timeouts, so that a failure shows up fast. */
 static inline void cu_opts(rlock_options *o, const rh_server *s)
 {
     rlock_options_init(o);
     o->url = rh_url(s);
+    tc_tls_options(o);
     o->pool_size = 4;
     o->connect_timeout_ms = 1000;
     o->command_timeout_ms = 1000;
+}
+
+/* A client on s with cu_opts(); fails the running test when there is none. */
+static inline rlock_client *cu_client(const rh_server *s)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    return tc_client(&o);
 }
 
 /* The number of connections CLIENT LIST TYPE type reports, or -1. */

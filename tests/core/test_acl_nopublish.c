@@ -12,17 +12,13 @@
 #include <cmocka.h>
 
 #include "core_util.h"
+#include "tc_redis.h"
 
 static void check_kind(rh_server *s, rlock_kind kind)
 {
-    char url[128];
     rlock_options o;
-    rlock_client *c = NULL;
-
-    snprintf(url, sizeof(url), "redis://nopub:nopub-pw@127.0.0.1:%d", rh_port(s));
     cu_opts(&o, s);
-    o.url = url;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client_as(&o, s, "nopub", "nopub-pw");
     rlock *l = rlock_open(c, kind, "acl-nopub");
     assert_non_null(l);
     assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
@@ -38,33 +34,9 @@ static void check_kind(rh_server *s, rlock_kind kind)
     rlock_client_free(c);
 }
 
-static void test_reentrant(void **state)
+/* The user that may do everything but publish. */
+static int add_nopub_user(rh_server *s)
 {
-    check_kind(*state, RLOCK_REENTRANT);
-}
-
-static void test_fair(void **state)
-{
-    check_kind(*state, RLOCK_FAIR);
-}
-
-static void test_read(void **state)
-{
-    check_kind(*state, RLOCK_READ);
-}
-
-static void test_write(void **state)
-{
-    check_kind(*state, RLOCK_WRITE);
-}
-
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    if (s == NULL) {
-        return -1;
-    }
     const char *acl[] = {"ACL", "SETUSER", "nopub", "on",       ">nopub-pw",
                          "~*",  "&*",      "+@all", "-publish", NULL};
     char *r = rh_cmd_str(s, acl);
@@ -75,20 +47,7 @@ static int setup_server(void **state)
     return 0;
 }
 
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reentrant),
-        cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_read),
-        cmocka_unit_test(test_write),
-    };
-    return cmocka_run_group_tests(tests, setup_server, teardown_server);
+    return tc_run_per_kind("tests", check_kind, add_nopub_user);
 }

@@ -24,6 +24,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "pool.h"
 #include "pubsub.h"
 
@@ -52,20 +53,6 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-static long long numsub(rh_server *s, const char *channel)
-{
-    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    redisReply *r = rh_cmd(s, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        n = r->element[1]->integer;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
-}
-
 /* Starts n waiters on lock and returns once every one is asleep on its channel: subscribed, and
  * (a generous pause) past its first attempt and the re-attempt a join may cause. */
 static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_t *t, int n,
@@ -82,10 +69,10 @@ static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_
         rh_sleep_ms(20); /* arrival order: the first to sleep is the first chosen */
     }
     int64_t deadline = rh_now_ms() + 5000;
-    while (numsub(s, channel) != 1 && rh_now_ms() < deadline) {
+    while (tc_numsub(s, channel) != 1 && rh_now_ms() < deadline) {
         rh_sleep_ms(5);
     }
-    assert_int_equal(numsub(s, channel), 1);
+    assert_int_equal(tc_numsub(s, channel), 1);
     rh_sleep_ms(300);
 }
 
@@ -103,8 +90,7 @@ static rlock_client *client(rh_server *s, int pool_size)
     cu_opts(&o, s);
     o.pool_size = pool_size;
     o.command_timeout_ms = 3000;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     return c;
 }
 
@@ -337,30 +323,14 @@ static void test_fair_in_order(void **state)
     rlock_client_free(c);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_one_attempt_per_handoff, setup_server,
-                                        teardown_server),
-        cmocka_unit_test_setup_teardown(test_noscript_reattempts, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_no_idle_connection, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_connection_lost_in_flight, setup_server,
-                                        teardown_server),
-        cmocka_unit_test_setup_teardown(test_fair_in_order, setup_server, teardown_server),
+        TC_SERVER_TEST(test_one_attempt_per_handoff),
+        TC_SERVER_TEST(test_noscript_reattempts),
+        TC_SERVER_TEST(test_no_idle_connection),
+        TC_SERVER_TEST(test_connection_lost_in_flight),
+        TC_SERVER_TEST(test_fair_in_order),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

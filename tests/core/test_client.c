@@ -127,10 +127,7 @@ static void test_bad_options(void **state)
     assert_int_equal(rlock_client_new(NULL, NULL), RLOCK_EINVAL);
     assert_true(rlock_last_error()[0] != '\0');
     /* The baseline options are good: the rejections above were the mutations' doing. */
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     assert_non_null(c);
     rlock_client_free(c);
 }
@@ -300,8 +297,7 @@ static void test_paused_server(void **state)
     cu_opts(&o, s);
     o.connect_timeout_ms = 300;
     o.command_timeout_ms = 300;
-    rlock_client *live = NULL;
-    assert_int_equal(rlock_client_new(&o, &live), RLOCK_OK);
+    rlock_client *live = tc_client(&o);
     rlock *l = rlock_open(live, RLOCK_REENTRANT, "paused-lock");
     assert_non_null(l);
 
@@ -397,10 +393,7 @@ static void test_backoff_message(void **state)
     (void)state;
     rh_server *s = cu_start(NULL);
     assert_non_null(s);
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "backoff-lock");
     assert_int_equal(rh_stop(s), 0);
     int backoff_seen = 0;
@@ -422,8 +415,8 @@ static void test_backoff_message(void **state)
 static void test_strerror_and_version(void **state)
 {
     (void)state;
-    const char *seen[13];
-    for (int code = 0; code >= -12; code--) {
+    const char *seen[-RLOCK_ETLS + 1];
+    for (int code = 0; code >= RLOCK_ETLS; code--) {
         const char *m = rlock_strerror(code);
         assert_non_null(m);
         assert_true(m[0] != '\0');
@@ -433,7 +426,7 @@ static void test_strerror_and_version(void **state)
         }
         seen[-code] = m;
     }
-    int unknown[] = {1, -13, 42, -1000, INT_MIN, INT_MAX};
+    int unknown[] = {1, -99, 42, -1000, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         assert_string_equal(rlock_strerror(unknown[i]), "unknown error code");
     }
@@ -449,19 +442,18 @@ static void test_strerror_and_version(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_option_defaults),
-        cmocka_unit_test_setup_teardown(test_bad_options, tc_server_setup, tc_server_teardown),
+        TC_SERVER_TEST(test_bad_options),
         cmocka_unit_test(test_bad_urls),
         cmocka_unit_test(test_password),
-        cmocka_unit_test_setup_teardown(test_acl_user, tc_server_setup, tc_server_teardown),
-        cmocka_unit_test_setup_teardown(test_db_selection, tc_server_setup, tc_server_teardown),
+        TC_SERVER_TEST(test_acl_user),
+        TC_SERVER_TEST(test_db_selection),
         cmocka_unit_test(test_dead_port),
         cmocka_unit_test(test_paused_server),
         cmocka_unit_test(test_new_bounded_by_connect_timeout),
         cmocka_unit_test(test_backoff_message),
         cmocka_unit_test(test_strerror_and_version),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -26,8 +26,7 @@ static void test_paused_mid_flight(void **state)
     cu_opts(&o, s);
     o.command_timeout_ms = CMD_TIMEOUT_MS;
     o.connect_timeout_ms = CMD_TIMEOUT_MS;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     rlock *held = rlock_open(c, RLOCK_REENTRANT, "mid-held");
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "mid-lock");
     assert_int_equal(rlock_lock(held, 30000), RLOCK_OK);
@@ -87,10 +86,7 @@ static void test_paused_mid_flight(void **state)
 static void test_use_after_client_free(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "closed-lock");
     rlock *idle = rlock_open(c, RLOCK_REENTRANT, "closed-idle");
     assert_non_null(l);
@@ -133,10 +129,7 @@ static void test_wrong_type(void **state)
     char *ok = rh_cmd_str(s, set);
     assert_non_null(ok);
     free(ok);
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "wt-lock");
 
     rlk_err_clear();
@@ -174,10 +167,7 @@ static void test_wrong_type(void **state)
 static void test_bad_arguments(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     assert_null(rlock_open(NULL, RLOCK_REENTRANT, "x"));
     assert_null(rlock_open(c, RLOCK_REENTRANT, NULL));
     assert_null(rlock_open(c, RLOCK_REENTRANT, ""));
@@ -201,14 +191,11 @@ static void test_bad_arguments(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_paused_mid_flight, tc_server_setup,
-                                        tc_server_teardown),
-        cmocka_unit_test_setup_teardown(test_use_after_client_free, tc_server_setup,
-                                        tc_server_teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_type, tc_server_setup, tc_server_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, tc_server_setup, tc_server_teardown),
+        TC_SERVER_TEST(test_paused_mid_flight),
+        TC_SERVER_TEST(test_use_after_client_free),
+        TC_SERVER_TEST(test_wrong_type),
+        TC_SERVER_TEST(test_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

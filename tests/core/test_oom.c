@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "core_util.h"
+#include "tc_redis.h"
 
 #define WATCHDOG_MS 600
 
@@ -45,8 +46,7 @@ static void check_kind(rh_server *s, rlock_kind kind)
     o.watchdog_timeout_ms = WATCHDOG_MS;
     o.on_lost = on_lost;
     atomic_store(&lost_count, 0);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     rlock *l = rlock_open(c, kind, "oom-held");
     rlock *other = rlock_open(c, kind, "oom-other");
     assert_non_null(l);
@@ -85,47 +85,7 @@ static void check_kind(rh_server *s, rlock_kind kind)
     rlock_client_free(c);
 }
 
-static void test_reentrant(void **state)
-{
-    check_kind(*state, RLOCK_REENTRANT);
-}
-
-static void test_fair(void **state)
-{
-    check_kind(*state, RLOCK_FAIR);
-}
-
-static void test_read(void **state)
-{
-    check_kind(*state, RLOCK_READ);
-}
-
-static void test_write(void **state)
-{
-    check_kind(*state, RLOCK_WRITE);
-}
-
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_reentrant, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_fair, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_read, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_write, setup_server, teardown_server),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tc_run_per_kind("tests", check_kind, NULL);
 }

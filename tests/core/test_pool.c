@@ -221,8 +221,7 @@ static void test_borrow_bound(void **state)
     cu_opts(&o, s);
     o.pool_size = 4;
     o.command_timeout_ms = 200;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     rlk_conn *held[4];
     for (int i = 0; i < 4; i++) {
         assert_int_equal(rlk_pool_borrow(c->pool, &held[i]), RLOCK_OK);
@@ -352,28 +351,13 @@ static void test_fresh_connection_unchecked(void **state)
     rlock_client_free(c);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_stress_with_kills, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_borrow_bound, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_dead_idle_connection, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_fresh_connection_unchecked, setup_server,
-                                        teardown_server),
+        TC_SERVER_TEST(test_stress_with_kills),
+        TC_SERVER_TEST(test_borrow_bound),
+        TC_SERVER_TEST(test_dead_idle_connection),
+        TC_SERVER_TEST(test_fresh_connection_unchecked),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

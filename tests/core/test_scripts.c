@@ -16,6 +16,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "pool.h"
 #include "scripts.h"
 
@@ -108,10 +109,7 @@ static void test_embedded_bytes_and_sha1(void **state)
 static void test_script_flush(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "flush-lock");
     assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -154,8 +152,7 @@ static void test_script_flush_watchdog(void **state)
     rlock_options o;
     cu_opts(&o, s);
     o.watchdog_timeout_ms = 600; /* renewed every 200 ms */
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "flush-wd-lock");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *flush[] = {"SCRIPT", "FLUSH", NULL};
@@ -177,10 +174,7 @@ static void test_script_flush_watchdog(void **state)
 static void test_server_restart(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "restart-lock");
     assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -209,33 +203,14 @@ static void test_server_restart(void **state)
     rlock_client_free(c);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s <lua dir>\n", argv[0]);
-        return 2;
-    }
-    g_lua_dir = argv[1];
-    rh_skip_if_unavailable();
+    g_lua_dir = tc_path_arg(argc, argv, "lua dir");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_embedded_bytes_and_sha1, setup_server,
-                                        teardown_server),
-        cmocka_unit_test_setup_teardown(test_script_flush, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_script_flush_watchdog, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_server_restart, setup_server, teardown_server),
+        TC_SERVER_TEST(test_embedded_bytes_and_sha1),
+        TC_SERVER_TEST(test_script_flush),
+        TC_SERVER_TEST(test_script_flush_watchdog),
+        TC_SERVER_TEST(test_server_restart),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -20,6 +20,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "pubsub_impl.h"
 
 #define LEASE_MS 20000
@@ -46,25 +47,41 @@ static void acl_user(rh_server *s, const char *rule1, const char *rule2)
     free(ok);
 }
 
+/* A lock held by the default user (lease LEASE_MS), and a client of user rlk_acl, logging to
+ * log_fn (or not), that is to wait for it. */
+typedef struct acl_scene {
+    rlock_client *holder_c;
+    rlock *h;
+    rlock_client *c;
+} acl_scene;
+
+static void acl_scene_open(acl_scene *sc, rh_server *s, rlock_kind kind, const char *name,
+                           void (*log_fn)(int level, const char *msg, void *user_data))
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    sc->holder_c = tc_client(&o);
+    sc->h = rlock_open(sc->holder_c, kind, name);
+    assert_int_equal(rlock_try_lock(sc->h, 0, LEASE_MS), RLOCK_OK);
+    o.log_fn = log_fn;
+    sc->c = tc_client_as(&o, s, "rlk_acl", "pw");
+}
+
+static void acl_scene_close(acl_scene *sc)
+{
+    rlock_free(sc->h);
+    rlock_client_free(sc->c);
+    rlock_client_free(sc->holder_c);
+}
+
 /* A lock held by the default user, and a waiter as rlk_acl: the wait must end with EREDIS long
  * before its deadline (the holder's lease is longer still), twice. */
 static void check_refused_wait(rh_server *s)
 {
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *holder_c = NULL;
-    assert_int_equal(rlock_client_new(&o, &holder_c), RLOCK_OK);
-    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "acl:held");
-    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
-
-    char url[256];
-    snprintf(url, sizeof(url), "redis://rlk_acl:pw@127.0.0.1:%d", rh_port(s));
-    o.url = url;
-    o.log_fn = on_log;
+    acl_scene sc;
     atomic_store(&refusals, 0);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "acl:held");
+    acl_scene_open(&sc, s, RLOCK_REENTRANT, "acl:held", on_log);
+    rlock *l = rlock_open(sc.c, RLOCK_REENTRANT, "acl:held");
     for (int round = 0; round < 2; round++) {
         int64_t t0 = rh_now_ms();
         int r = rlock_try_lock(l, 8000, LEASE_MS);
@@ -76,16 +93,14 @@ static void check_refused_wait(rh_server *s)
         assert_true(took < 8000);
     }
     assert_true(atomic_load(&refusals) >= 2);
-    assert_int_equal(rlk_pubsub_channel_count(c->pubsub), 0);
+    assert_int_equal(rlk_pubsub_channel_count(sc.c->pubsub), 0);
 
     /* A lock that is free needs no subscription: the user can still take it (its unlock is
      * not checked: publishing the release needs the channel, which one of the users lacks). */
-    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    assert_int_equal(rlock_unlock(sc.h), RLOCK_OK);
     assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_OK);
     rlock_free(l);
-    rlock_free(h);
-    rlock_client_free(c);
-    rlock_client_free(holder_c);
+    acl_scene_close(&sc);
 }
 
 static void test_user_without_subscribe(void **state)
@@ -109,27 +124,15 @@ static void test_fair_waiter_leaves_queue(void **state)
 {
     rh_server *s = *state;
     acl_user(s, "-subscribe", "&*");
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *holder_c = NULL;
-    assert_int_equal(rlock_client_new(&o, &holder_c), RLOCK_OK);
-    rlock *h = rlock_open(holder_c, RLOCK_FAIR, "acl:fair");
-    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
-
-    char url[256];
-    snprintf(url, sizeof(url), "redis://rlk_acl:pw@127.0.0.1:%d", rh_port(s));
-    o.url = url;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    rlock *l = rlock_open(c, RLOCK_FAIR, "acl:fair");
+    acl_scene sc;
+    acl_scene_open(&sc, s, RLOCK_FAIR, "acl:fair", NULL);
+    rlock *l = rlock_open(sc.c, RLOCK_FAIR, "acl:fair");
     assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_EREDIS);
     assert_non_null(strstr(rlock_last_error(), "NOPERM"));
     const char *llen[] = {"LLEN", "redisson_lock_queue:{acl:fair}", NULL};
     assert_int_equal(rh_cmd_int(s, llen), 0);
     rlock_free(l);
-    rlock_free(h);
-    rlock_client_free(c);
-    rlock_client_free(holder_c);
+    acl_scene_close(&sc);
 }
 
 /* RedLock waits between rounds with a random pause, ended early by the busy server's unlock
@@ -141,19 +144,9 @@ static void test_redlock_pauses_on_refused_subscribe(void **state)
 {
     rh_server *s = *state;
     acl_user(s, "-subscribe", "&*");
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *holder_c = NULL;
-    assert_int_equal(rlock_client_new(&o, &holder_c), RLOCK_OK);
-    rlock *h = rlock_open(holder_c, RLOCK_REENTRANT, "acl:redlock");
-    assert_int_equal(rlock_try_lock(h, 0, LEASE_MS), RLOCK_OK);
-
-    char url[256];
-    snprintf(url, sizeof(url), "redis://rlk_acl:pw@127.0.0.1:%d", rh_port(s));
-    o.url = url;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
-    rlock *m = rlock_open(c, RLOCK_REENTRANT, "acl:redlock");
+    acl_scene sc;
+    acl_scene_open(&sc, s, RLOCK_REENTRANT, "acl:redlock", NULL);
+    rlock *m = rlock_open(sc.c, RLOCK_REENTRANT, "acl:redlock");
     rlock *rl = rlock_redlock_new(&m, 1);
     assert_non_null(rl);
     long long calls0 = rh_cmdstat_calls(s, "evalsha");
@@ -163,9 +156,7 @@ static void test_redlock_pauses_on_refused_subscribe(void **state)
     assert_in_range(calls, 5, 200);
     rlock_free(rl);
     rlock_free(m);
-    rlock_free(h);
-    rlock_client_free(c);
-    rlock_client_free(holder_c);
+    acl_scene_close(&sc);
 }
 
 static int subscriber_connected(rlk_pubsub *ps)
@@ -184,8 +175,7 @@ static void test_unconfirmed_subscribe(void **state)
     rlock_options o;
     cu_opts(&o, s);
     o.subscription_timeout_ms = 300;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     /* The subscriber connects by itself; wait until it did, so that only SUBSCRIBE is held. */
     int64_t deadline = rh_now_ms() + 5000;
     while (!subscriber_connected(c->pubsub) && rh_now_ms() < deadline) {
@@ -219,30 +209,14 @@ static void test_unconfirmed_subscribe(void **state)
     rlock_client_free(c);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_user_without_subscribe, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_user_without_channels, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_fair_waiter_leaves_queue, setup_server,
-                                        teardown_server),
-        cmocka_unit_test_setup_teardown(test_unconfirmed_subscribe, setup_server, teardown_server),
-        cmocka_unit_test_setup_teardown(test_redlock_pauses_on_refused_subscribe, setup_server,
-                                        teardown_server),
+        TC_SERVER_TEST(test_user_without_subscribe),
+        TC_SERVER_TEST(test_user_without_channels),
+        TC_SERVER_TEST(test_fair_waiter_leaves_queue),
+        TC_SERVER_TEST(test_unconfirmed_subscribe),
+        TC_SERVER_TEST(test_redlock_pauses_on_refused_subscribe),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

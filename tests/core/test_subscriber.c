@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "tc_redis.h"
 #include "pubsub.h"
 
 #define WAITERS 4
@@ -61,19 +62,8 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-static long long numsub(rh_server *s, const char *channel)
-{
-    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    redisReply *r = rh_cmd(s, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        n = r->element[1]->integer;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
-}
+/* The id of the only pub/sub connection on the server, or -1 if there is not exactly one. */
+static const char *const pubsub_channels[] = {"PUBSUB", "CHANNELS", NULL};
 
 /* The id of the only pub/sub connection on the server, or -1 if there is not exactly one. */
 static long long pubsub_client_id(rh_server *s)
@@ -89,30 +79,6 @@ static long long pubsub_client_id(rh_server *s)
     return id;
 }
 
-static long long channel_count(rh_server *s)
-{
-    const char *argv[] = {"PUBSUB", "CHANNELS", NULL};
-    redisReply *r = rh_cmd(s, argv);
-    long long n = r != NULL && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
-}
-
-/* Polls until channel has want subscribers or ms pass; returns whether it happened. */
-static int wait_until_numsub(rh_server *s, const char *channel, long long want, int64_t ms)
-{
-    int64_t deadline = rh_now_ms() + ms;
-    while (numsub(s, channel) != want) {
-        if (rh_now_ms() >= deadline) {
-            return 0;
-        }
-        rh_sleep_ms(10);
-    }
-    return 1;
-}
-
 static void test_pubsub_killed_while_waiting(void **state)
 {
     rh_server *s = *state;
@@ -121,8 +87,7 @@ static void test_pubsub_killed_while_waiting(void **state)
     cu_opts(&o, s);
     o.log_fn = on_log;
     o.user_data = &sh;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     sh.lock = rlock_open(c, RLOCK_REENTRANT, "ps-lock");
     const char *channel = "redisson_lock__channel:{ps-lock}";
     /* Held with the watchdog: its 30 s lease is far longer than the waiters' 10 s wait, so a
@@ -139,7 +104,7 @@ static void test_pubsub_killed_while_waiting(void **state)
     while (atomic_load(&sh.started) < WAITERS) {
         rh_sleep_ms(5);
     }
-    assert_true(wait_until_numsub(s, channel, 1, 2000));
+    assert_true(tc_wait_numsub(s, channel, 1, 2000));
     /* Give every waiter time to join the (already live) channel and go to sleep. */
     rh_sleep_ms(200);
     assert_int_equal(rlk_pubsub_channel_count(c->pubsub), 1);
@@ -150,7 +115,7 @@ static void test_pubsub_killed_while_waiting(void **state)
     assert_int_equal(rh_cmd_int(s, kill), 1);
     int64_t killed_at = rh_now_ms();
     /* The subscriber notices, reconnects and subscribes again by itself: a new connection. */
-    assert_true(wait_until_numsub(s, channel, 1, 1000));
+    assert_true(tc_wait_numsub(s, channel, 1, 1000));
     long long new_id = pubsub_client_id(s);
     assert_true(new_id > 0);
     assert_true(new_id != old_id);
@@ -179,10 +144,10 @@ static void test_pubsub_killed_while_waiting(void **state)
 
     /* No waiter left: the client unsubscribes and the server has no channel any more. */
     int64_t deadline = rh_now_ms() + 1000;
-    while (channel_count(s) != 0 && rh_now_ms() < deadline) {
+    while (tc_array_len(s, pubsub_channels) != 0 && rh_now_ms() < deadline) {
         rh_sleep_ms(10);
     }
-    assert_int_equal(channel_count(s), 0);
+    assert_int_equal(tc_array_len(s, pubsub_channels), 0);
     assert_int_equal(rlk_pubsub_channel_count(c->pubsub), 0);
     assert_int_equal(rlock_is_locked(sh.lock), 0);
     rlock_free(sh.lock);
@@ -196,10 +161,7 @@ static void test_pubsub_killed_while_waiting(void **state)
 static void test_channel_lingers(void **state)
 {
     rh_server *s = *state;
-    rlock_options o;
-    cu_opts(&o, s);
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = cu_client(s);
     /* Long enough that a slow machine (valgrind, TSan) cannot see it run out mid-test. */
     rlk_pubsub_set_linger(c->pubsub, 60000);
     const char *channel = "linger-test";
@@ -213,7 +175,7 @@ static void test_channel_lingers(void **state)
     long long subscribes = rh_cmdstat_calls(s, "subscribe");
     assert_true(subscribes >= 1);
     assert_int_equal(rlk_pubsub_channel_count(c->pubsub), 0);
-    assert_int_equal(numsub(s, channel), 1);
+    assert_int_equal(tc_numsub(s, channel), 1);
 
     /* Coming back: no new SUBSCRIBE and no permit without a message. */
     assert_int_equal(rlk_sub_join(c->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
@@ -240,7 +202,7 @@ static void test_channel_lingers(void **state)
 
     /* A short linger: the channel goes away by itself. */
     rlk_pubsub_set_linger(c->pubsub, 50);
-    assert_true(wait_until_numsub(s, channel, 0, 5000));
+    assert_true(tc_wait_numsub(s, channel, 0, 5000));
     assert_int_equal(rh_cmdstat_calls(s, "unsubscribe"), 1);
 
     /* After that, a new wait subscribes again, as the first one did. */
@@ -251,26 +213,11 @@ static void test_channel_lingers(void **state)
     rlock_client_free(c);
 }
 
-static int setup_server(void **state)
-{
-    rh_server *s = cu_start(NULL);
-    *state = s;
-    return s == NULL ? -1 : 0;
-}
-
-static int teardown_server(void **state)
-{
-    rh_free(*state);
-    return 0;
-}
-
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pubsub_killed_while_waiting, setup_server,
-                                        teardown_server),
-        cmocka_unit_test_setup_teardown(test_channel_lingers, setup_server, teardown_server),
+        TC_SERVER_TEST(test_pubsub_killed_while_waiting),
+        TC_SERVER_TEST(test_channel_lingers),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

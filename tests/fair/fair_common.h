@@ -50,15 +50,9 @@ static inline rlock_client *fc_client_ex(int port, int64_t waiter_timeout_ms,
     char url[64];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
     rlock_options o;
-    rlock_options_init(&o);
-    o.url = url;
-    o.pool_size = 16;
-    if (waiter_timeout_ms > 0) {
-        o.waiter_timeout_ms = waiter_timeout_ms;
-    }
-    if (command_timeout_ms > 0) {
-        o.command_timeout_ms = command_timeout_ms;
-    }
+    tc_options_url(&o, url);
+    o.waiter_timeout_ms = waiter_timeout_ms > 0 ? waiter_timeout_ms : o.waiter_timeout_ms;
+    o.command_timeout_ms = command_timeout_ms > 0 ? command_timeout_ms : o.command_timeout_ms;
     return tc_client_try(&o);
 }
 

@@ -430,8 +430,7 @@ static void test_auto_expire(void **state)
     rlock_options_init(&o);
     o.url = rh_url(g_srv);
     o.watchdog_timeout_ms = 1500;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     rlock *l = rlock_open(c, RLOCK_FAIR, "fair:auto");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     rh_sleep_ms(2500);
@@ -469,7 +468,6 @@ static void test_bad_input(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lock_unlock_reentrancy),
         cmocka_unit_test(test_hold_count),

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "fair_common.h"
+#include "tc_thread.h"
 
 #define WAIT_MS 300000 /* Redisson's fairLockWaitTimeout default */
 
@@ -176,6 +177,7 @@ static int peer_wait(peer *p, int64_t ms)
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     return g_srv ? 0 : -1;
 }
@@ -187,19 +189,9 @@ static int teardown(void **state)
     return 0;
 }
 
-typedef struct rl_waiter {
-    rlock *l;
-    int64_t lease_ms;
-    int rc;
-    int64_t at;
-} rl_waiter;
-
-static void *rl_waiter_main(void *arg)
+static int lock_watchdog(void *lock)
 {
-    rl_waiter *w = arg;
-    w->rc = rlock_lock(w->l, w->lease_ms);
-    w->at = rh_now_ms();
-    return NULL;
+    return rlock_lock(lock, -1);
 }
 
 /* rlock holds; a Redisson waiter queues (Redisson's enqueue); rlock's release publishes on that
@@ -226,17 +218,15 @@ static void test_handoff_both_ways(void **state)
 
     /* Redisson holds with a 30 s lease; an rlock waiter is woken by Redisson's release on its own
      * channel, long before the lease would run out. */
-    rl_waiter w = {l, -1, -1000, 0};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, rl_waiter_main, &w), 0);
+    tc_bg w;
+    tc_bg_start(&w, lock_watchdog, l);
     assert_int_equal(fc_wait_llen(g_srv, name, 1, 5000), 0);
     int64_t released = rh_now_ms();
     assert_int_equal(peer_unlock(&p), 1);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_bg_join(&w), RLOCK_OK);
     print_message("rlock waiter got the lock %lld ms after Redisson's release\n",
-                  (long long)(w.at - released));
-    assert_true(w.at - released < 1000);
+                  (long long)(w.done_at - released));
+    assert_true(w.done_at - released < 1000);
     /* The rlock holder's hash field is what Redisson checks: Redisson cannot take it... */
     assert_true(peer_try(&p, 30000) > 0);
     /* ...and gives up as Redisson does (acquireFailed), leaving the queue empty. */
@@ -366,7 +356,6 @@ static void test_mixed_crowd_mutual_exclusion(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handoff_both_ways),
         cmocka_unit_test(test_mixed_crowd_mutual_exclusion),

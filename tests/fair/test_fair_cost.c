@@ -268,7 +268,6 @@ TC_FIXTURE(g_srv, g_client, tune)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grant_cost_independent_of_queue_length),
     };

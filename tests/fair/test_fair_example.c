@@ -75,14 +75,9 @@ static void test_fifo_jobs_example(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s <path of fifo_jobs>\n", argv[0]);
-        return 2;
-    }
-    g_exe = argv[1];
-    rh_skip_if_unavailable();
+    g_exe = tc_path_arg(argc, argv, "path of fifo_jobs");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_jobs_example),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

@@ -363,7 +363,6 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {
         return fc_child_main(argc, argv);
     }
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crash_middle_waiters),  cmocka_unit_test(test_crash_next_in_line),
         cmocka_unit_test(test_give_up_in_the_middle), cmocka_unit_test(test_client_pause_write),

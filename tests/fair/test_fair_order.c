@@ -269,7 +269,6 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {
         return fc_child_main(argc, argv);
     }
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lease_timeout_order),
         cmocka_unit_test(test_multi_instance_order),

@@ -279,13 +279,11 @@ static void test_free_lock_bound_capped(void **state)
 static int setup(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
+    if (tc_fixture_open(&g_srv, &g_client, NULL) != 0) {
         return -1;
     }
-    g_client = fc_client(g_srv, 0);
     g_sub = redisConnect("127.0.0.1", rh_port(g_srv));
-    if (g_client == NULL || g_sub == NULL || g_sub->err) {
+    if (g_sub == NULL || g_sub->err) {
         return -1;
     }
     redisReply *r = redisCommand(g_sub, "PSUBSCRIBE " CH ":*");
@@ -297,14 +295,11 @@ static int teardown(void **state)
 {
     (void)state;
     redisFree(g_sub);
-    rlock_client_free(g_client);
-    rh_free(g_srv);
-    return 0;
+    return tc_fixture_close(&g_srv, &g_client);
 }
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scoreless_head_dropped),
         cmocka_unit_test(test_give_up_positions),

@@ -41,6 +41,9 @@ struct rh_server {
     int slot;
     int port;
     int reserve_fd; /* Bound, never-listening socket that holds the port; see rh__reserve. */
+    int tls_port;   /* 0 for a plain server */
+    int tls_reserve_fd;
+    char *tls_args[4]; /* cert, key, CA paths and "yes"/"no" for --tls-auth-clients */
     pid_t pid;      /* 0 while stopped. */
     pid_t owner;    /* Only this process may kill the server or remove its directory. */
     int paused;
@@ -433,7 +436,7 @@ static void rh__set_slot_pid(rh_server *s, pid_t pid)
  * else's bind(0) or outgoing connection, nor to a plain bind() while the server is stopped:
  * this is what keeps the port free for rh_restart() and makes port races rare.
  */
-static int rh__reserve(rh_server *s)
+static int rh__reserve_port(int *port, int *reserve_fd)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -452,9 +455,26 @@ static int rh__reserve(rh_server *s)
         close(fd);
         return -1;
     }
-    s->reserve_fd = fd;
-    s->port = ntohs(sa.sin_port);
+    *reserve_fd = fd;
+    *port = ntohs(sa.sin_port);
+    return 0;
+}
+
+/* The plain port (the harness's own admin connections use it) and, for a TLS server, the TLS
+ * port that rh_url() names. */
+static int rh__reserve(rh_server *s)
+{
+    if (rh__reserve_port(&s->port, &s->reserve_fd) != 0) {
+        return -1;
+    }
     snprintf(s->url, sizeof(s->url), "redis://127.0.0.1:%d", s->port);
+    if (s->tls_args[0] == NULL) {
+        return 0;
+    }
+    if (rh__reserve_port(&s->tls_port, &s->tls_reserve_fd) != 0) {
+        return -1;
+    }
+    snprintf(s->url, sizeof(s->url), "rediss://127.0.0.1:%d", s->tls_port);
     return 0;
 }
 
@@ -476,17 +496,26 @@ static int rh__build_argv(rh_server *s, const char *binary, const char *const *e
     const char *base[] = {binary,   "--save",      "",       "--appendonly", "no",
                           "--port", port,          "--bind", "127.0.0.1",    "--dir",
                           s->dir,   "--daemonize", "no",     "--logfile",    s->log_path};
+    char tls_port[16];
+    snprintf(tls_port, sizeof(tls_port), "%d", s->tls_port);
+    const char *tls[] = {"--tls-port",         tls_port,       "--tls-cert-file",
+                         s->tls_args[0],       "--tls-key-file", s->tls_args[1],
+                         "--tls-ca-cert-file", s->tls_args[2], "--tls-auth-clients",
+                         s->tls_args[3]};
     size_t nbase = sizeof(base) / sizeof(base[0]);
+    size_t ntls = s->tls_args[0] != NULL ? sizeof(tls) / sizeof(tls[0]) : 0;
     size_t nextra = 0;
     while (extra != NULL && extra[nextra] != NULL) {
         nextra++;
     }
-    char **argv = calloc(nbase + nextra + 1, sizeof(char *));
+    char **argv = calloc(nbase + ntls + nextra + 1, sizeof(char *));
     if (argv == NULL) {
         return -1;
     }
-    for (size_t i = 0; i < nbase + nextra; i++) {
-        argv[i] = strdup(i < nbase ? base[i] : extra[i - nbase]);
+    for (size_t i = 0; i < nbase + ntls + nextra; i++) {
+        argv[i] = strdup(i < nbase          ? base[i]
+                         : i < nbase + ntls ? tls[i - nbase]
+                                            : extra[i - nbase - ntls]);
         if (argv[i] == NULL) {
             rh__free_argv(argv);
             return -1;
@@ -677,7 +706,48 @@ static int rh__launch_and_wait(rh_server *s, int64_t deadline)
     return rh__wait_ready(s, deadline);
 }
 
+/* Copies tls (or the RH_TLS_DIR default) into s: absolute paths of the server's files. */
+static int rh__set_tls(rh_server *s, const rh_tls *tls)
+{
+    rh_tls def = {0};
+    if (tls == NULL && rh_tls_dir() != NULL) {
+        def.dir = rh_tls_dir();
+        tls = &def;
+    }
+    if (tls == NULL) {
+        return 0;
+    }
+    const char *names[3] = {tls->cert ? tls->cert : "server.crt", tls->key ? tls->key : "server.key",
+                            tls->ca ? tls->ca : "ca.crt"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(tls->dir) + strlen(names[i]) + 2;
+        s->tls_args[i] = malloc(n);
+        if (s->tls_args[i] == NULL) {
+            return -1;
+        }
+        snprintf(s->tls_args[i], n, "%s/%s", tls->dir, names[i]);
+    }
+    s->tls_args[3] = strdup(tls->auth_clients ? "yes" : "no");
+    return s->tls_args[3] == NULL ? -1 : 0;
+}
+
+const char *rh_tls_dir(void)
+{
+    const char *d = getenv(RH_ENV_TLS_DIR);
+    return d != NULL && d[0] != '\0' ? d : NULL;
+}
+
+int rh_tls_port(const rh_server *s)
+{
+    return s != NULL ? s->tls_port : 0;
+}
+
 rh_server *rh_start(const char *const *extra_args)
+{
+    return rh_start_tls(NULL, extra_args);
+}
+
+rh_server *rh_start_tls(const rh_tls *tls, const char *const *extra_args)
 {
     const char *binary = rh_server_binary();
     if (binary == NULL) {
@@ -690,7 +760,12 @@ rh_server *rh_start(const char *const *extra_args)
     }
     s->slot = -1;
     s->reserve_fd = -1;
+    s->tls_reserve_fd = -1;
     s->owner = getpid();
+    if (rh__set_tls(s, tls) != 0) {
+        rh_free(s);
+        return NULL;
+    }
     pthread_mutex_init(&s->admin_lock, NULL);
     const char *no_pds = getenv(RH_ENV_NO_PDEATHSIG);
     s->pdeathsig = !(no_pds != NULL && strcmp(no_pds, "1") == 0);
@@ -743,6 +818,10 @@ rh_server *rh_start(const char *const *extra_args)
         /* Someone else grabbed the port between our reservation and redis's bind: new port. */
         close(s->reserve_fd);
         s->reserve_fd = -1;
+        if (s->tls_reserve_fd >= 0) {
+            close(s->tls_reserve_fd);
+            s->tls_reserve_fd = -1;
+        }
         unlink(s->log_path);
         unlink(s->out_path);
     }
@@ -899,6 +978,12 @@ void rh_free(rh_server *s)
     /* In a forked child these are the child's own copies: closing them affects nobody else. */
     if (s->admin != NULL) {
         redisFree(s->admin);
+    }
+    if (s->tls_reserve_fd >= 0) {
+        close(s->tls_reserve_fd);
+    }
+    for (int i = 0; i < 4; i++) {
+        free(s->tls_args[i]);
     }
     if (s->reserve_fd >= 0) {
         close(s->reserve_fd);

@@ -57,8 +57,38 @@ typedef struct rh_server rh_server;
  */
 rh_server *rh_start(const char *const *extra_args);
 
+/*
+ * TLS servers. A TLS server listens for TLS on a second free port (--tls-port) with the
+ * certificate files of tls->dir, and keeps its plain port for the harness's own admin
+ * connections (rh_connect, rh_cmd*: Debian's hiredis 0.14 has no TLS); rlock clients are given
+ * rh_url(), which names the TLS port. dir holds the files tests/tls/make_certs.sh writes; cert,
+ * key and ca are file names in it (NULL: server.crt, server.key, ca.crt); auth_clients 1 is
+ * --tls-auth-clients yes (a client certificate signed by ca is required), 0 is "no".
+ */
+typedef struct rh_tls {
+    const char *dir;
+    const char *cert;
+    const char *key;
+    const char *ca;
+    int auth_clients;
+} rh_tls;
+
+/* When this environment variable names a certificate directory, rh_start() starts TLS servers
+ * (server.crt, no client certificate required): how a second ctest registration runs a whole
+ * scenario program over TLS. */
+#define RH_ENV_TLS_DIR "RH_TLS_DIR"
+
+/* Like rh_start(), a TLS server as tls says (NULL: as rh_start()). */
+rh_server *rh_start_tls(const rh_tls *tls, const char *const *extra_args);
+/* $RH_TLS_DIR, or NULL when it is unset or empty. */
+const char *rh_tls_dir(void);
+/* The TLS port, or 0 for a plain server. */
+int rh_tls_port(const rh_server *s);
+
+/* The plain port (admin connections). */
 int rh_port(const rh_server *s);
-/* "redis://127.0.0.1:PORT"; the password, if any, is not part of the URL (see rh_password). */
+/* "redis://127.0.0.1:PORT", or "rediss://127.0.0.1:TLSPORT" for a TLS server; the password,
+ * if any, is not part of the URL (see rh_password). */
 const char *rh_url(const rh_server *s);
 /* The value given with --requirepass in extra_args, or NULL. */
 const char *rh_password(const rh_server *s);

@@ -16,9 +16,7 @@
 rlock_client *mu_client(const char *url, int64_t watchdog_ms, int64_t server_timeout_ms)
 {
     rlock_options o;
-    rlock_options_init(&o);
-    o.url = url;
-    o.pool_size = 16;
+    tc_options_url(&o, url);
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 2000;
     if (watchdog_ms > 0) {
@@ -27,12 +25,43 @@ rlock_client *mu_client(const char *url, int64_t watchdog_ms, int64_t server_tim
     if (server_timeout_ms > 0) {
         o.redlock_server_timeout_ms = server_timeout_ms;
     }
-    rlock_client *c = NULL;
-    if (rlock_client_new(&o, &c) != RLOCK_OK) {
-        fprintf(stderr, "client on %s: %s\n", url, rlock_last_error());
-        return NULL;
+    return tc_client_try(&o);
+}
+
+int mu_start(rh_server **srv, int n)
+{
+    rh_skip_if_unavailable();
+    for (int i = 0; i < n; i++) {
+        srv[i] = rh_start(NULL);
+        if (srv[i] == NULL) {
+            return -1;
+        }
     }
-    return c;
+    return 0;
+}
+
+int mu_clients(rlock_client **cli, rh_server **srv, int n, int64_t watchdog_ms,
+               int64_t server_timeout_ms)
+{
+    for (int i = 0; i < n; i++) {
+        cli[i] = mu_client(rh_url(srv[i]), watchdog_ms, server_timeout_ms);
+        if (cli[i] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void mu_close(rlock_client **cli, rh_server **srv, int n)
+{
+    for (int i = 0; i < n; i++) {
+        rlock_client_free(cli[i]);
+        cli[i] = NULL;
+        if (srv != NULL) {
+            rh_free(srv[i]);
+            srv[i] = NULL;
+        }
+    }
 }
 
 int mu_check_enter(redisContext *c, const char *name)

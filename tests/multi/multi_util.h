@@ -10,10 +10,19 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 /* A client on url with small, test-friendly timeouts; watchdog_ms <= 0 keeps the default.
  * server_timeout_ms <= 0 keeps the default RedLock per-server timeout. NULL on failure. */
 rlock_client *mu_client(const char *url, int64_t watchdog_ms, int64_t server_timeout_ms);
+/* The servers and clients of a group test's fixture: n fresh servers into srv[] (skipping the
+ * program when redis-server is missing), a mu_client() on each into cli[]; 0, or -1 when one
+ * could not be had. mu_close() frees whatever of the n clients and servers there are (pass
+ * srv = NULL to free clients only). */
+int mu_start(rh_server **srv, int n);
+int mu_clients(rlock_client **cli, rh_server **srv, int n, int64_t watchdog_ms,
+               int64_t server_timeout_ms);
+void mu_close(rlock_client **cli, rh_server **srv, int n);
 
 /* The checker: a critical section is entered with `SET chk:<name> 1 NX PX 60000` (failure =
  * another holder is inside: a violation) and left with DEL; inside it the non-atomic

@@ -22,27 +22,13 @@ static rlock_client *cli[3];
 static int setup(void **state)
 {
     (void)state;
-    rh_skip_if_unavailable();
-    for (int i = 0; i < 3; i++) {
-        srv[i] = rh_start(NULL);
-        if (srv[i] == NULL) {
-            return -1;
-        }
-        cli[i] = mu_client(rh_url(srv[i]), 1500, 0);
-        if (cli[i] == NULL) {
-            return -1;
-        }
-    }
-    return 0;
+    return mu_start(srv, 3) == 0 && mu_clients(cli, srv, 3, 1500, 0) == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < 3; i++) {
-        rlock_client_free(cli[i]);
-        rh_free(srv[i]);
-    }
+    mu_close(cli, srv, 3);
     return 0;
 }
 

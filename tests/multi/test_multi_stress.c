@@ -81,12 +81,9 @@ static void test_no_deadlock(void **state)
                            .threads = THREADS,
                            .iters = (long)(2000 * mu_scale()),
                            .timeout_ms = 110000,
-                           .proc_init = tc_proc_open,
-                           .proc_fini = tc_proc_close,
-                           .step = step,
-                           .arg = &hs};
+                           .step = step};
     tc_stress_report r;
-    tc_stress_run(&spec, &r);
+    tc_stress_run_handles(&spec, &hs, &r);
     long total = 0;
     for (int n = 0; n < NAMES; n++) {
         assert_int_equal(mu_exists(srv, names[n]), 0);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "multi_util.h"
+#include "tc_redis.h"
 
 #define NSRV           5
 #define SERVER_TIMEOUT 50
@@ -75,13 +76,13 @@ static rlock_client *client_with(int i, int64_t watchdog_ms, int64_t server_time
     rlock_options o;
     rlock_options_init(&o);
     o.url = rh_url(srv[i]);
+    tc_tls_options(&o);
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 1000;
     o.watchdog_timeout_ms = watchdog_ms;
     o.redlock_server_timeout_ms = server_timeout_ms;
     o.on_lost = on_lost;
-    rlock_client *c = NULL;
-    assert_int_equal(rlock_client_new(&o, &c), RLOCK_OK);
+    rlock_client *c = tc_client(&o);
     return c;
 }
 
@@ -480,29 +481,17 @@ static void test_restart_rule(void **state)
 static int setup(void **state)
 {
     (void)state;
-    rh_skip_if_unavailable();
-    for (int i = 0; i < NSRV; i++) {
-        srv[i] = rh_start(NULL);
-        if (srv[i] == NULL) {
-            return -1;
-        }
-        cli[i] = mu_client(rh_url(srv[i]), 0, SERVER_TIMEOUT);
-        other[i] = mu_client(rh_url(srv[i]), 0, SERVER_TIMEOUT);
-        if (cli[i] == NULL || other[i] == NULL) {
-            return -1;
-        }
+    if (mu_start(srv, NSRV) != 0 || mu_clients(cli, srv, NSRV, 0, SERVER_TIMEOUT) != 0) {
+        return -1;
     }
-    return 0;
+    return mu_clients(other, srv, NSRV, 0, SERVER_TIMEOUT);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < NSRV; i++) {
-        rlock_client_free(cli[i]);
-        rlock_client_free(other[i]);
-        rh_free(srv[i]);
-    }
+    mu_close(other, NULL, NSRV);
+    mu_close(cli, srv, NSRV);
     return 0;
 }
 

@@ -20,29 +20,10 @@
 #include "rlock.h"
 #include "tc_redis.h"
 
-/* A client on server s with the given watchdog lease and command timeout (0 = defaults) and an
- * optional on_lost callback. Returns NULL (after printing why) on failure. */
-static inline rlock_client *re_client_ex(const rh_server *s, int64_t watchdog_ms,
-                                         int64_t command_timeout_ms,
-                                         void (*on_lost)(const char *, void *), void *user)
-{
-    rlock_options o;
-    tc_options(&o, s);
-    if (watchdog_ms > 0) {
-        o.watchdog_timeout_ms = watchdog_ms;
-    }
-    if (command_timeout_ms > 0) {
-        o.command_timeout_ms = command_timeout_ms;
-        o.connect_timeout_ms = command_timeout_ms;
-    }
-    o.on_lost = on_lost;
-    o.user_data = user;
-    return tc_client_try(&o);
-}
-
+/* A client on server s with tc_options(); NULL (after printing why) on failure. */
 static inline rlock_client *re_client(const rh_server *s)
 {
-    return re_client_ex(s, 0, 0, NULL, NULL);
+    return tc_client_ex(s, 0, 0, NULL, NULL);
 }
 
 /* The fencing counter key of a lock name without '{': "redisson_lock_token:{name}". */
@@ -73,15 +54,7 @@ static inline intptr_t re_run_thread(void *(*fn)(void *), void *arg)
 static inline long long re_pubsub_channels(rh_server *s)
 {
     const char *argv[] = {"PUBSUB", "CHANNELS", NULL};
-    struct redisReply *r = rh_cmd(s, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-        n = (long long)r->elements;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
+    return tc_array_len(s, argv);
 }
 
 /* Polls PUBSUB CHANNELS until it is empty or ms passed; returns the last count seen. */

@@ -22,23 +22,7 @@ static rh_server *g_srv;
 static rlock_client *g_c;
 static redisContext *g_ctx; /* binary-safe admin connection of the main thread */
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    g_c = g_srv != NULL ? re_client(g_srv) : NULL;
-    g_ctx = g_c != NULL ? rh_connect(g_srv) : NULL;
-    return g_ctx == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    redisFree(g_ctx);
-    rlock_client_free(g_c);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE_RAW(g_srv, g_c, g_ctx)
 
 /* The detail message of the last failure names the code's meaning. */
 static void assert_last_error_is(int code)
@@ -323,7 +307,6 @@ static void test_calls_after_client_free(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_and_empty),    cmocka_unit_test(test_durations),
         cmocka_unit_test(test_unlock_twice),      cmocka_unit_test(test_binary_names),

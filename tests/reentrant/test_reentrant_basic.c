@@ -25,6 +25,7 @@ typedef struct {
 
 static int setup(void **state)
 {
+    rh_skip_if_unavailable();
     static fixture f;
     f.srv = rh_start(NULL);
     if (f.srv == NULL) {
@@ -351,7 +352,7 @@ static void test_redis_down(void **state)
     (void)state;
     rh_server *s = rh_start(NULL);
     assert_non_null(s);
-    rlock_client *c = re_client_ex(s, 0, 1000, NULL, NULL);
+    rlock_client *c = tc_client_ex(s, 0, 1000, NULL, NULL);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:basic:down");
     assert_non_null(l);
@@ -392,7 +393,6 @@ static void test_redis_down(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lock_unlock),
         cmocka_unit_test(test_reentrancy),

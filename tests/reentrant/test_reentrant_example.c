@@ -38,14 +38,9 @@ static void test_counter_example_is_exact(void **state)
 
 int main(int argc, char **argv)
 {
-    rh_skip_if_unavailable();
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH_OF_EXAMPLE_COUNTER\n", argv[0]);
-        return 1;
-    }
-    g_example = argv[1];
+    g_example = tc_path_arg(argc, argv, "path of example_counter");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_example_is_exact),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

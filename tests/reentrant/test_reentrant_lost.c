@@ -36,19 +36,7 @@ static void on_lost(const char *name, void *user)
     }
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 /* Polls the callback counter until it reaches want or ms passed; returns the time it took. */
 static int64_t wait_lost(int want, int64_t ms)
@@ -107,7 +95,7 @@ static void test_lost_by_del(void **state)
     (void)state;
     g_expect_name = "re:lost:del";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -136,7 +124,7 @@ static void test_lost_by_pause(void **state)
     (void)state;
     g_expect_name = "re:lost:pause";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 300, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 300, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -169,7 +157,7 @@ static void test_explicit_lease_expires_silently(void **state)
     (void)state;
     g_expect_name = "re:lost:lease";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -198,7 +186,7 @@ static void test_is_held_clears_token(void **state)
     (void)state;
     g_expect_name = "re:lost:isheld";
     atomic_store(&g_lost_calls, 0);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
     assert_non_null(l);
@@ -228,7 +216,6 @@ static void test_is_held_clears_token(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lost_by_del),
         cmocka_unit_test(test_lost_by_pause),

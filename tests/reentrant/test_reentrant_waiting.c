@@ -29,33 +29,6 @@ static rlock_client *g_c;
 
 TC_FIXTURE(g_srv, g_c, NULL)
 
-static long long numsub(const char *channel)
-{
-    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    redisReply *r = rh_cmd(g_srv, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER) {
-        n = r->element[1]->integer;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
-}
-
-static int wait_numsub(const char *channel, long long want, int64_t ms)
-{
-    int64_t deadline = rh_now_ms() + ms;
-    while (numsub(channel) != want) {
-        if (rh_now_ms() >= deadline) {
-            return 0;
-        }
-        rh_sleep_ms(5);
-    }
-    return 1;
-}
-
 /* ---- hand-over among 8 contending threads ----------------------------------------------- */
 
 typedef struct {
@@ -194,7 +167,7 @@ static void test_no_polling_while_waiting(void **state)
         w[i] = (waiter){.l = l, .wait_ms = 10000};
         assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
     }
-    assert_true(wait_numsub(ch, 1, 2000));
+    assert_true(tc_wait_numsub(g_srv, ch, 1, 2000));
     rh_sleep_ms(200); /* let every waiter finish its post-confirmation attempt */
     assert_int_equal(rh_reset_stats(g_srv), 0);
     rh_sleep_ms(1500);
@@ -225,12 +198,12 @@ static void kill_pubsub_round(rlock *l, const char *ch, int unlock_before_resubs
         w[i] = (waiter){.l = l, .wait_ms = 10000};
         assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
     }
-    assert_true(wait_numsub(ch, 1, 2000));
+    assert_true(tc_wait_numsub(g_srv, ch, 1, 2000));
     rh_sleep_ms(100);
     const char *kill_cmd[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
     assert_true(rh_cmd_int(g_srv, kill_cmd) >= 1);
     if (!unlock_before_resubscribe) {
-        assert_true(wait_numsub(ch, 1, 3000));
+        assert_true(tc_wait_numsub(g_srv, ch, 1, 3000));
     }
     int64_t released = rh_now_ms();
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -264,7 +237,6 @@ static void test_client_kill_pubsub_strands_nobody(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handoff_attempts_bounded),
         cmocka_unit_test(test_no_polling_while_waiting),

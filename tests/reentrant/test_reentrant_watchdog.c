@@ -37,19 +37,7 @@
 
 static rh_server *g_srv;
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 /* ---- SIGKILL of a holder process -------------------------------------------------------- */
 
@@ -61,7 +49,7 @@ static int holder_child(void *arg)
 {
     (void)arg;
     close(g_pipe[0]);
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     rlock *l = c != NULL ? rlock_open(c, RLOCK_REENTRANT, "re:wd:killed") : NULL;
     if (l == NULL || rlock_lock(l, -1) != RLOCK_OK) {
         return 1;
@@ -102,7 +90,7 @@ static void test_sigkill_holder_frees_lock(void **state)
     long long ttl_at_kill = rh_cmd_int(g_srv, pttl);
 
     /* Another client waits for it (woken by the TTL bound: nobody publishes an unlock). */
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:killed");
     assert_non_null(l);
@@ -126,7 +114,7 @@ static void test_sigkill_holder_frees_lock(void **state)
 static void test_hold_10s_stays_held(void **state)
 {
     (void)state;
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:long");
     assert_non_null(l);
@@ -181,7 +169,7 @@ static long long count_existing(redisContext *ctx, char (*names)[32])
 static void test_10000_holds_batched(void **state)
 {
     (void)state;
-    rlock_client *c = re_client_ex(g_srv, WD_MS, 0, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     assert_non_null(c);
     char(*names)[32] = calloc(MANY, 32);
     rlock **locks = calloc(MANY, sizeof(rlock *));
@@ -355,7 +343,6 @@ static void test_noscript_retry_with_two_batches(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigkill_holder_frees_lock),
         cmocka_unit_test(test_noscript_retry_with_two_batches),

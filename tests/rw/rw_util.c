@@ -96,14 +96,25 @@ void rw_worker_stop(rw_worker *w)
     pthread_cond_destroy(&w->cv);
 }
 
+void rw_pool(rlock_options *o)
+{
+    o->pool_size = 32;
+}
+
+void rw_pool_fast_liveness(rlock_options *o)
+{
+    rw_pool(o);
+    o->watchdog_timeout_ms = 1500;
+    o->waiter_timeout_ms = 1000;
+}
+
 rlock_client *rw_client_url(const char *url, int64_t watchdog_ms, int reader_preferring,
                             int64_t waiter_ms)
 {
     rlock_options o;
 
-    rlock_options_init(&o);
-    o.url = url;
-    o.pool_size = 32;
+    tc_options_url(&o, url);
+    rw_pool(&o);
     if (watchdog_ms > 0) {
         o.watchdog_timeout_ms = watchdog_ms;
     }

@@ -11,6 +11,7 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 enum { RW_OP_TRY = 1, RW_OP_UNLOCK, RW_OP_HELD, RW_OP_COUNT, RW_OP_QUIT };
 
@@ -33,6 +34,11 @@ int rw_worker_do(rw_worker *w, int op, rlock *l, int64_t wait_ms, int64_t lease_
 void rw_worker_post(rw_worker *w, int op, rlock *l, int64_t wait_ms, int64_t lease_ms);
 int rw_worker_result(rw_worker *w);
 void rw_worker_stop(rw_worker *w);
+
+/* TC_FIXTURE tunes: the pool of 32 that every rw test client has (rw_pool), and that with the
+ * liveness tests' 1500 ms watchdog and 1000 ms waiter timeout (rw_pool_fast_liveness). */
+void rw_pool(rlock_options *o);
+void rw_pool_fast_liveness(rlock_options *o);
 
 /* A client on srv; watchdog_ms/waiter_ms <= 0 keep the defaults. NULL on failure. */
 rlock_client *rw_client(rh_server *srv, int64_t watchdog_ms, int reader_preferring,

@@ -41,89 +41,105 @@ static rlock *open_side(rlock_client *c, rlock_kind kind, const char *name)
     return l;
 }
 
+/* The read and write sides of one lock on one client, and worker threads (started, at most
+ * three) to hold it as other threads: what most scenarios begin with. */
+typedef struct scene {
+    const char *name;
+    rlock *r, *w;
+    rw_worker wk[3];
+    int workers;
+} scene;
+
+static void scene_open(scene *sc, rlock_client *c, const char *name, int workers)
+{
+    sc->name = name;
+    sc->r = open_side(c, RLOCK_READ, name);
+    sc->w = open_side(c, RLOCK_WRITE, name);
+    sc->workers = workers;
+    for (int i = 0; i < workers; i++) {
+        rw_worker_start(&sc->wk[i]);
+    }
+}
+
+static void scene_close(scene *sc)
+{
+    for (int i = 0; i < sc->workers; i++) {
+        rw_worker_stop(&sc->wk[i]);
+    }
+    rlock_free(sc->r);
+    rlock_free(sc->w);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
+    if (tc_fixture_open(&g_srv, &g_cli, rw_pool) != 0) {
         return -1;
     }
-    g_cli = rw_client(g_srv, 0, 0, 0);
     g_fast = rw_client(g_srv, 1500, 0, 0);
-    return g_cli != NULL && g_fast != NULL ? 0 : -1;
+    return g_fast != NULL ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    rlock_client_free(g_cli);
     rlock_client_free(g_fast);
-    rh_free(g_srv);
-    return 0;
+    return tc_fixture_close(&g_srv, &g_cli);
 }
 
 /* testMultiRead: two readers coexist; a writer is blocked until both are gone. */
 static void test_multi_read(void **state)
 {
-    const char *name = fresh_name("multiread");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker a, b, c;
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("multiread"), 3);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *a = &sc.wk[0], *b = &sc.wk[1], *c = &sc.wk[2];
 
     (void)state;
-    rw_worker_start(&a);
-    rw_worker_start(&b);
-    rw_worker_start(&c);
-    assert_int_equal(rw_worker_do(&a, RW_OP_TRY, r, 0, -1), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&b, RW_OP_TRY, r, 0, -1), RLOCK_OK);
+    assert_int_equal(rw_worker_do(a, RW_OP_TRY, r, 0, -1), RLOCK_OK);
+    assert_int_equal(rw_worker_do(b, RW_OP_TRY, r, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_is_locked(r), 1);
     assert_int_equal(rlock_is_locked(w), 0);
-    assert_int_equal(rw_worker_do(&c, RW_OP_TRY, w, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(rw_worker_do(&a, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&c, RW_OP_TRY, w, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(rw_worker_do(&b, RW_OP_HELD, r, 0, 0), 1);
-    assert_int_equal(rw_worker_do(&b, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&c, RW_OP_TRY, w, 0, -1), RLOCK_OK);
+    assert_int_equal(rw_worker_do(c, RW_OP_TRY, w, 0, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rw_worker_do(a, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(c, RW_OP_TRY, w, 0, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rw_worker_do(b, RW_OP_HELD, r, 0, 0), 1);
+    assert_int_equal(rw_worker_do(b, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(c, RW_OP_TRY, w, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_is_locked(w), 1);
     assert_int_equal(rlock_is_locked(r), 0);
-    assert_int_equal(rw_worker_do(&c, RW_OP_UNLOCK, w, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(c, RW_OP_UNLOCK, w, 0, 0), RLOCK_OK);
     assert_int_equal(rw_exists(g_srv, name), 0);
-    rw_worker_stop(&a);
-    rw_worker_stop(&b);
-    rw_worker_stop(&c);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* testWriteLock (first half): the write side is reentrant and excludes readers and writers. */
 static void test_write_reentrancy(void **state)
 {
-    const char *name = fresh_name("wreentrant");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker other;
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("wreentrant"), 1);
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *other = &sc.wk[0];
 
     (void)state;
-    rw_worker_start(&other);
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
     /* testReadLockIsLocked: the read side is not locked while only the write side is. */
     assert_int_equal(rlock_is_locked(r), 0);
     assert_int_equal(rlock_try_lock(w, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_hold_count(w), 2);
     assert_int_equal(rlock_hold_count(r), 0);
-    assert_int_equal(rw_worker_do(&other, RW_OP_TRY, r, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(rw_worker_do(&other, RW_OP_TRY, w, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(rw_worker_do(&other, RW_OP_HELD, w, 0, 0), 0);
+    assert_int_equal(rw_worker_do(other, RW_OP_TRY, r, 0, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rw_worker_do(other, RW_OP_TRY, w, 0, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rw_worker_do(other, RW_OP_HELD, w, 0, 0), 0);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     assert_int_equal(rlock_hold_count(w), 1);
-    assert_int_equal(rw_worker_do(&other, RW_OP_TRY, r, 100, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rw_worker_do(other, RW_OP_TRY, r, 100, -1), RLOCK_ETIMEDOUT);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     assert_int_equal(rlock_is_locked(w), 0);
-    assert_int_equal(rw_worker_do(&other, RW_OP_TRY, r, 0, -1), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&other, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
-    rw_worker_stop(&other);
-    rlock_free(r);
-    rlock_free(w);
+    assert_int_equal(rw_worker_do(other, RW_OP_TRY, r, 0, -1), RLOCK_OK);
+    assert_int_equal(rw_worker_do(other, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    scene_close(&sc);
 }
 
 /* testWR / testWriteReadReentrancy / testWriteLock (second half): the writer may read; after its
@@ -131,19 +147,19 @@ static void test_write_reentrancy(void **state)
  * (no upgrade). */
 static void test_downgrade(void **state)
 {
-    const char *name = fresh_name("downgrade");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker other;
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("downgrade"), 1);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *other = &sc.wk[0];
     char *mode;
     int64_t t0;
 
     (void)state;
-    rw_worker_start(&other);
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     assert_int_equal(rlock_is_locked(r), 1);
-    assert_int_equal(rw_worker_do(&other, RW_OP_TRY, r, 0, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rw_worker_do(other, RW_OP_TRY, r, 0, -1), RLOCK_ETIMEDOUT);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     mode = rw_hget(g_srv, name, "mode");
     assert_non_null(mode);
@@ -152,28 +168,27 @@ static void test_downgrade(void **state)
     assert_true(rw_pttl(g_srv, name) > 20000);
     assert_int_equal(rlock_is_held(r), 1);
     assert_int_equal(rlock_is_locked(w), 0);
-    assert_int_equal(rw_worker_do(&other, RW_OP_TRY, r, 0, -1), RLOCK_OK);
+    assert_int_equal(rw_worker_do(other, RW_OP_TRY, r, 0, -1), RLOCK_OK);
     t0 = rh_now_ms();
     assert_int_equal(rlock_try_lock(w, 5000, -1), RLOCK_EDEADLK);
     assert_true(rh_now_ms() - t0 < 1000);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&other, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(other, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
     assert_int_equal(rlock_try_lock(w, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     assert_int_equal(rw_exists(g_srv, name), 0);
-    rw_worker_stop(&other);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* A reader asking for the write side gets RLOCK_EDEADLK at once from lock() and try_lock(), and
  * leaves no trace in the waiting-writers zset. */
 static void test_no_upgrade(void **state)
 {
-    const char *name = fresh_name("noupgrade");
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("noupgrade"), 0);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
     char writers[160];
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
     int64_t t0;
 
     (void)state;
@@ -188,8 +203,7 @@ static void test_no_upgrade(void **state)
     assert_int_equal(rlock_hold_count(w), 0);
     assert_int_equal(rlock_hold_count(r), 1);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 typedef struct reader_arg {
@@ -219,9 +233,10 @@ static void *reader_wait_main(void *p)
  * TTL bound, the 30 s watchdog lease). */
 static void run_write_release_wakes(int downgrade)
 {
-    const char *name = fresh_name(downgrade ? "wakedown" : "wakeall");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name(downgrade ? "wakedown" : "wakeall"), 0);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
     reader_arg args[20];
     pthread_t th[20];
     int64_t released;
@@ -249,8 +264,7 @@ static void run_write_release_wakes(int downgrade)
         assert_int_equal(rlock_unlock(r), RLOCK_OK);
     }
     assert_int_equal(rw_exists(g_srv, name), 0);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 static void test_write_release_wakes_readers(void **state)
@@ -269,42 +283,38 @@ static void test_downgrade_wakes_readers(void **state)
  * read hold, whatever order the leases come in; a released hold no longer counts. */
 static void test_read_lease_windows(void **state)
 {
-    const char *name = fresh_name("leases");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker a, b;
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("leases"), 2);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *a = &sc.wk[0], *b = &sc.wk[1];
     int64_t t0, el;
 
     (void)state;
-    rw_worker_start(&a);
-    rw_worker_start(&b);
     /* A later, shorter lease does not shrink the lock: the writer waits for the 2 s hold. */
     t0 = rh_now_ms();
-    assert_int_equal(rw_worker_do(&a, RW_OP_TRY, r, 0, 2000), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&b, RW_OP_TRY, r, 0, 500), RLOCK_OK);
+    assert_int_equal(rw_worker_do(a, RW_OP_TRY, r, 0, 2000), RLOCK_OK);
+    assert_int_equal(rw_worker_do(b, RW_OP_TRY, r, 0, 500), RLOCK_OK);
     assert_int_equal(rlock_try_lock(w, 5000, 10000), RLOCK_OK);
     el = rh_now_ms() - t0;
     assert_true(el >= 1900 && el <= 2600);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     /* Leases ran out while held: the late unlocks fail (the holds are gone). */
-    assert_int_equal(rw_worker_do(&a, RW_OP_UNLOCK, r, 0, 0), RLOCK_ELOST);
-    assert_int_equal(rw_worker_do(&b, RW_OP_UNLOCK, r, 0, 0), RLOCK_ELOST);
+    assert_int_equal(rw_worker_do(a, RW_OP_UNLOCK, r, 0, 0), RLOCK_ELOST);
+    assert_int_equal(rw_worker_do(b, RW_OP_UNLOCK, r, 0, 0), RLOCK_ELOST);
 
     /* Releasing the long hold recomputes the TTL from the remaining short one. */
-    assert_int_equal(rw_worker_do(&a, RW_OP_TRY, r, 0, 5000), RLOCK_OK);
+    assert_int_equal(rw_worker_do(a, RW_OP_TRY, r, 0, 5000), RLOCK_OK);
     t0 = rh_now_ms();
-    assert_int_equal(rw_worker_do(&b, RW_OP_TRY, r, 0, 1000), RLOCK_OK);
+    assert_int_equal(rw_worker_do(b, RW_OP_TRY, r, 0, 1000), RLOCK_OK);
     rh_sleep_ms(200);
-    assert_int_equal(rw_worker_do(&a, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(a, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
     assert_true(rw_pttl(g_srv, name) <= 1000);
     assert_int_equal(rlock_try_lock(w, 5000, 10000), RLOCK_OK);
     el = rh_now_ms() - t0;
     assert_true(el >= 850 && el <= 1600);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
-    rw_worker_stop(&a);
-    rw_worker_stop(&b);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* testExpireRead / testExpireWrite: a hold with a 1 s lease that is never released lets another
@@ -363,10 +373,11 @@ static void test_reentrant_write_shorter_lease(void **state)
  * watchdog periods, and so does the read side after the write release. */
 static void test_ttl_under_watchdog(void **state)
 {
-    const char *name = fresh_name("wdttl");
+    scene sc;
+    scene_open(&sc, g_fast, fresh_name("wdttl"), 0);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
     char key[200];
-    rlock *r = open_side(g_fast, RLOCK_READ, name);
-    rlock *w = open_side(g_fast, RLOCK_WRITE, name);
 
     (void)state;
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
@@ -387,8 +398,7 @@ static void test_ttl_under_watchdog(void **state)
     assert_int_equal(rw_exists(g_srv, name), 0);
     snprintf(key, sizeof(key), "rlock_rwlock_writers:{%s}", name);
     assert_int_equal(rw_exists(g_srv, key), 0);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 typedef struct many_arg {
@@ -441,22 +451,22 @@ static void test_many_readers_past_watchdog(void **state)
  * lock and wakes a waiting writer at once. */
 static void test_force_unlock(void **state)
 {
-    const char *name = fresh_name("force");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker other;
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("force"), 1);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *other = &sc.wk[0];
     int64_t t0;
 
     (void)state;
-    rw_worker_start(&other);
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     assert_int_equal(rlock_force_unlock(w), 0);
     assert_int_equal(rlock_is_locked(r), 1);
-    rw_worker_post(&other, RW_OP_TRY, w, 10000, -1);
+    rw_worker_post(other, RW_OP_TRY, w, 10000, -1);
     rh_sleep_ms(300);
     t0 = rh_now_ms();
     assert_int_equal(rlock_force_unlock(r), 1);
-    assert_int_equal(rw_worker_result(&other), RLOCK_OK);
+    assert_int_equal(rw_worker_result(other), RLOCK_OK);
     assert_true(rh_now_ms() - t0 < 1000);
     assert_int_equal(rlock_force_unlock(r), 0);
     assert_int_equal(rlock_is_locked(w), 1);
@@ -464,12 +474,10 @@ static void test_force_unlock(void **state)
     assert_int_equal(rlock_is_locked(w), 0);
     assert_int_equal(rw_exists(g_srv, name), 0);
     /* Holds removed by a force unlock are lost to their owners, and say so once. */
-    assert_int_equal(rw_worker_do(&other, RW_OP_UNLOCK, w, 0, 0), RLOCK_ELOST);
+    assert_int_equal(rw_worker_do(other, RW_OP_UNLOCK, w, 0, 0), RLOCK_ELOST);
     assert_int_equal(rlock_unlock(r), RLOCK_ELOST);
     assert_int_equal(rlock_unlock(r), RLOCK_ENOTOWNER);
-    rw_worker_stop(&other);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 typedef struct tag_arg {
@@ -523,16 +531,7 @@ static void *tag_main(void *p)
 static long long count_channels(const char *pattern)
 {
     const char *argv[] = {"PUBSUB", "CHANNELS", pattern, NULL};
-    redisReply *rep = rh_cmd(g_srv, argv);
-    long long n = -1;
-
-    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY) {
-        n = (long long)rep->elements;
-    }
-    if (rep != NULL) {
-        freeReplyObject(rep);
-    }
-    return n;
+    return tc_array_len(g_srv, argv);
 }
 
 /* testName: a name with its own hash tag; derived keys and channels use that tag (Redisson's
@@ -540,35 +539,34 @@ static long long count_channels(const char *pattern)
  * channel, the readers' channel. Then 10 threads x 10 mixed lock/unlock run cleanly. */
 static void test_hash_tag_name(void **state)
 {
-    const char *name = "{test}:abc:key";
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+    scene sc;
+    scene_open(&sc, g_cli, "{test}:abc:key", 2);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *writer = &sc.wk[0], *reader = &sc.wk[1];
     const char *keys[] = {"KEYS", "{test}:abc:key:*:rwlock_timeout:1", NULL};
     redisReply *rep;
-    rw_worker writer, reader;
     tag_arg args[10];
     pthread_t th[10];
 
     (void)state;
-    rw_worker_start(&writer);
-    rw_worker_start(&reader);
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     rep = rh_cmd(g_srv, keys);
     assert_non_null(rep);
     assert_int_equal(rep->elements, 1);
     freeReplyObject(rep);
-    rw_worker_post(&writer, RW_OP_TRY, w, 10000, -1);
+    rw_worker_post(writer, RW_OP_TRY, w, 10000, -1);
     rh_sleep_ms(300);
     assert_int_equal(count_channels("rlock_rwlock_writer:{test}:abc:key:*:write"), 1);
     assert_int_equal(rw_exists(g_srv, "rlock_rwlock_writers:{test}:abc:key"), 1);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
-    assert_int_equal(rw_worker_result(&writer), RLOCK_OK);
-    rw_worker_post(&reader, RW_OP_TRY, r, 10000, -1);
+    assert_int_equal(rw_worker_result(writer), RLOCK_OK);
+    rw_worker_post(reader, RW_OP_TRY, r, 10000, -1);
     rh_sleep_ms(300);
     assert_int_equal(count_channels("redisson_rwlock:{test}:abc:key"), 1);
-    assert_int_equal(rw_worker_do(&writer, RW_OP_UNLOCK, w, 0, 0), RLOCK_OK);
-    assert_int_equal(rw_worker_result(&reader), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&reader, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(writer, RW_OP_UNLOCK, w, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_result(reader), RLOCK_OK);
+    assert_int_equal(rw_worker_do(reader, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
     for (int i = 0; i < 10; i++) {
         args[i] = (tag_arg){r, w, g_srv, 0};
         pthread_create(&th[i], NULL, tag_main, &args[i]);
@@ -578,19 +576,16 @@ static void test_hash_tag_name(void **state)
         assert_int_equal(args[i].errors, 0);
     }
     assert_int_equal(rw_exists(g_srv, name), 0);
-    rw_worker_stop(&writer);
-    rw_worker_stop(&reader);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* Fencing tokens: write grants from free strictly increase; re-entry keeps the token; a read
  * grant returns the counter's current value. */
 static void test_tokens(void **state)
 {
-    const char *name = fresh_name("tokens");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("tokens"), 0);
+    rlock *r = sc.r, *w = sc.w;
     uint64_t last = 0;
 
     (void)state;
@@ -613,42 +608,37 @@ static void test_tokens(void **state)
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     assert_int_equal(rlock_token(r), last);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* A writer that gives up leaves the waiting-writers zset and wakes the readers queued behind
  * it at once (they would otherwise wait for its liveness deadline). */
 static void test_writer_gives_up(void **state)
 {
-    const char *name = fresh_name("giveup");
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("giveup"), 2);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *wr = &sc.wk[0], *rd = &sc.wk[1];
     char writers[160];
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker wr, rd;
     int64_t t0, el;
 
     (void)state;
     snprintf(writers, sizeof(writers), "rlock_rwlock_writers:{%s}", name);
-    rw_worker_start(&wr);
-    rw_worker_start(&rd);
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
-    rw_worker_post(&wr, RW_OP_TRY, w, 1000, -1);
+    rw_worker_post(wr, RW_OP_TRY, w, 1000, -1);
     rh_sleep_ms(200);
     assert_int_equal(rw_exists(g_srv, writers), 1);
-    rw_worker_post(&rd, RW_OP_TRY, r, 5000, -1);
-    assert_int_equal(rw_worker_result(&wr), RLOCK_ETIMEDOUT);
+    rw_worker_post(rd, RW_OP_TRY, r, 5000, -1);
+    assert_int_equal(rw_worker_result(wr), RLOCK_ETIMEDOUT);
     t0 = rh_now_ms();
-    assert_int_equal(rw_worker_result(&rd), RLOCK_OK);
+    assert_int_equal(rw_worker_result(rd), RLOCK_OK);
     el = rh_now_ms() - t0;
     assert_true(el < 400);
     assert_int_equal(rw_exists(g_srv, writers), 0);
-    assert_int_equal(rw_worker_do(&rd, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
+    assert_int_equal(rw_worker_do(rd, RW_OP_UNLOCK, r, 0, 0), RLOCK_OK);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
-    rw_worker_stop(&wr);
-    rw_worker_stop(&rd);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* Writer preference, deterministically: while a writer waits, a new reader stays out (default),
@@ -697,9 +687,10 @@ static void test_waiting_writer_blocks_new_readers(void **state)
  * "<uuid>:<tid>:write", the read hold's timeout key, and the fencing counter. */
 static void test_redisson_layout(void **state)
 {
-    const char *name = fresh_name("layout");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("layout"), 0);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
     const char *hkeys[] = {"HKEYS", name, NULL};
     char owner[128] = "", key[300], *v;
     redisReply *rep;
@@ -737,40 +728,37 @@ static void test_redisson_layout(void **state)
     assert_true(rw_redis_int(g_srv, "GET", key) == (long long)rlock_token(w));
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 /* Bad input on both sides: unlock twice, unlock by a non-owner, unlock of the side not held,
  * invalid durations. */
 static void test_bad_input(void **state)
 {
-    const char *name = fresh_name("bad");
-    rlock *r = open_side(g_cli, RLOCK_READ, name);
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
-    rw_worker other;
+    scene sc;
+    scene_open(&sc, g_cli, fresh_name("bad"), 1);
+    const char *name = sc.name;
+    rlock *r = sc.r, *w = sc.w;
+    rw_worker *other = &sc.wk[0];
 
     (void)state;
-    rw_worker_start(&other);
     assert_int_equal(rlock_unlock(r), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_unlock(w), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_try_lock(r, -5, -1), RLOCK_EINVAL);
     assert_int_equal(rlock_lock(w, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&other, RW_OP_UNLOCK, r, 0, 0), RLOCK_ENOTOWNER);
+    assert_int_equal(rw_worker_do(other, RW_OP_UNLOCK, r, 0, 0), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_unlock(w), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_unlock(r), RLOCK_OK);
     assert_int_equal(rlock_unlock(r), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
-    assert_int_equal(rw_worker_do(&other, RW_OP_UNLOCK, w, 0, 0), RLOCK_ENOTOWNER);
+    assert_int_equal(rw_worker_do(other, RW_OP_UNLOCK, w, 0, 0), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_unlock(r), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_is_locked(w), 1);
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     assert_int_equal(rlock_unlock(w), RLOCK_ENOTOWNER);
     assert_int_equal(rw_exists(g_srv, name), 0);
-    rw_worker_stop(&other);
-    rlock_free(r);
-    rlock_free(w);
+    scene_close(&sc);
 }
 
 int main(void)
@@ -795,7 +783,5 @@ int main(void)
         cmocka_unit_test(test_redisson_layout),
         cmocka_unit_test(test_bad_input),
     };
-
-    rh_skip_if_unavailable();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

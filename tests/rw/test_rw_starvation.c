@@ -144,19 +144,7 @@ static void test_reader_preferring_starves_writer(void **state)
     assert_true(run_rounds(1, "rw:starve:redisson", &worst) < ROUNDS / 2);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    return g_srv != NULL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_free(g_srv);
-    return 0;
-}
+TC_SERVER_FIXTURE(g_srv)
 
 int main(void)
 {
@@ -164,7 +152,5 @@ int main(void)
         cmocka_unit_test(test_writer_not_starved),
         cmocka_unit_test(test_reader_preferring_starves_writer),
     };
-
-    rh_skip_if_unavailable();
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

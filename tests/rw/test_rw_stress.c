@@ -110,12 +110,9 @@ static void test_rw_invariants(void **state)
                            .threads = READERS_PER_PROC + 1,
                            .duration_ms = duration,
                            .timeout_ms = duration + 30000,
-                           .proc_init = tc_proc_open,
-                           .proc_fini = tc_proc_close,
-                           .step = step,
-                           .arg = &hs};
+                           .step = step};
     tc_stress_report r;
-    tc_stress_run(&spec, &r);
+    tc_stress_run_handles(&spec, &hs, &r);
     long reads = r.reads[0], writes = r.entries[0];
     print_message("%ld reads, %ld writes, counter %ld, max concurrent readers %ld, "
                   "timeouts %ld, errors %ld, violations %ld\n",

@@ -21,24 +21,7 @@
 static rh_server *g_srv;
 static rlock_client *g_cli;
 
-static int group_setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
-        return -1;
-    }
-    g_cli = rw_client(g_srv, 0, 0, 0);
-    return g_cli != NULL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rlock_client_free(g_cli);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE(g_srv, g_cli, rw_pool)
 
 /* The server's clock in ms (the writers' deadlines are on it). */
 static long long server_now_ms(void)
@@ -184,7 +167,5 @@ int main(void)
         cmocka_unit_test(test_release_wakes_one_writer),
         cmocka_unit_test(test_leaving_writer_passes_wake_on),
     };
-
-    rh_skip_if_unavailable();
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

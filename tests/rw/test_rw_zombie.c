@@ -31,24 +31,7 @@
 static rh_server *g_srv;
 static rlock_client *g_cli; /* watchdog 1500 ms, waiter timeout 1000 ms */
 
-static int group_setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    if (g_srv == NULL) {
-        return -1;
-    }
-    g_cli = rw_client(g_srv, 1500, 0, 1000);
-    return g_cli != NULL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rlock_client_free(g_cli);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE(g_srv, g_cli, rw_pool_fast_liveness)
 
 /* Child: "--child read|write URL NAME": takes that side (watchdog lease) and sleeps. */
 static int child_main(const char *side, const char *url, const char *name)
@@ -99,16 +82,7 @@ static void kill_child(pid_t pid)
 static long long count_keys(const char *pattern)
 {
     const char *argv[] = {"KEYS", pattern, NULL};
-    redisReply *r = rh_cmd(g_srv, argv);
-    long long n = -1;
-
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-        n = (long long)r->elements;
-    }
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    return n;
+    return tc_array_len(g_srv, argv);
 }
 
 static void test_dead_reader_next_to_live_reader(void **state)
@@ -248,10 +222,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dead_waiting_writer),
         cmocka_unit_test(test_restart_loses_and_renews),
     };
-
     if (argc == 5 && strcmp(argv[1], "--child") == 0) {
         return child_main(argv[2], argv[3], argv[4]);
     }
-    rh_skip_if_unavailable();
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -67,7 +67,7 @@ static void *count_main(void *arg)
         return NULL;
     }
     const char *go[] = {"EXISTS", "latch:go"};
-    while (sc_int(ctx, 2, go) != 1) {
+    while (tc_int(ctx, 2, go) != 1) {
         usleep(2000);
     }
     usleep((useconds_t)(rand_r(&k->seed) % 50000));
@@ -176,9 +176,8 @@ static void test_latch_releases_waiters_of_other_processes(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_latch_releases_waiters_of_other_processes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

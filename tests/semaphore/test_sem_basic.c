@@ -16,6 +16,7 @@
 #include "client.h"
 #include "pubsub.h"
 #include "sem_common.h"
+#include "tc_thread.h"
 #include "waiter.h"
 
 static rh_server *g_srv;
@@ -24,6 +25,7 @@ static rlock_client *g_c;
 static int setup(void **state)
 {
     (void)state;
+    rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
     g_c = g_srv ? sc_client(g_srv) : NULL;
     return g_c == NULL ? -1 : 0;
@@ -368,18 +370,9 @@ static void test_blocked_waiter_sends_few_commands(void **state)
     rlock_semaphore_free(s);
 }
 
-typedef struct awaiter {
-    rlock_latch *l;
-    int64_t wait_ms;
-    int result;
-    pthread_t t;
-} awaiter;
-
-static void *await_main(void *arg)
+static int await_latch(void *latch)
 {
-    awaiter *a = arg;
-    a->result = rlock_latch_await(a->l, a->wait_ms);
-    return NULL;
+    return rlock_latch_await(latch, 20000);
 }
 
 static void test_latch_basics(void **state)
@@ -399,16 +392,15 @@ static void test_latch_basics(void **state)
     assert_int_equal(rlock_latch_count(l), 2);
     assert_int_equal(rlock_latch_await(l, 0), RLOCK_ETIMEDOUT);
     assert_int_equal(rlock_latch_await(l, 100), RLOCK_ETIMEDOUT);
-    awaiter a = {l, 20000, 99, 0};
-    assert_int_equal(pthread_create(&a.t, NULL, await_main, &a), 0);
+    tc_bg a;
+    tc_bg_start(&a, await_latch, l);
     assert_int_equal(rlock_latch_count_down(l), RLOCK_OK);
     rh_sleep_ms(200);
-    assert_int_equal(a.result, 99);
+    assert_int_equal(a.result, TC_BG_RUNNING);
     assert_int_equal(rlock_latch_count(l), 1);
     int64_t t0 = rh_now_ms();
     assert_int_equal(rlock_latch_count_down(l), RLOCK_OK);
-    pthread_join(a.t, NULL);
-    assert_int_equal(a.result, RLOCK_OK);
+    assert_int_equal(tc_bg_join(&a), RLOCK_OK);
     assert_true(rh_now_ms() - t0 < 10000);
     assert_int_equal(rlock_latch_count(l), 0);
     assert_int_equal(rh_cmd_int(g_srv, exists), 0);
@@ -458,7 +450,6 @@ static void test_closed_client(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_plain_permits),

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "sem_common.h"
+#include "tc_thread.h"
 
 /* RedissonSemaphore.tryAcquireAsync0: KEYS [name]; ARGV [permits]. */
 static const char *const rs_try_acquire =
@@ -101,23 +102,7 @@ static rh_server *g_srv;
 static rlock_client *g_c;
 static redisContext *g_peer; /* the Redisson peer */
 
-static int setup(void **state)
-{
-    (void)state;
-    g_srv = rh_start(NULL);
-    g_c = g_srv ? sc_client(g_srv) : NULL;
-    g_peer = g_srv ? rh_connect(g_srv) : NULL;
-    return g_c == NULL || g_peer == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    redisFree(g_peer);
-    rlock_client_free(g_c);
-    rh_free(g_srv);
-    return 0;
-}
+TC_FIXTURE_RAW(g_srv, g_c, g_peer)
 
 static long long epoch_ms(void)
 {
@@ -161,17 +146,9 @@ static long long peer_int(const char *script, int nkeys, int argc, const char **
     return v;
 }
 
-typedef struct sem_waiter {
-    rlock_semaphore *s;
-    int result;
-    pthread_t t;
-} sem_waiter;
-
-static void *sem_wait_main(void *arg)
+static int acquire_one(void *sem)
 {
-    sem_waiter *w = arg;
-    w->result = rlock_semaphore_acquire(w->s, 1, 20000);
-    return NULL;
+    return rlock_semaphore_acquire(sem, 1, 20000);
 }
 
 /* A Redisson subscriber: its own connection subscribed to channel. */
@@ -209,16 +186,15 @@ static void test_plain_semaphore(void **state)
     assert_int_equal(peer_int(rs_try_acquire, 1, 2, take), 1);
     assert_int_equal(peer_int(rs_try_acquire, 1, 2, take), 0); /* rlock + Redisson hold both */
     /* Redisson's release wakes an rlock waiter. */
-    sem_waiter w = {s, 99, 0};
-    assert_int_equal(pthread_create(&w.t, NULL, sem_wait_main, &w), 0);
+    tc_bg w;
+    tc_bg_start(&w, acquire_one, s);
     rh_sleep_ms(200);
-    assert_int_equal(w.result, 99);
+    assert_int_equal(w.result, TC_BG_RUNNING);
     int64_t t0 = rh_now_ms();
     const char *rel[] = {SEM, SEM_CH, "1", "PUBLISH"};
     redisReply *r = peer_eval(rs_release, 2, 4, rel, NULL);
     freeReplyObject(r);
-    pthread_join(w.t, NULL);
-    assert_int_equal(w.result, RLOCK_OK);
+    assert_int_equal(tc_bg_join(&w), RLOCK_OK);
     assert_true(rh_now_ms() - t0 < 10000);
     /* rlock's release wakes a Redisson subscriber with a numeric message (LongCodec), which
      * is a wake-up bound >= 1. */
@@ -303,17 +279,9 @@ static void test_permit_expirable_semaphore(void **state)
     rlock_semaphore_free(s);
 }
 
-typedef struct latch_waiter {
-    rlock_latch *l;
-    int result;
-    pthread_t t;
-} latch_waiter;
-
-static void *latch_wait_main(void *arg)
+static int await_latch(void *latch)
 {
-    latch_waiter *w = arg;
-    w->result = rlock_latch_await(w->l, 20000);
-    return NULL;
+    return rlock_latch_await(latch, 20000);
 }
 
 static void test_latch(void **state)
@@ -325,18 +293,17 @@ static void test_latch(void **state)
     assert_int_equal(rlock_latch_try_set_count(l, 5), 0);
     assert_int_equal(rlock_latch_count(l), 2);
     /* Redisson's count-downs release an rlock awaiter. */
-    latch_waiter w = {l, 99, 0};
-    assert_int_equal(pthread_create(&w.t, NULL, latch_wait_main, &w), 0);
+    tc_bg w;
+    tc_bg_start(&w, await_latch, l);
     const char *down[] = {LATCH, LATCH_CH, "0", "PUBLISH"};
     redisReply *r = peer_eval(latch_count_down, 2, 4, down, NULL);
     freeReplyObject(r);
     rh_sleep_ms(200);
-    assert_int_equal(w.result, 99);
+    assert_int_equal(w.result, TC_BG_RUNNING);
     int64_t t0 = rh_now_ms();
     r = peer_eval(latch_count_down, 2, 4, down, NULL);
     freeReplyObject(r);
-    pthread_join(w.t, NULL);
-    assert_int_equal(w.result, RLOCK_OK);
+    assert_int_equal(tc_bg_join(&w), RLOCK_OK);
     assert_true(rh_now_ms() - t0 < 10000);
     /* rlock's set and count-down reach a Redisson subscriber as "1" (new count) then "0". */
     redisContext *sub = peer_subscribe(LATCH_CH);
@@ -356,7 +323,6 @@ static void test_latch(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_semaphore),
         cmocka_unit_test(test_permit_expirable_semaphore),

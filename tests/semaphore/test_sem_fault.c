@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "sem_common.h"
+#include "tc_thread.h"
 
 #define WD_MS 1500 /* watchdog timeout: renewal every 500 ms */
 
@@ -35,7 +36,7 @@ static int64_t epoch_ms(void)
 static int holder_main(void *arg)
 {
     (void)arg;
-    rlock_client *c = sc_client_ex(rh_port(g_srv), WD_MS, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     rlock_semaphore *s = c ? rlock_semaphore_open(c, "fault:sem") : NULL;
     char id[RLOCK_PERMIT_ID_LEN + 1];
     if (s == NULL || rlock_semaphore_acquire_leased(s, 5000, -1, id) != RLOCK_OK) {
@@ -62,7 +63,7 @@ static void test_watchdog_permit_survives_and_returns_after_sigkill(void **state
     free(ok);
     pid_t kid = rh_fork_child(holder_main, NULL); /* before this process starts any thread */
     assert_true(kid > 0);
-    rlock_client *c = sc_client_ex(rh_port(g_srv), WD_MS, NULL, NULL);
+    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "fault:sem");
     redisContext *raw = rh_connect(g_srv);
     redisReply *r = redisCommand(raw, "BLPOP fault:held 10");
@@ -121,7 +122,7 @@ static void test_removed_permit_is_reported_lost(void **state)
     (void)state;
     g_srv = rh_start(NULL);
     assert_non_null(g_srv);
-    rlock_client *c = sc_client_ex(rh_port(g_srv), 600, on_lost, NULL);
+    rlock_client *c = tc_client_ex(g_srv, 600, 0, on_lost, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "lost:sem");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
     char id[RLOCK_PERMIT_ID_LEN + 1], other[RLOCK_PERMIT_ID_LEN + 1];
@@ -146,19 +147,9 @@ static void test_removed_permit_is_reported_lost(void **state)
     rh_free(g_srv);
 }
 
-typedef struct sem_waiter {
-    rlock_semaphore *s;
-    int result;
-    int64_t done_at;
-    pthread_t t;
-} sem_waiter;
-
-static void *sem_wait_main(void *arg)
+static int acquire_one(void *sem)
 {
-    sem_waiter *w = arg;
-    w->result = rlock_semaphore_acquire(w->s, 1, 30000);
-    w->done_at = rh_now_ms();
-    return NULL;
+    return rlock_semaphore_acquire(sem, 1, 30000);
 }
 
 static void test_release_during_subscriber_reconnect(void **state)
@@ -170,23 +161,11 @@ static void test_release_during_subscriber_reconnect(void **state)
     rlock_client *c = sc_client(g_srv);
     rlock_semaphore *s = rlock_semaphore_open(c, "reconnect:sem");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
-    sem_waiter w[N];
+    tc_bg w[N];
     for (int i = 0; i < N; i++) {
-        w[i] = (sem_waiter){s, 99, 0, 0};
-        assert_int_equal(pthread_create(&w[i].t, NULL, sem_wait_main, &w[i]), 0);
+        tc_bg_start(&w[i], acquire_one, s);
     }
-    const char *numsub[] = {"PUBSUB", "NUMSUB", "redisson_sc:{reconnect:sem}", NULL};
-    int64_t t0 = rh_now_ms();
-    for (;;) {
-        redisReply *r = rh_cmd(g_srv, numsub);
-        long long n = r != NULL && r->elements == 2 ? r->element[1]->integer : -1;
-        freeReplyObject(r);
-        if (n == 1 || rh_now_ms() - t0 > 10000) {
-            assert_int_equal(n, 1);
-            break;
-        }
-        rh_sleep_ms(10);
-    }
+    assert_true(tc_wait_numsub(g_srv, "redisson_sc:{reconnect:sem}", 1, 10000));
     rh_sleep_ms(200); /* every waiter asleep */
     /* Kill the subscriber connection and release in one transaction, so the message is
      * published while nobody is subscribed: it is lost, as in Redisson's reconnect gap. */
@@ -210,8 +189,7 @@ static void test_release_during_subscriber_reconnect(void **state)
     freeReplyObject(r);
     redisFree(raw);
     for (int i = 0; i < N; i++) {
-        pthread_join(w[i].t, NULL);
-        assert_int_equal(w[i].result, RLOCK_OK);
+        assert_int_equal(tc_bg_join(&w[i]), RLOCK_OK);
         /* The resubscription's confirmation makes every waiter re-attempt; without it they
          * would sleep to their 30 s deadline. */
         assert_true(w[i].done_at - killed_at < 15000);
@@ -225,11 +203,10 @@ static void test_release_during_subscriber_reconnect(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watchdog_permit_survives_and_returns_after_sigkill),
         cmocka_unit_test(test_removed_permit_is_reported_lost),
         cmocka_unit_test(test_release_during_subscriber_reconnect),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

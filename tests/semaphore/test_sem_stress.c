@@ -61,7 +61,7 @@ static int raise_high(redisContext *ctx, long long v)
         }
         freeReplyObject(r);
         const char *get[] = {"GET", HIGH};
-        if (sc_int(ctx, 2, get) >= v) {
+        if (tc_int(ctx, 2, get) >= v) {
             r = redisCommand(ctx, "UNWATCH");
             freeReplyObject(r);
             return 0;
@@ -85,13 +85,13 @@ static int raise_high(redisContext *ctx, long long v)
 static int inside(redisContext *ctx)
 {
     const char *incr[] = {"INCR", INSIDE};
-    long long v = sc_int(ctx, 2, incr);
+    long long v = tc_int(ctx, 2, incr);
     if (v < 1) {
         return -1;
     }
     if (v > PERMITS) {
         const char *viol[] = {"INCR", VIOLATIONS};
-        sc_int(ctx, 2, viol);
+        tc_int(ctx, 2, viol);
     }
     if (raise_high(ctx, v) != 0) {
         return -1;
@@ -99,7 +99,7 @@ static int inside(redisContext *ctx)
     usleep(300);
     const char *decr[] = {"DECR", INSIDE};
     const char *done[] = {"INCR", DONE};
-    return sc_int(ctx, 2, decr) < 0 || sc_int(ctx, 2, done) < 1 ? -1 : 0;
+    return tc_int(ctx, 2, decr) < 0 || tc_int(ctx, 2, done) < 1 ? -1 : 0;
 }
 
 static void note_error(worker *w, const char *what, int r)
@@ -224,9 +224,8 @@ static void test_at_most_n_inside(void **state)
 
 int main(void)
 {
-    rh_skip_if_unavailable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_at_most_n_inside),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }

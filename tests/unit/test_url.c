@@ -120,7 +120,7 @@ struct invalid_case {
 
 static const struct invalid_case invalid_cases[] = {
     {"", "empty"},
-    {"rediss://host", "TLS is not supported"},
+    {"rediss://", "missing host"},
     {"http://host", "unsupported scheme"},
     {"localhost:6379", "missing scheme"},
     {"redis:/host", "missing scheme"},
@@ -309,6 +309,30 @@ static void test_password_never_in_message(void **state)
     }
 }
 
+/* rediss:// is redis:// over TLS: the same grammar, tls set; no other scheme sets it. */
+static void test_rediss_sets_tls(void **state)
+{
+    rlk_url u;
+    (void)state;
+    assert_int_equal(rlk_url_parse("rediss://user:pw@[::1]:6390/3", &u, NULL, 0), RLOCK_OK);
+    assert_int_equal(u.tls, 1);
+    assert_int_equal(u.is_unix, 0);
+    assert_string_equal(u.host, "::1");
+    assert_int_equal(u.port, 6390);
+    assert_int_equal(u.db, 3);
+    assert_string_equal(u.password, "pw");
+    rlk_url_free(&u);
+    assert_int_equal(rlk_url_parse("REDISS://host", &u, NULL, 0), RLOCK_OK);
+    assert_int_equal(u.tls, 1);
+    rlk_url_free(&u);
+    assert_int_equal(rlk_url_parse("redis://host", &u, NULL, 0), RLOCK_OK);
+    assert_int_equal(u.tls, 0);
+    rlk_url_free(&u);
+    assert_int_equal(rlk_url_parse("unix:///tmp/r.sock", &u, NULL, 0), RLOCK_OK);
+    assert_int_equal(u.tls, 0);
+    rlk_url_free(&u);
+}
+
 static void test_error_buffer_handling(void **state)
 {
     rlk_url u;
@@ -318,12 +342,12 @@ static void test_error_buffer_handling(void **state)
     (void)state;
     /* A short buffer gets a truncated, terminated message. */
     memset(small, 'x', sizeof(small));
-    assert_int_equal(rlk_url_parse("rediss://host", &u, small, sizeof(small)), RLOCK_EINVAL);
+    assert_int_equal(rlk_url_parse("http://host", &u, small, sizeof(small)), RLOCK_EINVAL);
     assert_int_equal(strlen(small), sizeof(small) - 1);
-    assert_memory_equal(small, "rediss:", 7);
+    assert_memory_equal(small, "unsuppo", 7);
     /* No buffer at all, or a zero-length one, is fine. */
-    assert_int_equal(rlk_url_parse("rediss://host", &u, NULL, 0), RLOCK_EINVAL);
-    assert_int_equal(rlk_url_parse("rediss://host", &u, untouched, 0), RLOCK_EINVAL);
+    assert_int_equal(rlk_url_parse("http://host", &u, NULL, 0), RLOCK_EINVAL);
+    assert_int_equal(rlk_url_parse("http://host", &u, untouched, 0), RLOCK_EINVAL);
     assert_string_equal(untouched, "abc");
     assert_zeroed(&u);
     /* No output struct. */
@@ -354,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_length_limit),
         cmocka_unit_test(test_long_host_and_path),
         cmocka_unit_test(test_password_never_in_message),
+        cmocka_unit_test(test_rediss_sets_tls),
         cmocka_unit_test(test_error_buffer_handling),
         cmocka_unit_test(test_free_is_safe),
     };

@@ -1,0 +1,35 @@
+# tests/cmake/tls.cmake - TLS: throwaway certificates made once per ctest run (fixture
+# tls_certs), the TLS acceptance tests, and scenario programs of other areas registered a second
+# time with RH_TLS_DIR set, which makes their servers TLS servers and their clients rediss://.
+# Included from tests/CMakeLists.txt; paths are relative to tests/.
+set(RLOCK_TLS_CERT_DIR "${CMAKE_CURRENT_BINARY_DIR}/tls-certs")
+add_test(NAME tls_certs
+  COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/tls/make_certs.sh" "${RLOCK_TLS_CERT_DIR}")
+set_tests_properties(tls_certs PROPERTIES FIXTURES_SETUP tls_certs LABELS "redis;fault;stress"
+                     TIMEOUT 60)
+
+if(TARGET rlock_harness)
+  rlock_add_test(NAME test_tls SOURCES tls/test_tls.c LABELS redis fault TIMEOUT 120
+                 ENV "RLOCK_TLS_CERTS=${RLOCK_TLS_CERT_DIR}" FIXTURES_REQUIRED tls_certs)
+  rlock_add_test(NAME test_no_sigpipe SOURCES tls/test_no_sigpipe.c LABELS fault TIMEOUT 180
+                 ENV "RLOCK_TLS_CERTS=${RLOCK_TLS_CERT_DIR}" FIXTURES_REQUIRED tls_certs)
+
+  # <test>_tls: the same program as <test>, over TLS servers.
+  function(rlock_add_tls_variant base)
+    if(NOT TEST ${base})
+      return()
+    endif()
+    get_test_property(${base} TIMEOUT _timeout)
+    get_test_property(${base} LABELS _labels)
+    add_test(NAME ${base}_tls COMMAND ${base})
+    set_tests_properties(${base}_tls PROPERTIES
+      TIMEOUT ${_timeout} LABELS "${_labels}" SKIP_RETURN_CODE 77 FIXTURES_REQUIRED tls_certs
+      ENVIRONMENT "RLOCK_REDIS_SERVER=${RLOCK_REDIS_SERVER_PATH};RH_TLS_DIR=${RLOCK_TLS_CERT_DIR}")
+  endfunction()
+  # Not test_redlock: its fault cases time a 50 ms per-server timeout, which a TLS dial of a
+  # loaded machine exceeds (test_redlock_stress_tls runs RedLock over three TLS servers).
+  foreach(_t test_reentrant_basic test_reentrant_stress test_fair_order test_fair_stress
+             test_rw_scenarios test_multi test_redlock_stress core_subscriber core_armed)
+    rlock_add_tls_variant(${_t})
+  endforeach()
+endif()
