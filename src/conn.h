@@ -21,7 +21,7 @@
 
 struct ssl_st;
 
-/* A connection. Its fields belong to conn.c, except next_idle, which is the pool's. */
+/* A connection. Its fields belong to conn.c (the pool keeps its idle ones in a list of its own). */
 typedef struct rlk_conn {
     int fd;
     struct ssl_st *ssl;     /* the TLS session, NULL for a plain connection */
@@ -29,10 +29,9 @@ typedef struct rlk_conn {
     redisReader *reader;    /* hiredis' RESP parser, fed with what the socket gave */
     char *obuf;             /* queued requests, obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
-    int64_t io_timeout_ms;      /* bound on each write wait and on each reply */
-    int err;                    /* RLK_CONN_E*, 0 while usable */
-    int sys_errno;              /* errno of the failure that broke the connection */
-    struct rlk_conn *next_idle; /* the pool's list of idle connections */
+    int64_t io_timeout_ms; /* bound on each write wait and on each reply */
+    int err;               /* RLK_CONN_E*, 0 while usable */
+    int sys_errno;         /* errno of the failure that broke the connection */
 } rlk_conn;
 
 /* What broke a connection (rlk_conn.err). */
