@@ -1,6 +1,7 @@
 /*
- * rlock run: take a lock, run a command as a child while holding it, release it when the child
- * exits, and exit with the child's status (flock(1)'s contract, across machines).
+ * rlock run: take a lock (or, with --semaphore N, one of N leased permits of a semaphore), run a
+ * command as a child while holding it, release it when the child exits, and exit with the
+ * child's status (flock(1)'s contract, across machines).
  *
  * Threads: the main thread acquires, forks and waits for the child. Every signal rlock handles
  * is blocked in all threads (the library's included, which start later) and taken by one
@@ -31,8 +32,11 @@ static const char cli_run_usage[] =
     "Acquires the lock NAME, runs COMMAND (no shell unless you give one) with RLOCK_NAME and\n"
     "RLOCK_TOKEN (the fencing token) in its environment, keeps the lease alive while it runs,\n"
     "releases the lock when it exits and exits with its status (128+N if killed by signal N).\n"
+    "With --semaphore N, NAME is a semaphore of N permits (set if it was never set) and at most\n"
+    "N commands run at once; COMMAND gets RLOCK_NAME and RLOCK_PERMIT_ID instead.\n"
     "\n"
     "  -k, --kind KIND              reentrant (default), fair (FIFO queue), read, write\n"
+    "      --semaphore N            hold one leased permit of semaphore NAME instead of a lock\n"
     "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
     "  -n, --nonblock               one attempt; do not wait\n"
     "      --lease DURATION         fixed lease, no watchdog renewal (default: watchdog)\n"
@@ -41,15 +45,17 @@ static const char cli_run_usage[] =
     "      --grace DURATION         then SIGKILL after this long (default 10s)\n"
     "  -q, --quiet                  no status line on a terminal while waiting\n"
     "\n"
-    "Exit: COMMAND's status; 1 (or -E N) not acquired, nothing ran; 2 usage; 3 lock lost while\n"
-    "COMMAND ran; 4 Redis error; 126/127 COMMAND not executable/not found; 130/143 SIGINT/\n"
-    "SIGTERM while waiting (the waiter left the queue). SIGINT/SIGTERM/SIGHUP/SIGQUIT while\n"
-    "COMMAND runs are forwarded to it.\n";
+    "Exit: COMMAND's status; 1 (or -E N) not acquired, nothing ran; 2 usage; 3 lock (or permit)\n"
+    "lost while COMMAND ran; 4 Redis error; 126/127 COMMAND not executable/not found; 130/143\n"
+    "SIGINT/SIGTERM while waiting (the waiter left the queue). SIGINT/SIGTERM/SIGHUP/SIGQUIT\n"
+    "while COMMAND runs are forwarded to it.\n";
 
 enum { CLI_WAITING, CLI_RUNNING, CLI_DONE };
 
 typedef struct cli_run_opts {
     rlock_kind kind;
+    int kind_set;     /* -k was given (not allowed with --semaphore) */
+    int64_t permits;  /* --semaphore N: > 0; 0 runs under a lock */
     int64_t wait_ms;  /* RLOCK_WAIT_FOREVER, 0 with -n */
     int64_t lease_ms; /* -1: watchdog */
     int conflict_exit;
@@ -59,10 +65,18 @@ typedef struct cli_run_opts {
     char **cmd;
 } cli_run_opts;
 
+/* What rlock run holds while the command runs: a lock, or one leased permit of a semaphore. */
+typedef struct cli_guard {
+    rlock *lock;
+    rlock_semaphore *sem;
+    char permit[RLOCK_PERMIT_ID_LEN + 1]; /* the permit's id while held */
+} cli_guard;
+
 typedef struct cli_run_state {
     const cli_run_opts *o;
     const cli_global *g;
     rlock_client *client;
+    cli_guard guard;
     pthread_mutex_t mu;
     int phase;            /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
     pid_t child;          /* under mu */
@@ -112,7 +126,12 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
     char *end = NULL;
     switch (c) {
     case 'k':
+        o->kind_set = 1;
         return cli_parse_kind(arg, &o->kind) ? cli_bad("kind", arg) : 0;
+    case 'S':
+        v = strtol(arg, &end, 10);
+        o->permits = v;
+        return *arg == '\0' || *end != '\0' || v < 1 || v > INT32_MAX ? cli_bad("permits", arg) : 0;
     case 'w':
         return cli_parse_duration(arg, &o->wait_ms) ? cli_bad("wait", arg) : 0;
     case 'n':
@@ -140,6 +159,7 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
 static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
 {
     static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
+                                         {"semaphore", required_argument, NULL, 'S'},
                                          {"wait", required_argument, NULL, 'w'},
                                          {"nonblock", no_argument, NULL, 'n'},
                                          {"lease", required_argument, NULL, 'l'},
@@ -149,8 +169,12 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                                          {"quiet", no_argument, NULL, 'q'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    *o = (cli_run_opts){
-        RLOCK_REENTRANT, RLOCK_WAIT_FOREVER, -1, CLI_EXIT_CONFLICT, SIGTERM, 10000, NULL, NULL};
+    *o = (cli_run_opts){.kind = RLOCK_REENTRANT,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .lease_ms = -1,
+                        .conflict_exit = CLI_EXIT_CONFLICT,
+                        .kill_signal = SIGTERM,
+                        .grace_ms = 10000};
     int c;
     while ((c = getopt_long(argc, argv, "+k:w:nE:qh", opts, NULL)) != -1) {
         if (c == 'q') {
@@ -174,6 +198,10 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
         fputs(cli_run_usage, stderr);
         return -1;
     }
+    if (o->permits > 0 && o->kind_set) {
+        fputs("rlock run: --kind and --semaphore exclude each other\n", stderr);
+        return -1;
+    }
     o->cmd = argv + optind;
     return 0;
 }
@@ -191,9 +219,25 @@ static void cli_on_lost(const char *name, void *user_data)
     }
 }
 
+/* The status line of a semaphore: what Redis counts as available (usually none, as we wait). */
+static void cli_draw_sem_status(cli_run_state *st)
+{
+    int64_t n = rlock_semaphore_available(st->guard.sem);
+    if (n < 0) {
+        return;
+    }
+    fprintf(stderr, "\rrlock: waiting for %s: %" PRId64 " permit(s) available\033[K", st->o->name,
+            n);
+    st->status_shown = 1;
+}
+
 /* The one-line status while waiting: holder, TTL, and for a fair lock our place in line. */
 static void cli_draw_status(cli_run_state *st)
 {
+    if (st->guard.sem != NULL) {
+        cli_draw_sem_status(st);
+        return;
+    }
     rlock_lock_info *in = NULL;
     if (rlock_inspect(st->client, st->o->name, &in) != RLOCK_OK) {
         return;
@@ -314,14 +358,24 @@ static int cli_exit_status(int wstatus)
     return WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : CLI_EXIT_ERROR;
 }
 
+/* The child's environment: the name, and the lock's fencing token or the permit's id. */
+static void cli_guard_env(const cli_run_state *st)
+{
+    setenv("RLOCK_NAME", st->o->name, 1);
+    if (st->guard.sem != NULL) {
+        setenv("RLOCK_PERMIT_ID", st->guard.permit, 1);
+        return;
+    }
+    char token[24];
+    snprintf(token, sizeof(token), "%" PRIu64, rlock_token(st->guard.lock));
+    setenv("RLOCK_TOKEN", token, 1);
+}
+
 /* Holding the lock: start the child unless a signal came first; returns its wait status or -1
  * (*sig set) if a signal cancelled the run, -2 if fork failed. */
-static int cli_run_child(cli_run_state *st, rlock *l, const sigset_t *old_mask, int *sig)
+static int cli_run_child(cli_run_state *st, const sigset_t *old_mask, int *sig)
 {
-    char token[24];
-    snprintf(token, sizeof(token), "%" PRIu64, rlock_token(l));
-    setenv("RLOCK_NAME", st->o->name, 1);
-    setenv("RLOCK_TOKEN", token, 1);
+    cli_guard_env(st);
     fflush(NULL);
     pthread_mutex_lock(&st->mu);
     cli_clear_status(st);
@@ -351,10 +405,32 @@ static int cli_run_child(cli_run_state *st, rlock *l, const sigset_t *old_mask, 
     return wstatus;
 }
 
-/* Acquired (or not), ran (or not): the exit status of rlock run. */
-static int cli_run_locked(cli_run_state *st, rlock *l, const sigset_t *old_mask)
+/* Takes the lock, or sets the semaphore's permits if it was never set and takes one leased
+ * permit (the watchdog keeps it unless --lease is given). */
+static int cli_guard_acquire(cli_run_state *st)
 {
-    int rc = rlock_try_lock(l, st->o->wait_ms, st->o->lease_ms);
+    cli_guard *gd = &st->guard;
+    if (gd->sem == NULL) {
+        return rlock_try_lock(gd->lock, st->o->wait_ms, st->o->lease_ms);
+    }
+    int rc = rlock_semaphore_try_set_permits(gd->sem, st->o->permits);
+    if (rc < 0) {
+        return rc;
+    }
+    return rlock_semaphore_acquire_leased(gd->sem, st->o->wait_ms, st->o->lease_ms, gd->permit);
+}
+
+static int cli_guard_release(cli_run_state *st)
+{
+    cli_guard *gd = &st->guard;
+    return gd->sem != NULL ? rlock_semaphore_release_leased(gd->sem, gd->permit)
+                           : rlock_unlock(gd->lock);
+}
+
+/* Acquired (or not), ran (or not): the exit status of rlock run. */
+static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
+{
+    int rc = cli_guard_acquire(st);
     pthread_mutex_lock(&st->mu);
     int sig = st->got_signal;
     pthread_mutex_unlock(&st->mu);
@@ -370,28 +446,25 @@ static int cli_run_locked(cli_run_state *st, rlock *l, const sigset_t *old_mask)
         cli_report(st->o->name, rc);
         return CLI_EXIT_ERROR;
     }
-    int wstatus = cli_run_child(st, l, old_mask, &sig);
-    rc = rlock_unlock(l);
+    int wstatus = cli_run_child(st, old_mask, &sig);
+    rc = cli_guard_release(st);
     if (wstatus == -1) {
         return 128 + sig;
     }
     if (wstatus == -2) {
         return CLI_EXIT_ERROR;
     }
+    const char *what = st->guard.sem != NULL ? "permit" : "lock";
     if (atomic_load(&st->lost)) {
-        fprintf(stderr,
-                "rlock: %s: the lock was lost while the command ran; it was sent "
-                "SIG%s\n",
-                st->o->name, cli_signal_name(st->o->kill_signal));
+        fprintf(stderr, "rlock: %s: the %s was lost while the command ran; it was sent SIG%s\n",
+                st->o->name, what, cli_signal_name(st->o->kill_signal));
         return CLI_EXIT_LOST;
     }
     if (rc == RLOCK_ELOST || rc == RLOCK_ENOTOWNER) {
         /* Lost after the last renewal (a fixed lease ran out, or a force unlock): only the
          * release saw it, after the command had finished. */
-        fprintf(stderr,
-                "rlock: %s: the lock was lost while the command ran (found at "
-                "release)\n",
-                st->o->name);
+        fprintf(stderr, "rlock: %s: the %s was lost while the command ran (found at release)\n",
+                st->o->name, what);
         return CLI_EXIT_LOST;
     }
     if (rc != RLOCK_OK) {
@@ -419,21 +492,26 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     if (st.client == NULL) {
         return CLI_EXIT_ERROR;
     }
-    rlock *l = rlock_open(st.client, o.kind, o.name);
-    if (l == NULL) {
+    if (o.permits > 0) {
+        st.guard.sem = rlock_semaphore_open(st.client, o.name);
+    } else {
+        st.guard.lock = rlock_open(st.client, o.kind, o.name);
+    }
+    if (st.guard.lock == NULL && st.guard.sem == NULL) {
         cli_report(o.name, RLOCK_EINVAL);
         rlock_client_free(st.client);
         return CLI_EXIT_ERROR;
     }
     pthread_t th;
     pthread_create(&th, NULL, cli_signal_thread, &st);
-    int status = cli_run_locked(&st, l, &old_mask);
+    int status = cli_run_locked(&st, &old_mask);
     pthread_mutex_lock(&st.mu);
     st.phase = CLI_DONE;
     pthread_mutex_unlock(&st.mu);
     pthread_kill(th, SIGUSR1);
     pthread_join(th, NULL);
-    rlock_free(l);
+    rlock_free(st.guard.lock);
+    rlock_semaphore_free(st.guard.sem);
     rlock_client_free(st.client);
     pthread_mutex_destroy(&st.mu);
     return status;

@@ -1,6 +1,6 @@
 /*
- * rlock status [--json] NAME...: a read-only look at each lock (rlock_inspect), as text for
- * people or as one JSON object per line for scripts.
+ * rlock status [--json] [--semaphore] NAME...: a read-only look at each lock (rlock_inspect), or
+ * each semaphore's available permits, as text for people or one JSON object per line for scripts.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char cli_status_usage[] =
-    "usage: rlock [GLOBAL] status [--json] NAME...\n"
+    "usage: rlock [GLOBAL] status [--json] [--semaphore] NAME...\n"
     "\n"
     "Reads each lock's keys without changing anything and shows its type (reentrant, fair,\n"
     "read-write, free), holders (<uuid>:<thread> and hold count), TTL, fencing counter, the\n"
@@ -21,6 +21,9 @@ static const char cli_status_usage[] =
     "  --json   one JSON object per NAME and line: name, type, locked, holders [{owner,\n"
     "           count}], ttl_ms, token, queue [{owner, deadline_ms}], mode, writers\n"
     "           [{owner, deadline_ms}], server_time_ms (deadlines are server ms since epoch)\n"
+    "  --semaphore  each NAME is a semaphore (rlock run --semaphore): shows its available\n"
+    "           permits (JSON: name, type \"semaphore\", available); expired leased permits\n"
+    "           go back to the semaphore first, as on every semaphore call\n"
     "\n"
     "Exit: 0, 2 usage, 4 Redis error or a key that is not a lock (the others are still shown).\n";
 
@@ -102,12 +105,74 @@ static void cli_print_text(FILE *f, const rlock_lock_info *in)
     }
 }
 
+/* One semaphore's line: its available permits (one script call, as cheap as a lock's). */
+static int cli_status_semaphore(rlock_client *client, const char *name, int json)
+{
+    rlock_semaphore *sem = rlock_semaphore_open(client, name);
+    int64_t n = sem != NULL ? rlock_semaphore_available(sem) : RLOCK_EINVAL;
+    rlock_semaphore_free(sem);
+    if (n < 0) {
+        cli_report(name, (int)n);
+        return CLI_EXIT_ERROR;
+    }
+    if (json) {
+        fputc('{', stdout);
+        cli_json_key(stdout, "name");
+        cli_json_string(stdout, name, strlen(name));
+        printf(",\"type\":\"semaphore\",\"available\":%" PRId64 "}\n", n);
+    } else {
+        printf("%s: semaphore, %" PRId64 " permit(s) available\n", name, n);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* One lock's view; CLI_EXIT_OK or CLI_EXIT_ERROR (reported). */
+static int cli_status_lock(rlock_client *client, const char *name, int json)
+{
+    rlock_lock_info *info = NULL;
+    int rc = rlock_inspect(client, name, &info);
+    if (rc != RLOCK_OK) {
+        cli_report(name, rc);
+        if (strstr(rlock_last_error(), "holds a Redis string") != NULL) {
+            /* Semaphores and latches keep a string at NAME; only the user knows which. */
+            fprintf(stderr, "rlock: %s: a semaphore? try rlock status --semaphore %s\n", name,
+                    name);
+        }
+        return CLI_EXIT_ERROR;
+    }
+    if (json) {
+        cli_print_json(stdout, info);
+    } else {
+        cli_print_text(stdout, info);
+    }
+    rlock_lock_info_free(info);
+    return CLI_EXIT_OK;
+}
+
 int cli_status(const cli_global *g, int argc, char **argv)
 {
-    int json = 0;
-    int parsed = cli_flag_opts(argc, argv, "json", 0, cli_status_usage, &json);
-    if (parsed >= 0) {
-        return parsed;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"semaphore", no_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int json = 0, sem = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (c == 'j') {
+            json = 1;
+        } else if (c == 's') {
+            sem = 1;
+        } else if (c == 'h') {
+            fputs(cli_status_usage, stdout);
+            return CLI_EXIT_OK;
+        } else {
+            fputs(cli_status_usage, stderr);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fputs(cli_status_usage, stderr);
+        return CLI_EXIT_USAGE;
     }
     rlock_client *client = cli_connect(g, NULL, NULL);
     if (client == NULL) {
@@ -115,19 +180,9 @@ int cli_status(const cli_global *g, int argc, char **argv)
     }
     int status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
-        rlock_lock_info *info = NULL;
-        int rc = rlock_inspect(client, argv[i], &info);
-        if (rc != RLOCK_OK) {
-            cli_report(argv[i], rc);
-            status = CLI_EXIT_ERROR;
-            continue;
-        }
-        if (json) {
-            cli_print_json(stdout, info);
-        } else {
-            cli_print_text(stdout, info);
-        }
-        rlock_lock_info_free(info);
+        int r = sem ? cli_status_semaphore(client, argv[i], json)
+                    : cli_status_lock(client, argv[i], json);
+        status = r != CLI_EXIT_OK ? r : status;
     }
     rlock_client_free(client);
     return status;

@@ -21,7 +21,7 @@
 
 struct ssl_st;
 
-/* A connection. Its fields belong to conn.c, except next_idle, which is the pool's. */
+/* A connection. Its fields belong to conn.c (the pool keeps its idle ones in a list of its own). */
 typedef struct rlk_conn {
     int fd;
     struct ssl_st *ssl;     /* the TLS session, NULL for a plain connection */
@@ -29,14 +29,13 @@ typedef struct rlk_conn {
     redisReader *reader;    /* hiredis' RESP parser, fed with what the socket gave */
     char *obuf;             /* queued requests, obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
-    int64_t io_timeout_ms;      /* bound on each write wait and on each reply */
-    int64_t sock_timeout_ms;    /* SO_RCVTIMEO/SO_SNDTIMEO now set on a blocking socket */
-    int blocking;               /* 1: a plain socket in blocking mode, its waits bounded by
-                                   SO_RCVTIMEO/SO_SNDTIMEO instead of poll() */
-    int err;                    /* RLK_CONN_E*, 0 while usable */
-    int sys_errno;              /* errno of the failure that broke the connection */
-    struct rlk_conn *next_idle; /* the pool's list of idle connections */
-    uint64_t gen;               /* the pool's generation (its master) when it was dialled */
+    int64_t io_timeout_ms;   /* bound on each write wait and on each reply */
+    int64_t sock_timeout_ms; /* SO_RCVTIMEO/SO_SNDTIMEO now set on a blocking socket */
+    int blocking;            /* 1: a plain socket in blocking mode, its waits bounded by
+                                SO_RCVTIMEO/SO_SNDTIMEO instead of poll() */
+    int err;                 /* RLK_CONN_E*, 0 while usable */
+    int sys_errno;           /* errno of the failure that broke the connection */
+    uint64_t gen;            /* the pool's generation (its master) when it was dialled */
 } rlk_conn;
 
 /* What broke a connection (rlk_conn.err). */
@@ -58,9 +57,10 @@ typedef struct rlk_endpoint {
  * Implemented in client_state.c. */
 void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host);
 
-/* Dials the client's data node (its URL; the current master of a Sentinel deployment): connect, TLS handshake, AUTH and SELECT together are
- * bounded by deadline_ms (a monotonic time, rlk_now_ms()). Reads and writes afterwards time out
- * after io_timeout_ms (> 0). RLOCK_OK, RLOCK_ECONN, RLOCK_ETLS, RLOCK_EAUTH or RLOCK_ENOMEM. */
+/* Dials the client's data node (its URL; the current master of a Sentinel deployment): connect, TLS
+ * handshake, AUTH and SELECT together are bounded by deadline_ms (a monotonic time, rlk_now_ms()).
+ * Reads and writes afterwards time out after io_timeout_ms (> 0). RLOCK_OK, RLOCK_ECONN,
+ * RLOCK_ETLS, RLOCK_EAUTH or RLOCK_ENOMEM. */
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms,
                   rlk_conn **out);
 /* Dials ep (instead of the client's URL); same bounds and errors as rlk_conn_open. */

@@ -3,6 +3,18 @@
  * borrowed exclusively by one thread at a time. A connection that failed is closed, never
  * reused; the next borrow dials a fresh one. Dialling failures back off (10 ms doubling to 1 s)
  * so a down server costs callers a fast RLOCK_ECONN instead of a connect timeout each.
+ *
+ * A connection the server closed while it sat idle (its idle timeout, a restart, CLIENT KILL)
+ * must not carry a command that cannot be resent, so a borrow checks an idle connection with a
+ * zero-timeout poll() first. That poll is a system call per command, a few percent of an
+ * uncontended round trip on loopback, and it only pays off for connections idle long enough for
+ * a server to have closed them: one returned less than RLK_POOL_FRESH_US ago is handed out
+ * unchecked. No server closes a connection within a millisecond of answering it except by a
+ * kill, and a kill in that millisecond is no different from one during the command itself,
+ * which the check never covered either. Once a connection broke, though, whatever broke it (a
+ * kill of every client, a restart) has likely closed the idle ones as well: for the next
+ * RLK_POOL_SUSPECT_US every borrow checks, and the one resend of an idempotent command goes to
+ * a newly dialled connection when the pool has room.
  */
 #include <assert.h>
 #include <errno.h>
@@ -13,16 +25,27 @@
 
 #include "pool.h"
 
-#define RLK_BACKOFF_MIN_MS 10
-#define RLK_BACKOFF_MAX_MS 1000
+#define RLK_BACKOFF_MIN_MS  10
+#define RLK_BACKOFF_MAX_MS  1000
+#define RLK_POOL_FRESH_US   1000
+#define RLK_POOL_SUSPECT_US 100000
+
+/* An idle connection and when it was returned (monotonic us). */
+typedef struct rlk_idle_conn {
+    rlk_conn *conn;
+    int64_t since_us;
+} rlk_idle_conn;
 
 struct rlk_pool {
     rlock_client *c;
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* signalled when a connection is returned or a slot frees */
-    rlk_conn *idle;
-    int open;             /* connections open or being dialled */
-    int64_t next_dial_at; /* monotonic ms before which no dial is tried (backoff) */
+    pthread_cond_t cv;   /* signalled when a connection is returned or a slot frees */
+    rlk_idle_conn *idle; /* a stack of n_idle (<= pool_size): the last returned on top */
+    int n_idle;
+    long checks;              /* liveness polls made (rlk_pool_checks) */
+    int64_t suspect_until_us; /* monotonic us: a connection broke, every borrow checks */
+    int open;                 /* connections open or being dialled */
+    int64_t next_dial_at;     /* monotonic ms before which no dial is tried (backoff) */
     int64_t backoff_ms;
     uint64_t gen;  /* bumped by rlk_pool_reset(): connections of older ones are closed */
     int last_code; /* error of the last failed dial */
@@ -38,9 +61,16 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
     if (p == NULL) {
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
     }
+    /* At most pool_size connections are open, so the stack never overflows. */
+    p->idle = calloc((size_t)c->opts.pool_size, sizeof(*p->idle));
+    if (p->idle == NULL) {
+        free(p);
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
+    }
     p->c = c;
     p->all = calloc((size_t)c->opts.pool_size, sizeof(rlk_conn *));
     if (p->all == NULL) {
+        free(p->idle);
         free(p);
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
     }
@@ -55,11 +85,10 @@ void rlk_pool_free(rlk_pool *p)
     if (p == NULL) {
         return;
     }
-    while (p->idle != NULL) {
-        rlk_conn *n = p->idle->next_idle;
-        rlk_conn_close(p->idle);
-        p->idle = n;
+    while (p->n_idle > 0) {
+        rlk_conn_close(p->idle[--p->n_idle].conn);
     }
+    free(p->idle);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p->all);
@@ -77,6 +106,7 @@ void rlk_pool_abandon(rlk_pool *p)
     /* Neither the mutex nor the condition variable is destroyed: threads of the parent that do
      * not exist here may be counted as waiting on the latter, and glibc's destroy would wait for
      * them forever. Their memory is simply released. */
+    free(p->idle);
     free(p->all);
     free(p);
 }
@@ -159,13 +189,20 @@ static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
     return r;
 }
 
-/* Takes the first live idle connection, closing dead ones on the way (the mutex is dropped
- * while one is freed). Mutex held; NULL if none is idle. */
-static rlk_conn *rlk_pool_pop_live(rlk_pool *p)
+/* Takes the last returned live idle connection, closing dead ones on the way (the mutex is
+ * dropped while one is freed). Unless check is set or a connection broke lately, one returned
+ * less than RLK_POOL_FRESH_US ago is not polled (see the top of this file). Mutex held; NULL if
+ * none is idle. */
+static rlk_conn *rlk_pool_pop_live(rlk_pool *p, int check)
 {
-    while (p->idle != NULL) {
-        rlk_conn *conn = p->idle;
-        p->idle = conn->next_idle;
+    while (p->n_idle > 0) {
+        rlk_idle_conn top = p->idle[--p->n_idle];
+        rlk_conn *conn = top.conn;
+        int64_t now = rlk_now_us();
+        if (!check && now >= p->suspect_until_us && top.since_us > now - RLK_POOL_FRESH_US) {
+            return conn;
+        }
+        p->checks++;
         if (!rlk_conn_dead(conn)) {
             return conn;
         }
@@ -178,19 +215,19 @@ static rlk_conn *rlk_pool_pop_live(rlk_pool *p)
     return NULL;
 }
 
-int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
-{
-    return rlk_pool_borrow_dial(p, p->c->opts.connect_timeout_ms, out);
-}
-
-int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
+/* rlk_pool_borrow_dial(). With check set (a resend), dials a new connection if the pool has room
+ * and no backoff runs, else polls an idle connection however fresh: a kill of every client may
+ * still be closing connections one by one, and an idle one the poll finds alive may be next,
+ * while a connection Redis accepts after the kill cannot be among them. */
+static int rlk_pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_conn **out)
 {
     *out = NULL;
     dial_ms = dial_ms < p->c->opts.connect_timeout_ms ? dial_ms : p->c->opts.connect_timeout_ms;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), p->c->opts.command_timeout_ms);
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        rlk_conn *conn = rlk_pool_pop_live(p);
+        int dial = check && p->open < p->c->opts.pool_size && rlk_now_ms() >= p->next_dial_at;
+        rlk_conn *conn = dial ? NULL : rlk_pool_pop_live(p, check);
         if (conn != NULL) {
             pthread_mutex_unlock(&p->mu);
             *out = conn;
@@ -214,7 +251,7 @@ int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
         }
         struct timespec ts;
         rlk_timespec_at(&ts, deadline);
-        if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT && p->idle == NULL &&
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT && p->n_idle == 0 &&
             p->open >= p->c->opts.pool_size) {
             pthread_mutex_unlock(&p->mu);
             return rlk_err(RLOCK_ECONN,
@@ -225,10 +262,20 @@ int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
     }
 }
 
+int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
+{
+    return rlk_pool_borrow_check(p, dial_ms, 0, out);
+}
+
+int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
+{
+    return rlk_pool_borrow_check(p, p->c->opts.connect_timeout_ms, 0, out);
+}
+
 int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out)
 {
     pthread_mutex_lock(&p->mu);
-    *out = rlk_pool_pop_live(p);
+    *out = rlk_pool_pop_live(p, 0);
     pthread_mutex_unlock(&p->mu);
     return *out != NULL ? RLOCK_OK : RLOCK_ECONN;
 }
@@ -242,16 +289,28 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
     pthread_mutex_lock(&p->mu);
     /* A connection of an older generation goes to a node that is no longer the master. */
     if (!bad && conn->gen == p->gen) {
-        conn->next_idle = p->idle;
-        p->idle = conn;
+        /* Every connection is counted in open (<= pool_size), so the stack has room. */
+        assert(p->n_idle < p->c->opts.pool_size);
+        p->idle[p->n_idle++] = (rlk_idle_conn){conn, rlk_now_us()};
         conn = NULL;
     } else {
         rlk_pool_untrack(p, conn);
         p->open--;
+        /* What broke this connection (a kill, a restart) may have closed the idle ones too, and
+         * those returned a moment after it: every borrow checks for a while. */
+        p->suspect_until_us = bad ? rlk_now_us() + RLK_POOL_SUSPECT_US : p->suspect_until_us;
     }
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     rlk_conn_close(conn);
+}
+
+long rlk_pool_checks(rlk_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    long n = p->checks;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn)
@@ -270,19 +329,27 @@ void rlk_pool_reset(rlk_pool *p)
     p->gen++;
     p->backoff_ms = 0;
     p->next_dial_at = 0;
-    rlk_conn *idle = p->idle;
-    p->idle = NULL;
-    for (rlk_conn *c = idle; c != NULL; c = c->next_idle) {
+    /* Closed outside the mutex: a TLS close may write. The stack is emptied first, so no
+     * borrower can take one of them meanwhile. */
+    int n = p->n_idle;
+    rlk_conn **old = n > 0 ? malloc((size_t)n * sizeof(*old)) : NULL;
+    for (int i = 0; i < n; i++) {
+        rlk_conn *c = p->idle[i].conn;
         rlk_pool_untrack(p, c);
         p->open--;
+        if (old != NULL) {
+            old[i] = c;
+        } else {
+            rlk_conn_abandon(c); /* no memory for the list: close without a goodbye */
+        }
     }
+    p->n_idle = 0;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    while (idle != NULL) {
-        rlk_conn *n = idle->next_idle;
-        rlk_conn_close(idle);
-        idle = n;
+    for (int i = 0; old != NULL && i < n; i++) {
+        rlk_conn_close(old[i]);
     }
+    free(old);
 }
 
 void rlk_args_init(rlk_args *a)
@@ -333,7 +400,8 @@ int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redi
     int r = rlk_client_check(c);
     for (int attempt = 0; r == RLOCK_OK; attempt++) {
         rlk_conn *conn = NULL;
-        r = rlk_pool_borrow(c->pool, &conn);
+        /* A resend follows a broken connection: it must not take another dead one. */
+        r = rlk_pool_borrow_check(c->pool, c->opts.connect_timeout_ms, attempt > 0, &conn);
         if (r != RLOCK_OK) {
             return r;
         }

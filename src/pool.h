@@ -34,6 +34,9 @@ int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out);
 /* Returns a connection. broken != 0 (or a connection a failure left broken) closes it; a later
  * borrow dials a new one. */
 void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken);
+/* How many idle connections were checked for liveness (polled) when borrowed: one returned
+ * within the last millisecond is not. For tests. */
+long rlk_pool_checks(rlk_pool *p);
 /* Adds a connection dialled outside the pool (rlock_client_new()'s probe) as an idle one. */
 void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn);
 /* The data node moved (a Sentinel failover): closes the idle connections, forgets the dial

@@ -174,9 +174,11 @@ static void test_conflict(void **state)
     rlock_client_free(c);
 }
 
-static void test_lost_lock(void **state)
+/* `rlock --watchdog-timeout 900ms run OPTIONS... -- sh` (pre: the words from "run" to "--")
+ * holds; the key del is deleted behind its back: the watchdog sees the loss, the command gets
+ * SIGTERM and rlock exits 3 with a message containing msg. */
+static void lost_case(const char *const *pre, int npre, const char *del, const char *msg)
 {
-    (void)state;
     unlink(path("started"));
     unlink(path("term"));
     char script[512];
@@ -184,22 +186,35 @@ static void test_lost_lock(void **state)
              "trap 'echo TERM > \"%s\"; exit 0' TERM; touch \"%s\"; "
              "while :; do sleep 0.05; done",
              path("term"), path("started"));
-    const char *argv[] = {
-        "rlock", "--watchdog-timeout", "900ms", "run", "cli:lost", "--", "/bin/sh", "-c", script,
-        NULL};
+    const char *argv[16] = {"rlock", "--watchdog-timeout", "900ms"};
+    int n = 3;
+    for (int i = 0; i < npre && n < 12; i++) {
+        argv[n++] = pre[i];
+    }
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = script;
+    argv[n] = NULL;
     pid_t pid = spawn(argv, NULL, "err");
     for (int i = 0; i < 500 && access(path("started"), F_OK) != 0; i++) {
         rh_sleep_ms(10);
     }
     assert_int_equal(access(path("started"), F_OK), 0);
-    const char *del[] = {"DEL", "cli:lost", NULL};
-    assert_int_equal(rh_cmd_int(g_srv, del), 1);
+    const char *cmd[] = {"DEL", del, NULL};
+    assert_int_equal(rh_cmd_int(g_srv, cmd), 1);
     int64_t t0 = rh_now_ms();
     assert_int_equal(rh_wait_child(pid, 30000), 3);
     /* Renewals run every 300 ms: the loss is seen at the next one (slack for a busy host). */
     assert_true(rh_now_ms() - t0 < 300 + 2000);
     assert_non_null(strstr(slurp("term"), "TERM"));
-    assert_non_null(strstr(slurp("err"), "lost"));
+    assert_non_null(strstr(slurp("err"), msg));
+}
+
+static void test_lost_lock(void **state)
+{
+    (void)state;
+    const char *pre[] = {"run", "cli:lost", "--"};
+    lost_case(pre, 3, "cli:lost", "lost");
 }
 
 static void test_sigterm_while_waiting(void **state)
@@ -428,6 +443,115 @@ static void test_errors_and_help(void **state)
     }
 }
 
+/* The most lines "+" minus "-" ever counted in the log (each command writes "+" after taking its
+ * permit and "-" before giving it back, so the file's order is the order of the holds). */
+static int max_inside(const char *log, int *entries)
+{
+    int inside = 0, most = 0;
+    *entries = 0;
+    for (const char *p = log; *p != '\0'; p++) {
+        if (*p == '+') {
+            (*entries)++;
+            most = ++inside > most ? inside : most;
+        } else if (*p == '-') {
+            inside--;
+        }
+    }
+    return most;
+}
+
+/* Issue 16: 6 commands under `rlock run --semaphore 2` never run more than 2 at once, do run 2
+ * at once, and all exit 0; afterwards both permits are back and status shows them. */
+static void test_semaphore_at_most_n(void **state)
+{
+    (void)state;
+    unlink(path("semlog"));
+    char script[512];
+    snprintf(script, sizeof(script),
+             "echo \"+ $RLOCK_NAME $RLOCK_PERMIT_ID\" >> \"%s\"; sleep 0.3; "
+             "echo \"- $RLOCK_PERMIT_ID\" >> \"%s\"",
+             path("semlog"), path("semlog"));
+    const char *argv[] = {"rlock", "run",     "--semaphore", "2",    "cli:sem",
+                          "--",    "/bin/sh", "-c",          script, NULL};
+    pid_t pids[6];
+    for (int i = 0; i < 6; i++) {
+        pids[i] = spawn(argv, NULL, NULL);
+    }
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(rh_wait_child(pids[i], 60000), 0);
+    }
+    const char *log = slurp("semlog");
+    int entries = 0;
+    int most = max_inside(log, &entries);
+    print_message("6 commands, at most %d inside at once\n", most);
+    assert_int_equal(entries, 6);
+    assert_int_equal(count_of(log, "-"), 6);
+    assert_int_equal(most, 2);
+    assert_int_equal(count_of(log, "+ cli:sem "), 6);
+    const char *id = strstr(log, "+ cli:sem ") + strlen("+ cli:sem ");
+    assert_int_equal(strspn(id, "0123456789abcdef"), RLOCK_PERMIT_ID_LEN);
+    const char *st[] = {"rlock", "status", "--semaphore", "cli:sem", NULL};
+    assert_int_equal(run(st, "out", NULL), 0);
+    assert_string_equal(slurp("out"), "cli:sem: semaphore, 2 permit(s) available\n");
+    const char *as_lock[] = {"rlock", "status", "cli:sem", NULL};
+    assert_int_equal(run(as_lock, NULL, "err"), 4);
+    assert_non_null(strstr(slurp("err"), "try rlock status --semaphore cli:sem"));
+}
+
+/* With every permit taken, -n and -w give up with 1 (or -E) and run nothing; status shows 0;
+ * bad semaphore options are usage errors. */
+static void test_semaphore_busy(void **state)
+{
+    (void)state;
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_semaphore *s = rlock_semaphore_open(c, "cli:sem:busy");
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 1), 1);
+    assert_int_equal(rlock_semaphore_acquire(s, 1, 0), RLOCK_OK);
+    unlink(path("ran"));
+    const char *nb[] = {"rlock",        "run", "-n",         "--semaphore", "1",
+                        "cli:sem:busy", "--",  "/bin/touch", path("ran"),   NULL};
+    assert_int_equal(run(nb, NULL, "err"), 1);
+    assert_non_null(strstr(slurp("err"), "not acquired"));
+    const char *w[] = {"rlock", "run",          "-w", "300ms",      "-E",        "9", "--semaphore",
+                       "1",     "cli:sem:busy", "--", "/bin/touch", path("ran"), NULL};
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(run(w, NULL, NULL), 9);
+    assert_true(rh_now_ms() - t0 >= 300);
+    assert_int_equal(access(path("ran"), F_OK), -1);
+    const char *st[] = {"rlock", "status", "--json", "--semaphore", "cli:sem:busy", NULL};
+    assert_int_equal(run(st, "out", NULL), 0);
+    assert_string_equal(slurp("out"),
+                        "{\"name\":\"cli:sem:busy\",\"type\":\"semaphore\",\"available\":0}\n");
+    assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
+    assert_int_equal(run(nb, NULL, NULL), 0);
+    assert_int_equal(access(path("ran"), F_OK), 0);
+    const char *bad[][8] = {{"rlock", "run", "--semaphore", "0", "x", "--", "/bin/true", NULL},
+                            {"rlock", "run", "--semaphore", "2x", "x", "--", "/bin/true", NULL},
+                            {"rlock", "run", "-k", "fair", "--semaphore", "2", "x", "--"}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(run(bad[i], NULL, NULL), 2);
+    }
+    /* --lease: a fixed lease, not renewed; it runs out under a longer command, and the release
+     * finds the permit gone (exit 3), which is back in the semaphore. */
+    const char *lease[] = {"rlock",        "run", "--lease",    "200ms", "--semaphore", "1",
+                           "cli:sem:busy", "--",  "/bin/sleep", "1",     NULL};
+    assert_int_equal(run(lease, NULL, "err"), 3);
+    assert_non_null(
+        strstr(slurp("err"), "permit was lost while the command ran (found at release)"));
+    assert_int_equal(rlock_semaphore_available(s), 1);
+    rlock_semaphore_free(s);
+    rlock_client_free(c);
+}
+
+/* A permit removed behind the command's back (its lease zset deleted): the watchdog finds it
+ * gone, the command gets SIGTERM and rlock exits 3. */
+static void test_semaphore_lost(void **state)
+{
+    (void)state;
+    const char *pre[] = {"run", "--semaphore", "1", "cli:sem:lost", "--"};
+    lost_case(pre, 5, "{cli:sem:lost}:timeout", "permit was lost");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -465,7 +589,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_token_increases),   cmocka_unit_test(test_status_reentrant),
         cmocka_unit_test(test_status_fair_queue), cmocka_unit_test(test_status_rw_readers),
         cmocka_unit_test(test_status_redisson),   cmocka_unit_test(test_unlock_force),
-        cmocka_unit_test(test_errors_and_help),
+        cmocka_unit_test(test_errors_and_help),   cmocka_unit_test(test_semaphore_at_most_n),
+        cmocka_unit_test(test_semaphore_busy),    cmocka_unit_test(test_semaphore_lost),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,9 @@
  * of 4 while an admin connection kills every normal client connection several times; no
  * retried (idempotent) call may fail and the pool must heal. Also the borrow bound: with every
  * connection borrowed, a borrow fails after command_timeout_ms, and a returned connection is
- * handed to a waiting borrower at once.
+ * handed to a waiting borrower at once. And the liveness check on borrow: a connection the server
+ * closed while it sat idle never carries a command that cannot be resent, while one returned
+ * moments ago is handed out without the check's system call.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -16,9 +18,9 @@
 
 #include "client.h"
 #include "core_util.h"
-#include "tc_redis.h"
 #include "pool.h"
 #include "scripts.h"
+#include "tc_redis.h"
 
 #define STRESS_THREADS 16
 #define STRESS_OPS     1000
@@ -284,11 +286,78 @@ static void test_borrow_bound(void **state)
     rlock_client_free(c);
 }
 
+/* A client on s with the core tests' options. */
+static rlock_client *pool_client(const rh_server *s)
+{
+    rlock_options o;
+    cu_opts(&o, s);
+    return tc_client(&o);
+}
+
+/* One INCR of key, sent as a command that must not be resent (flags 0): only a live connection
+ * can carry it without an error. */
+static int incr_once(rlock_client *c, const char *key)
+{
+    rlk_args a;
+    rlk_args_init(&a);
+    rlk_args_adds(&a, "INCR");
+    rlk_args_adds(&a, key);
+    redisReply *rep = NULL;
+    int r = rlk_cmd(c, 0, &a, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = RLOCK_EPROTO;
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
+/* The server closes every pooled connection while it is idle; the next non-idempotent command,
+ * sent after the pool's freshness window, runs once on a new connection instead of failing on a
+ * dead one (without the borrow's check its read would see EOF, which a command that may not be
+ * resent cannot survive). */
+static void test_dead_idle_connection(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = pool_client(s);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(incr_once(c, "pool:dead"), RLOCK_OK);
+        const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal", NULL};
+        assert_true(rh_cmd_int(s, kill) >= 1);
+        rh_sleep_ms(20); /* longer than the 1 ms in which a returned connection is not checked */
+        long checks = rlk_pool_checks(c->pool);
+        assert_int_equal(incr_once(c, "pool:dead"), RLOCK_OK);
+        assert_true(rlk_pool_checks(c->pool) > checks);
+    }
+    const char *get[] = {"GET", "pool:dead", NULL};
+    assert_int_equal(rh_cmd_int(s, get), 6);
+    rlock_client_free(c);
+}
+
+/* Back-to-back commands on one thread reuse the connection just returned, without the liveness
+ * poll: at most a few of them (a thread descheduled for a millisecond between two commands on
+ * this shared machine) may be checked. Every command is still checked before this change. */
+static void test_fresh_connection_unchecked(void **state)
+{
+    rlock_client *c = pool_client(*state);
+    assert_int_equal(incr_once(c, "pool:fresh"), RLOCK_OK);
+    long checks = rlk_pool_checks(c->pool);
+    const int n = 1000;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(incr_once(c, "pool:fresh"), RLOCK_OK);
+    }
+    long polled = rlk_pool_checks(c->pool) - checks;
+    print_message("%d back-to-back commands: %ld liveness polls\n", n, polled);
+    assert_true(polled < n / 2);
+    rlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         TC_SERVER_TEST(test_stress_with_kills),
         TC_SERVER_TEST(test_borrow_bound),
+        TC_SERVER_TEST(test_dead_idle_connection),
+        TC_SERVER_TEST(test_fresh_connection_unchecked),
     };
     return cmocka_run_group_tests(tests, tc_require_server, NULL);
 }
