@@ -66,9 +66,10 @@ RLOCK_EXPORT const char *rlock_version_string(void);
 #define RLOCK_ENOTSUP   (-10) /* the operation is not supported by this lock type */
 #define RLOCK_EPROTO    (-11) /* Redis replied with an unexpected type or shape */
 #define RLOCK_EAUTH     (-12) /* authentication or SELECT failed when connecting */
-#define RLOCK_ETLS      (-13) /* TLS failed: handshake, untrusted certificate, name mismatch,
-                               * client certificate refused (OpenSSL's reason in last_error) */
-#define RLOCK_EREPLICA  (-14) /* fewer replicas than connected acknowledged a write in time */
+#define RLOCK_ETLS                                                                                 \
+    (-13)                    /* TLS failed: handshake, untrusted certificate, name mismatch,       \
+                              * client certificate refused (OpenSSL's reason in last_error) */
+#define RLOCK_EREPLICA (-14) /* fewer replicas than connected acknowledged a write in time */
 
 /* Returns a short constant description of code ("unknown error code" for unknown values). */
 RLOCK_EXPORT const char *rlock_strerror(int code);

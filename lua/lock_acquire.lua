@@ -10,6 +10,9 @@
 -- ARGV[1]  lease in ms (PEXPIRE of the hash; on re-entry only if longer than its PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  liveness timeout in ms of a waiter; 0 or absent = do not record this caller
+-- ARGV[4]  "1" when the caller is a recorded waiter (an attempt after it began to wait), which a
+--          grant takes out of the zset; absent or "0" for a first attempt, which costs nothing more
+--          than Redisson's script when the lock is free
 -- Returns {1, token}  acquired from free; token is the new counter value
 --         {1, 0}      re-entered by the same owner; the owner keeps its token
 --         {0, pttl}   held by another owner; pttl is its remaining lease (-1: no expiry),
@@ -18,7 +21,7 @@
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if KEYS[3] then
+    if KEYS[3] and ARGV[4] == '1' then
         redis.call('zrem', KEYS[3], ARGV[2])
     end
     return {1, redis.call('incr', KEYS[2])}

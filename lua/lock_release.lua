@@ -36,7 +36,8 @@ if count > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-local w = KEYS[4] and live_waiter(KEYS[3])
+-- EXISTS first: a release nobody waits for runs one command more than Redisson's, not two.
+local w = KEYS[4] and redis.call('exists', KEYS[3]) == 1 and live_waiter(KEYS[3])
 local err = w and notify(KEYS[4], w) or nil
 err = notify(KEYS[2], ARGV[3]) or err
 if err then

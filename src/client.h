@@ -26,8 +26,8 @@ struct rlock_client {
     char *url_copy;
     char *tls_copies[4]; /* opts.tls_ca_file .. tls_server_name point at these copies */
     rlk_tls *tls;        /* the TLS context every connection uses, NULL when not configured */
-    rlk_url url;   /* parsed URL */
-    char uuid[37]; /* client id, lower-case text form */
+    rlk_url url;         /* parsed URL */
+    char uuid[37];       /* client id, lower-case text form */
     rlk_pool *pool;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
@@ -36,13 +36,13 @@ struct rlock_client {
     pthread_mutex_t master_mu;      /* guards master_host and master_port */
     char master_host[RLK_HOST_MAX]; /* Sentinel: the current master ("" before discovery) */
     int master_port;
-    atomic_llong recheck_at;   /* monotonic ms before which no failover recheck runs */
-    atomic_int replicas;       /* replicas online on the master (replica.c) */
-    atomic_llong replicas_due; /* monotonic ms of the next replica count refresh */
+    atomic_llong recheck_at;         /* monotonic ms before which no failover recheck runs */
+    atomic_int replicas;             /* replicas online on the master (replica.c) */
+    atomic_llong replicas_due;       /* monotonic ms of the next replica count refresh */
     atomic_llong replicas_low_since; /* since when fewer replicas are online (0: not) */
-    atomic_int replicas_unknown; /* 1: the user may not run INFO, so replicas are not counted */
-    atomic_int closed; /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
-    atomic_int refs;   /* 1 for the client itself + 1 per open handle */
+    atomic_int replicas_unknown;     /* 1: the user may not run INFO, so replicas are not counted */
+    atomic_int closed;           /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
+    atomic_int refs;             /* 1 for the client itself + 1 per open handle */
     atomic_int warned_nopublish; /* 1 once a refused PUBLISH was logged (release_reply.c) */
     /* The fork generation (rlk_fork_gen()) the client's identity, connections and threads
      * belong to; a child of fork() sees a newer one and refreshes the client (client_fork.c). */

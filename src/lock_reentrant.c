@@ -77,6 +77,8 @@ static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->field, a->field_len);
     rlk_args_addi(args, a->may_queue ? a->client->opts.waiter_timeout_ms : 0);
+    /* Waiting (wait_begin ran): a grant must take this thread out of the waiters zset. */
+    rlk_args_adds(args, a->scratch != NULL ? "1" : "0");
     return r;
 }
 

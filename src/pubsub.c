@@ -463,7 +463,6 @@ static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
     twin->missed |= twin->refs == 0;
 }
 
-
 int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
                    const redisReply **payload)
 {

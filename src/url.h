@@ -32,8 +32,8 @@
 
 #include <stddef.h>
 
-#define RLK_URL_MAX          4096
-#define RLK_URL_DEFAULT_PORT 6379
+#define RLK_URL_MAX           4096
+#define RLK_URL_DEFAULT_PORT  6379
 #define RLK_URL_SENTINEL_PORT 26379
 #define RLK_URL_HOSTS_MAX     64
 

@@ -17,8 +17,8 @@
 typedef struct bench_cfg {
     int ports[BENCH_MAX_SERVERS]; /* ports[0] is the main server; 1, 2 for RedLock */
     int nports;
-    int reps;     /* repetitions per scenario (medians over them) */
-    double scale; /* < 1 shortens every scenario (smoke runs) */
+    int reps;           /* repetitions per scenario (medians over them) */
+    double scale;       /* < 1 shortens every scenario (smoke runs) */
     int tls_port;       /* a TLS port of ports[0]'s server (u1_tls), 0 = none */
     const char *tls_ca; /* the CA that signed its certificate */
 } bench_cfg;

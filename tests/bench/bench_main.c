@@ -5,9 +5,9 @@
  *   rlock_bench --port P [--port P2 --port P3] [--tls-port T --tls-ca CA] [--reps N]
  *               [--scale X] [--only a,b,...]
  *
- * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog fair_queue rw rw_handoff
- * redlock sem drain.
- * Prints a table while it runs, then one JSON line per scenario.
+ * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog
+ * fair_queue rw rw_handoff redlock sem drain. Prints a table while it runs, then one JSON line per
+ * scenario.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -32,18 +32,12 @@ static int run_handoff_fair(void)
 }
 
 static const bench_scenario g_scenarios[] = {
-    {"u1", bench_uncontended_1},
-    {"u1_tls", bench_uncontended_tls},
-    {"u8", bench_uncontended_8},
-    {"handoff", run_handoff},
-    {"handoff_fair", run_handoff_fair},
-    {"watchdog", bench_watchdog_memory},
-    {"fair_queue", bench_fair_queue},
-    {"rw", bench_rw},
-    {"rw_handoff", bench_rw_handoff},
-    {"redlock", bench_redlock},
-    {"sem", bench_semaphore},
-    {"drain", bench_drain},
+    {"u1", bench_uncontended_1},        {"u1_tls", bench_uncontended_tls},
+    {"u8", bench_uncontended_8},        {"handoff", run_handoff},
+    {"handoff_fair", run_handoff_fair}, {"watchdog", bench_watchdog_memory},
+    {"fair_queue", bench_fair_queue},   {"rw", bench_rw},
+    {"rw_handoff", bench_rw_handoff},   {"redlock", bench_redlock},
+    {"sem", bench_semaphore},           {"drain", bench_drain},
 };
 
 static int selected(const char *only, const char *name)

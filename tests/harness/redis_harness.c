@@ -44,8 +44,8 @@ struct rh_server {
     int tls_port;   /* 0 for a plain server */
     int tls_reserve_fd;
     char *tls_args[4]; /* cert, key, CA paths and "yes"/"no" for --tls-auth-clients */
-    pid_t pid;      /* 0 while stopped. */
-    pid_t owner;    /* Only this process may kill the server or remove its directory. */
+    pid_t pid;         /* 0 while stopped. */
+    pid_t owner;       /* Only this process may kill the server or remove its directory. */
     int paused;
     int pdeathsig;
     char *password;
@@ -499,10 +499,9 @@ static int rh__build_argv(rh_server *s, const char *binary, const char *const *e
                           s->dir,   "--daemonize", "no",     "--logfile",    s->log_path};
     char tls_port[16];
     snprintf(tls_port, sizeof(tls_port), "%d", s->tls_port);
-    const char *tls[] = {"--tls-port",         tls_port,       "--tls-cert-file",
-                         s->tls_args[0],       "--tls-key-file", s->tls_args[1],
-                         "--tls-ca-cert-file", s->tls_args[2], "--tls-auth-clients",
-                         s->tls_args[3]};
+    const char *tls[] = {"--tls-port",         tls_port,       "--tls-cert-file",    s->tls_args[0],
+                         "--tls-key-file",     s->tls_args[1], "--tls-ca-cert-file", s->tls_args[2],
+                         "--tls-auth-clients", s->tls_args[3]};
     size_t nbase = sizeof(base) / sizeof(base[0]);
     size_t ntls = s->tls_args[0] != NULL ? sizeof(tls) / sizeof(tls[0]) : 0;
     size_t nextra = 0;
@@ -722,8 +721,8 @@ static int rh__set_tls(rh_server *s, const rh_tls *tls)
     if (tls == NULL) {
         return 0;
     }
-    const char *names[3] = {tls->cert ? tls->cert : "server.crt", tls->key ? tls->key : "server.key",
-                            tls->ca ? tls->ca : "ca.crt"};
+    const char *names[3] = {tls->cert ? tls->cert : "server.crt",
+                            tls->key ? tls->key : "server.key", tls->ca ? tls->ca : "ca.crt"};
     for (int i = 0; i < 3; i++) {
         size_t n = strlen(tls->dir) + strlen(names[i]) + 2;
         s->tls_args[i] = malloc(n);
