@@ -332,7 +332,7 @@ void rlk_pool_reset(rlk_pool *p)
     /* Closed outside the mutex: a TLS close may write. The stack is emptied first, so no
      * borrower can take one of them meanwhile. */
     int n = p->n_idle;
-    rlk_conn **old = n > 0 ? malloc((size_t)n * sizeof(*old)) : NULL;
+    rlk_conn **old = n > 0 ? calloc((size_t)n, sizeof(rlk_conn *)) : NULL;
     for (int i = 0; i < n; i++) {
         rlk_conn *c = p->idle[i].conn;
         rlk_pool_untrack(p, c);
