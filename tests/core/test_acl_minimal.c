@@ -54,15 +54,17 @@ static const char *const acl_rules[] = {
     } while (0)
 
 static rh_server *g_srv[N_SERVERS];
-static rlock_client *g_a, *g_b; /* two clients of the user on server 0 */
-static atomic_int g_warnings;   /* log lines at WARN or worse, every client */
-static atomic_int g_lost;       /* on_lost calls, every client */
+static rlock_client *g_a, *g_b;  /* two clients of the user on server 0 */
+static atomic_int g_warnings;    /* log lines at WARN or worse, every client */
+static atomic_int g_lost;        /* on_lost calls, every client */
+static char g_last_warning[512]; /* the text of the last such line (read after the calls) */
 
 static void count_log(int level, const char *msg, void *user_data)
 {
     (void)user_data;
     if (level <= RLOCK_LOG_WARN) {
         atomic_fetch_add(&g_warnings, 1);
+        snprintf(g_last_warning, sizeof(g_last_warning), "%s", msg);
         fprintf(stderr, "rlock log %d: %s\n", level, msg);
     }
 }
@@ -268,6 +270,30 @@ static void test_no_warnings(void **state)
     assert_int_equal(atomic_load(&g_lost), 0);
 }
 
+/* A user without INFO (the replica count) still gets locks, without replica sync, and the client
+ * says so once at WARN. Runs last: it takes INFO from the user on server 1. */
+static void test_without_info(void **state)
+{
+    (void)state;
+    const char *deny[] = {"ACL", "SETUSER", "locker", "-info", NULL};
+    char *r = rh_cmd_str(g_srv[1], deny);
+    assert_non_null(r);
+    free(r);
+    atomic_store(&g_warnings, 0);
+    rlock_client *c = locker_client(1);
+    assert_non_null(c);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "app:no-info");
+    assert_non_null(l);
+    for (int i = 0; i < 3; i++) {
+        EXPECT(rlock_lock(l, -1), RLOCK_OK);
+        EXPECT(rlock_unlock(l), RLOCK_OK);
+    }
+    assert_int_equal(atomic_load(&g_warnings), 1);
+    assert_non_null(strstr(g_last_warning, "not replica-synced"));
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -303,10 +329,11 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_rw),        cmocka_unit_test(test_multi),
-        cmocka_unit_test(test_redlock),   cmocka_unit_test(test_semaphore),
-        cmocka_unit_test(test_latch),     cmocka_unit_test(test_no_warnings),
+        cmocka_unit_test(test_reentrant),    cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_rw),           cmocka_unit_test(test_multi),
+        cmocka_unit_test(test_redlock),      cmocka_unit_test(test_semaphore),
+        cmocka_unit_test(test_latch),        cmocka_unit_test(test_no_warnings),
+        cmocka_unit_test(test_without_info),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
