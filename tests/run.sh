@@ -5,8 +5,9 @@
 # configures, builds and runs ctest:
 #   plain  RelWithDebInfo; all tests; then the unit tests again under valgrind
 #          (ctest label `memcheck`: valgrind twins of every `unit` test)
-#   asan   RLOCK_SANITIZE=address,undefined; all tests except label `install`
-#   tsan   RLOCK_SANITIZE=thread;            all tests except label `install`
+#   asan   RLOCK_SANITIZE=address,undefined; all tests except labels `install`, `plain_only`
+#   tsan   RLOCK_SANITIZE=thread;            all tests except `install`, `plain_only`, `no_tsan`
+#          (CONTRIBUTING, "Test variants", says which tests carry those labels and why)
 # in build/<variant>, all with -DRLOCK_WERROR=ON and examples ON.
 # Unit tests run with ctest -j2, the others serially. Before the variants, tests/lint.sh
 # checks clang-format and clang-tidy (clang 14) over every C file; a violation fails the run.
@@ -16,7 +17,7 @@
 #   RLOCK_SKIP_APT=1                   never call apt-get
 #   RLOCK_JOBS=2                       parallel build / unit-test jobs
 #   RLOCK_CTEST_ARGS="..."             extra arguments for every ctest call (e.g. -R url)
-#   RLOCK_FUZZ_SECONDS=45              run time of each libFuzzer target (tests/fuzz), after the
+#   RLOCK_FUZZ_SECONDS=30              run time of each libFuzzer target (tests/fuzz), after the
 #                                      variants, built with clang in build/fuzz; 0 skips fuzzing
 #   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
 #
@@ -111,8 +112,8 @@ run_variant() {
     local v=$1 dir="$ROOT/build/$1" sanitize="" mult=1 exclude=""
     case "$v" in
         plain) ;;
-        asan) sanitize="address,undefined"; mult=2; exclude="install" ;;
-        tsan) sanitize="thread"; mult=3; exclude="install" ;;
+        asan) sanitize="address,undefined"; mult=2; exclude="install|plain_only" ;;
+        tsan) sanitize="thread"; mult=3; exclude="install|plain_only|no_tsan" ;;
         *) echo "unknown variant '$v' (plain, asan, tsan)" >&2; record "$v" 0 1 "unknown variant"; return ;;
     esac
 
@@ -154,7 +155,7 @@ run_variant() {
 # Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for RLOCK_FUZZ_SECONDS on
 # its committed corpus; every target counts as one test, a crash as one failure.
 run_fuzz() {
-    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-45} out
+    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-30} out
     [ "$secs" -gt 0 ] || return 0
     log "fuzz: configure and build ($dir)"
     mkdir -p "$dir"

@@ -43,6 +43,19 @@ int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
         }
         rh_sleep_ms(20);
     }
+    /* "online" in the master's INFO comes before a replica has loaded what it was sent and
+     * acknowledged the stream; on a loaded machine that takes longer than a test's short
+     * replica_sync_timeout_ms. Wait until WAIT itself sees all n, as the tests' grants will. */
+    char nbuf[16];
+    snprintf(nbuf, sizeof(nbuf), "%d", n);
+    const char *argv[] = {"WAIT", nbuf, "500", NULL};
+    while (rh_cmd_int(master, argv) != n) {
+        if (rh_now_ms() >= deadline) {
+            fprintf(stderr, "tc_replicas_wait: %d replicas not acknowledging within %lld ms\n", n,
+                    (long long)timeout_ms);
+            return -1;
+        }
+    }
     return 0;
 }
 
