@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cluster_map.h"
+#include "fuzz_resp.h"
 #include "rlock.h"
 
 static void check_map(int rc, rlk_cluster_map *m)
@@ -59,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *nul = memchr(data, '\0', size);
     size_t text_len = nul != NULL ? (size_t)(nul - data) : size;
     check_redirect(data, text_len);
-    if (nul == NULL) {
+    if (nul == NULL || fuzz_huge_array(nul + 1, size - text_len - 1)) {
         return 0;
     }
 

@@ -23,6 +23,7 @@
 #include "lock.h"
 #include "pool.h"
 #include "reply_checks.h"
+#include "fuzz_resp.h"
 #include "rlock.h"
 
 #define MAX_REPLIES 16
@@ -203,33 +204,11 @@ static void read_all(const uint8_t *data, size_t size, int consume)
     redisReaderFree(rd);
 }
 
-/* hiredis 0.14 allocates an array's element table as soon as it reads "*<count>", before any
- * element arrives (1.x caps the count), so "*254775808" makes it calloc 2 GB: a property of
- * hiredis, not of the checks fuzzed here. Inputs announcing more than 1024 elements are skipped. */
-static int huge_array(const uint8_t *data, size_t size)
-{
-    for (size_t i = 0; i < size; i++) {
-        long long count = 0;
-        size_t j = i + 1;
-
-        if (data[i] != '*') {
-            continue;
-        }
-        while (j < size && data[j] >= '0' && data[j] <= '9' && count <= 1024) {
-            count = count * 10 + (data[j++] - '0');
-        }
-        if (count > 1024) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (huge_array(data, size)) {
+    if (fuzz_huge_array(data, size)) {
         return 0;
     }
     setup();
