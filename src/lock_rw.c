@@ -436,19 +436,8 @@ static void rw_destroy(rlock *l)
     rlk_single_destroy(l);
 }
 
-static const rlk_lock_ops rw_read_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = rw_force_unlock,
-    .is_locked = rw_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = rw_destroy,
-};
-
-static const rlk_lock_ops rw_write_ops = {
+/* Both sides: what differs between them is in their rlk_single_ops and the :write hook. */
+static const rlk_lock_ops rw_ops = {
     .acquire = rlk_single_acquire,
     .unlock = rlk_single_unlock,
     .force_unlock = rw_force_unlock,
@@ -501,8 +490,7 @@ static rw_impl *rw_impl_new(const char *name, size_t len)
 rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name)
 {
     int write = kind == RLOCK_WRITE;
-    rlock *l = rlk_single_new(c, kind, name, write ? &rw_write_ops : &rw_read_ops,
-                              write ? &rw_write_single : &rw_read_single);
+    rlock *l = rlk_single_new(c, kind, name, &rw_ops, write ? &rw_write_single : &rw_read_single);
     rw_impl *rw;
 
     if (l == NULL) {
