@@ -9,6 +9,7 @@
 #include <uuid/uuid.h>
 
 #include "client.h"
+#include "cluster.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"
@@ -102,6 +103,8 @@ static void rlk_client_stop(rlock_client *c)
     c->pubsub = NULL;
     rlk_pool_free(c->pool);
     c->pool = NULL;
+    rlk_cluster_free(c->cluster);
+    c->cluster = NULL;
 }
 
 /* Dials one connection and PINGs the server, so that a wrong URL, password or db, and a server
@@ -137,12 +140,14 @@ static int rlk_client_probe(rlock_client *c)
     return RLOCK_OK;
 }
 
-/* Finds the data node of a Sentinel deployment before anything dials it; a cluster URL is
- * refused until cluster support lands. */
+/* Finds the data node of a Sentinel deployment, or reads a cluster's slot map (and picks its
+ * home node), before anything dials it. */
 static int rlk_client_locate(rlock_client *c)
 {
     if (c->url.kind == RLK_URL_CLUSTER) {
-        return rlk_err(RLOCK_ENOTSUP, "redis-cluster:// URLs are not yet supported");
+        int r = rlk_cluster_new(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
+        c->route = r == RLOCK_OK ? rlk_cluster_run : NULL;
+        return r;
     }
     if (c->url.kind != RLK_URL_SENTINEL) {
         return RLOCK_OK;

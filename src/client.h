@@ -17,6 +17,14 @@ typedef struct rlk_pool rlk_pool;
 typedef struct rlk_pubsub rlk_pubsub;
 typedef struct rlk_watchdog rlk_watchdog;
 typedef struct rlk_tls rlk_tls;
+typedef struct rlk_cluster rlk_cluster;
+struct rlk_conn;
+struct redisReply;
+/* A cluster client's router (cluster_route.c's rlk_cluster_run(); the exchange is pool.h's
+ * rlk_exchange_fn). */
+typedef int (*rlk_route_fn)(rlock_client *c, int slot, int flags,
+                            int (*fn)(struct rlk_conn *, void *, struct redisReply **), void *arg,
+                            struct redisReply **out);
 
 /* Longest owner string: 36-char UUID, ':', 20-digit thread id, ":write", NUL. */
 #define RLK_OWNER_MAX 72
@@ -28,7 +36,11 @@ struct rlock_client {
     rlk_tls *tls;        /* the TLS context every connection uses, NULL when not configured */
     rlk_url url;         /* parsed URL */
     char uuid[37];       /* client id, lower-case text form */
-    rlk_pool *pool;
+    rlk_pool *pool;       /* the data node's pool; on a cluster, the home node's (cluster.h) */
+    rlk_cluster *cluster; /* the slot map and the node pools of a cluster client, else NULL */
+    /* Set with cluster: pool.c routes through this pointer, so that the pool does not depend
+     * on the cluster layer built on top of it (no cycle between the files). */
+    rlk_route_fn route;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
     char *sentinel_user; /* copies of the options (NULL = none) */

@@ -29,6 +29,7 @@
 #include <uuid/uuid.h>
 
 #include "client.h"
+#include "cluster.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "watchdog.h"
@@ -57,6 +58,9 @@ static void fork_prepare(void)
         if (c->pool != NULL) {
             rlk_pool_fork_lock(c->pool);
         }
+        if (c->cluster != NULL) {
+            rlk_cluster_fork_lock(c->cluster);
+        }
         if (c->watchdog != NULL) {
             rlk_watchdog_fork_lock(c->watchdog);
         }
@@ -68,6 +72,9 @@ static void fork_release(void)
     for (rlock_client *c = fork_clients; c != NULL; c = c->fork_next) {
         if (c->watchdog != NULL) {
             rlk_watchdog_fork_unlock(c->watchdog);
+        }
+        if (c->cluster != NULL) {
+            rlk_cluster_fork_unlock(c->cluster);
         }
         if (c->pool != NULL) {
             rlk_pool_fork_unlock(c->pool);
@@ -130,6 +137,7 @@ static void fork_abandon(rlock_client *c)
     c->pubsub = NULL;
     rlk_pool_abandon(c->pool);
     c->pool = NULL;
+    rlk_cluster_abandon_pools(c->cluster);
 }
 
 void rlk_client_abandon_inherited(rlock_client *c)

@@ -50,7 +50,8 @@ void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host)
                          .password = u->password,
                          .db = u->db,
                          .tls = u->tls};
-    if (u->kind == RLK_URL_SENTINEL) {
+    /* A cluster client's data node is its home node (cluster.c), recorded the same way. */
+    if (u->kind == RLK_URL_SENTINEL || u->kind == RLK_URL_CLUSTER) {
         /* The mutex is the client's own, so taking it through a const client is sound. */
         pthread_mutex_t *mu = (pthread_mutex_t *)&c->master_mu;
         pthread_mutex_lock(mu);

@@ -63,6 +63,13 @@ static int node_index(rlk_cluster_map *m, const char *host, size_t host_len, int
     return m->n_nodes++;
 }
 
+int rlk_cluster_map_add_node(rlk_cluster_map *m, const char *host, int port)
+{
+    return node_index(m, host, strlen(host), port) >= 0
+               ? RLOCK_OK
+               : rlk_err(RLOCK_ENOMEM, "out of memory adding a cluster node");
+}
+
 static int is_int(const redisReply *r)
 {
     return r != NULL && r->type == REDIS_REPLY_INTEGER;

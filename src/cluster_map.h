@@ -34,6 +34,9 @@ int rlk_cluster_map_from_shards(const redisReply *r, const char *asked_host, rlk
 /* The same from a CLUSTER SLOTS reply: [start, end, [host, port, id, ...], replicas...] rows. */
 int rlk_cluster_map_from_slots(const redisReply *r, const char *asked_host, rlk_cluster_map *out);
 void rlk_cluster_map_free(rlk_cluster_map *m);
+/* Adds host:port to m's nodes unless it is there (a MOVED target the map did not know; a copy
+ * of another map's nodes). RLOCK_OK or RLOCK_ENOMEM. */
+int rlk_cluster_map_add_node(rlk_cluster_map *m, const char *host, int port);
 /* The number of slots the map assigns to some node (16384 when the cluster is whole). */
 int rlk_cluster_map_covered(const rlk_cluster_map *m);
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_slot.h"
 #include "pool.h"
 
 #define RLK_BACKOFF_MIN_MS  10
@@ -53,6 +54,9 @@ struct rlk_pool {
     /* Every open connection, idle or borrowed (pool_size slots, NULL = free): a child of fork()
      * must abandon the ones other threads of the parent had borrowed too (rlk_pool_abandon). */
     rlk_conn **all;
+    /* A cluster node's pool dials this node (rlk_pool_new_at); NULL: the client's data node. */
+    char *node_host;
+    int node_port;
 };
 
 int rlk_pool_new(rlock_client *c, rlk_pool **out)
@@ -80,11 +84,42 @@ int rlk_pool_new(rlock_client *c, rlk_pool **out)
     return RLOCK_OK;
 }
 
+int rlk_pool_new_at(rlock_client *c, const char *host, int port, rlk_pool **out)
+{
+    char *copy = strdup(host);
+    if (copy == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate the pool");
+    }
+    int r = rlk_pool_new(c, out);
+    if (r != RLOCK_OK) {
+        free(copy);
+        return r;
+    }
+    (*out)->node_host = copy;
+    (*out)->node_port = port;
+    return RLOCK_OK;
+}
+
+/* Dials the pool's node: the client's data node, or the cluster node it was made for. */
+static int rlk_pool_open(rlk_pool *p, int64_t deadline, rlk_conn **conn)
+{
+    if (p->node_host == NULL) {
+        return rlk_conn_open(p->c, deadline, p->c->opts.command_timeout_ms, conn);
+    }
+    rlk_endpoint ep;
+    char host[RLK_HOST_MAX];
+    rlk_client_endpoint(p->c, &ep, host);
+    ep.host = p->node_host;
+    ep.port = p->node_port;
+    return rlk_conn_open_at(p->c, &ep, deadline, p->c->opts.command_timeout_ms, conn);
+}
+
 void rlk_pool_free(rlk_pool *p)
 {
     if (p == NULL) {
         return;
     }
+    free(p->node_host);
     while (p->n_idle > 0) {
         rlk_conn_close(p->idle[--p->n_idle].conn);
     }
@@ -108,6 +143,7 @@ void rlk_pool_abandon(rlk_pool *p)
      * them forever. Their memory is simply released. */
     free(p->idle);
     free(p->all);
+    free(p->node_host);
     free(p);
 }
 
@@ -168,7 +204,7 @@ static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
     uint64_t gen = p->gen; /* before the dial: a reset during it makes this one stale */
     pthread_mutex_unlock(&p->mu);
     int64_t deadline = rlk_add_sat(rlk_now_ms(), dial_ms);
-    int r = rlk_conn_open(p->c, deadline, p->c->opts.command_timeout_ms, &conn);
+    int r = rlk_pool_open(p, deadline, &conn);
     pthread_mutex_lock(&p->mu);
     if (r != RLOCK_OK) {
         p->open--;
@@ -391,17 +427,40 @@ static int rlk_exchange_cmd(rlk_conn *conn, void *arg, redisReply **out)
 
 int rlk_cmd(rlock_client *c, int flags, const rlk_args *argv, redisReply **out)
 {
+    /* Every command rlk_cmd() sends names its key right after the command name. */
+    if (c->route != NULL && argv->n >= 2) {
+        int slot = rlk_cluster_key_slot(argv->v[1], argv->len[1]);
+        return rlk_pool_run_slot(c, slot, flags, rlk_exchange_cmd, (void *)argv, out);
+    }
     return rlk_pool_run(c, flags, rlk_exchange_cmd, (void *)argv, out);
 }
 
 int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redisReply **out)
+{
+    if (c->route != NULL) {
+        return c->route(c, -1, flags, fn, arg, out);
+    }
+    return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
+}
+
+int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
+                      redisReply **out)
+{
+    if (c->route != NULL) {
+        return c->route(c, slot, flags, fn, arg, out);
+    }
+    return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
+}
+
+int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn fn, void *arg,
+                    redisReply **out)
 {
     *out = NULL;
     int r = rlk_client_check(c);
     for (int attempt = 0; r == RLOCK_OK; attempt++) {
         rlk_conn *conn = NULL;
         /* A resend follows a broken connection: it must not take another dead one. */
-        r = rlk_pool_borrow_check(c->pool, c->opts.connect_timeout_ms, attempt > 0, &conn);
+        r = rlk_pool_borrow_check(pool, c->opts.connect_timeout_ms, attempt > 0, &conn);
         if (r != RLOCK_OK) {
             return r;
         }
@@ -409,7 +468,7 @@ int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redi
         int broken = rlk_conn_broken(conn);
         int resend = r != RLOCK_OK && broken && (flags & RLK_IDEMPOTENT) && attempt == 0 &&
                      rlk_conn_resendable(conn);
-        rlk_pool_return(c->pool, conn, broken);
+        rlk_pool_return(pool, conn, broken);
         if (!resend) {
             return r;
         }

@@ -11,6 +11,9 @@
 #include "conn.h"
 
 int rlk_pool_new(rlock_client *c, rlk_pool **out);
+/* A pool whose connections dial host:port (a cluster node) with the URL's credentials and TLS
+ * instead of the client's data node. host is copied. */
+int rlk_pool_new_at(rlock_client *c, const char *host, int port, rlk_pool **out);
 void rlk_pool_free(rlk_pool *p);
 /* In a child of fork(): abandons every connection the pool had open, idle or borrowed by the
  * parent's threads (rlk_conn_abandon: nothing is written), and frees the pool. */
@@ -72,7 +75,18 @@ typedef int (*rlk_exchange_fn)(rlk_conn *conn, void *arg, redisReply **out);
  * or fn's own error, with the last error set. */
 int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redisReply **out);
 
-/* Runs one command (rlk_pool_run() of a plain send-and-read). */
+/* rlk_pool_run() for a request whose keys live in slot (0..16383; -1 = no key): on a cluster
+ * client it goes to the slot's master, redirections followed (cluster_route.c); elsewhere it is
+ * rlk_pool_run(). */
+int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
+                      redisReply **out);
+/* rlk_pool_run() on a given pool (what rlk_pool_run() does with the client's only pool; the
+ * cluster router calls it with a node's pool). */
+int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn fn, void *arg,
+                    redisReply **out);
+
+/* Runs one command (rlk_pool_run() of a plain send-and-read); on a cluster client it goes to
+ * the slot of argv[1], the key of every command the library sends this way. */
 int rlk_cmd(rlock_client *c, int flags, const rlk_args *argv, redisReply **out);
 
 #endif

@@ -37,7 +37,9 @@ void rlk_armed_unlink(rlk_sub *s, rlk_armed *a)
 static int armed_claim(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a)
 {
     rlk_conn *conn = NULL;
-    if (rlk_pool_try_idle(ps->c->pool, &conn) != RLOCK_OK) {
+    /* A cluster client's pool here is its home node's, which may not serve the lock's slot:
+     * its waiters attempt themselves (cluster routing of armed attempts is not built yet). */
+    if (ps->c->cluster != NULL || rlk_pool_try_idle(ps->c->pool, &conn) != RLOCK_OK) {
         return RLOCK_ECONN;
     }
     rlk_armed_unlink(s, a);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_slot.h"
 #include "replica.h"
 #include "scripts.h"
 #include "sentinel.h"
@@ -118,6 +119,7 @@ typedef struct rlk_eval {
     const size_t *lens;
     rlock_client *sync_client;
     rlk_sync sync;
+    int slot; /* the slot of the first key (a cluster client routes by it), -1 for none */
 } rlk_eval;
 
 /* Sends EVALSHA, followed on the same connection by the replica sync when the script is synced,
@@ -161,7 +163,7 @@ static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
  * were asked again. */
 static int rlk_script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **out)
 {
-    int rc = rlk_pool_run(c, flags, rlk_exchange_eval, e, out);
+    int rc = rlk_pool_run_slot(c, e->slot, flags, rlk_exchange_eval, e, out);
     for (int attempt = 0; rc == RLOCK_OK && rlk_reply_is_moved(*out); attempt++) {
         char why[128];
         snprintf(why, sizeof(why), "%.*s", (int)(*out)->len, (*out)->str);
@@ -172,7 +174,7 @@ static int rlk_script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **
             return rlk_err(RLOCK_ECONN, "script %s: the master is changing: %s",
                            rlk_script_get(e->script)->name, why);
         }
-        rc = rlk_pool_run(c, flags, rlk_exchange_eval, e, out);
+        rc = rlk_pool_run_slot(c, e->slot, flags, rlk_exchange_eval, e, out);
     }
     if (rc == RLOCK_ECONN) {
         rlk_sentinel_recheck(c);
@@ -191,7 +193,11 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     if (n < 0) {
         return n;
     }
-    rlk_eval e = {script, n, argv, lens, rlk_script_synced(script) ? c : NULL, {0}};
+    /* The slot is computed only for a cluster client: a standalone call pays nothing. */
+    int slot = c->cluster != NULL && keys != NULL && keys->n > 0
+                   ? rlk_cluster_key_slot(keys->v[0], keys->len[0])
+                   : -1;
+    rlk_eval e = {script, n, argv, lens, rlk_script_synced(script) ? c : NULL, {0}, slot};
     redisReply *r = NULL;
     int rc = rlk_script_run(c, flags, &e, &r);
     if (e.sync_client != NULL) {

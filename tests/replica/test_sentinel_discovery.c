@@ -115,14 +115,16 @@ static void test_nonsense_sentinels_skipped(void **state)
     assert_non_null(strstr(rlock_last_error(), "does not know a master named 'nosuchmaster'"));
 }
 
-static void test_cluster_url_not_supported(void **state)
+/* A cluster URL whose seed is a server without cluster mode is refused with the server's
+ * reason. */
+static void test_cluster_url_not_a_cluster(void **state)
 {
     (void)state;
     char url[64];
     snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", rh_port(g_d.data[0]));
     rlock_client *c = NULL;
-    assert_int_equal(client_new_url(url, &c), RLOCK_ENOTSUP);
-    assert_non_null(strstr(rlock_last_error(), "not yet supported"));
+    assert_int_equal(client_new_url(url, &c), RLOCK_ECONN);
+    assert_non_null(strstr(rlock_last_error(), "cluster support disabled"));
 }
 
 int main(void)
@@ -131,7 +133,7 @@ int main(void)
         cmocka_unit_test(test_discovery_with_two_sentinels_down),
         cmocka_unit_test(test_all_sentinels_down),
         cmocka_unit_test(test_nonsense_sentinels_skipped),
-        cmocka_unit_test(test_cluster_url_not_supported),
+        cmocka_unit_test(test_cluster_url_not_a_cluster),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
