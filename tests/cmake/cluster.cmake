@@ -9,3 +9,5 @@ rlock_add_test(NAME test_cluster_harness SOURCES cluster/test_cluster_harness.c
 rlock_add_test(NAME test_cluster_map SOURCES cluster/test_cluster_map.c LABELS unit TIMEOUT 30)
 rlock_add_test(NAME test_cluster_routing SOURCES cluster/test_cluster_routing.c
                LABELS redis TIMEOUT 120)
+rlock_add_test(NAME test_cluster_redirect SOURCES cluster/test_cluster_redirect.c
+               LABELS redis TIMEOUT 120)

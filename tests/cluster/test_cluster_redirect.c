@@ -1,0 +1,144 @@
+/*
+ * A slot migration while a lock on it is held and waited for, done as `redis-cli --cluster
+ * reshard` does it (SETSLOT IMPORTING/MIGRATING, MIGRATE of the slot's keys, SETSLOT NODE):
+ * during the migration the client follows ASK to the importing node without changing its map;
+ * after it, MOVED refreshes the map; the holder releases on the new owner, and the waiter is
+ * woken there and gets the lock.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <hiredis.h>
+
+#include "client.h"
+#include "cluster.h"
+#include "cluster_slot.h"
+#include "tc_cluster.h"
+#include "tc_redis.h"
+#include "tc_thread.h"
+
+/* The node id of s (CLUSTER MYID), malloc()ed. */
+static char *node_id(rh_server *s)
+{
+    const char *argv[] = {"CLUSTER", "MYID", NULL};
+    char *id = rh_cmd_str(s, argv);
+    assert_non_null(id);
+    return id;
+}
+
+static void setslot(rh_server *s, const char *slot, const char *how, const char *id)
+{
+    const char *argv[] = {"CLUSTER", "SETSLOT", slot, how, id, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_STATUS) {
+        fail_msg("CLUSTER SETSLOT %s %s: %s", slot, how, r->str);
+    }
+    freeReplyObject(r);
+}
+
+/* MIGRATEs every key of slot from src to dst (at most 100: one lock has a handful). */
+static void migrate_keys(rh_server *src, rh_server *dst, const char *slot)
+{
+    const char *get[] = {"CLUSTER", "GETKEYSINSLOT", slot, "100", NULL};
+    redisReply *keys = rh_cmd(src, get);
+    assert_non_null(keys);
+    assert_int_equal(keys->type, REDIS_REPLY_ARRAY);
+    assert_true(keys->elements > 0);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", rh_port(dst));
+    for (size_t i = 0; i < keys->elements; i++) {
+        const char *argv[] = {"MIGRATE", "127.0.0.1", port, keys->element[i]->str,
+                              "0",       "5000",      NULL};
+        redisReply *r = rh_cmd(src, argv);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    freeReplyObject(keys);
+}
+
+/* Another master than s. */
+static rh_server *other_master(rh_server *s)
+{
+    char name[32];
+    for (int i = 0; i < 3; i++) {
+        tc_cluster_name_on(i, "other-", name, sizeof(name));
+        if (tc_cluster_owner(name) != s) {
+            return tc_cluster_owner(name);
+        }
+    }
+    fail_msg("no other master");
+    return NULL;
+}
+
+static int lock_wait(void *arg)
+{
+    int r = rlock_try_lock(arg, 20000, 10000);
+    return r == RLOCK_OK ? rlock_unlock(arg) : r;
+}
+
+static void test_migration_mid_hold(void **state)
+{
+    (void)state;
+    const char *name = "migrating-lock";
+    char slot[16];
+    snprintf(slot, sizeof(slot), "%d", rlk_cluster_key_slot(name, strlen(name)));
+    rh_server *src = tc_cluster_owner(name);
+    rh_server *dst = other_master(src);
+    char *src_id = node_id(src), *dst_id = node_id(dst);
+
+    rlock_client *holder = tc_cluster_client(0);
+    rlock_client *waiter = tc_cluster_client(0);
+    rlock *h = rlock_open(holder, RLOCK_REENTRANT, name);
+    rlock *w = rlock_open(waiter, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_try_lock(h, 0, 60000), RLOCK_OK);
+    tc_bg bg;
+    tc_bg_start(&bg, lock_wait, w);
+
+    setslot(dst, slot, "IMPORTING", src_id);
+    setslot(src, slot, "MIGRATING", dst_id);
+    migrate_keys(src, dst, slot);
+    /* The key has left the old owner: a question about it is answered with ASK. */
+    rlock *probe = rlock_open(waiter, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_is_locked(probe), 1);
+    rlk_cluster_stats st;
+    rlk_cluster_get_stats(waiter->cluster, &st);
+    assert_true(st.ask >= 1);
+    assert_int_equal(st.refreshes, 0);
+
+    /* As redis-cli: the new owner first, then the old one; gossip tells the rest. */
+    setslot(dst, slot, "NODE", dst_id);
+    setslot(src, slot, "NODE", dst_id);
+    assert_int_equal(rlock_is_held(h), 1);
+    /* The holder's map still names the old owner: MOVED, a refresh, the release on the new. */
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    rlk_cluster_get_stats(holder->cluster, &st);
+    assert_true(st.moved >= 1);
+    assert_true(st.refreshes >= 1);
+    assert_int_equal(tc_bg_join(&bg), RLOCK_OK);
+    assert_ptr_equal(tc_cluster_owner(name), dst);
+    assert_int_equal(rlock_is_locked(probe), 0);
+
+    rlock_free(probe);
+    rlock_free(h);
+    rlock_free(w);
+    rlock_client_free(holder);
+    rlock_client_free(waiter);
+    free(src_id);
+    free(dst_id);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_migration_mid_hold),
+    };
+    return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
+}
