@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
+#include "cluster_slot.h"
 #include "pool.h"
 #include "replica.h"
 #include "reply_checks.h"
@@ -115,11 +117,14 @@ void rlk_wd_get_stats(rlk_watchdog *wd, rlk_wd_stats *out)
 typedef struct rlk_wd_item {
     rlk_wd_entry *e;
     int result; /* 1 renewed, 0 gone, -1 no answer */
+    int slot;   /* a cluster client's: the slot of the entry's key, and its master's index */
+    int node;
 } rlk_wd_item;
 
 typedef struct rlk_wd_chunk {
     size_t first, n; /* items[first .. first+n) */
     int retry;       /* NOSCRIPT: load and resend */
+    int moved;       /* a cluster node answered MOVED: its map needs a refresh */
 } rlk_wd_chunk;
 
 static int rlk_item_cmp(const void *a, const void *b)
@@ -129,6 +134,18 @@ static int rlk_item_cmp(const void *a, const void *b)
         return (uintptr_t)x->cls < (uintptr_t)y->cls ? -1 : 1;
     }
     return x->lease_ms < y->lease_ms ? -1 : x->lease_ms > y->lease_ms;
+}
+
+/* A cluster client's order: by master (one pipeline each), then class and lease, then slot, so
+ * that no batch spans two slots (a script whose keys do fails with CROSSSLOT). */
+static int rlk_item_cmp_cluster(const void *a, const void *b)
+{
+    const rlk_wd_item *x = a, *y = b;
+    if (x->node != y->node) {
+        return x->node < y->node ? -1 : 1;
+    }
+    int c = rlk_item_cmp(a, b);
+    return c != 0 ? c : (x->slot > y->slot) - (x->slot < y->slot);
 }
 
 /* Queues one batch script call for items[ch->first ..] on conn. The entries describe
@@ -186,7 +203,11 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rlk_reply_is_moved(rep)) {
+    if (rep->type == REDIS_REPLY_ERROR && (strncmp(rep->str, "MOVED ", 6) == 0 ||
+                                           strncmp(rep->str, "ASK ", 4) == 0)) {
+        /* The slot moved (or is moving): the entries are retried soon, after a refresh. */
+        ch->moved = 1;
+    } else if (rlk_reply_is_moved(rep)) {
         /* Not the master any more: the rest of the pipeline went there too, so give up on this
          * connection and let the failover recheck find the new one. */
         r = rlk_err(RLOCK_ECONN, "renewal: %s", rep->str);
@@ -263,32 +284,30 @@ static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
     return r ? r : rlk_wd_sync_read(wd, conn, &sync);
 }
 
-static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
+/* Cuts items (sorted by cmp) into batches of equal items, at most RLK_WD_BATCH each. */
+static rlk_wd_chunk *rlk_wd_chunk_up(rlk_wd_item *items, size_t n,
+                                     int (*cmp)(const void *, const void *), size_t *nc)
 {
-    /* Group by (class, lease). Usually every due entry has the same ones (watchdog holds with
-     * the default lease), and then the sort is skipped: it was a fifth of a sweep's CPU time. */
-    size_t same = 1;
-    while (same < n && rlk_item_cmp(&items[0], &items[same]) == 0) {
-        same++;
-    }
-    if (same < n) {
-        qsort(items, n, sizeof(*items), rlk_item_cmp);
-    }
     rlk_wd_chunk *chunks = n > 0 ? malloc(sizeof(*chunks) * n) : NULL;
-    if (chunks == NULL) {
-        return; /* Results stay -1: retried at the next tick. */
-    }
-    size_t nc = 0;
-    for (size_t i = 0; i < n;) {
+    *nc = 0;
+    for (size_t i = 0; chunks != NULL && i < n;) {
         size_t j = i + 1;
-        while (j < n && j - i < RLK_WD_BATCH && rlk_item_cmp(&items[i], &items[j]) == 0) {
+        while (j < n && j - i < RLK_WD_BATCH && cmp(&items[i], &items[j]) == 0) {
             j++;
         }
-        chunks[nc++] = (rlk_wd_chunk){.first = i, .n = j - i};
+        chunks[(*nc)++] = (rlk_wd_chunk){.first = i, .n = j - i};
         i = j;
     }
+    return chunks;
+}
+
+/* Sends chunks in one pipeline on a connection of pool (a NOSCRIPT answered loads and resends
+ * once), counts it, and logs a failure. */
+static int rlk_wd_send(rlk_watchdog *wd, rlk_pool *pool, rlk_wd_item *items, rlk_wd_chunk *chunks,
+                       size_t nc)
+{
     rlk_conn *conn = NULL;
-    int r = rlk_pool_borrow(wd->c->pool, &conn);
+    int r = rlk_pool_borrow(pool, &conn);
     if (r == RLOCK_OK) {
         r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 0);
         int again = 0;
@@ -298,7 +317,7 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
         if (r == RLOCK_OK && again) {
             r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 1);
         }
-        rlk_pool_return(wd->c->pool, conn, r != RLOCK_OK);
+        rlk_pool_return(pool, conn, r != RLOCK_OK);
     }
     pthread_mutex_lock(&wd->mu);
     wd->stats.pipelines++;
@@ -306,8 +325,76 @@ static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     wd->stats.failures += r != RLOCK_OK;
     pthread_mutex_unlock(&wd->mu);
     if (r != RLOCK_OK) {
+        size_t n = 0;
+        for (size_t i = 0; i < nc; i++) {
+            n += chunks[i].n;
+        }
         rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewal of %zu holds failed: %s", n,
                 rlock_last_error());
+    }
+    return r;
+}
+
+/* A cluster client's sweep: each item's slot and master, then one pipeline per master of
+ * batches that each stay within one slot. */
+static void rlk_wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
+{
+    rlk_cluster *cl = wd->c->cluster;
+    rlk_buf key, field;
+    rlk_buf_init(&key);
+    rlk_buf_init(&field);
+    for (size_t i = 0; i < n; i++) {
+        key.len = field.len = 0;
+        int r = items[i].e->cls->describe(items[i].e, &key, &field);
+        items[i].slot = r == RLOCK_OK ? rlk_cluster_key_slot(key.p, key.len) : 0;
+        items[i].node = rlk_cluster_node_of(cl, items[i].slot);
+    }
+    rlk_buf_free(&key);
+    rlk_buf_free(&field);
+    qsort(items, n, sizeof(*items), rlk_item_cmp_cluster);
+    size_t nc = 0;
+    rlk_wd_chunk *chunks = rlk_wd_chunk_up(items, n, rlk_item_cmp_cluster, &nc);
+    for (size_t i = 0; chunks != NULL && i < nc;) {
+        size_t j = i + 1;
+        while (j < nc && items[chunks[j].first].node == items[chunks[i].first].node) {
+            j++;
+        }
+        uint64_t epoch = 0;
+        rlk_pool *pool = rlk_cluster_pool(cl, items[chunks[i].first].slot, &epoch);
+        int r = pool != NULL ? rlk_wd_send(wd, pool, items, chunks + i, j - i) : RLOCK_ENOMEM;
+        int moved = r == RLOCK_ECONN;
+        for (size_t k = i; k < j; k++) {
+            moved |= chunks[k].moved;
+        }
+        if (moved) {
+            (void)rlk_cluster_refresh(cl, epoch);
+        }
+        i = j;
+    }
+    free(chunks);
+}
+
+static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
+{
+    if (wd->c->cluster != NULL) {
+        rlk_wd_renew_cluster(wd, items, n);
+        return;
+    }
+    /* Group by (class, lease). Usually every due entry has the same ones (watchdog holds with
+     * the default lease), and then the sort is skipped: it was a fifth of a sweep's CPU time. */
+    size_t same = 1;
+    while (same < n && rlk_item_cmp(&items[0], &items[same]) == 0) {
+        same++;
+    }
+    if (same < n) {
+        qsort(items, n, sizeof(*items), rlk_item_cmp);
+    }
+    size_t nc = 0;
+    rlk_wd_chunk *chunks = rlk_wd_chunk_up(items, n, rlk_item_cmp, &nc);
+    if (chunks == NULL) {
+        return; /* Results stay -1: retried at the next tick. */
+    }
+    if (rlk_wd_send(wd, wd->c->pool, items, chunks, nc) != RLOCK_OK) {
         rlk_sentinel_recheck(wd->c);
     }
     free(chunks);

@@ -11,3 +11,5 @@ rlock_add_test(NAME test_cluster_routing SOURCES cluster/test_cluster_routing.c
                LABELS redis TIMEOUT 120)
 rlock_add_test(NAME test_cluster_redirect SOURCES cluster/test_cluster_redirect.c
                LABELS redis TIMEOUT 120)
+rlock_add_test(NAME test_cluster_watchdog SOURCES cluster/test_cluster_watchdog.c
+               LABELS redis TIMEOUT 180)
