@@ -13,3 +13,5 @@ rlock_add_test(NAME test_cluster_redirect SOURCES cluster/test_cluster_redirect.
                LABELS redis TIMEOUT 120)
 rlock_add_test(NAME test_cluster_watchdog SOURCES cluster/test_cluster_watchdog.c
                LABELS redis TIMEOUT 180)
+rlock_add_test(NAME test_cluster_stress SOURCES cluster/test_cluster_stress.c
+               LABELS stress TIMEOUT 240)

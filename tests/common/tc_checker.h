@@ -15,7 +15,7 @@
 
 #include <stdatomic.h>
 
-#define TC_MX_SLOTS 16
+#define TC_MX_SLOTS 256 /* the cluster stress checks 200 lock names at once */
 
 typedef struct tc_mx_slot {
     atomic_long writers, readers;
