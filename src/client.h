@@ -36,10 +36,12 @@ struct rlock_client {
     rlk_tls *tls;        /* the TLS context every connection uses, NULL when not configured */
     rlk_url url;         /* parsed URL */
     char uuid[37];       /* client id, lower-case text form */
-    rlk_pool *pool;       /* the data node's pool; on a cluster, the home node's (cluster.h) */
-    rlk_cluster *cluster; /* the slot map and the node pools of a cluster client, else NULL */
-    /* Set with cluster: pool.c routes through this pointer, so that the pool does not depend
-     * on the cluster layer built on top of it (no cycle between the files). */
+    /* The data node's pool; on a cluster, the home node's (cluster.h). */
+    rlk_pool *pool;
+    /* A cluster client's slot map and node pools, else NULL; route is set with it: pool.c
+     * routes through this pointer, so that the pool does not depend on the cluster layer built
+     * on top of it (no cycle between the files). */
+    rlk_cluster *cluster;
     rlk_route_fn route;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;

@@ -199,6 +199,8 @@ int rlk_cluster_new(rlock_client *c, int64_t deadline_ms)
     pthread_mutex_init(&cl->mu, NULL);
     rlk_cond_init_monotonic(&cl->cv);
     rlk_cluster_map m;
+    m.nodes = NULL;
+    m.n_nodes = 0;
     int r = cluster_fetch(cl, NULL, deadline_ms, &m);
     if (r == RLOCK_OK) {
         pthread_mutex_lock(&cl->mu);
@@ -319,6 +321,8 @@ int rlk_cluster_refresh(rlk_cluster *cl, uint64_t epoch)
     }
     pthread_mutex_unlock(&cl->mu);
     rlk_cluster_map m;
+    m.nodes = NULL;
+    m.n_nodes = 0;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), cl->c->opts.command_timeout_ms);
     r = r ? r : cluster_fetch(cl, &known, deadline, &m);
     rlk_cluster_map_free(&known);

@@ -203,8 +203,8 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rep->type == REDIS_REPLY_ERROR && (strncmp(rep->str, "MOVED ", 6) == 0 ||
-                                           strncmp(rep->str, "ASK ", 4) == 0)) {
+    if (rep->type == REDIS_REPLY_ERROR &&
+        (strncmp(rep->str, "MOVED ", 6) == 0 || strncmp(rep->str, "ASK ", 4) == 0)) {
         /* The slot moved (or is moving): the entries are retried soon, after a refresh. */
         ch->moved = 1;
     } else if (rlk_reply_is_moved(rep)) {
