@@ -3,7 +3,8 @@
  * reshard` does it (SETSLOT IMPORTING/MIGRATING, MIGRATE of the slot's keys, SETSLOT NODE):
  * during the migration the client follows ASK to the importing node without changing its map;
  * after it, MOVED refreshes the map; the holder releases on the new owner, and the waiter is
- * woken there and gets the lock.
+ * woken there and gets the lock. A slot nobody serves (CLUSTERDOWN) is RLOCK_ECONN after the
+ * command timeout.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -135,10 +136,50 @@ static void test_migration_mid_hold(void **state)
     free(dst_id);
 }
 
+/* CLUSTER DELSLOTS / ADDSLOTS of slot on s: the reply must be OK. */
+static void slots_cmd(rh_server *s, const char *cmd, const char *slot)
+{
+    const char *argv[] = {"CLUSTER", cmd, slot, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+}
+
+/* A master that serves no more the slot it is asked about answers CLUSTERDOWN: the call keeps
+ * trying for command_timeout_ms and then fails with RLOCK_ECONN and the server's message; once
+ * the slot is served again the same client locks it. */
+static void test_clusterdown_is_econn_after_the_timeout(void **state)
+{
+    (void)state;
+    const char *name = "down-lock";
+    char slot[16];
+    snprintf(slot, sizeof(slot), "%d", rlk_cluster_key_slot(name, strlen(name)));
+    rh_server *owner = tc_cluster_owner(name);
+    rlock_client *c = tc_cluster_client(300);
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, name);
+    slots_cmd(owner, "DELSLOTS", slot);
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_ECONN);
+    assert_non_null(strstr(rlock_last_error(), "CLUSTERDOWN"));
+    /* Retried until the command timeout, not refused at the first reply. */
+    assert_true(rh_now_ms() - t0 >= 300);
+    rlk_cluster_stats st;
+    rlk_cluster_get_stats(c->cluster, &st);
+    assert_true(st.tryagain >= 2);
+    slots_cmd(owner, "ADDSLOTS", slot);
+    assert_int_equal(rc_wait_ok(tc_cl, 20000), 0);
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migration_mid_hold),
+        cmocka_unit_test(test_clusterdown_is_econn_after_the_timeout),
     };
     return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
 }
