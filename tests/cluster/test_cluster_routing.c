@@ -1,7 +1,8 @@
 /*
  * A cluster client routes every lock to the master of its name's slot: 200 names land on all
  * three masters and nowhere else; waits are woken across nodes (the subscriber listens on one
- * node, classic PUBLISH reaches all); every lock kind and a multi-lock over three nodes work;
+ * node, classic PUBLISH reaches all); every lock kind, a multi-lock over three nodes, semaphores
+ * and the latch work;
  * seeds that are not a cluster are refused with the reason.
  */
 #include <setjmp.h>
@@ -132,6 +133,33 @@ static void test_every_kind_and_a_multi_lock(void **state)
     rlock_client_free(e);
 }
 
+/* Semaphores (plain and leased permits) and the latch on a master of each slot range. */
+static void test_semaphore_and_latch(void **state)
+{
+    (void)state;
+    rlock_client *c = tc_cluster_client(0);
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        tc_cluster_name_on(i, "sem-", name, sizeof(name));
+        rlock_semaphore *sem = rlock_semaphore_open(c, name);
+        assert_int_equal(rlock_semaphore_try_set_permits(sem, 2), 1);
+        assert_int_equal(rlock_semaphore_acquire(sem, 2, 0), RLOCK_OK);
+        assert_int_equal(rlock_semaphore_acquire(sem, 1, 0), RLOCK_ETIMEDOUT);
+        assert_int_equal(rlock_semaphore_release(sem, 2), RLOCK_OK);
+        assert_int_equal(rlock_semaphore_available(sem), 2);
+        rlock_semaphore_free(sem);
+        tc_cluster_name_on(i, "latch-", name, sizeof(name));
+        rlock_latch *latch = rlock_latch_open(c, name);
+        assert_int_equal(rlock_latch_try_set_count(latch, 1), 1);
+        assert_int_equal(rlock_latch_count(latch), 1);
+        assert_int_equal(rlock_latch_await(latch, 0), RLOCK_ETIMEDOUT);
+        assert_int_equal(rlock_latch_count_down(latch), RLOCK_OK);
+        assert_int_equal(rlock_latch_await(latch, 1000), RLOCK_OK);
+        rlock_latch_free(latch);
+    }
+    rlock_client_free(c);
+}
+
 static void test_unreachable_seeds_refused(void **state)
 {
     (void)state;
@@ -150,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_locks_land_on_their_slot_owner),
         cmocka_unit_test(test_wait_is_woken_on_every_node),
         cmocka_unit_test(test_every_kind_and_a_multi_lock),
+        cmocka_unit_test(test_semaphore_and_latch),
         cmocka_unit_test(test_unreachable_seeds_refused),
     };
     return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
