@@ -39,7 +39,7 @@ static void test_ten_thousand_holds_renewed(void **state)
     tc_options_url(&o, rc_seed_url(tc_cl));
     o.watchdog_timeout_ms = 3000;
     rlock_client *c = tc_client(&o);
-    rlock **locks = calloc(HOLDS, sizeof(*locks));
+    rlock **locks = calloc(HOLDS, sizeof(rlock *));
     assert_non_null(locks);
     for (int i = 0; i < HOLDS; i++) {
         char name[32];
