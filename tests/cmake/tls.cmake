@@ -32,4 +32,8 @@ if(TARGET rlock_harness)
              test_rw_scenarios test_multi test_redlock_stress core_subscriber core_armed)
     rlock_add_tls_variant(${_t})
   endforeach()
+  # Semaphores (plain and leased permits, the stress, the watchdog's permits) and the latch.
+  foreach(_t test_sem_basic test_sem_stress test_sem_fault test_latch_procs)
+    rlock_add_tls_variant(${_t})
+  endforeach()
 endif()
