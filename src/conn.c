@@ -255,6 +255,13 @@ static ssize_t conn_read_some(rlk_conn *conn, int may_block, short *events, cons
     if (n < 0) {
         return conn_fail(conn, (int)-n, what, why);
     }
+    if (n > 0 && rlk_resp_guard_scan(&conn->guard, buf, (size_t)n) != RLOCK_OK) {
+        /* A reply too large to be Redis' (or no RESP at all): never fed to the parser, which
+         * would allocate what the header announces. */
+        conn->err = RLK_CONN_EPROTO;
+        conn->sys_errno = 0;
+        return RLOCK_EPROTO;
+    }
     if (n > 0 && redisReaderFeed(conn->reader, buf, (size_t)n) != REDIS_OK) {
         return conn_fail(conn, RLK_CONN_EPROTO, what, "cannot buffer a reply");
     }

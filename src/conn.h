@@ -18,6 +18,7 @@
 #include <hiredis.h>
 
 #include "client.h"
+#include "resp_guard.h"
 
 struct ssl_st;
 
@@ -27,6 +28,7 @@ typedef struct rlk_conn {
     struct ssl_st *ssl;     /* the TLS session, NULL for a plain connection */
     pthread_mutex_t ssl_mu; /* serialises the session between a sender and a reader */
     redisReader *reader;    /* hiredis' RESP parser, fed with what the socket gave */
+    rlk_resp_guard guard;   /* checks what the socket gave before the parser sees it */
     char *obuf;             /* queued requests, obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
     int64_t io_timeout_ms;   /* bound on each write wait and on each reply */

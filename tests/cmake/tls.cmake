@@ -37,3 +37,6 @@ if(TARGET rlock_harness)
     rlock_add_tls_variant(${_t})
   endforeach()
 endif()
+
+# The reply stream's guard against announced sizes hiredis would allocate up front (no server).
+rlock_add_test(NAME test_resp_guard SOURCES tls/test_resp_guard.c LABELS unit TIMEOUT 60)
