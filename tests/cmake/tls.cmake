@@ -40,3 +40,8 @@ endif()
 
 # The reply stream's guard against announced sizes hiredis would allocate up front (no server).
 rlock_add_test(NAME test_resp_guard SOURCES tls/test_resp_guard.c LABELS unit TIMEOUT 60)
+
+# Bounds of the connection layer: a host name whose DNS never answers costs connect_timeout_ms
+# (own network/mount namespaces, skipped where not allowed); a reply announcing a huge array or
+# bulk string is RLOCK_EPROTO before hiredis allocates it.
+rlock_add_test(NAME test_conn_bounds SOURCES tls/test_conn_bounds.c LABELS fault TIMEOUT 60)
