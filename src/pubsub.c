@@ -244,8 +244,8 @@ static rlk_sub *rlk_sub_create(rlk_pubsub *ps, const char *channel, size_t len, 
 /* Joins channel's entry (plain, or through its literal pattern), creating it if needed. twin
  * (malloc()ed, taken over; NULL for none) is set before the mutex is released, so that the
  * confirmation of a new wake channel finds its twin. */
-static int rlk_sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, int mode,
-                             int pattern, char *twin, rlk_sub **out)
+static int rlk_sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, int mode, int pattern,
+                             char *twin, rlk_sub **out)
 {
     *out = NULL;
     pthread_mutex_lock(&ps->mu);

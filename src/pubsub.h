@@ -67,12 +67,13 @@ int rlk_sub_join_pattern(rlk_pubsub *ps, const char *channel, size_t len, rlk_su
 /* Joins channel as a wake channel (RLK_MSG_NAMED) of the lock channel twin, which the caller
  * has joined first (rlk_sub_join_pattern or rlk_sub_join). A message on it names the one waiter
  * ("<uuid>:<tid>", then " 0" if the release's "0" on twin follows on the same connection) a
- * release wakes: this client wakes the named waiter (through its armed attempt, or a permit of twin) and, when the name says
- * a "0" follows, lets that "0" pass. The wake channel is this client's own (the reentrant lock
- * names it after the client's UUID), so a release reaches one client, not every client that
- * waits. A "0" on twin not announced so (a Redisson client's release) wakes one waiter as before.
- * The wake channel's SUBSCRIBE confirmation gives every waiter of twin a permit, as twin's own
- * does. Nobody waits on the returned entry; rlk_sub_leave() it with the twin. */
+ * release wakes: this client wakes the named waiter (through its armed attempt, or a permit of
+ * twin) and, when the name says a "0" follows, lets that "0" pass. The wake channel is this
+ * client's own (the reentrant lock names it after the client's UUID), so a release reaches one
+ * client, not every client that waits. A "0" on twin not announced so (a Redisson client's release)
+ * wakes one waiter as before. The wake channel's SUBSCRIBE confirmation gives every waiter of twin
+ * a permit, as twin's own does. Nobody waits on the returned entry; rlk_sub_leave() it with the
+ * twin. */
 int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
                        size_t twin_len, rlk_sub **out);
 

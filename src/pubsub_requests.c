@@ -74,8 +74,8 @@ void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
  * fails. Mutex held. */
 static void rlk_pattern_refused(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
 {
-    rlk_log(ps->c, RLOCK_LOG_INFO, "subscriber: PSUBSCRIBE %s refused by Redis (%s); subscribing "
-            "plainly", s->pat, r->str);
+    rlk_log(ps->c, RLOCK_LOG_INFO,
+            "subscriber: PSUBSCRIBE %s refused by Redis (%s); plain SUBSCRIBE", s->pat, r->str);
     ps->no_patterns = 1;
     if (s->pending > 0) {
         s->pending--;
