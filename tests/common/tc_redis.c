@@ -64,16 +64,23 @@ long long tc_numsub(rh_server *s, const char *channel)
     return n;
 }
 
-int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms)
+/* Polls count(s, channel) until it is want or ms passed; 1 if it got there, 0 if not. */
+static int tc_wait_count(long long (*count)(rh_server *, const char *), rh_server *s,
+                         const char *channel, long long want, int64_t ms)
 {
     int64_t deadline = rh_now_ms() + ms;
-    while (tc_numsub(s, channel) != want) {
+    while (count(s, channel) != want) {
         if (rh_now_ms() >= deadline) {
             return 0;
         }
         rh_sleep_ms(5);
     }
     return 1;
+}
+
+int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms)
+{
+    return tc_wait_count(tc_numsub, s, channel, want, ms);
 }
 
 long long tc_listeners(rh_server *s, const char *channel)
@@ -96,14 +103,7 @@ long long tc_listeners(rh_server *s, const char *channel)
 
 int tc_wait_listeners(rh_server *s, const char *channel, long long want, int64_t ms)
 {
-    int64_t deadline = rh_now_ms() + ms;
-    while (tc_listeners(s, channel) != want) {
-        if (rh_now_ms() >= deadline) {
-            return 0;
-        }
-        rh_sleep_ms(5);
-    }
-    return 1;
+    return tc_wait_count(tc_listeners, s, channel, want, ms);
 }
 
 void tc_options_url(rlock_options *o, const char *url)
