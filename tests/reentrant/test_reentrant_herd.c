@@ -104,11 +104,21 @@ static long long numsub(const char *channel)
     return n;
 }
 
-/* The clients' wake channels of name: PUBSUB CHANNELS rlock_lock_wake:{name}:*. */
+/* The clients' wake channels of name: PUBSUB CHANNELS rlock_lock_wake:{name}:*, with the glob
+ * characters of name escaped. */
 static long long wake_channels(const char *name)
 {
-    char pattern[128];
-    snprintf(pattern, sizeof(pattern), "rlock_lock_wake:{%s}:*", name);
+    char esc[128];
+    size_t n = 0;
+    for (const char *p = name; *p != '\0' && n + 2 < sizeof(esc); p++) {
+        if (strchr("*?[]\\", *p) != NULL) {
+            esc[n++] = '\\';
+        }
+        esc[n++] = *p;
+    }
+    esc[n] = '\0';
+    char pattern[160];
+    snprintf(pattern, sizeof(pattern), "rlock_lock_wake:{%s}:*", esc);
     const char *argv[] = {"PUBSUB", "CHANNELS", pattern, NULL};
     return tc_array_len(g_srv, argv);
 }
@@ -306,11 +316,44 @@ static void test_killed_waiter_strands_nobody(void **state)
     rlock_client_free(hc);
 }
 
+/* PUBLISH message on channel: the number of subscribers (plain or pattern) that received it. */
+static long long publish(const char *channel)
+{
+    const char *argv[] = {"PUBLISH", channel, "0", NULL};
+    return rh_cmd_int(g_srv, argv);
+}
+
+/* A lock name with glob characters: its waiter's pattern matches Redisson's channel of that name
+ * and nothing else (the characters are escaped), and the waiter still gets the lock. */
+static void test_glob_name_pattern_is_literal(void **state)
+{
+    g_srv = *state;
+    const char *name = "re:glob*?[ab]";
+    rlock_client *hc = herd_client(60000);
+    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    herd_waiter w;
+    herd_start(&w, name, 60000);
+    wait_parked(name, 1);
+    /* What the pattern would match if "*", "?" and "[ab]" were left unescaped. */
+    assert_int_equal(publish("redisson_lock__channel:{re:globXYa}"), 0);
+    char ch[128];
+    re_channel(name, ch, sizeof(ch));
+    assert_int_equal(publish(ch), 1);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    int done = 0;
+    assert_int_equal(herd_holder(&w, 1, &done), 0);
+    herd_stop(&w);
+    rlock_free(h);
+    rlock_client_free(hc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_wakes_one_client),
         cmocka_unit_test(test_killed_waiter_strands_nobody),
+        cmocka_unit_test(test_glob_name_pattern_is_literal),
     };
     return cmocka_run_group_tests(tests, tc_server_setup, tc_server_teardown);
 }
