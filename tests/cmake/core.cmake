@@ -49,6 +49,7 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url SOURCES unit/test_url.c LABELS unit TIMEOUT 60)
   rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
+rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
 
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
