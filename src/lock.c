@@ -428,6 +428,20 @@ static int rlk_undo_unsynced(rlk_acq *a)
     return rlk_sync_error(acked, n, "lock", a->lock->name);
 }
 
+/* A thread that locks again after an unlock with an unknown outcome has moved on from that hold:
+ * the pending release is settled (and sent if it never ran) before the new attempt, so that the
+ * new grant is counted on what Redis holds and not on a hold that may be gone (a "ghost": a
+ * re-entry of nothing, or a hold kept alive by the watchdog after the thread let it go). */
+static int rlk_settle_before_lock(rlock *l, uint64_t tid)
+{
+    rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h == NULL || !h->unsure) {
+        return RLOCK_OK;
+    }
+    int r = rlk_single_unlock(l);
+    return r == RLOCK_ELOST ? RLOCK_OK : r;
+}
+
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 {
     rlk_acq a;
@@ -437,8 +451,12 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     a.may_queue = wait_ms != 0;
     int64_t start = rlk_now_ms();
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(start, wait_ms);
+    int r = rlk_settle_before_lock(l, a.tid);
+    if (r != RLOCK_OK) {
+        return r;
+    }
     rlk_sync_clear();
-    int r = l->single->attempt(&a);
+    r = l->single->attempt(&a);
     if (r == 0 && wait_ms != 0) {
         r = rlk_wait_loop(&a, deadline);
     }
@@ -455,35 +473,55 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 
 /* ---- release and queries ----------------------------------------------------------------- */
 
-int rlk_single_unlock(rlock *l)
+static int rlk_field_count(rlk_acq *a);
+
+/* Settles a release whose outcome was unknown (h->unsure) against Redis: the field's count there
+ * is h->count if that release never ran and h->count - 1 if it did (less still if the holds are
+ * gone: lease ran out, failover). The record keeps the smaller count, so it never counts a hold
+ * Redis does not have. Returns how many holds the record dropped (0: the release never ran), or
+ * a negative error (the record stays unsure). Limitation: holds of the same lock taken by the
+ * same thread through another handle share the field, so with such holds a release that ran
+ * looks as if it had not. */
+static int rlk_hold_settle(rlk_acq *a, rlk_hold *h)
 {
-    uint64_t tid = rlk_thread_id();
-    rlk_hold *h = rlk_hold_get(l, tid, 0);
-    if (h == NULL || h->count == 0) {
-        return rlk_err(RLOCK_ENOTOWNER,
-                       "lock '%s' is not held by this thread (id %llu) through "
-                       "this handle",
-                       l->name, (unsigned long long)tid);
+    int n = rlk_field_count(a);
+    if (n < 0) {
+        return n;
     }
-    if (h->count == 1) {
-        /* The last local hold: stop renewing before the release reaches Redis. A renewal that
-         * ran after the release would find the owner gone and report a spurious loss; the
-         * cancel waits for an in-flight batch, so none can. */
-        rlk_hold_stop_renewal(l, h);
+    int gone = n < h->count ? h->count - n : 0;
+    h->count -= gone;
+    h->unsure = 0;
+    return gone;
+}
+
+/* An unlock of a record whose last release has an unknown outcome. If that release ran, this
+ * call was its retry and nothing is sent again: RLOCK_OK, or RLOCK_ELOST when holds beyond the
+ * released one are gone too. If it never ran, returns 1: the caller sends it now. */
+static int rlk_unlock_unsure(rlk_acq *a, rlk_hold *h)
+{
+    int before = h->count;
+    int gone = rlk_hold_settle(a, h);
+    if (gone <= 0) {
+        return gone == 0 ? 1 : gone;
     }
-    if (atomic_load(&h->lost)) {
-        rlk_hold_forget(l, h);
-        return rlk_err(RLOCK_ELOST,
-                       "the hold on lock '%s' was lost before unlock (its lease "
-                       "ran out)",
-                       l->name);
+    if (h->count > 0) {
+        return RLOCK_OK;
     }
-    rlk_acq a;
-    rlk_acq_init(&a, l);
-    a.hold = h;
-    a.lease_ms = h->lease_ms;
+    rlk_hold_forget(a->lock, h);
+    if (before > 1) {
+        return rlk_err(RLOCK_ELOST, "the holds on lock '%s' were gone on Redis when an unlock "
+                                    "whose outcome was unknown was retried",
+                       a->lock->name);
+    }
+    return RLOCK_OK;
+}
+
+/* Sends the release of one hold of h and records its outcome. */
+static int rlk_unlock_send(rlk_acq *a, rlk_hold *h)
+{
+    rlock *l = a->lock;
     rlk_sync_clear();
-    int r = l->single->release(&a);
+    int r = l->single->release(a);
     int acked = 0, n = 0;
     if (r >= 0 && rlk_sync_short(&acked, &n)) {
         /* The master released; a failover before the replicas learn it would only bring back a
@@ -505,10 +543,45 @@ int rlk_single_unlock(rlock *l)
         return rlk_err(RLOCK_ELOST, "the hold on lock '%s' had expired on Redis before unlock",
                        l->name);
     }
-    /* Unknown outcome: stop renewing so the lock cannot outlive its lease, but keep the record
-     * so that the caller may retry the unlock. */
-    rlk_hold_stop_renewal(l, h);
+    /* Unknown outcome: the record stays, marked, so that a retry of the unlock, or the thread's
+     * next lock, settles it against Redis instead of counting a hold that may be gone. Renewal
+     * stopped above for a last hold; with more holds, at least count - 1 remain either way and
+     * stay renewed. */
+    h->unsure = 1;
     return r;
+}
+
+int rlk_single_unlock(rlock *l)
+{
+    uint64_t tid = rlk_thread_id();
+    rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h == NULL || h->count == 0) {
+        return rlk_err(RLOCK_ENOTOWNER,
+                       "lock '%s' is not held by this thread (id %llu) through "
+                       "this handle",
+                       l->name, (unsigned long long)tid);
+    }
+    if (h->count == 1) {
+        /* The last local hold: stop renewing before the release reaches Redis. A renewal that
+         * ran after the release would find the owner gone and report a spurious loss; the
+         * cancel waits for an in-flight batch, so none can (and the lost check below sees what
+         * that batch judged). A settled unsure record below only ever loses holds without a
+         * release being sent, so no other cancel is needed. */
+        rlk_hold_stop_renewal(l, h);
+    }
+    if (atomic_load(&h->lost)) {
+        rlk_hold_forget(l, h);
+        return rlk_err(RLOCK_ELOST,
+                       "the hold on lock '%s' was lost before unlock (its lease "
+                       "ran out)",
+                       l->name);
+    }
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.hold = h;
+    a.lease_ms = h->lease_ms;
+    int r = h->unsure ? rlk_unlock_unsure(&a, h) : 1;
+    return r == 1 ? rlk_unlock_send(&a, h) : r;
 }
 
 int rlk_reply_int(const redisReply *r, long long *v, const char *what)
@@ -540,6 +613,26 @@ static int rlk_query(rlock *l, const char *cmd, const char *field, size_t flen, 
     return r;
 }
 
+/* The hold count of a's field on Redis (HGET: 0 when the field or the key is gone), or a negative
+ * error. */
+static int rlk_field_count(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    redisReply *rep = NULL;
+    int r = rlk_query(l, "HGET", a->field, a->field_len, &rep);
+    if (r != RLOCK_OK || rep == NULL) {
+        return r != RLOCK_OK ? r : rlk_err(RLOCK_EPROTO, "HGET of a hold count: no reply");
+    }
+    int count = 0;
+    if (rep->type == REDIS_REPLY_STRING) {
+        count = (int)strtol(rep->str, NULL, 10);
+    } else if (rep->type != REDIS_REPLY_NIL) {
+        r = rlk_err(RLOCK_EPROTO, "HGET of a hold count: unexpected reply type %d", rep->type);
+    }
+    freeReplyObject(rep);
+    return r ? r : count;
+}
+
 int rlk_hash_is_locked(rlock *l)
 {
     redisReply *rep = NULL;
@@ -563,7 +656,7 @@ int rlk_single_is_held(rlock *l)
     int r = rlk_query(l, "HEXISTS", a.field, a.field_len, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "HEXISTS");
     freeReplyObject(rep);
-    if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0) {
+    if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0 && !h->unsure) {
         /* Redis says the hold is gone (its lease ran out unnoticed, or the key was deleted):
          * the record says so too, so that rlock_token() answers 0 from now on (rlock.h). The
          * next unlock then reports RLOCK_ELOST without a round trip, as after a watchdog loss. */
@@ -576,19 +669,7 @@ int rlk_single_hold_count(rlock *l)
 {
     rlk_acq a;
     rlk_acq_init(&a, l);
-    redisReply *rep = NULL;
-    int r = rlk_query(l, "HGET", a.field, a.field_len, &rep);
-    if (r != RLOCK_OK || rep == NULL) {
-        return r != RLOCK_OK ? r : rlk_err(RLOCK_EPROTO, "HGET of a hold count: no reply");
-    }
-    int count = 0;
-    if (rep->type == REDIS_REPLY_STRING) {
-        count = (int)strtol(rep->str, NULL, 10);
-    } else if (rep->type != REDIS_REPLY_NIL) {
-        r = rlk_err(RLOCK_EPROTO, "HGET of a hold count: unexpected reply type %d", rep->type);
-    }
-    freeReplyObject(rep);
-    return r ? r : count;
+    return rlk_field_count(&a);
 }
 
 int64_t rlk_single_ttl(rlock *l)
@@ -604,7 +685,8 @@ int64_t rlk_single_ttl(rlock *l)
 uint64_t rlk_single_token(rlock *l)
 {
     rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
-    return h != NULL && h->count > 0 && !atomic_load(&h->lost) ? h->token : 0;
+    /* An unsure last hold may have been released: its token is no longer claimed. */
+    return h != NULL && h->count - h->unsure > 0 && !atomic_load(&h->lost) ? h->token : 0;
 }
 
 void rlk_single_destroy(rlock *l)

@@ -81,8 +81,12 @@ struct rlk_hold {
     struct rlk_hold *next;
     rlock *lock;
     uint64_t tid;
-    int count;        /* holds this thread took through this handle */
-    atomic_int lost;  /* set by the watchdog: the lease ran out while held */
+    int count;          /* holds this thread took through this handle */
+    atomic_uchar lost;  /* set by the watchdog: the lease ran out while held */
+    /* 1 while a release of one hold was sent but its outcome is unknown (the connection failed
+     * before its reply): count may be one above Redis'. The thread's next unlock or lock settles
+     * it against Redis first (lock.c). A char beside lost keeps the record at 120 bytes. */
+    unsigned char unsure;
     uint64_t token;   /* fencing token of the current hold */
     int64_t lease_ms; /* effective lease of the latest acquire (kept on partial release) */
     rlk_wd_entry wd;  /* watchdog registration (renewed while registered) */
