@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lock.h"
 #include "replica.h"
@@ -277,6 +278,8 @@ void rlk_notify_lost(const rlock *l)
 
 /* ---- acquire ----------------------------------------------------------------------------- */
 
+static int rlk_settle_grant(rlk_acq *a, rlk_hold *h);
+
 size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out)
 {
     if (l->single != NULL && l->single->hash_field != NULL) {
@@ -366,6 +369,80 @@ static rlk_armed *rlk_arm(rlk_acq *a)
     return armed;
 }
 
+/* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
+ * failover to one of them would forget it while this thread believed it held the lock. The
+ * release is best effort and waits for no replica (it would fall short the same way). */
+static int rlk_undo_unsynced(rlk_acq *a)
+{
+    int acked = 0, n = 0;
+    if (!rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    rlk_sync_suppress(1);
+    (void)a->lock->single->release(a);
+    rlk_sync_suppress(0);
+    return rlk_sync_error(acked, n, "lock", a->lock->name);
+}
+
+/* A grant (r == 1) stays only when its replicas acknowledged it; otherwise RLOCK_EREPLICA. */
+static int rlk_keep_synced(rlk_acq *a, int r)
+{
+    int u = r == 1 ? rlk_undo_unsynced(a) : 0;
+    return u ? u : r;
+}
+
+/* Pauses a waiter after a connection failure: 10 ms, doubling up to 1 s, never past its deadline,
+ * in slices that notice rlock_client_interrupt() and a closed client. Returns 1 to try again, 0
+ * when the wait ends instead. */
+static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
+{
+    int64_t now = rlk_now_ms();
+    if (now >= deadline) {
+        return 0;
+    }
+    if (*pause == 0) {
+        rlk_log(a->client, RLOCK_LOG_WARN, "waiting for lock '%s': %s; trying again while the wait lasts",
+                a->lock->name, rlock_last_error());
+    }
+    *pause = *pause == 0 ? 10 : (*pause >= 500 ? 1000 : *pause * 2);
+    int64_t until = rlk_add_sat(now, *pause);
+    until = until < deadline ? until : deadline;
+    while ((now = rlk_now_ms()) < until) {
+        if (rlk_pubsub_interrupted(a->client->pubsub) || rlk_client_check(a->client) != RLOCK_OK) {
+            return 0;
+        }
+        int64_t step = until - now < 50 ? until - now : 50;
+        struct timespec ts = {0, (long)step * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+/* A waiter whose attempt (or wait) failed with a connection error, or whose grant fewer replicas
+ * acknowledged (given back already), keeps waiting while it has time left: a failover or a
+ * restart must not end a wait that would have been granted after it. An attempt that failed on
+ * the connection may have been granted with its reply lost, so the waiter first gives that grant
+ * back (the type's release of its own field changes nothing when there is none), then attempts
+ * again; the subscriber meanwhile reconnects and its new SUBSCRIBE confirmation wakes the wait.
+ * Returns the outcome to go on with: a grant, busy (0), or the error that ends the wait. */
+static int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
+{
+    int64_t pause = 0;
+    r = rlk_keep_synced(a, r);
+    while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && rlk_wait_pause(a, deadline, &pause)) {
+        int back = r == RLOCK_ECONN ? a->lock->single->release(a) : RLK_NOT_HELD;
+        if (back == 0 || back == 1) {
+            rlk_log(a->client, RLOCK_LOG_INFO,
+                    "waiting for lock '%s': gave back a grant whose reply was lost", a->lock->name);
+        }
+        r = rlk_keep_synced(a, back == RLOCK_ECONN ? back : a->lock->single->attempt(a));
+    }
+    if (r < 0 && pause > 0 && rlk_pubsub_interrupted(a->client->pubsub)) {
+        return rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", a->lock->name);
+    }
+    return r;
+}
+
 /* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
  * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
  * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
@@ -400,10 +477,11 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         }
         if (w == RLK_WAIT_REPLY) {
             r = rlk_armed_reply(a, rlk_armed_take_reply(armed));
-            continue;
+        } else {
+            r = w < 0 ? w : rlk_client_check(l->client);
+            r = r ? r : l->single->attempt(a);
         }
-        r = w < 0 ? w : rlk_client_check(l->client);
-        r = r ? r : l->single->attempt(a);
+        r = rlk_wait_recover(a, r, deadline);
     }
     rlk_armed_free(armed);
     if (l->single->wait_end != NULL) {
@@ -413,21 +491,6 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     return r;
 }
 
-/* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
- * failover to one of them would forget it while this thread believed it held the lock. The
- * release is best effort and waits for no replica (it would fall short the same way). */
-static int rlk_undo_unsynced(rlk_acq *a)
-{
-    int acked = 0, n = 0;
-    if (!rlk_sync_short(&acked, &n)) {
-        return 0;
-    }
-    rlk_sync_suppress(1);
-    (void)a->lock->single->release(a);
-    rlk_sync_suppress(0);
-    return rlk_sync_error(acked, n, "lock", a->lock->name);
-}
-
 /* A thread that locks again after an unlock with an unknown outcome has moved on from that hold:
  * the pending release is settled (and sent if it never ran) before the new attempt, so that the
  * new grant is counted on what Redis holds and not on a hold that may be gone (a "ghost": a
@@ -435,11 +498,32 @@ static int rlk_undo_unsynced(rlk_acq *a)
 static int rlk_settle_before_lock(rlock *l, uint64_t tid)
 {
     rlk_hold *h = rlk_hold_get(l, tid, 0);
-    if (h == NULL || !h->unsure) {
+    if (h == NULL || h->unsure == 0) {
         return RLOCK_OK;
     }
-    int r = rlk_single_unlock(l);
-    return r == RLOCK_ELOST ? RLOCK_OK : r;
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.lease_ms = h->lease_ms > 0 ? h->lease_ms : l->client->opts.watchdog_timeout_ms;
+    int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    if (h->unsure & RLK_UNSURE_RELEASE) {
+        r = rlk_single_unlock(l);
+        return r == RLOCK_ELOST ? RLOCK_OK : r;
+    }
+    rlk_hold_drop_if_empty(l, h);
+    return RLOCK_OK;
+}
+
+/* Marks that the thread's last attempt may have been granted unseen (its reply was lost, or the
+ * give-back of an unsynced grant may have failed), for rlk_settle_grant() to settle next time. */
+static void rlk_mark_grant_unsure(rlk_acq *a)
+{
+    rlk_hold *h = rlk_hold_get(a->lock, a->tid, 1);
+    if (h != NULL) {
+        h->unsure |= RLK_UNSURE_GRANT;
+    }
 }
 
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
@@ -456,13 +540,15 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         return r;
     }
     rlk_sync_clear();
-    r = l->single->attempt(&a);
+    r = rlk_keep_synced(&a, l->single->attempt(&a));
     if (r == 0 && wait_ms != 0) {
         r = rlk_wait_loop(&a, deadline);
     }
     if (r == 1) {
-        int u = rlk_undo_unsynced(&a);
-        return u ? u : rlk_grant(&a, lease_ms < 0);
+        return rlk_grant(&a, lease_ms < 0);
+    }
+    if (r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
+        rlk_mark_grant_unsure(&a);
     }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT, "lock '%s' not acquired within %lld ms", l->name,
@@ -475,7 +561,32 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 
 static int rlk_field_count(rlk_acq *a);
 
-/* Settles a release whose outcome was unknown (h->unsure) against Redis: the field's count there
+/* Settles an attempt whose outcome was unknown (RLK_UNSURE_GRANT): when Redis counts more holds
+ * of the thread's field than the record does, that attempt was granted and its reply lost. The
+ * thread never learnt of that grant, so it is given back (without waiting for replicas); a later
+ * attempt then takes the lock from free, with a token of its own, instead of re-entering it and
+ * keeping a hold nobody will release. Returns RLOCK_OK (the mark cleared) or a negative error. */
+static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
+{
+    int n = rlk_field_count(a);
+    if (n < 0) {
+        return n;
+    }
+    if (n > h->count) {
+        rlk_sync_suppress(1);
+        int r = a->lock->single->release(a);
+        rlk_sync_suppress(0);
+        if (r < 0 && r != RLK_NOT_HELD) {
+            return r;
+        }
+        rlk_log(a->client, RLOCK_LOG_INFO, "lock '%s': gave back a grant whose reply was lost",
+                a->lock->name);
+    }
+    h->unsure &= (unsigned char)~RLK_UNSURE_GRANT;
+    return RLOCK_OK;
+}
+
+/* Settles a release whose outcome was unknown (RLK_UNSURE_RELEASE) against Redis: the field's count there
  * is h->count if that release never ran and h->count - 1 if it did (less still if the holds are
  * gone: lease ran out, failover). The record keeps the smaller count, so it never counts a hold
  * Redis does not have. Returns how many holds the record dropped (0: the release never ran), or
@@ -547,7 +658,7 @@ static int rlk_unlock_send(rlk_acq *a, rlk_hold *h)
      * next lock, settles it against Redis instead of counting a hold that may be gone. Renewal
      * stopped above for a last hold; with more holds, at least count - 1 remain either way and
      * stay renewed. */
-    h->unsure = 1;
+    h->unsure = RLK_UNSURE_RELEASE;
     return r;
 }
 
@@ -580,7 +691,11 @@ int rlk_single_unlock(rlock *l)
     rlk_acq_init(&a, l);
     a.hold = h;
     a.lease_ms = h->lease_ms;
-    int r = h->unsure ? rlk_unlock_unsure(&a, h) : 1;
+    int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    r = (h->unsure & RLK_UNSURE_RELEASE) ? rlk_unlock_unsure(&a, h) : 1;
     return r == 1 ? rlk_unlock_send(&a, h) : r;
 }
 
@@ -686,7 +801,8 @@ uint64_t rlk_single_token(rlock *l)
 {
     rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
     /* An unsure last hold may have been released: its token is no longer claimed. */
-    return h != NULL && h->count - h->unsure > 0 && !atomic_load(&h->lost) ? h->token : 0;
+    int maybe_released = h != NULL && (h->unsure & RLK_UNSURE_RELEASE);
+    return h != NULL && h->count - maybe_released > 0 && !atomic_load(&h->lost) ? h->token : 0;
 }
 
 void rlk_single_destroy(rlock *l)

@@ -75,6 +75,11 @@ typedef struct rlk_single_ops {
 
 #define RLK_NOT_HELD 2
 
+/* rlk_hold.unsure: a release of one hold may have run (count may be one above Redis'); an
+ * attempt may have been granted (Redis may count one hold more than the record). */
+#define RLK_UNSURE_RELEASE 1
+#define RLK_UNSURE_GRANT   2
+
 /* Per (handle, thread) state of a hold. Only its thread changes count/token; the watchdog may
  * set lost. Linked in the handle's list under the handle mutex. */
 struct rlk_hold {
@@ -83,9 +88,9 @@ struct rlk_hold {
     uint64_t tid;
     int count;          /* holds this thread took through this handle */
     atomic_uchar lost;  /* set by the watchdog: the lease ran out while held */
-    /* 1 while a release of one hold was sent but its outcome is unknown (the connection failed
-     * before its reply): count may be one above Redis'. The thread's next unlock or lock settles
-     * it against Redis first (lock.c). A char beside lost keeps the record at 120 bytes. */
+    /* RLK_UNSURE_* flags: a request of this thread whose outcome is unknown (the connection
+     * failed before its reply). The thread's next unlock or lock settles it against Redis first
+     * (lock.c). A char beside lost keeps the record at 120 bytes. */
     unsigned char unsure;
     uint64_t token;   /* fencing token of the current hold */
     int64_t lease_ms; /* effective lease of the latest acquire (kept on partial release) */

@@ -1,0 +1,256 @@
+/*
+ * Waiters across a failover (issue 13), on redis-server x3 + Sentinel x3:
+ *  - threads blocked in rlock_lock() (no wait limit) on a held reentrant lock while the master is
+ *    killed (kill -9; Sentinel promotes a replica): their re-attempts meet connection errors during
+ *    the switch, and every one of them must still acquire after it once the holder unlocks. Before
+ *    the wait loop retried, a re-attempt that met RLOCK_ECONN ended its rlock_lock() with it;
+ *  - a fair queue across SENTINEL FAILOVER: the queue on the new master is the one replicated from
+ *    the old; one waiter is then taken out of it (as if its join had not been replicated) and must
+ *    join again by itself; every waiter acquires, and the others in their queue order (the switch
+ *    takes less than waiter_timeout_ms: waiters silent for longer leave the queue and join again).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tc_redis.h"
+#include "tc_replicas.h"
+#include "tc_sentinel.h"
+#include "tc_thread.h"
+
+#define WAITERS  6
+#define LEASE_MS 3000
+
+static tc_deploy g_d;
+
+typedef struct waiter {
+    rlock *l;
+    int idx;
+    tc_bg bg;
+} waiter;
+
+/* The order in which waiters acquired. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_order[WAITERS];
+static int g_n;
+
+static int setup(void **state)
+{
+    (void)state;
+    rh_skip_if_unavailable();
+    return tc_deploy_start(&g_d);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return tc_deploy_stop(&g_d);
+}
+
+static rlock_client *deploy_client(int64_t waiter_timeout_ms)
+{
+    rlock_options o;
+    tc_options_url(&o, g_d.url);
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    o.watchdog_timeout_ms = LEASE_MS;
+    o.waiter_timeout_ms = waiter_timeout_ms;
+    return tc_client(&o);
+}
+
+/* A waiter: waits without limit, records its turn inside the lock, and unlocks. */
+static int waiter_main(void *arg)
+{
+    waiter *w = arg;
+    int r = rlock_lock(w->l, -1);
+    if (r != RLOCK_OK) {
+        fprintf(stderr, "waiter %d: %s\n", w->idx, rlock_last_error());
+        return r;
+    }
+    pthread_mutex_lock(&g_mu);
+    g_order[g_n++] = w->idx;
+    pthread_mutex_unlock(&g_mu);
+    rh_sleep_ms(20);
+    return rlock_unlock(w->l);
+}
+
+static void start_waiter(waiter *w, rlock_client *c, rlock_kind kind, const char *name, int idx)
+{
+    w->l = rlock_open(c, kind, name);
+    assert_non_null(w->l);
+    w->idx = idx;
+    tc_bg_start(&w->bg, waiter_main, w);
+}
+
+/* Polls an integer command on the current master until it answers want (15 s). */
+static void wait_int(const char *const *argv, long long want)
+{
+    int64_t deadline = rh_now_ms() + 15000;
+    long long v = -1;
+    while (rh_now_ms() < deadline) {
+        rh_server *m = tc_deploy_master(&g_d);
+        if (m != NULL && (v = rh_cmd_int(m, argv)) == want) {
+            return;
+        }
+        rh_sleep_ms(20);
+    }
+    fail_msg("%s %s: %lld, expected %lld", argv[0], argv[1], v, want);
+}
+
+/* Unlocks the holder's lock, retrying while the switch is under way (an unlock that failed
+ * leaves its release pending: the retry settles it). */
+static void holder_unlock(rlock *h)
+{
+    int64_t deadline = rh_now_ms() + 20000;
+    int r;
+    while ((r = rlock_unlock(h)) != RLOCK_OK && r != RLOCK_ELOST && rh_now_ms() < deadline) {
+        rh_sleep_ms(100);
+    }
+    print_message("holder unlock: %d\n", r);
+    assert_true(r == RLOCK_OK || r == RLOCK_ELOST);
+}
+
+/* Every waiter returns RLOCK_OK within 30 s; a stranded one is reported, then interrupted. */
+static void join_waiters(waiter *w, int n, rlock_client *c)
+{
+    int64_t deadline = rh_now_ms() + 30000;
+    for (int i = 0; i < n; i++) {
+        while (atomic_load(&w[i].bg.result) == TC_BG_RUNNING && rh_now_ms() < deadline) {
+            rh_sleep_ms(20);
+        }
+    }
+    int stranded = 0;
+    for (int i = 0; i < n; i++) {
+        stranded += atomic_load(&w[i].bg.result) == TC_BG_RUNNING;
+    }
+    rlock_client_interrupt(c);
+    for (int i = 0; i < n; i++) {
+        int r = tc_bg_join(&w[i].bg);
+        print_message("waiter %d: %d\n", i, r);
+        assert_int_equal(r, RLOCK_OK);
+        rlock_free(w[i].l);
+    }
+    assert_int_equal(stranded, 0);
+}
+
+static void test_waiters_across_kill(void **state)
+{
+    (void)state;
+    const char *name = "fo:waiters";
+    rlock_client *hc = deploy_client(5000);
+    rlock_client *wc = deploy_client(5000);
+    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
+    assert_non_null(h);
+    assert_int_equal(rlock_lock(h, -1), RLOCK_OK);
+    g_n = 0;
+    waiter w[WAITERS];
+    for (int i = 0; i < WAITERS; i++) {
+        start_waiter(&w[i], wc, RLOCK_REENTRANT, name, i);
+    }
+    const char *zcard[] = {"ZCARD", "rlock_lock_waiters:{fo:waiters}", NULL};
+    wait_int(zcard, WAITERS);
+
+    rh_server *m = tc_deploy_kill_master(&g_d);
+    assert_non_null(m);
+    print_message("master is now port %d\n", rh_port(m));
+    holder_unlock(h);
+    join_waiters(w, WAITERS, wc);
+    assert_int_equal(g_n, WAITERS);
+    rlock_free(h);
+    rlock_client_free(wc);
+    rlock_client_free(hc);
+}
+
+/* The queue list on the current master, as one comma-separated string of owners. */
+static void queue_of(const char *qkey, char *out, size_t cap)
+{
+    rh_server *m = tc_deploy_master(&g_d);
+    assert_non_null(m);
+    const char *argv[] = {"LRANGE", qkey, "0", "-1", NULL};
+    redisReply *r = rh_cmd(m, argv);
+    assert_non_null(r);
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < r->elements && len < cap; i++) {
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", r->element[i]->str);
+    }
+    freeReplyObject(r);
+}
+
+static void test_fair_queue_across_failover(void **state)
+{
+    (void)state;
+    const char *name = "fo:fair";
+    const char *qkey = "redisson_lock_queue:{fo:fair}";
+    /* Waiters whose heartbeats stop for longer than waiter_timeout_ms are dropped from the queue
+     * and join again at its end (README "Deployments"): the timeout is longer than the switch. */
+    rlock_client *hc = deploy_client(10000);
+    rlock_client *wc = deploy_client(10000);
+    rlock *h = rlock_open(hc, RLOCK_FAIR, name);
+    assert_non_null(h);
+    /* A lease no switch outlasts: the waiters must wait for the unlock, not for a lost hold. */
+    assert_int_equal(rlock_lock(h, 60000), RLOCK_OK);
+    g_n = 0;
+    waiter w[WAITERS];
+    const char *llen[] = {"LLEN", qkey, NULL};
+    for (int i = 0; i < WAITERS; i++) {
+        start_waiter(&w[i], wc, RLOCK_FAIR, name, i);
+        wait_int(llen, i + 1); /* joined in index order */
+    }
+    char before[2048], after[2048];
+    queue_of(qkey, before, sizeof(before));
+
+    int64_t t0 = rh_now_ms();
+    rh_server *m = tc_deploy_failover(&g_d);
+    assert_non_null(m);
+    print_message("failover took %lld ms\n", (long long)(rh_now_ms() - t0));
+    queue_of(qkey, after, sizeof(after));
+    print_message("queue before: %s\nqueue after:  %s\n", before, after);
+    assert_string_equal(before, after);
+
+    /* Waiter 2's join "was not replicated": it must join again by itself. */
+    const char *lindex[] = {"LINDEX", qkey, "2", NULL};
+    char *missing = rh_cmd_str(m, lindex);
+    assert_non_null(missing);
+    const char *lrem[] = {"LREM", qkey, "0", missing, NULL};
+    const char *zrem[] = {"ZREM", "redisson_lock_timeout:{fo:fair}", missing, NULL};
+    assert_int_equal(rh_cmd_int(m, lrem), 1);
+    assert_int_equal(rh_cmd_int(m, zrem), 1);
+    wait_int(llen, WAITERS); /* back at the end of the queue */
+    const char *last[] = {"LINDEX", qkey, "-1", NULL};
+    char *tail = rh_cmd_str(m, last);
+    assert_non_null(tail);
+    assert_string_equal(tail, missing);
+    free(tail);
+    free(missing);
+
+    holder_unlock(h);
+    join_waiters(w, WAITERS, wc);
+    assert_int_equal(g_n, WAITERS);
+    int want[WAITERS] = {0, 1, 3, 4, 5, 2};
+    for (int i = 0; i < WAITERS; i++) {
+        print_message("turn %d: waiter %d\n", i, g_order[i]);
+        assert_int_equal(g_order[i], want[i]);
+    }
+    rlock_free(h);
+    rlock_client_free(wc);
+    rlock_client_free(hc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        /* The graceful switch first: Sentinel refuses another failover of the same master for
+         * twice failover-timeout after one. */
+        cmocka_unit_test(test_fair_queue_across_failover),
+        cmocka_unit_test(test_waiters_across_kill),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
