@@ -401,8 +401,9 @@ static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
         return 0;
     }
     if (*pause == 0) {
-        rlk_log(a->client, RLOCK_LOG_WARN, "waiting for lock '%s': %s; trying again while the wait lasts",
-                a->lock->name, rlock_last_error());
+        rlk_log(a->client, RLOCK_LOG_WARN,
+                "waiting for lock '%s': %s; trying again while the wait lasts", a->lock->name,
+                rlock_last_error());
     }
     *pause = *pause == 0 ? 10 : (*pause >= 500 ? 1000 : *pause * 2);
     int64_t until = rlk_add_sat(now, *pause);
@@ -586,9 +587,9 @@ static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
     return RLOCK_OK;
 }
 
-/* Settles a release whose outcome was unknown (RLK_UNSURE_RELEASE) against Redis: the field's count there
- * is h->count if that release never ran and h->count - 1 if it did (less still if the holds are
- * gone: lease ran out, failover). The record keeps the smaller count, so it never counts a hold
+/* Settles a release whose outcome was unknown (RLK_UNSURE_RELEASE) against Redis: the field's count
+ * there is h->count if that release never ran and h->count - 1 if it did (less still if the holds
+ * are gone: lease ran out, failover). The record keeps the smaller count, so it never counts a hold
  * Redis does not have. Returns how many holds the record dropped (0: the release never ran), or
  * a negative error (the record stays unsure). Limitation: holds of the same lock taken by the
  * same thread through another handle share the field, so with such holds a release that ran
@@ -620,8 +621,9 @@ static int rlk_unlock_unsure(rlk_acq *a, rlk_hold *h)
     }
     rlk_hold_forget(a->lock, h);
     if (before > 1) {
-        return rlk_err(RLOCK_ELOST, "the holds on lock '%s' were gone on Redis when an unlock "
-                                    "whose outcome was unknown was retried",
+        return rlk_err(RLOCK_ELOST,
+                       "the holds on lock '%s' were gone on Redis when an unlock "
+                       "whose outcome was unknown was retried",
                        a->lock->name);
     }
     return RLOCK_OK;

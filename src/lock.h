@@ -86,8 +86,8 @@ struct rlk_hold {
     struct rlk_hold *next;
     rlock *lock;
     uint64_t tid;
-    int count;          /* holds this thread took through this handle */
-    atomic_uchar lost;  /* set by the watchdog: the lease ran out while held */
+    int count;         /* holds this thread took through this handle */
+    atomic_uchar lost; /* set by the watchdog: the lease ran out while held */
     /* RLK_UNSURE_* flags: a request of this thread whose outcome is unknown (the connection
      * failed before its reply). The thread's next unlock or lock settles it against Redis first
      * (lock.c). A char beside lost keeps the record at 120 bytes. */
