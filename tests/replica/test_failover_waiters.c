@@ -45,18 +45,7 @@ static int g_order[WAITERS];
 static char g_owner[WAITERS][96]; /* the owner field of each turn, "<client id>:<thread id>" */
 static int g_n;
 
-static int setup(void **state)
-{
-    (void)state;
-    rh_skip_if_unavailable();
-    return tc_deploy_start(&g_d);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tc_deploy_stop(&g_d);
-}
+TC_DEPLOY_FIXTURE(g_d)
 
 static rlock_client *deploy_client(int64_t waiter_timeout_ms)
 {
