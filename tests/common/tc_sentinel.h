@@ -48,8 +48,8 @@ rh_server *tc_deploy_master(tc_deploy *d);
  * NULL after 30 s. */
 rh_server *tc_deploy_failover(tc_deploy *d);
 /* A crash: kill -9 of the master by PID, waits until the Sentinels promoted another data server,
- * restarts the old one (empty, same port) as a replica of the new master and waits until both
- * replicas are online. The new master, or NULL. */
+ * starts the old one again (empty, on a new port) as a replica of the new master and waits until
+ * both replicas are online. The new master, or NULL. */
 rh_server *tc_deploy_kill_master(tc_deploy *d);
 
 #endif
