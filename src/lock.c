@@ -602,7 +602,7 @@ static int rlk_hold_settle(rlk_acq *a, rlk_hold *h)
     }
     int gone = n < h->count ? h->count - n : 0;
     h->count -= gone;
-    h->unsure = 0;
+    h->unsure &= (unsigned char)~RLK_UNSURE_RELEASE;
     return gone;
 }
 
