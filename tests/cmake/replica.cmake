@@ -35,5 +35,6 @@ rlock_add_test(NAME test_sentinel_kill SOURCES replica/test_sentinel_failover.c 
 # Waiters across a failover: rlock_lock() waiters on a held lock while the master is killed all
 # acquire after it; a fair queue survives SENTINEL FAILOVER as replicated, a waiter missing from
 # it joins again, the others keep their order.
+# no_tsan: about 35 s a run (two switches); tests/run.sh stays within its 40 minutes.
 rlock_add_test(NAME test_failover_waiters SOURCES replica/test_failover_waiters.c
-               LABELS redis fault TIMEOUT 120)
+               LABELS redis fault no_tsan TIMEOUT 120)
