@@ -109,3 +109,11 @@ endif()
 if(TARGET rlock_harness)
   rlock_add_test(NAME core_acl_minimal SOURCES core/test_acl_minimal.c LABELS redis TIMEOUT 120)
 endif()
+
+# An unlock whose outcome is unknown (CLIENT PAUSE: the release never runs; SIGSTOP: it runs after
+# the client gave up): a retry or the thread's next lock settles the hold record against Redis,
+# so no ghost hold is re-entered or kept alive and no hold is released twice. Every kind.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_unknown_release SOURCES core/test_unknown_release.c
+                 LABELS redis fault TIMEOUT 90)
+endif()
