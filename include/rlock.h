@@ -291,7 +291,12 @@ RLOCK_EXPORT void rlock_free(rlock *lock);
  * RLOCK_EREDIS with Redis' text at once; one not confirmed within subscription_timeout_ms
  * returns RLOCK_ECONN. With replica_sync, a grant (or re-entry) that fewer replicas acknowledged
  * within replica_sync_timeout_ms is given back (best effort) and the call returns RLOCK_EREPLICA
- * ("k of n replicas acknowledged"); the lock is then not held. */
+ * ("k of n replicas acknowledged"); the lock is then not held. Errors of the first attempt are
+ * returned at once; a waiter (the lock was busy) whose later attempt meets RLOCK_ECONN or
+ * RLOCK_EREPLICA (a failover, a restart) keeps waiting while its wait lasts, pausing 10 ms to 1 s
+ * between attempts, and returns that error only when the wait ends (rlock_lock(): never, unless
+ * rlock_client_interrupt()). An attempt whose reply was lost may have been granted: the thread's
+ * next attempt gives such a grant back first, so it is never counted as a re-entry. */
 RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
@@ -307,7 +312,12 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
  * either way once the hold is gone). No renewal of the hold runs after this returns. A release
  * whose wake-up message Redis refused (an ACL user without `publish` or the lock's channel) still
  * returns RLOCK_OK; the client logs the refusal once, at WARN, and waiters then wake by their
- * wait bound (the lease) instead (README "Least privilege"). */
+ * wait bound (the lease) instead (README "Least privilege"). A connection error leaves the
+ * release's outcome unknown: the hold stays recorded, and the calling thread's next
+ * rlock_unlock() (a retry) or lock through this handle first asks Redis (HGET of its field)
+ * whether that release ran: a release that ran is not sent again (the retry returns RLOCK_OK),
+ * one that did not is sent then. Holds of the same lock the thread took through another handle
+ * share the field and can make a release that ran look as if it had not. */
 RLOCK_EXPORT int rlock_unlock(rlock *lock);
 
 /* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was

@@ -297,18 +297,8 @@ size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf)
 {
     /* Formatted by hand: the watchdog writes one owner per renewal (100,000 per sweep with
      * 100,000 holds), and snprintf was a visible share of a sweep's CPU time. */
-    char digits[20];
-    size_t nd = 0;
-    do {
-        digits[nd++] = (char)('0' + tid % 10);
-        tid /= 10;
-    } while (tid != 0);
     size_t n = sizeof(c->uuid) - 1;
     memcpy(buf, c->uuid, n);
     buf[n++] = ':';
-    while (nd > 0) {
-        buf[n++] = digits[--nd];
-    }
-    buf[n] = '\0';
-    return n;
+    return n + rlk_fmt_u64(buf + n, tid);
 }

@@ -56,6 +56,12 @@ struct timeval rlk_timeval(int64_t ms);
 /* Saturating add for deadlines: a + b, capped at INT64_MAX. */
 int64_t rlk_add_sat(int64_t a, int64_t b);
 
+/* Writes v in decimal to out (at least 21 bytes), NUL-terminated; returns the length. Every
+ * command carries a few numbers (lease, key count, owner thread id), and snprintf's format
+ * parsing was a visible share of a lock+unlock pair's client CPU. */
+size_t rlk_fmt_i64(char *out, int64_t v);
+size_t rlk_fmt_u64(char *out, uint64_t v);
+
 /* A byte buffer with inline storage, so that most derived key names need no malloc. */
 typedef struct rlk_buf {
     char *p;    /* data, always NUL-terminated */

@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lock.h"
 #include "replica.h"
@@ -277,6 +278,8 @@ void rlk_notify_lost(const rlock *l)
 
 /* ---- acquire ----------------------------------------------------------------------------- */
 
+static int rlk_settle_grant(rlk_acq *a, rlk_hold *h);
+
 size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out)
 {
     if (l->single != NULL && l->single->hash_field != NULL) {
@@ -366,6 +369,81 @@ static rlk_armed *rlk_arm(rlk_acq *a)
     return armed;
 }
 
+/* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
+ * failover to one of them would forget it while this thread believed it held the lock. The
+ * release is best effort and waits for no replica (it would fall short the same way). */
+static int rlk_undo_unsynced(rlk_acq *a)
+{
+    int acked = 0, n = 0;
+    if (!rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    rlk_sync_suppress(1);
+    (void)a->lock->single->release(a);
+    rlk_sync_suppress(0);
+    return rlk_sync_error(acked, n, "lock", a->lock->name);
+}
+
+/* A grant (r == 1) stays only when its replicas acknowledged it; otherwise RLOCK_EREPLICA. */
+static int rlk_keep_synced(rlk_acq *a, int r)
+{
+    int u = r == 1 ? rlk_undo_unsynced(a) : 0;
+    return u ? u : r;
+}
+
+/* Pauses a waiter after a connection failure: 10 ms, doubling up to 1 s, never past its deadline,
+ * in slices that notice rlock_client_interrupt() and a closed client. Returns 1 to try again, 0
+ * when the wait ends instead. */
+static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
+{
+    int64_t now = rlk_now_ms();
+    if (now >= deadline) {
+        return 0;
+    }
+    if (*pause == 0) {
+        rlk_log(a->client, RLOCK_LOG_WARN,
+                "waiting for lock '%s': %s; trying again while the wait lasts", a->lock->name,
+                rlock_last_error());
+    }
+    *pause = *pause == 0 ? 10 : (*pause >= 500 ? 1000 : *pause * 2);
+    int64_t until = rlk_add_sat(now, *pause);
+    until = until < deadline ? until : deadline;
+    while ((now = rlk_now_ms()) < until) {
+        if (rlk_pubsub_interrupted(a->client->pubsub) || rlk_client_check(a->client) != RLOCK_OK) {
+            return 0;
+        }
+        int64_t step = until - now < 50 ? until - now : 50;
+        struct timespec ts = {0, (long)step * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+/* A waiter whose attempt (or wait) failed with a connection error, or whose grant fewer replicas
+ * acknowledged (given back already), keeps waiting while it has time left: a failover or a
+ * restart must not end a wait that would have been granted after it. An attempt that failed on
+ * the connection may have been granted with its reply lost, so the waiter first gives that grant
+ * back (the type's release of its own field changes nothing when there is none), then attempts
+ * again; the subscriber meanwhile reconnects and its new SUBSCRIBE confirmation wakes the wait.
+ * Returns the outcome to go on with: a grant, busy (0), or the error that ends the wait. */
+static int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
+{
+    int64_t pause = 0;
+    r = rlk_keep_synced(a, r);
+    while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && rlk_wait_pause(a, deadline, &pause)) {
+        int back = r == RLOCK_ECONN ? a->lock->single->release(a) : RLK_NOT_HELD;
+        if (back == 0 || back == 1) {
+            rlk_log(a->client, RLOCK_LOG_INFO,
+                    "waiting for lock '%s': gave back a grant whose reply was lost", a->lock->name);
+        }
+        r = rlk_keep_synced(a, back == RLOCK_ECONN ? back : a->lock->single->attempt(a));
+    }
+    if (r < 0 && pause > 0 && rlk_pubsub_interrupted(a->client->pubsub)) {
+        return rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", a->lock->name);
+    }
+    return r;
+}
+
 /* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
  * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
  * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
@@ -402,10 +480,11 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         }
         if (w == RLK_WAIT_REPLY) {
             r = rlk_armed_reply(a, rlk_armed_take_reply(armed));
-            continue;
+        } else {
+            r = w < 0 ? w : rlk_client_check(l->client);
+            r = r ? r : l->single->attempt(a);
         }
-        r = w < 0 ? w : rlk_client_check(l->client);
-        r = r ? r : l->single->attempt(a);
+        r = rlk_wait_recover(a, r, deadline);
     }
     rlk_armed_free(armed);
     if (l->single->wait_end != NULL) {
@@ -415,19 +494,39 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     return r;
 }
 
-/* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
- * failover to one of them would forget it while this thread believed it held the lock. The
- * release is best effort and waits for no replica (it would fall short the same way). */
-static int rlk_undo_unsynced(rlk_acq *a)
+/* A thread that locks again after an unlock with an unknown outcome has moved on from that hold:
+ * the pending release is settled (and sent if it never ran) before the new attempt, so that the
+ * new grant is counted on what Redis holds and not on a hold that may be gone (a "ghost": a
+ * re-entry of nothing, or a hold kept alive by the watchdog after the thread let it go). */
+static int rlk_settle_before_lock(rlock *l, uint64_t tid)
 {
-    int acked = 0, n = 0;
-    if (!rlk_sync_short(&acked, &n)) {
-        return 0;
+    rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h == NULL || h->unsure == 0) {
+        return RLOCK_OK;
     }
-    rlk_sync_suppress(1);
-    (void)a->lock->single->release(a);
-    rlk_sync_suppress(0);
-    return rlk_sync_error(acked, n, "lock", a->lock->name);
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.lease_ms = h->lease_ms > 0 ? h->lease_ms : l->client->opts.watchdog_timeout_ms;
+    int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    if (h->unsure & RLK_UNSURE_RELEASE) {
+        r = rlk_single_unlock(l);
+        return r == RLOCK_ELOST ? RLOCK_OK : r;
+    }
+    rlk_hold_drop_if_empty(l, h);
+    return RLOCK_OK;
+}
+
+/* Marks that the thread's last attempt may have been granted unseen (its reply was lost, or the
+ * give-back of an unsynced grant may have failed), for rlk_settle_grant() to settle next time. */
+static void rlk_mark_grant_unsure(rlk_acq *a)
+{
+    rlk_hold *h = rlk_hold_get(a->lock, a->tid, 1);
+    if (h != NULL) {
+        h->unsure |= RLK_UNSURE_GRANT;
+    }
 }
 
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
@@ -439,14 +538,20 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     a.may_queue = wait_ms != 0;
     int64_t start = rlk_now_ms();
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(start, wait_ms);
+    int r = rlk_settle_before_lock(l, a.tid);
+    if (r != RLOCK_OK) {
+        return r;
+    }
     rlk_sync_clear();
-    int r = l->single->attempt(&a);
+    r = rlk_keep_synced(&a, l->single->attempt(&a));
     if (r == 0 && wait_ms != 0) {
         r = rlk_wait_loop(&a, deadline);
     }
     if (r == 1) {
-        int u = rlk_undo_unsynced(&a);
-        return u ? u : rlk_grant(&a, lease_ms < 0);
+        return rlk_grant(&a, lease_ms < 0);
+    }
+    if (r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
+        rlk_mark_grant_unsure(&a);
     }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT, "lock '%s' not acquired within %lld ms", l->name,
@@ -457,35 +562,81 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 
 /* ---- release and queries ----------------------------------------------------------------- */
 
-int rlk_single_unlock(rlock *l)
+static int rlk_field_count(rlk_acq *a);
+
+/* Settles an attempt whose outcome was unknown (RLK_UNSURE_GRANT): when Redis counts more holds
+ * of the thread's field than the record does, that attempt was granted and its reply lost. The
+ * thread never learnt of that grant, so it is given back (without waiting for replicas); a later
+ * attempt then takes the lock from free, with a token of its own, instead of re-entering it and
+ * keeping a hold nobody will release. Returns RLOCK_OK (the mark cleared) or a negative error. */
+static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
 {
-    uint64_t tid = rlk_thread_id();
-    rlk_hold *h = rlk_hold_get(l, tid, 0);
-    if (h == NULL || h->count == 0) {
-        return rlk_err(RLOCK_ENOTOWNER,
-                       "lock '%s' is not held by this thread (id %llu) through "
-                       "this handle",
-                       l->name, (unsigned long long)tid);
+    int n = rlk_field_count(a);
+    if (n < 0) {
+        return n;
     }
-    if (h->count == 1) {
-        /* The last local hold: stop renewing before the release reaches Redis. A renewal that
-         * ran after the release would find the owner gone and report a spurious loss; the
-         * cancel waits for an in-flight batch, so none can. */
-        rlk_hold_stop_renewal(l, h);
+    if (n > h->count) {
+        rlk_sync_suppress(1);
+        int r = a->lock->single->release(a);
+        rlk_sync_suppress(0);
+        if (r < 0 && r != RLK_NOT_HELD) {
+            return r;
+        }
+        rlk_log(a->client, RLOCK_LOG_INFO, "lock '%s': gave back a grant whose reply was lost",
+                a->lock->name);
     }
-    if (atomic_load(&h->lost)) {
-        rlk_hold_forget(l, h);
+    h->unsure &= (unsigned char)~RLK_UNSURE_GRANT;
+    return RLOCK_OK;
+}
+
+/* Settles a release whose outcome was unknown (RLK_UNSURE_RELEASE) against Redis: the field's count
+ * there is h->count if that release never ran and h->count - 1 if it did (less still if the holds
+ * are gone: lease ran out, failover). The record keeps the smaller count, so it never counts a hold
+ * Redis does not have. Returns how many holds the record dropped (0: the release never ran), or
+ * a negative error (the record stays unsure). Limitation: holds of the same lock taken by the
+ * same thread through another handle share the field, so with such holds a release that ran
+ * looks as if it had not. */
+static int rlk_hold_settle(rlk_acq *a, rlk_hold *h)
+{
+    int n = rlk_field_count(a);
+    if (n < 0) {
+        return n;
+    }
+    int gone = n < h->count ? h->count - n : 0;
+    h->count -= gone;
+    h->unsure &= (unsigned char)~RLK_UNSURE_RELEASE;
+    return gone;
+}
+
+/* An unlock of a record whose last release has an unknown outcome. If that release ran, this
+ * call was its retry and nothing is sent again: RLOCK_OK, or RLOCK_ELOST when holds beyond the
+ * released one are gone too. If it never ran, returns 1: the caller sends it now. */
+static int rlk_unlock_unsure(rlk_acq *a, rlk_hold *h)
+{
+    int before = h->count;
+    int gone = rlk_hold_settle(a, h);
+    if (gone <= 0) {
+        return gone == 0 ? 1 : gone;
+    }
+    if (h->count > 0) {
+        return RLOCK_OK;
+    }
+    rlk_hold_forget(a->lock, h);
+    if (before > 1) {
         return rlk_err(RLOCK_ELOST,
-                       "the hold on lock '%s' was lost before unlock (its lease "
-                       "ran out)",
-                       l->name);
+                       "the holds on lock '%s' were gone on Redis when an unlock "
+                       "whose outcome was unknown was retried",
+                       a->lock->name);
     }
-    rlk_acq a;
-    rlk_acq_init(&a, l);
-    a.hold = h;
-    a.lease_ms = h->lease_ms;
+    return RLOCK_OK;
+}
+
+/* Sends the release of one hold of h and records its outcome. */
+static int rlk_unlock_send(rlk_acq *a, rlk_hold *h)
+{
+    rlock *l = a->lock;
     rlk_sync_clear();
-    int r = l->single->release(&a);
+    int r = l->single->release(a);
     int acked = 0, n = 0;
     if (r >= 0 && rlk_sync_short(&acked, &n)) {
         /* The master released; a failover before the replicas learn it would only bring back a
@@ -507,10 +658,49 @@ int rlk_single_unlock(rlock *l)
         return rlk_err(RLOCK_ELOST, "the hold on lock '%s' had expired on Redis before unlock",
                        l->name);
     }
-    /* Unknown outcome: stop renewing so the lock cannot outlive its lease, but keep the record
-     * so that the caller may retry the unlock. */
-    rlk_hold_stop_renewal(l, h);
+    /* Unknown outcome: the record stays, marked, so that a retry of the unlock, or the thread's
+     * next lock, settles it against Redis instead of counting a hold that may be gone. Renewal
+     * stopped above for a last hold; with more holds, at least count - 1 remain either way and
+     * stay renewed. */
+    h->unsure = RLK_UNSURE_RELEASE;
     return r;
+}
+
+int rlk_single_unlock(rlock *l)
+{
+    uint64_t tid = rlk_thread_id();
+    rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h == NULL || h->count == 0) {
+        return rlk_err(RLOCK_ENOTOWNER,
+                       "lock '%s' is not held by this thread (id %llu) through "
+                       "this handle",
+                       l->name, (unsigned long long)tid);
+    }
+    if (h->count == 1) {
+        /* The last local hold: stop renewing before the release reaches Redis. A renewal that
+         * ran after the release would find the owner gone and report a spurious loss; the
+         * cancel waits for an in-flight batch, so none can (and the lost check below sees what
+         * that batch judged). A settled unsure record below only ever loses holds without a
+         * release being sent, so no other cancel is needed. */
+        rlk_hold_stop_renewal(l, h);
+    }
+    if (atomic_load(&h->lost)) {
+        rlk_hold_forget(l, h);
+        return rlk_err(RLOCK_ELOST,
+                       "the hold on lock '%s' was lost before unlock (its lease "
+                       "ran out)",
+                       l->name);
+    }
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.hold = h;
+    a.lease_ms = h->lease_ms;
+    int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    r = (h->unsure & RLK_UNSURE_RELEASE) ? rlk_unlock_unsure(&a, h) : 1;
+    return r == 1 ? rlk_unlock_send(&a, h) : r;
 }
 
 int rlk_reply_int(const redisReply *r, long long *v, const char *what)
@@ -542,6 +732,26 @@ static int rlk_query(rlock *l, const char *cmd, const char *field, size_t flen, 
     return r;
 }
 
+/* The hold count of a's field on Redis (HGET: 0 when the field or the key is gone), or a negative
+ * error. */
+static int rlk_field_count(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    redisReply *rep = NULL;
+    int r = rlk_query(l, "HGET", a->field, a->field_len, &rep);
+    if (r != RLOCK_OK || rep == NULL) {
+        return r != RLOCK_OK ? r : rlk_err(RLOCK_EPROTO, "HGET of a hold count: no reply");
+    }
+    int count = 0;
+    if (rep->type == REDIS_REPLY_STRING) {
+        count = (int)strtol(rep->str, NULL, 10);
+    } else if (rep->type != REDIS_REPLY_NIL) {
+        r = rlk_err(RLOCK_EPROTO, "HGET of a hold count: unexpected reply type %d", rep->type);
+    }
+    freeReplyObject(rep);
+    return r ? r : count;
+}
+
 int rlk_hash_is_locked(rlock *l)
 {
     redisReply *rep = NULL;
@@ -565,7 +775,7 @@ int rlk_single_is_held(rlock *l)
     int r = rlk_query(l, "HEXISTS", a.field, a.field_len, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "HEXISTS");
     freeReplyObject(rep);
-    if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0) {
+    if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0 && !h->unsure) {
         /* Redis says the hold is gone (its lease ran out unnoticed, or the key was deleted):
          * the record says so too, so that rlock_token() answers 0 from now on (rlock.h). The
          * next unlock then reports RLOCK_ELOST without a round trip, as after a watchdog loss. */
@@ -578,19 +788,7 @@ int rlk_single_hold_count(rlock *l)
 {
     rlk_acq a;
     rlk_acq_init(&a, l);
-    redisReply *rep = NULL;
-    int r = rlk_query(l, "HGET", a.field, a.field_len, &rep);
-    if (r != RLOCK_OK || rep == NULL) {
-        return r != RLOCK_OK ? r : rlk_err(RLOCK_EPROTO, "HGET of a hold count: no reply");
-    }
-    int count = 0;
-    if (rep->type == REDIS_REPLY_STRING) {
-        count = (int)strtol(rep->str, NULL, 10);
-    } else if (rep->type != REDIS_REPLY_NIL) {
-        r = rlk_err(RLOCK_EPROTO, "HGET of a hold count: unexpected reply type %d", rep->type);
-    }
-    freeReplyObject(rep);
-    return r ? r : count;
+    return rlk_field_count(&a);
 }
 
 int64_t rlk_single_ttl(rlock *l)
@@ -606,7 +804,9 @@ int64_t rlk_single_ttl(rlock *l)
 uint64_t rlk_single_token(rlock *l)
 {
     rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
-    return h != NULL && h->count > 0 && !atomic_load(&h->lost) ? h->token : 0;
+    /* An unsure last hold may have been released: its token is no longer claimed. */
+    int maybe_released = h != NULL && (h->unsure & RLK_UNSURE_RELEASE);
+    return h != NULL && h->count - maybe_released > 0 && !atomic_load(&h->lost) ? h->token : 0;
 }
 
 void rlk_single_destroy(rlock *l)

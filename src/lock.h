@@ -79,14 +79,23 @@ typedef struct rlk_single_ops {
 
 #define RLK_NOT_HELD 2
 
+/* rlk_hold.unsure: a release of one hold may have run (count may be one above Redis'); an
+ * attempt may have been granted (Redis may count one hold more than the record). */
+#define RLK_UNSURE_RELEASE 1
+#define RLK_UNSURE_GRANT   2
+
 /* Per (handle, thread) state of a hold. Only its thread changes count/token; the watchdog may
  * set lost. Linked in the handle's list under the handle mutex. */
 struct rlk_hold {
     struct rlk_hold *next;
     rlock *lock;
     uint64_t tid;
-    int count;        /* holds this thread took through this handle */
-    atomic_int lost;  /* set by the watchdog: the lease ran out while held */
+    int count;         /* holds this thread took through this handle */
+    atomic_uchar lost; /* set by the watchdog: the lease ran out while held */
+    /* RLK_UNSURE_* flags: a request of this thread whose outcome is unknown (the connection
+     * failed before its reply). The thread's next unlock or lock settles it against Redis first
+     * (lock.c). A char beside lost keeps the record at 120 bytes. */
+    unsigned char unsure;
     uint64_t token;   /* fencing token of the current hold */
     int64_t lease_ms; /* effective lease of the latest acquire (kept on partial release) */
     rlk_wd_entry wd;  /* watchdog registration (renewed while registered) */

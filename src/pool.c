@@ -414,8 +414,8 @@ void rlk_args_addi(rlk_args *a, int64_t v)
 {
     assert(a->n < RLK_ARGS_MAX);
     if (a->n < RLK_ARGS_MAX) {
-        int n = snprintf(a->num[a->n], sizeof(a->num[0]), "%lld", (long long)v);
-        rlk_args_add(a, a->num[a->n], (size_t)n);
+        size_t n = rlk_fmt_i64(a->num[a->n], v);
+        rlk_args_add(a, a->num[a->n], n);
     }
 }
 

@@ -77,9 +77,9 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
     lens[n++] = 7;
     argv[n] = s->sha1;
     lens[n++] = 40;
-    int kn = snprintf(nkeys, 16, "%d", keys ? keys->n : 0);
+    size_t kn = rlk_fmt_i64(nkeys, keys ? keys->n : 0);
     argv[n] = nkeys;
-    lens[n++] = (size_t)kn;
+    lens[n++] = kn;
     for (int i = 0; keys && i < keys->n; i++, n++) {
         argv[n] = keys->v[i];
         lens[n] = keys->len[i];
@@ -187,7 +187,7 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
 {
     const char *argv[RLK_EVAL_MAX];
     size_t lens[RLK_EVAL_MAX];
-    char nkeys[16];
+    char nkeys[24];
     *out = NULL;
     int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
@@ -221,7 +221,7 @@ int rlk_script_append(rlk_conn *conn, int script, const rlk_args *keys, const rl
 {
     const char *argv[RLK_EVAL_MAX];
     size_t lens[RLK_EVAL_MAX];
-    char nkeys[16];
+    char nkeys[24];
     int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
         return n;
@@ -234,7 +234,7 @@ int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, ch
 {
     const char *argv[RLK_EVAL_MAX];
     size_t lens[RLK_EVAL_MAX];
-    char nkeys[16];
+    char nkeys[24];
     *cmd = NULL;
     int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
@@ -263,14 +263,14 @@ int rlk_script_appendv(rlk_conn *conn, int script, int nkeys, int argc, const ch
         free(l);
         return rlk_err(RLOCK_ENOMEM, "cannot build a batch of %d arguments", argc);
     }
-    char nk[16];
-    int kn = snprintf(nk, sizeof(nk), "%d", nkeys);
+    char nk[24];
+    size_t kn = rlk_fmt_i64(nk, nkeys);
     v[0] = "EVALSHA";
     l[0] = 7;
     v[1] = s->sha1;
     l[1] = 40;
     v[2] = nk;
-    l[2] = (size_t)kn;
+    l[2] = kn;
     memcpy(v + 3, argv, sizeof(*v) * (size_t)argc);
     memcpy(l + 3, lens, sizeof(*l) * (size_t)argc);
     int rc = rlk_conn_append(conn, argc + 3, v, l);

@@ -59,6 +59,32 @@ int64_t rlk_add_sat(int64_t a, int64_t b)
     return a + b;
 }
 
+size_t rlk_fmt_u64(char *out, uint64_t u)
+{
+    char digits[20];
+    size_t nd = 0;
+    size_t n = 0;
+    do {
+        digits[nd++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    while (nd > 0) {
+        out[n++] = digits[--nd];
+    }
+    out[n] = '\0';
+    return n;
+}
+
+size_t rlk_fmt_i64(char *out, int64_t v)
+{
+    if (v >= 0) {
+        return rlk_fmt_u64(out, (uint64_t)v);
+    }
+    /* The magnitude as unsigned, so that INT64_MIN does not overflow. */
+    out[0] = '-';
+    return 1 + rlk_fmt_u64(out + 1, (uint64_t)0 - (uint64_t)v);
+}
+
 void rlk_buf_init(rlk_buf *b)
 {
     b->p = b->inline_;

@@ -49,6 +49,7 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url SOURCES unit/test_url.c LABELS unit TIMEOUT 60)
   rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
+rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
 
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
@@ -107,4 +108,12 @@ endif()
 # The README's minimal ACL rule set: every lock type's basic scenario as exactly that user.
 if(TARGET rlock_harness)
   rlock_add_test(NAME core_acl_minimal SOURCES core/test_acl_minimal.c LABELS redis TIMEOUT 120)
+endif()
+
+# An unlock whose outcome is unknown (CLIENT PAUSE: the release never runs; SIGSTOP: it runs after
+# the client gave up): a retry or the thread's next lock settles the hold record against Redis,
+# so no ghost hold is re-entered or kept alive and no hold is released twice. Every kind.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_unknown_release SOURCES core/test_unknown_release.c
+                 LABELS redis fault TIMEOUT 90)
 endif()

@@ -24,3 +24,17 @@ rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discov
 # no_tsan: about 100 s per run; plain and ASan keep tests/run.sh within its time budget.
 rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failover.c
                LABELS redis stress fault no_tsan TIMEOUT 240)
+
+# kill -9 of the master under the same stress (the program's "kill" mode): 5 rounds with
+# replica_sync = 1 (0 violations, tokens increasing, every process continues; the old master is
+# restarted as a replica of the new one), then 5 with replica_sync = 0, printed, not asserted.
+# plain_only: more than 60 s a run.
+rlock_add_test(NAME test_sentinel_kill SOURCES replica/test_sentinel_failover.c ARGS kill
+               LABELS redis stress fault plain_only TIMEOUT 300)
+
+# Waiters across a failover: rlock_lock() waiters on a held lock while the master is killed all
+# acquire after it; a fair queue survives SENTINEL FAILOVER as replicated, a waiter missing from
+# it joins again, the others keep their order.
+# no_tsan: about 35 s a run (two switches); tests/run.sh stays within its 40 minutes.
+rlock_add_test(NAME test_failover_waiters SOURCES replica/test_failover_waiters.c
+               LABELS redis fault no_tsan TIMEOUT 120)

@@ -107,3 +107,60 @@ rh_server *tc_deploy_master(tc_deploy *d)
     }
     return NULL;
 }
+
+/* Waits until a data server other than old is the master with replicas replicas online. */
+static rh_server *tc_deploy_wait_master(tc_deploy *d, rh_server *old, int replicas)
+{
+    int64_t deadline = rh_now_ms() + 30000;
+    rh_server *m = NULL;
+    while ((m = tc_deploy_master(d)) == NULL || m == old) {
+        if (rh_now_ms() >= deadline) {
+            fprintf(stderr, "tc_deploy: no new master within 30 s\n");
+            return NULL;
+        }
+        rh_sleep_ms(50);
+    }
+    return tc_replicas_wait(m, replicas, 30000) == 0 ? m : NULL;
+}
+
+rh_server *tc_deploy_failover(tc_deploy *d)
+{
+    rh_server *before = tc_deploy_master(d);
+    int64_t deadline = rh_now_ms() + 30000;
+    for (int i = 0; rh_now_ms() < deadline; i++) {
+        const char *argv[] = {"SENTINEL", "FAILOVER", TC_SENTINEL_MASTER, NULL};
+        char *ok = rh_cmd_str(d->sentinel[i % TC_NSENTINEL], argv);
+        free(ok);
+        if (ok != NULL) {
+            return tc_deploy_wait_master(d, before, TC_NDATA - 1);
+        }
+        rh_sleep_ms(300); /* NOGOODSLAVE or INPROG: the Sentinels are not ready yet */
+    }
+    return NULL;
+}
+
+rh_server *tc_deploy_kill_master(tc_deploy *d)
+{
+    rh_server *old = tc_deploy_master(d);
+    if (old == NULL || rh_stop(old) != 0) {
+        return NULL;
+    }
+    rh_server *m = tc_deploy_wait_master(d, old, TC_NDATA - 2);
+    if (m == NULL) {
+        return NULL;
+    }
+    /* The old master comes back as a replica from its first moment, on a port of its own: on its
+     * old port with its old command line it would answer as an empty master until told
+     * otherwise, and a client still dialling that address would take locks from a blank data
+     * set (a restart without persistence, which no replica sync protects against). */
+    for (int i = 0; i < TC_NDATA; i++) {
+        if (d->data[i] == old) {
+            rh_free(old);
+            d->data[i] = tc_replica_start(m);
+            if (d->data[i] == NULL) {
+                return NULL;
+            }
+        }
+    }
+    return tc_replicas_wait(m, TC_NDATA - 1, 30000) == 0 ? m : NULL;
+}

@@ -28,5 +28,28 @@ int tc_deploy_start(tc_deploy *d);
 int tc_deploy_stop(tc_deploy *d);
 /* The data server that ROLE calls master (NULL if none does). */
 rh_server *tc_deploy_master(tc_deploy *d);
+/* Defines a program's static cmocka group setup() and teardown() that start and stop the
+ * deployment d (skipping the program when redis-server is missing). */
+#define TC_DEPLOY_FIXTURE(d)                                                                       \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        rh_skip_if_unavailable();                                                                  \
+        return tc_deploy_start(&(d));                                                              \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_deploy_stop(&(d));                                                               \
+    }
+
+/* A graceful switch: SENTINEL FAILOVER (retried while the Sentinels are not ready for one), then
+ * waits until another data server is the master with both replicas online. The new master, or
+ * NULL after 30 s. */
+rh_server *tc_deploy_failover(tc_deploy *d);
+/* A crash: kill -9 of the master by PID, waits until the Sentinels promoted another data server,
+ * starts the old one again (empty, on a new port) as a replica of the new master and waits until
+ * both replicas are online. The new master, or NULL. */
+rh_server *tc_deploy_kill_master(tc_deploy *d);
 
 #endif

@@ -5,7 +5,10 @@
  * violation, fencing tokens strictly increasing across every switch (tokens are compared inside the
  * exclusive section, in shared memory), and every process keeps acquiring after the last switch
  * without a restart. Errors while a switch is under way (RLOCK_ECONN, RLOCK_EREPLICA,
- * RLOCK_ETIMEDOUT) are retries, not failures.
+ * RLOCK_ETIMEDOUT) are retries, not failures; an unlock that failed is not retried (the next lock
+ * settles it). Run with the argument "kill" (test_sentinel_kill), the switches are kill -9 of the
+ * master instead (the harness restarts it as a replica of the new one): five rounds with
+ * replica_sync = 1 checked as above, then five with replica_sync = 0 only printed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +42,7 @@ typedef struct shared {
 
 static tc_deploy g_d;
 static shared *g_sh;
+static int g_sync = 1; /* replica_sync of the workers' clients (set before they fork) */
 
 static void *proc_init(int proc, void *arg)
 {
@@ -53,6 +57,7 @@ static void *proc_init(int proc, void *arg)
     o.command_timeout_ms = 2000;
     o.watchdog_timeout_ms = LEASE_MS;
     o.replica_sync_timeout_ms = 500;
+    o.replica_sync = g_sync;
     p->c = p != NULL ? tc_client_try(&o) : NULL;
     p->h[0] = p->c != NULL ? rlock_open(p->c, RLOCK_REENTRANT, "fo:lock") : NULL;
     if (p != NULL && p->h[0] == NULL) {
@@ -89,15 +94,16 @@ static int step(tc_worker *w, long i)
     tc_mx_enter(w->mx, 0);
     check_token(rlock_token(p->h[0]));
     tc_mx_leave(w->mx, 0);
-    /* An unlock that failed in a switch keeps the hold record (rlock.h): unlock again until the
-     * record is gone, or the next attempt would re-enter the old hold and report its old token. */
-    int64_t give_up = rh_now_ms() + 60000;
-    while ((r = rlock_unlock(p->h[0])) != RLOCK_OK && r != RLOCK_ELOST && r != RLOCK_ENOTOWNER) {
-        if (rh_now_ms() >= give_up) {
-            fprintf(stderr, "unlock: %s\n", rlock_last_error());
-            return TC_STEP_ERROR;
-        }
-        rh_sleep_ms(100);
+    /* An unlock that failed in a switch leaves its release pending and the worker moves on: its
+     * next lock settles that release first (lock.c), so a re-entry of a ghost hold would show
+     * here as a token regression. */
+    r = rlock_unlock(p->h[0]);
+    if (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT) {
+        return TC_STEP_RETRY;
+    }
+    if (r != RLOCK_OK && r != RLOCK_ELOST) {
+        fprintf(stderr, "unlock: %s\n", rlock_last_error());
+        return TC_STEP_ERROR;
     }
     atomic_store(&g_sh->last_ok_ms[w->proc], rh_now_ms());
     return TC_STEP_OK;
@@ -122,36 +128,6 @@ static int teardown(void **state)
     return tc_deploy_stop(&g_d);
 }
 
-/* Waits until a data server other than old is the master with both replicas online. */
-static rh_server *wait_new_master(rh_server *old, int replicas)
-{
-    int64_t deadline = rh_now_ms() + 30000;
-    rh_server *m = NULL;
-    while ((m = tc_deploy_master(&g_d)) == NULL || m == old) {
-        if (rh_now_ms() >= deadline) {
-            return NULL;
-        }
-        rh_sleep_ms(50);
-    }
-    return tc_replicas_wait(m, replicas, 30000) == 0 ? m : NULL;
-}
-
-/* SENTINEL FAILOVER, retried while the Sentinels are not ready for one (NOGOODSLAVE, INPROG). */
-static int graceful_failover(void)
-{
-    int64_t deadline = rh_now_ms() + 30000;
-    for (int i = 0; rh_now_ms() < deadline; i++) {
-        const char *argv[] = {"SENTINEL", "FAILOVER", TC_SENTINEL_MASTER, NULL};
-        char *ok = rh_cmd_str(g_d.sentinel[i % TC_NSENTINEL], argv);
-        free(ok);
-        if (ok != NULL) {
-            return 0;
-        }
-        rh_sleep_ms(300);
-    }
-    return -1;
-}
-
 static tc_stress *start_workers(void)
 {
     static tc_stress_spec spec;
@@ -167,8 +143,9 @@ static tc_stress *start_workers(void)
     return tc_stress_start(&spec);
 }
 
-/* Stops the workers a while after the last switch and checks what they did. */
-static void finish(tc_stress *st, int64_t switched_at)
+/* Stops the workers a while after the last switch and checks what they did; with strict 0 (no
+ * replica sync) it only prints what happened: a crash may lose grants then. */
+static void finish(tc_stress *st, int64_t switched_at, int strict)
 {
     rh_sleep_ms(3000);
     g_sh->stop = 1;
@@ -179,6 +156,14 @@ static void finish(tc_stress *st, int64_t switched_at)
     printf("iterations %ld, retries %ld, errors %ld, violations %ld, token regressions %ld\n",
            res.iterations, res.retries, res.errors, violations,
            atomic_load(&g_sh->token_regressions));
+    if (!strict) {
+        printf("replica_sync = 0: %ld violations, %ld token regressions over %d kill -9 rounds "
+               "(not asserted: grants a master acknowledged before its replicas had them are lost "
+               "in a crash)\n",
+               violations, atomic_load(&g_sh->token_regressions), FAILOVERS);
+        tc_stress_free(st);
+        return;
+    }
     assert_int_equal(res.failed_procs, 0);
     assert_int_equal(violations, 0);
     assert_int_equal(atomic_load(&g_sh->token_regressions), 0);
@@ -196,12 +181,16 @@ typedef rh_server *(*switch_fn)(void);
 
 static rh_server *switch_graceful(void)
 {
-    rh_server *before = tc_deploy_master(&g_d);
-    return graceful_failover() == 0 ? wait_new_master(before, TC_NDATA - 1) : NULL;
+    return tc_deploy_failover(&g_d);
+}
+
+static rh_server *switch_kill(void)
+{
+    return tc_deploy_kill_master(&g_d);
 }
 
 /* FAILOVERS switches under the stress, then the checks of finish(). */
-static void run_switches(switch_fn fn, const char *what)
+static void run_switches(switch_fn fn, const char *what, int strict)
 {
     tc_stress *st = start_workers();
     assert_non_null(st);
@@ -216,19 +205,45 @@ static void run_switches(switch_fn fn, const char *what)
         switched_at = rh_now_ms();
         printf("%s %d: master is now port %d\n", what, k, rh_port(after));
     }
-    finish(st, switched_at);
+    finish(st, switched_at, strict);
 }
 
 static void test_graceful_failovers_under_load(void **state)
 {
     (void)state;
-    run_switches(switch_graceful, "failover");
+    run_switches(switch_graceful, "failover", 1);
 }
 
-int main(void)
+/* kill -9 of the master, five rounds, replica_sync = 1: every grant reached both replicas before
+ * it was returned, so the promoted one has it. */
+static void test_kill_master_under_load(void **state)
 {
-    const struct CMUnitTest tests[] = {
+    (void)state;
+    g_sync = 1;
+    run_switches(switch_kill, "kill -9", 1);
+}
+
+/* The same with replica_sync = 0: printed, not asserted. */
+static void test_kill_master_unsynced(void **state)
+{
+    (void)state;
+    g_sync = 0;
+    memset(g_sh, 0, sizeof(*g_sh));
+    run_switches(switch_kill, "kill -9 (replica_sync = 0)", 0);
+}
+
+/* No argument: the graceful failovers; "kill": the kill -9 rounds (test_sentinel_kill). */
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest graceful[] = {
         cmocka_unit_test(test_graceful_failovers_under_load),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest kill[] = {
+        cmocka_unit_test(test_kill_master_under_load),
+        cmocka_unit_test(test_kill_master_unsynced),
+    };
+    if (argc > 1 && strcmp(argv[1], "kill") == 0) {
+        return cmocka_run_group_tests(kill, setup, teardown);
+    }
+    return cmocka_run_group_tests(graceful, setup, teardown);
 }
