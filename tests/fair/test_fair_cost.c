@@ -25,6 +25,7 @@
 #include "fair_common.h"
 #include "lock.h"
 #include "scripts.h"
+#include "tc_thread.h"
 
 #define WT       120000
 #define MAX_CMDS 32
@@ -157,27 +158,6 @@ static void leave_synthetic(rlock *l, int i)
     freeReplyObject(r);
 }
 
-typedef struct first_waiter {
-    rlock *l;
-    atomic_int acquired;
-    atomic_int release;
-    int rc;
-} first_waiter;
-
-static void *first_main(void *arg)
-{
-    first_waiter *w = arg;
-    w->rc = rlock_lock(w->l, -1);
-    atomic_store(&w->acquired, 1);
-    while (!atomic_load(&w->release)) {
-        rh_sleep_ms(1);
-    }
-    if (w->rc == RLOCK_OK) {
-        w->rc = rlock_unlock(w->l);
-    }
-    return NULL;
-}
-
 /* Measures a grant, an enqueue and a give-up with n waiters queued. */
 static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
 {
@@ -186,13 +166,8 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
     rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
     assert_non_null(l);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    first_waiter w;
-    w.l = l;
-    atomic_init(&w.acquired, 0);
-    atomic_init(&w.release, 0);
-    w.rc = -1000;
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, first_main, &w), 0);
+    tc_holder w;
+    tc_holder_start(&w, l, -1, -1, -1);
     assert_int_equal(fc_wait_llen(g_srv, name, 1, 5000), 0);
     for (int i = 1; i < n; i++) {
         enqueue_synthetic(l, i);
@@ -204,12 +179,7 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
 
     reset_stats();
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    int64_t deadline = rh_now_ms() + 5000;
-    while (!atomic_load(&w.acquired) && rh_now_ms() < deadline) {
-        rh_sleep_ms(1);
-    }
-    assert_true(atomic_load(&w.acquired));
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&w, 5000), RLOCK_OK);
     rh_sleep_ms(50);
     read_counts(grant);
     assert_int_equal(fc_llen(g_srv, name), n - 1);
@@ -222,9 +192,7 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
     read_counts(leave);
     assert_int_equal(fc_llen(g_srv, name), n - 1);
 
-    atomic_store(&w.release, 1);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_holder_join(&w), RLOCK_OK);
     char queue[128], zset[128];
     fc_queue_key(name, queue, sizeof(queue));
     fc_zset_key(name, zset, sizeof(zset));

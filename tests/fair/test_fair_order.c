@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "fair_common.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
 static rlock_client *g_client;
@@ -84,27 +85,6 @@ static void test_lease_timeout_order(void **state)
 
 /* ---- multi-instance ordering -------------------------------------------------------------- */
 
-typedef struct inst_waiter {
-    rlock *l;
-    atomic_int go;
-    int rc;
-    int slot;
-} inst_waiter;
-
-static void *inst_main(void *arg)
-{
-    inst_waiter *w = arg;
-    while (!atomic_load(&w->go)) {
-        rh_sleep_ms(1);
-    }
-    w->rc = rlock_lock(w->l, -1);
-    w->slot = atomic_fetch_add(&g_next_slot, 1);
-    if (w->rc == RLOCK_OK) {
-        w->rc = rlock_unlock(w->l);
-    }
-    return NULL;
-}
-
 static void test_multi_instance_order(void **state)
 {
     (void)state;
@@ -120,27 +100,16 @@ static void test_multi_instance_order(void **state)
     }
     rlock *mine = rlock_open(g_client, RLOCK_FAIR, name);
     assert_int_equal(rlock_lock(mine, -1), RLOCK_OK);
-    inst_waiter w[N];
-    pthread_t t[N];
+    tc_holder w[N];
     atomic_store(&g_next_slot, 0);
     for (int i = 0; i < N; i++) {
-        w[i].l = l[i % CLIENTS];
-        atomic_init(&w[i].go, 0);
-        w[i].rc = -1000;
-        w[i].slot = -1;
-        assert_int_equal(pthread_create(&t[i], NULL, inst_main, &w[i]), 0);
-    }
-    for (int i = 0; i < N; i++) {
-        atomic_store(&w[i].go, 1);
+        tc_holder_start_ranked(&w[i], &g_next_slot, l[i % CLIENTS], -1, -1, 0);
         assert_int_equal(fc_wait_llen(g_srv, name, i + 1, 5000), 0);
     }
     assert_int_equal(rlock_unlock(mine), RLOCK_OK);
     for (int i = 0; i < N; i++) {
-        pthread_join(t[i], NULL);
-    }
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(w[i].rc, RLOCK_OK);
-        assert_int_equal(w[i].slot, i);
+        assert_int_equal(tc_holder_join(&w[i]), RLOCK_OK);
+        assert_int_equal(w[i].place, i);
     }
     rlock_free(mine);
     for (int i = 0; i < CLIENTS; i++) {

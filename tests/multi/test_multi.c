@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "multi_util.h"
+#include "tc_thread.h"
 
 static rh_server *srv[3];
 static rlock_client *cli[3];
@@ -142,23 +143,6 @@ static void test_ten_threads_one_wins(void **state)
     race_round(300);
 }
 
-typedef struct second {
-    rlock *g;
-    int64_t got_at;
-    int rc;
-} second;
-
-static void *second_main(void *arg)
-{
-    second *s = arg;
-    s->rc = rlock_lock(s->g, -1);
-    s->got_at = rh_now_ms();
-    if (s->rc == RLOCK_OK) {
-        s->rc = rlock_unlock(s->g);
-    }
-    return NULL;
-}
-
 /* RedissonMultiLockTest.testMultiThreads: a second lock() waits for the first. */
 static void test_second_lock_waits(void **state)
 {
@@ -166,15 +150,13 @@ static void test_second_lock_waits(void **state)
     group gr;
     group_open(&gr, NULL, "mt", 3);
     assert_int_equal(rlock_lock(gr.g, -1), RLOCK_OK);
-    second s = {gr.g, 0, -1};
-    pthread_t t;
-    pthread_create(&t, NULL, second_main, &s);
+    tc_holder s;
+    tc_holder_start(&s, gr.g, -1, -1, 0);
     mu_sleep_ms(400);
-    assert_int_equal(s.got_at, 0);
+    assert_int_equal(atomic_load(&s.got), 0);
     int64_t released = rh_now_ms();
     assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(s.rc, RLOCK_OK);
+    assert_int_equal(tc_holder_join(&s), RLOCK_OK);
     assert_true(s.got_at >= released);
     assert_true(s.got_at - released < 1000); /* woken by the unlock, not by a lease */
     group_close(&gr);

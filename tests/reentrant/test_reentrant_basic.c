@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_thread.h"
 
 typedef struct {
     rh_server *srv;
@@ -303,25 +304,6 @@ static void test_remaining_ttl(void **state)
     rlock_free(l);
 }
 
-typedef struct {
-    rlock *l;
-    int64_t wait_ms;
-    int rc;
-    int64_t took;
-} try_op;
-
-static void *try_main(void *arg)
-{
-    try_op *t = arg;
-    int64_t t0 = rh_now_ms();
-    t->rc = rlock_try_lock(t->l, t->wait_ms, -1);
-    t->took = rh_now_ms() - t0;
-    if (t->rc == RLOCK_OK) {
-        rlock_unlock(t->l);
-    }
-    return NULL;
-}
-
 /* testTryLockWait: tryLock(3 s) on a lock held by another thread returns RLOCK_ETIMEDOUT after
  * 3.0 - 3.3 s. */
 static void test_try_lock_wait(void **state)
@@ -330,17 +312,17 @@ static void test_try_lock_wait(void **state)
     rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:trywait");
     assert_non_null(l);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    try_op t = {.l = l, .wait_ms = 3000};
-    re_run_thread(try_main, &t);
-    print_message("tryLock(3000) on a held lock returned after %lld ms\n", (long long)t.took);
+    tc_holder t;
+    tc_holder_run(&t, l, 3000, -1, 0);
+    int64_t took = t.got_at - t.started_at;
+    print_message("tryLock(3000) on a held lock returned after %lld ms\n", (long long)took);
     assert_int_equal(t.rc, RLOCK_ETIMEDOUT);
-    assert_true(t.took >= 3000 && t.took <= 3300);
+    assert_true(took >= 3000 && took <= 3300);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     /* Once free, the same wait succeeds at once. */
-    t.rc = -100;
-    re_run_thread(try_main, &t);
+    tc_holder_run(&t, l, 3000, -1, 0);
     assert_int_equal(t.rc, RLOCK_OK);
-    assert_true(t.took < 1000);
+    assert_true(t.got_at - t.started_at < 1000);
     rlock_free(l);
 }
 
@@ -361,12 +343,13 @@ static void test_redis_down(void **state)
 
     int64_t t0 = rh_now_ms();
     assert_int_equal(other(l, OP_TRY0), RLOCK_ECONN);
-    try_op t = {.l = l, .wait_ms = 5000};
-    re_run_thread(try_main, &t);
+    tc_holder t;
+    tc_holder_run(&t, l, 5000, -1, 0);
+    int64_t took = t.got_at - t.started_at;
     print_message("Redis down: tryLock(5000, ...) returned %d (%s) after %lld ms\n", t.rc,
-                  rlock_strerror(t.rc), (long long)t.took);
+                  rlock_strerror(t.rc), (long long)took);
     assert_int_equal(t.rc, RLOCK_ECONN);
-    assert_true(t.took < 2500);
+    assert_true(took < 2500);
     other_op o = {.l = l, .op = OP_LOCK_UNLOCK};
     assert_int_equal(re_run_thread(other_main, &o), RLOCK_ECONN);
     assert_true(strlen(o.err) > 0);

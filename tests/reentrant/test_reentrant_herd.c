@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_thread.h"
 
 #define WAITERS  16
 #define LEASE_MS 60000
@@ -32,25 +33,8 @@ static rh_server *g_srv; /* the group's server (tc_server_setup), set by each te
 typedef struct herd_waiter {
     rlock_client *c;
     rlock *l;
-    pthread_t t;
-    int rc;
-    atomic_int got;
-    atomic_int release;
+    tc_holder h;
 } herd_waiter;
-
-static void *herd_main(void *arg)
-{
-    herd_waiter *w = arg;
-    w->rc = rlock_try_lock(w->l, 30000, LEASE_MS);
-    atomic_store(&w->got, 1);
-    while (w->rc == RLOCK_OK && !atomic_load(&w->release)) {
-        rh_sleep_ms(1);
-    }
-    if (w->rc == RLOCK_OK && rlock_unlock(w->l) != RLOCK_OK) {
-        w->rc = -100;
-    }
-    return NULL;
-}
 
 static rlock_client *herd_client(int64_t waiter_timeout_ms)
 {
@@ -67,14 +51,12 @@ static void herd_start(herd_waiter *w, const char *name, int64_t waiter_timeout_
     w->c = herd_client(waiter_timeout_ms);
     w->l = rlock_open(w->c, RLOCK_REENTRANT, name);
     assert_non_null(w->l);
-    assert_int_equal(pthread_create(&w->t, NULL, herd_main, w), 0);
+    tc_holder_start(&w->h, w->l, 30000, LEASE_MS, -1);
 }
 
 static void herd_stop(herd_waiter *w)
 {
-    atomic_store(&w->release, 1);
-    pthread_join(w->t, NULL);
-    assert_int_equal(w->rc, RLOCK_OK);
+    assert_int_equal(tc_holder_join(&w->h), RLOCK_OK);
     rlock_free(w->l);
     rlock_client_free(w->c);
 }
@@ -87,18 +69,6 @@ static long long zcard_waiters(const char *name)
     return rh_cmd_int(g_srv, argv);
 }
 
-static long long numsub(const char *channel)
-{
-    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    redisReply *r = rh_cmd(g_srv, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        n = r->element[1]->integer;
-    }
-    freeReplyObject(r);
-    return n;
-}
-
 /* Waits until n threads wait on name: recorded in the zset, and n clients subscribed to both
  * channels; then until their post-confirmation attempts are over (no script call for 300 ms),
  * leaving the statistics reset. */
@@ -109,13 +79,13 @@ static void wait_parked(const char *name, long long n)
     re_channel(name, ch, sizeof(ch));
     snprintf(wake, sizeof(wake), "rlock_lock_wake:{%s}", name);
     int64_t deadline = rh_now_ms() + 10000;
-    while ((zcard_waiters(name) != n || numsub(ch) != n || numsub(wake) != n) &&
+    while ((zcard_waiters(name) != n || tc_numsub(g_srv, ch) != n || tc_numsub(g_srv, wake) != n) &&
            rh_now_ms() < deadline) {
         rh_sleep_ms(10);
     }
     assert_int_equal(zcard_waiters(name), n);
-    assert_int_equal(numsub(ch), n);
-    assert_int_equal(numsub(wake), n);
+    assert_int_equal(tc_numsub(g_srv, ch), n);
+    assert_int_equal(tc_numsub(g_srv, wake), n);
     do {
         assert_int_equal(rh_reset_stats(g_srv), 0);
         rh_sleep_ms(300);
@@ -129,7 +99,7 @@ static int herd_holder(herd_waiter *w, int n, const int *done)
     int64_t deadline = rh_now_ms() + 5000;
     while (rh_now_ms() < deadline) {
         for (int i = 0; i < n; i++) {
-            if (!done[i] && atomic_load(&w[i].got)) {
+            if (!done[i] && atomic_load(&w[i].h.got)) {
                 return i;
             }
         }
@@ -176,12 +146,12 @@ static void test_release_wakes_one_client(void **state)
     int cur = first;
     for (int k = 1; k < WAITERS; k++) {
         done[cur] = 1;
-        atomic_store(&w[cur].release, 1);
+        atomic_store(&w[cur].h.release, 1);
         cur = herd_holder(w, WAITERS, done);
         assert_true(cur >= 0);
     }
     done[cur] = 1;
-    atomic_store(&w[cur].release, 1);
+    atomic_store(&w[cur].h.release, 1);
     rh_sleep_ms(100);
     long long drain_attempts = attempts_since_reset(WAITERS);
     print_message("%d waiting clients: the first release caused %lld acquire attempt(s) (%lld "
@@ -256,7 +226,7 @@ static void test_killed_waiter_strands_nobody(void **state)
     int first = herd_holder(w, 2, done);
     assert_true(first >= 0);
     done[first] = 1;
-    atomic_store(&w[first].release, 1);
+    atomic_store(&w[first].h.release, 1);
     int second = herd_holder(w, 2, done);
     assert_true(second >= 0);
     int64_t took = rh_now_ms() - released;
