@@ -210,6 +210,25 @@ rlock_client *tc_client_ex(const rh_server *s, int64_t watchdog_ms, int64_t comm
     return tc_client_try(&o);
 }
 
+rlock_client *tc_client_tuned(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
+                              void (*on_lost)(const char *name, void *user), void *user)
+{
+    rlock_client *c = tc_client_ex(s, watchdog_ms, command_timeout_ms, on_lost, user);
+    if (c == NULL) {
+        fail_msg("no client on %s: %s", rh_url(s), rlock_last_error());
+    }
+    return c;
+}
+
+rlock *tc_open(rlock_client *c, rlock_kind kind, const char *name)
+{
+    rlock *l = rlock_open(c, kind, name);
+    if (l == NULL) {
+        fail_msg("rlock_open(%s): %s", name, rlock_last_error());
+    }
+    return l;
+}
+
 rlock_client *tc_client_defaults(const rh_server *s)
 {
     rlock_options o;

@@ -77,6 +77,14 @@ int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_se
 rlock_client *tc_client_ex(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
                            void (*on_lost)(const char *name, void *user), void *user);
 
+/* tc_client_ex() that fails the running test with rlock's message when there is no client. */
+rlock_client *tc_client_tuned(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
+                              void (*on_lost)(const char *name, void *user), void *user);
+
+/* rlock_open(c, kind, name), failing the running test with rlock's message when it gives no
+ * handle. */
+rlock *tc_open(rlock_client *c, rlock_kind kind, const char *name);
+
 /* A client on s with the library's default options (as a user's would be); fails the running
  * test with rlock's message when there is none. */
 rlock_client *tc_client_defaults(const rh_server *s);

@@ -248,8 +248,7 @@ static void crowd_start(crowd_member *m, int n, const char *name)
         tc_options(&o, g_srv);
         o.waiter_timeout_ms = 60000;
         m[i].c = tc_client(&o);
-        m[i].l = rlock_open(m[i].c, RLOCK_REENTRANT, name);
-        assert_non_null(m[i].l);
+        m[i].l = tc_open(m[i].c, RLOCK_REENTRANT, name);
         assert_int_equal(pthread_create(&m[i].t, NULL, crowd_main, &m[i]), 0);
     }
     char zset[128];

@@ -199,8 +199,7 @@ static void test_redlock(void **state)
     rlock *m[N_SERVERS];
     for (int i = 0; i < N_SERVERS; i++) {
         c[i] = locker_client(i);
-        m[i] = rlock_open(c[i], RLOCK_REENTRANT, "app:redlock");
-        assert_non_null(m[i]);
+        m[i] = tc_open(c[i], RLOCK_REENTRANT, "app:redlock");
     }
     rlock *g = rlock_redlock_new(m, N_SERVERS);
     assert_non_null(g);
@@ -282,8 +281,7 @@ static void test_without_info(void **state)
     atomic_store(&g_warnings, 0);
     rlock_client *c = locker_client(1);
     assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "app:no-info");
-    assert_non_null(l);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "app:no-info");
     for (int i = 0; i < 3; i++) {
         EXPECT(rlock_lock(l, -1), RLOCK_OK);
         EXPECT(rlock_unlock(l), RLOCK_OK);

@@ -144,8 +144,7 @@ static void test_one_attempt_per_handoff(void **state)
 {
     rh_server *s = *state;
     rlock_client *c = client(s, 8);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:re");
-    assert_non_null(l);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "armed:re");
     fill_pool(c, 4);
     /* One lock/unlock first, so that the counts below include no NOSCRIPT reload. */
     assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
@@ -173,8 +172,7 @@ static void test_noscript_reattempts(void **state)
 {
     rh_server *s = *state;
     rlock_client *c = client(s, 8);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:noscript");
-    assert_non_null(l);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "armed:noscript");
     fill_pool(c, 4);
     assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
     waiter w[1];
@@ -290,8 +288,7 @@ static void test_fair_in_order(void **state)
 {
     rh_server *s = *state;
     rlock_client *c = client(s, 8);
-    rlock *l = rlock_open(c, RLOCK_FAIR, "armed:fair");
-    assert_non_null(l);
+    rlock *l = tc_open(c, RLOCK_FAIR, "armed:fair");
     fill_pool(c, 4);
     assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
     enum { N = 4 };

@@ -298,8 +298,7 @@ static void test_paused_server(void **state)
     o.connect_timeout_ms = 300;
     o.command_timeout_ms = 300;
     rlock_client *live = tc_client(&o);
-    rlock *l = rlock_open(live, RLOCK_REENTRANT, "paused-lock");
-    assert_non_null(l);
+    rlock *l = tc_open(live, RLOCK_REENTRANT, "paused-lock");
 
     assert_int_equal(rh_pause(s), 0);
     char url[128];

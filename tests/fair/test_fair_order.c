@@ -56,8 +56,7 @@ static void test_lease_timeout_order(void **state)
 {
     (void)state;
     enum { N = 8 };
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:lease-order");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:lease-order");
     lease_waiter w[N];
     pthread_t t[N];
     atomic_store(&g_next_slot, 0);
@@ -95,8 +94,7 @@ static void test_multi_instance_order(void **state)
     for (int i = 0; i < CLIENTS; i++) {
         c[i] = fc_client(g_srv, 0);
         assert_non_null(c[i]);
-        l[i] = rlock_open(c[i], RLOCK_FAIR, name);
-        assert_non_null(l[i]);
+        l[i] = tc_open(c[i], RLOCK_FAIR, name);
     }
     rlock *mine = rlock_open(g_client, RLOCK_FAIR, name);
     assert_int_equal(rlock_lock(mine, -1), RLOCK_OK);
@@ -152,8 +150,7 @@ static void test_500_threads(void **state)
 {
     (void)state;
     enum { N = 500 };
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:500");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:500");
     static many_waiter w[N];
     static pthread_t t[N];
     g_counter = 0;
@@ -202,8 +199,7 @@ static void test_fifo_50_waiters_4_processes(void **state)
         kids[p] = fc_spawn_child(g_srv, name, 5000, REPS, idx);
         assert_true(kids[p] > 0);
     }
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
     int total_inversions = 0;
     int64_t t0 = rh_now_ms();
     for (int rep = 0; rep < REPS; rep++) {

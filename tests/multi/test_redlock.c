@@ -37,8 +37,7 @@ static void rl_open(rl *r, rlock_client **c, const size_t *idx, size_t n, const 
 {
     r->n = n;
     for (size_t i = 0; i < n; i++) {
-        r->m[i] = rlock_open(c[idx[i]], RLOCK_REENTRANT, name);
-        assert_non_null(r->m[i]);
+        r->m[i] = tc_open(c[idx[i]], RLOCK_REENTRANT, name);
     }
     r->g = rlock_redlock_new(r->m, n);
     assert_non_null(r->g);

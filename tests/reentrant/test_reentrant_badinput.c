@@ -100,8 +100,7 @@ static void *forever_main(void *arg)
 static void test_durations(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:bad:durations");
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, "re:bad:durations");
     EXPECT_ERR(rlock_try_lock(l, -1, -1), RLOCK_EINVAL);
     EXPECT_ERR(rlock_try_lock(l, INT64_MIN, 1000), RLOCK_EINVAL);
     EXPECT_ERR(rlock_lock(l, 0), RLOCK_EINVAL);
@@ -138,8 +137,7 @@ static void test_durations(void **state)
 static void test_unlock_twice(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:bad:twice");
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, "re:bad:twice");
     EXPECT_ERR(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -200,8 +198,7 @@ static void *name_waiter_main(void *arg)
 static void check_name_roundtrip(const char *name)
 {
     size_t n = strlen(name);
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_lock(l, 20000), RLOCK_OK);
     assert_int_equal(bin_cmd("EXISTS", name, n, NULL, 0), 1);
     assert_int_equal(bin_cmd("HLEN", name, n, NULL, 0), 1);
@@ -256,8 +253,7 @@ static void test_name_length_limit(void **state)
     name[MIB + 1] = '\0';
     EXPECT_OPEN_FAILS(rlock_open(g_c, RLOCK_REENTRANT, name), RLOCK_EINVAL);
     name[MIB] = '\0';
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(bin_cmd("EXISTS", name, MIB, NULL, 0), 1);
     assert_int_equal(rlock_is_held(l), 1);

@@ -107,8 +107,7 @@ static intptr_t other(rlock *l, int op)
 static void test_lock_unlock(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:lu");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:lu");
     for (int round = 0; round < 2; round++) {
         assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
         assert_int_equal(rlock_is_locked(l), 1);
@@ -135,8 +134,7 @@ static void test_lock_unlock(void **state)
 static void test_reentrancy(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:reent");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:reent");
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
     assert_int_equal(other(l, OP_TRY0), RLOCK_ETIMEDOUT);
@@ -151,8 +149,7 @@ static void test_reentrancy(void **state)
 static void test_hold_count(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:count");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:count");
     assert_int_equal(rlock_hold_count(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_hold_count(l), 1);
@@ -174,8 +171,7 @@ static void test_hold_count(void **state)
 static void test_visibility_other_thread(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:vis");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:vis");
     assert_int_equal(rlock_is_locked(l), 0);
     assert_int_equal(rlock_is_held(l), 0);
     assert_int_equal(other(l, OP_IS_LOCKED), 0);
@@ -200,8 +196,7 @@ static void test_visibility_other_thread(void **state)
 static void test_unlock_by_other_thread(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:unlockfail");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:unlockfail");
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     const char *hgetall[] = {"HGETALL", "re:basic:unlockfail", NULL};
@@ -235,15 +230,13 @@ static void test_unlock_by_other_thread(void **state)
 static void test_force_unlock(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:force");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:force");
     assert_int_equal(rlock_force_unlock(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_is_locked(l), 1);
     assert_int_equal(rlock_force_unlock(l), 1);
     assert_int_equal(rlock_is_locked(l), 0);
-    rlock *fresh = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:force");
-    assert_non_null(fresh);
+    rlock *fresh = tc_open(f->c, RLOCK_REENTRANT, "re:basic:force");
     assert_int_equal(rlock_is_locked(fresh), 0);
     assert_int_equal(other(fresh, OP_TRY0), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
@@ -257,8 +250,7 @@ static void test_force_unlock(void **state)
 static void test_expire(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:expire");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:expire");
     assert_int_equal(rlock_lock(l, 2000), RLOCK_OK);
     int64_t t0 = rh_now_ms();
     other_op o = {.l = l, .op = OP_LOCK_UNLOCK};
@@ -277,8 +269,7 @@ static void test_expire(void **state)
 static void test_remaining_ttl(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:ttl");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:ttl");
     assert_int_equal(rlock_remaining_ttl_ms(l), -2);
     assert_int_equal(rlock_lock(l, 3600000), RLOCK_OK);
     int64_t ttl = rlock_remaining_ttl_ms(l);
@@ -309,8 +300,7 @@ static void test_remaining_ttl(void **state)
 static void test_try_lock_wait(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:trywait");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:trywait");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     tc_holder t;
     tc_holder_run(&t, l, 3000, -1, 0);
@@ -334,10 +324,8 @@ static void test_redis_down(void **state)
     (void)state;
     rh_server *s = rh_start(NULL);
     assert_non_null(s);
-    rlock_client *c = tc_client_ex(s, 0, 1000, NULL, NULL);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:basic:down");
-    assert_non_null(l);
+    rlock_client *c = tc_client_tuned(s, 0, 1000, NULL, NULL);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "re:basic:down");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rh_stop(s), 0);
 

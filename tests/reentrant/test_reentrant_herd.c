@@ -49,8 +49,7 @@ static void herd_start(herd_waiter *w, const char *name, int64_t waiter_timeout_
 {
     memset(w, 0, sizeof(*w));
     w->c = herd_client(waiter_timeout_ms);
-    w->l = rlock_open(w->c, RLOCK_REENTRANT, name);
-    assert_non_null(w->l);
+    w->l = tc_open(w->c, RLOCK_REENTRANT, name);
     tc_holder_start(&w->h, w->l, 30000, LEASE_MS, -1);
 }
 

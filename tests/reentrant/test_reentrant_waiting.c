@@ -91,8 +91,7 @@ static void test_handoff_attempts_bounded(void **state)
 {
     (void)state;
     const int rounds = 100;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:wait:handoff");
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, "re:wait:handoff");
     /* Load the scripts first so that no NOSCRIPT retry is counted. */
     assert_int_equal(rlock_lock(l, LEASE_MS), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -163,8 +162,7 @@ static int64_t waiters_join(tc_holder w[4], int64_t released)
 static rlock *open_with_channel(const char *name, char *ch, size_t cap)
 {
     re_channel(name, ch, cap);
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
     return l;
 }
 
