@@ -229,6 +229,16 @@ rlock *tc_open(rlock_client *c, rlock_kind kind, const char *name)
     return l;
 }
 
+void tc_orphan_handles(rlock_client *c, const char *held_name, const char *idle_name, rlock **held,
+                       rlock **idle)
+{
+    *held = tc_open(c, RLOCK_REENTRANT, held_name);
+    *idle = tc_open(c, RLOCK_REENTRANT, idle_name);
+    /* A watchdog hold that is still registered when the client goes away. */
+    assert_int_equal(rlock_lock(*held, -1), RLOCK_OK);
+    rlock_client_free(c);
+}
+
 rlock_client *tc_client_defaults(const rh_server *s)
 {
     rlock_options o;

@@ -61,6 +61,15 @@ int tc_require_server(void **state);
 /* A cmocka test that gets a fresh redis-server of its own as *state (tc_server_setup). */
 #define TC_SERVER_TEST(f) cmocka_unit_test_setup_teardown(f, tc_server_setup, tc_server_teardown)
 
+/* Defines a test program's main(): the cmocka tests given after setup and teardown (group
+ * functions or NULL) run as one group. */
+#define TC_MAIN(setup, teardown, ...)                                                              \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
+
 /* A check run once for every single-key lock kind (reentrant, fair, read, write), each time on a
  * fresh server. */
 typedef void (*tc_kind_check)(rh_server *s, rlock_kind kind);
@@ -84,6 +93,11 @@ rlock_client *tc_client_tuned(const rh_server *s, int64_t watchdog_ms, int64_t c
 /* rlock_open(c, kind, name), failing the running test with rlock's message when it gives no
  * handle. */
 rlock *tc_open(rlock_client *c, rlock_kind kind, const char *name);
+
+/* The two handles that outlive their client: on c, *held (a watchdog hold of held_name) and
+ * *idle (idle_name, never locked); then frees c, so that calls on both answer RLOCK_ECLOSED. */
+void tc_orphan_handles(rlock_client *c, const char *held_name, const char *idle_name, rlock **held,
+                       rlock **idle);
 
 /* A client on s with the library's default options (as a user's would be); fails the running
  * test with rlock's message when there is none. */

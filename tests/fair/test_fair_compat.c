@@ -354,11 +354,5 @@ static void test_mixed_crowd_mutual_exclusion(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_handoff_both_ways),
-        cmocka_unit_test(test_mixed_crowd_mutual_exclusion),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_handoff_both_ways),
+        cmocka_unit_test(test_mixed_crowd_mutual_exclusion))

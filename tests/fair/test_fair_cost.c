@@ -105,30 +105,43 @@ static void reset_stats(void)
     assert_int_equal(rh_reset_stats(g_srv), 0);
 }
 
+/* The KEYS of the fair scripts for lock l (the token key only for fair_acquire) and a synthetic
+ * owner's name; rlk_args keeps pointers, so the strings live here. */
+typedef struct synthetic {
+    char owner[32], queue[128], zset[128], token[128], channel[128];
+    rlk_args keys, args;
+} synthetic;
+
+static void synthetic_init(synthetic *y, rlock *l, int i, int with_token)
+{
+    snprintf(y->owner, sizeof(y->owner), "synthetic:%d", i);
+    snprintf(y->queue, sizeof(y->queue), "redisson_lock_queue:{%s}", l->name);
+    snprintf(y->zset, sizeof(y->zset), "redisson_lock_timeout:{%s}", l->name);
+    snprintf(y->token, sizeof(y->token), "redisson_lock_token:{%s}", l->name);
+    snprintf(y->channel, sizeof(y->channel), "redisson_lock__channel:{%s}", l->name);
+    rlk_args_init(&y->keys);
+    rlk_args_adds(&y->keys, l->name);
+    rlk_args_adds(&y->keys, y->queue);
+    rlk_args_adds(&y->keys, y->zset);
+    if (with_token) {
+        rlk_args_adds(&y->keys, y->token);
+    }
+    rlk_args_adds(&y->keys, y->channel);
+    rlk_args_init(&y->args);
+}
+
 /* Runs fair_acquire (may_queue = 1) for a synthetic owner. */
 static void enqueue_synthetic(rlock *l, int i)
 {
-    char owner[32];
-    snprintf(owner, sizeof(owner), "synthetic:%d", i);
-    char queue[128], zset[128], token[128], channel[128];
-    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", l->name);
-    snprintf(zset, sizeof(zset), "redisson_lock_timeout:{%s}", l->name);
-    snprintf(token, sizeof(token), "redisson_lock_token:{%s}", l->name);
-    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", l->name);
-    rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_adds(&keys, l->name);
-    rlk_args_adds(&keys, queue);
-    rlk_args_adds(&keys, zset);
-    rlk_args_adds(&keys, token);
-    rlk_args_adds(&keys, channel);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, 30000);
-    rlk_args_adds(&args, owner);
-    rlk_args_addi(&args, WT);
-    rlk_args_adds(&args, "1");
+    synthetic y;
+    synthetic_init(&y, l, i, 1);
+    rlk_args_addi(&y.args, 30000);
+    rlk_args_adds(&y.args, y.owner);
+    rlk_args_addi(&y.args, WT);
+    rlk_args_adds(&y.args, "1");
     redisReply *r = NULL;
-    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &keys, &args, &r), RLOCK_OK);
+    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &y.keys, &y.args, &r),
+                     RLOCK_OK);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->element[0]->integer, 0);
     freeReplyObject(r);
@@ -137,23 +150,13 @@ static void enqueue_synthetic(rlock *l, int i)
 /* Runs fair_leave for a synthetic owner. */
 static void leave_synthetic(rlock *l, int i)
 {
-    char owner[32];
-    snprintf(owner, sizeof(owner), "synthetic:%d", i);
-    char queue[128], zset[128], channel[128];
-    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", l->name);
-    snprintf(zset, sizeof(zset), "redisson_lock_timeout:{%s}", l->name);
-    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", l->name);
-    rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_adds(&keys, l->name);
-    rlk_args_adds(&keys, queue);
-    rlk_args_adds(&keys, zset);
-    rlk_args_adds(&keys, channel);
-    rlk_args_init(&args);
-    rlk_args_adds(&args, owner);
-    rlk_args_adds(&args, "0");
+    synthetic y;
+    synthetic_init(&y, l, i, 0);
+    rlk_args_adds(&y.args, y.owner);
+    rlk_args_adds(&y.args, "0");
     redisReply *r = NULL;
-    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_LEAVE, 0, &keys, &args, &r), RLOCK_OK);
+    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_LEAVE, 0, &y.keys, &y.args, &r),
+                     RLOCK_OK);
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);
 }
@@ -163,8 +166,7 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
 {
     char name[64];
     snprintf(name, sizeof(name), "fair:cost:%d", n);
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     tc_holder w;
     tc_holder_start(&w, l, -1, -1, -1);

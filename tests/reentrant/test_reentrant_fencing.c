@@ -180,12 +180,5 @@ static void test_counter_never_resets(void **state)
     rlock_client_free(c2);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tokens_increase_across_threads),
-        cmocka_unit_test(test_reentry_keeps_token),
-        cmocka_unit_test(test_counter_never_resets),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_tokens_increase_across_threads),
+        cmocka_unit_test(test_reentry_keeps_token), cmocka_unit_test(test_counter_never_resets))

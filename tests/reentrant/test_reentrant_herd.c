@@ -240,11 +240,5 @@ static void test_killed_waiter_strands_nobody(void **state)
     rlock_client_free(hc);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_release_wakes_one_client),
-        cmocka_unit_test(test_killed_waiter_strands_nobody),
-    };
-    return cmocka_run_group_tests(tests, tc_server_setup, tc_server_teardown);
-}
+TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_release_wakes_one_client),
+        cmocka_unit_test(test_killed_waiter_strands_nobody))

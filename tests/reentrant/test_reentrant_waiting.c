@@ -228,12 +228,6 @@ static void test_client_kill_pubsub_strands_nobody(void **state)
     rlock_free(l);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_handoff_attempts_bounded),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_handoff_attempts_bounded),
         cmocka_unit_test(test_no_polling_while_waiting),
-        cmocka_unit_test(test_client_kill_pubsub_strands_nobody),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_client_kill_pubsub_strands_nobody))

@@ -201,12 +201,7 @@ static void test_release_during_subscriber_reconnect(void **state)
     rh_free(g_srv);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(tc_require_server, NULL,
         cmocka_unit_test(test_watchdog_permit_survives_and_returns_after_sigkill),
         cmocka_unit_test(test_removed_permit_is_reported_lost),
-        cmocka_unit_test(test_release_during_subscriber_reconnect),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+        cmocka_unit_test(test_release_during_subscriber_reconnect))
