@@ -47,6 +47,7 @@ static void *holder_main(void *p)
     if (h->rc != RLOCK_OK) {
         return NULL;
     }
+    h->token = rlock_token(h->l);
     if (h->hold_ms >= 0) {
         rh_sleep_ms(h->hold_ms);
     }
@@ -73,6 +74,7 @@ void tc_holder_start_ranked(tc_holder *h, atomic_int *order, rlock *l, int64_t w
     h->rc = TC_BG_RUNNING;
     h->unlock_rc = RLOCK_OK;
     h->place = -1;
+    h->token = 0;
     h->got_at = 0;
     atomic_init(&h->got, 0);
     atomic_init(&h->release, 0);

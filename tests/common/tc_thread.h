@@ -40,6 +40,7 @@ typedef struct tc_holder {
     int rc;                     /* the lock call's result */
     int unlock_rc;              /* the unlock's (RLOCK_OK when the lock was not taken) */
     int place;                  /* with order: the holders' rank in getting the lock (-1 before) */
+    uint64_t token;             /* rlock_token() of its hold (0 when the lock was not taken) */
     int64_t started_at, got_at; /* rh_now_ms() before the lock call and when it returned */
     atomic_int got;             /* 1 once the lock call returned */
     atomic_int release;

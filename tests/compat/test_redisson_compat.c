@@ -23,6 +23,7 @@
 #include "redis_harness.h"
 #include "rlock.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 /* Redisson's RLock acquire (tryLockInnerAsync): KEYS[1] name; ARGV[1] lease ms, ARGV[2] owner. */
 static const char *const peer_acquire =
@@ -223,22 +224,8 @@ static void test_mixed_mutual_exclusion(void **state)
 typedef struct crowd_member {
     rlock_client *c;
     rlock *l;
-    pthread_t t;
-    int rc;
+    tc_holder h;
 } crowd_member;
-
-static void *crowd_main(void *arg)
-{
-    crowd_member *m = arg;
-    m->rc = rlock_try_lock(m->l, 20000, 60000);
-    if (m->rc == RLOCK_OK) {
-        usleep(50 * 1000);
-        if (rlock_unlock(m->l) != RLOCK_OK) {
-            m->rc = -100;
-        }
-    }
-    return NULL;
-}
 
 /* Starts n members on name and waits until all n are recorded as waiting rlock threads. */
 static void crowd_start(crowd_member *m, int n, const char *name)
@@ -249,7 +236,7 @@ static void crowd_start(crowd_member *m, int n, const char *name)
         o.waiter_timeout_ms = 60000;
         m[i].c = tc_client(&o);
         m[i].l = tc_open(m[i].c, RLOCK_REENTRANT, name);
-        assert_int_equal(pthread_create(&m[i].t, NULL, crowd_main, &m[i]), 0);
+        tc_holder_start(&m[i].h, m[i].l, 20000, 60000, 50);
     }
     char zset[128];
     snprintf(zset, sizeof(zset), "rlock_lock_waiters:{%s}", name);
@@ -265,8 +252,7 @@ static void crowd_start(crowd_member *m, int n, const char *name)
 static void crowd_join(crowd_member *m, int n)
 {
     for (int i = 0; i < n; i++) {
-        pthread_join(m[i].t, NULL);
-        assert_int_equal(m[i].rc, RLOCK_OK);
+        assert_int_equal(tc_holder_join(&m[i].h), RLOCK_OK);
         rlock_free(m[i].l);
         rlock_client_free(m[i].c);
     }

@@ -18,6 +18,7 @@
 
 #include "multi_util.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 #define NSRV           5
 #define SERVER_TIMEOUT 50
@@ -142,23 +143,6 @@ static void test_basic(void **state)
     rl_close(&r);
 }
 
-typedef struct waiter {
-    rlock *g;
-    int64_t got_at;
-    int rc;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    w->rc = rlock_try_lock(w->g, 3000, 5000);
-    w->got_at = rh_now_ms();
-    if (w->rc == RLOCK_OK) {
-        rlock_unlock(w->g);
-    }
-    return NULL;
-}
-
 /* A waiter is woken by the holder's unlock (pub/sub on the busy server's channel), not by its
  * next random retry (up to 2 x 50 ms away): 10 hand-offs, each well under that. */
 static void test_handoff_is_notified(void **state)
@@ -170,13 +154,12 @@ static void test_handoff_is_notified(void **state)
     int64_t worst = 0;
     for (int i = 0; i < 10; i++) {
         assert_int_equal(rlock_lock(h.g, 5000), RLOCK_OK);
-        waiter wt = {w.g, 0, -1};
-        pthread_t th;
-        pthread_create(&th, NULL, waiter_main, &wt);
+        tc_holder wt;
+        tc_holder_start(&wt, w.g, 3000, 5000, 0);
         mu_sleep_ms(150);
         int64_t released = rh_now_ms();
         assert_int_equal(rlock_unlock(h.g), RLOCK_OK);
-        pthread_join(th, NULL);
+        tc_holder_join(&wt);
         assert_int_equal(wt.rc, RLOCK_OK);
         worst = wt.got_at - released > worst ? wt.got_at - released : worst;
     }

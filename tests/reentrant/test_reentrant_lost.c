@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_thread.h"
 
 #define WD_MS 1500
 
@@ -48,31 +49,14 @@ static int64_t wait_lost(int want, int64_t ms)
     return rh_now_ms() - t0;
 }
 
-typedef struct {
-    rlock *l;
-    int rc;
-    uint64_t token;
-} holder;
-
-/* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
-static void *new_holder_main(void *arg)
-{
-    holder *h = arg;
-    h->rc = rlock_try_lock(h->l, 5000, -1);
-    if (h->rc == RLOCK_OK) {
-        h->token = rlock_token(h->l);
-        rlock_unlock(h->l);
-    }
-    return NULL;
-}
-
 /* The checks after a loss, shared by both scenarios. */
 static void assert_lost_state(rlock *l, uint64_t lost_token)
 {
     assert_int_equal(rlock_is_held(l), 0);
     assert_int_equal(rlock_token(l), 0);
-    holder h = {.l = l};
-    re_run_thread(new_holder_main, &h);
+    /* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
+    tc_holder h;
+    tc_holder_run(&h, l, 5000, -1, 0);
     assert_int_equal(h.rc, RLOCK_OK);
     print_message("lost token %llu, next holder's token %llu\n", (unsigned long long)lost_token,
                   (unsigned long long)h.token);
@@ -169,8 +153,9 @@ static void test_explicit_lease_expires_silently(void **state)
     rh_sleep_ms(WD_MS);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(rlock_is_held(l), 0);
-    holder h = {.l = l};
-    re_run_thread(new_holder_main, &h);
+    /* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
+    tc_holder h;
+    tc_holder_run(&h, l, 5000, -1, 0);
     assert_int_equal(h.rc, RLOCK_OK);
     assert_true(h.token > token);
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);

@@ -16,6 +16,7 @@
 #include <hiredis.h>
 
 #include "rw_util.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
 static rlock_client *g_cli;  /* default options (watchdog 30 s) */
@@ -194,27 +195,6 @@ static void test_no_upgrade(void **state)
     scene_close(&sc);
 }
 
-typedef struct reader_arg {
-    rlock *r;
-    int rc;
-    int64_t got_at;
-} reader_arg;
-
-static void *reader_wait_main(void *p)
-{
-    reader_arg *a = p;
-
-    a->rc = rlock_try_lock(a->r, 10000, -1);
-    a->got_at = rh_now_ms();
-    if (a->rc == RLOCK_OK) {
-        rh_sleep_ms(20);
-        if (rlock_unlock(a->r) != RLOCK_OK) {
-            a->rc = -100;
-        }
-    }
-    return NULL;
-}
-
 /* testWriteRead: 20 readers queued behind a writer all proceed within 1 s of the write release.
  * With downgrade = 1 the writer also reads and its write release turns the lock into a read lock;
  * the readers must still be woken (Redisson publishes nothing there: they would sleep until their
@@ -222,8 +202,7 @@ static void *reader_wait_main(void *p)
 static void run_write_release_wakes(int downgrade)
 {
     SCENE(sc, g_cli, fresh_name(downgrade ? "wakedown" : "wakeall"), 0);
-    reader_arg args[20];
-    pthread_t th[20];
+    tc_holder args[20];
     int64_t released;
 
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
@@ -231,17 +210,13 @@ static void run_write_release_wakes(int downgrade)
         assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     }
     for (int i = 0; i < 20; i++) {
-        args[i].r = r;
-        args[i].rc = 1;
-        args[i].got_at = 0;
-        pthread_create(&th[i], NULL, reader_wait_main, &args[i]);
+        tc_holder_start(&args[i], r, 10000, -1, 20);
     }
     rh_sleep_ms(500);
     released = rh_now_ms();
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     for (int i = 0; i < 20; i++) {
-        pthread_join(th[i], NULL);
-        assert_int_equal(args[i].rc, RLOCK_OK);
+        assert_int_equal(tc_holder_join(&args[i]), RLOCK_OK);
         assert_true(args[i].got_at >= released);
         assert_true(args[i].got_at - released < 1000);
     }
