@@ -141,10 +141,8 @@ static void basics(rlock_client *c, rlock *l, const char *name)
 
 static void single_kind(rlock_kind kind, rlock_kind rival, const char *name)
 {
-    rlock *la = rlock_open(g_a, kind, name);
-    rlock *lb = rlock_open(g_b, rival, name);
-    assert_non_null(la);
-    assert_non_null(lb);
+    rlock *la = tc_open(g_a, kind, name);
+    rlock *lb = tc_open(g_b, rival, name);
     basics(g_a, la, name);
     contend(la, lb);
     contend(lb, la);
