@@ -579,18 +579,12 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    g_bin = tc_path_arg(argc, argv, "path of rlock");
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counter_fair),      cmocka_unit_test(test_counter_reentrant),
-        cmocka_unit_test(test_exit_status),       cmocka_unit_test(test_conflict),
-        cmocka_unit_test(test_lost_lock),         cmocka_unit_test(test_sigterm_while_waiting),
-        cmocka_unit_test(test_token_increases),   cmocka_unit_test(test_status_reentrant),
-        cmocka_unit_test(test_status_fair_queue), cmocka_unit_test(test_status_rw_readers),
-        cmocka_unit_test(test_status_redisson),   cmocka_unit_test(test_unlock_force),
-        cmocka_unit_test(test_errors_and_help),   cmocka_unit_test(test_semaphore_at_most_n),
-        cmocka_unit_test(test_semaphore_busy),    cmocka_unit_test(test_semaphore_lost),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN_PATH(g_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_counter_fair),
+             cmocka_unit_test(test_counter_reentrant), cmocka_unit_test(test_exit_status),
+             cmocka_unit_test(test_conflict), cmocka_unit_test(test_lost_lock),
+             cmocka_unit_test(test_sigterm_while_waiting), cmocka_unit_test(test_token_increases),
+             cmocka_unit_test(test_status_reentrant), cmocka_unit_test(test_status_fair_queue),
+             cmocka_unit_test(test_status_rw_readers), cmocka_unit_test(test_status_redisson),
+             cmocka_unit_test(test_unlock_force), cmocka_unit_test(test_errors_and_help),
+             cmocka_unit_test(test_semaphore_at_most_n), cmocka_unit_test(test_semaphore_busy),
+             cmocka_unit_test(test_semaphore_lost))

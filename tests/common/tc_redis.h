@@ -70,6 +70,15 @@ int tc_require_server(void **state);
         return cmocka_run_group_tests(tests, setup, teardown);                                     \
     }
 
+/* TC_MAIN() for a program given one path (tc_path_arg(), named what), stored in var first. */
+#define TC_MAIN_PATH(var, what, setup, teardown, ...)                                              \
+    int main(int argc, char **argv)                                                                \
+    {                                                                                              \
+        (var) = tc_path_arg(argc, argv, (what));                                                   \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
+
 /* A check run once for every single-key lock kind (reentrant, fair, read, write), each time on a
  * fresh server. */
 typedef void (*tc_kind_check)(rh_server *s, rlock_kind kind);

@@ -209,14 +209,6 @@ static void test_server_restart(void **state)
     rlock_client_free(c);
 }
 
-int main(int argc, char **argv)
-{
-    g_lua_dir = tc_path_arg(argc, argv, "lua dir");
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_embedded_bytes_and_sha1),
-        TC_SERVER_TEST(test_script_flush),
-        TC_SERVER_TEST(test_script_flush_watchdog),
-        TC_SERVER_TEST(test_server_restart),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN_PATH(g_lua_dir, "lua dir", tc_require_server, NULL,
+             TC_SERVER_TEST(test_embedded_bytes_and_sha1), TC_SERVER_TEST(test_script_flush),
+             TC_SERVER_TEST(test_script_flush_watchdog), TC_SERVER_TEST(test_server_restart))

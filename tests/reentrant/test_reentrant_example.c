@@ -36,11 +36,5 @@ static void test_counter_example_is_exact(void **state)
     rh_free(s);
 }
 
-int main(int argc, char **argv)
-{
-    g_example = tc_path_arg(argc, argv, "path of example_counter");
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counter_example_is_exact),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN_PATH(g_example, "path of example_counter", tc_require_server, NULL,
+             cmocka_unit_test(test_counter_example_is_exact))
