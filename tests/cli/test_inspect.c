@@ -83,8 +83,8 @@ static void test_free_and_bad_input(void **state)
 static void test_reentrant(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "inspect:re");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "inspect:re", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     rlock_lock_info *in = inspect(c, "inspect:re");

@@ -127,6 +127,15 @@ int tc_require_server(void **state)
     return 0;
 }
 
+rh_server *tc_start(void)
+{
+    rh_server *s = rh_start(NULL);
+    if (s == NULL) {
+        fail_msg("rh_start: no redis-server started");
+    }
+    return s;
+}
+
 int tc_server_setup(void **state)
 {
     rh_skip_if_unavailable();
@@ -246,6 +255,12 @@ rlock_client *tc_client_defaults(const rh_server *s)
     rlock_options_init(&o);
     o.url = rh_url(s);
     return tc_client(&o);
+}
+
+rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    *c = tc_client_defaults(s);
+    return tc_open(*c, kind, name);
 }
 
 rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,

@@ -45,6 +45,9 @@ rlock_client *tc_client_try(const rlock_options *o);
 /* A client from o; fails the running cmocka test with rlock's message when there is none. */
 rlock_client *tc_client(const rlock_options *o);
 
+/* rh_start(NULL): a fresh redis-server, failing the running test when none starts. */
+rh_server *tc_start(void);
+
 /* A cmocka setup/teardown pair: *state becomes a fresh redis-server (rh_server *), which the
  * teardown stops. The setup skips the whole program when redis-server is missing. */
 int tc_server_setup(void **state);
@@ -111,6 +114,9 @@ void tc_orphan_handles(rlock_client *c, const char *held_name, const char *idle_
 /* A client on s with the library's default options (as a user's would be); fails the running
  * test with rlock's message when there is none. */
 rlock_client *tc_client_defaults(const rh_server *s);
+
+/* A client of its own on s (tc_client_defaults()) in *c, and its handle on name (tc_open()). */
+rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
 
 /* A client from o, but logged in to s as ACL user (password pw); fails the running test with
  * rlock's message when there is none. */

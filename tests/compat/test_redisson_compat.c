@@ -75,8 +75,8 @@ static long long peer_unlock(redisContext *ctx, const char *name, const char *ow
 static void test_data_layout(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:layout");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "compat:layout", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     redisContext *ctx = rh_connect(g_srv);
@@ -125,8 +125,8 @@ static void *peer_release_later(void *arg)
 static void test_peer_holds_rlock_waits(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:wake");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "compat:wake", &c);
     redisContext *ctx = rh_connect(g_srv);
     /* A long peer lease: only the published unlock can let rlock in early. */
     assert_int_equal(peer_lock(ctx, "compat:wake", PEER_OWNER, 60000), -3);
@@ -197,8 +197,8 @@ static void *peer_worker(void *arg)
 static void test_mixed_mutual_exclusion(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:mixed");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "compat:mixed", &c);
     pthread_t t[4];
     const char *owners[2] = {"6f1c2b1e-0000-4000-8000-00000000beef:7",
                              "6f1c2b1e-0000-4000-8000-00000000beef:8"};
@@ -266,8 +266,8 @@ static void test_rlock_release_wakes_redisson_waiter(void **state)
 {
     (void)state;
     const char *name = "compat:named";
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, name);
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, name, &c);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     crowd_member m[2];
     crowd_start(m, 2, name);

@@ -35,8 +35,7 @@ static int run(char *const *argv)
 static void test_fifo_jobs_example(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     char journal[512], swapped[512];
     snprintf(journal, sizeof(journal), "%s/journal", rh_dir(s));
     snprintf(swapped, sizeof(swapped), "%s/swapped", rh_dir(s));

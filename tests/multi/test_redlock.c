@@ -28,28 +28,14 @@ static rlock_client *cli[NSRV];   /* one client per server: "this process" */
 static rlock_client *other[NSRV]; /* a second set: "another process" */
 static atomic_int lost_calls;
 
-typedef struct rl {
-    rlock *m[NSRV];
-    size_t n;
-    rlock *g;
-} rl;
+typedef mu_group rl;
 
 static void rl_open(rl *r, rlock_client **c, const size_t *idx, size_t n, const char *name)
 {
-    r->n = n;
     for (size_t i = 0; i < n; i++) {
         r->m[i] = tc_open(c[idx[i]], RLOCK_REENTRANT, name);
     }
-    r->g = rlock_redlock_new(r->m, n);
-    assert_non_null(r->g);
-}
-
-static void rl_close(rl *r)
-{
-    rlock_free(r->g);
-    for (size_t i = 0; i < r->n; i++) {
-        rlock_free(r->m[i]);
-    }
+    mu_group_make(r, n, rlock_redlock_new);
 }
 
 static const size_t first3[3] = {0, 1, 2};
@@ -140,7 +126,7 @@ static void test_basic(void **state)
         assert_int_equal(rh_cmd_int(srv[i], get), (long long)t2);
     }
     assert_int_equal(rlock_unlock(r.g), RLOCK_OK);
-    rl_close(&r);
+    mu_group_close(&r);
 }
 
 /* A waiter is woken by the holder's unlock (pub/sub on the busy server's channel), not by its
@@ -165,8 +151,8 @@ static void test_handoff_is_notified(void **state)
     }
     printf("hand-off: worst %lld ms after the unlock\n", (long long)worst);
     assert_true(worst < 60);
-    rl_close(&h);
-    rl_close(&w);
+    mu_group_close(&h);
+    mu_group_close(&w);
 }
 
 /* A minority held elsewhere: granted; a majority held elsewhere: refused, nothing left. */
@@ -194,7 +180,7 @@ static void test_held_elsewhere(void **state)
     assert_int_equal(rlock_unlock(o1), RLOCK_OK);
     rlock_free(o0);
     rlock_free(o1);
-    rl_close(&r);
+    mu_group_close(&r);
 }
 
 /* Every mask of SIGSTOPped servers out of 5: success iff at least 3 answer, and the call returns
@@ -233,7 +219,7 @@ static void test_quorum_masks(void **state)
         assert_int_equal(unlocked, RLOCK_OK);
         assert_true(took <= wait + SERVER_TIMEOUT + slack);
         assert_true(rc == RLOCK_OK || took >= wait - 1);
-        rl_close(&r);
+        mu_group_close(&r);
     }
 }
 
@@ -265,7 +251,7 @@ static void test_validity(void **state)
     assert_int_equal(rlock_is_held(r.g), 0);
     assert_int_equal(rlock_token(r.g), 0);
     assert_int_equal(keys_on(first3, 3, "rl_valid"), 0);
-    rl_close(&r);
+    mu_group_close(&r);
     for (int i = 0; i < 3; i++) {
         rlock_client_free(slow[i]);
     }
@@ -309,7 +295,7 @@ static void test_watchdog_majority(void **state)
     assert_int_equal(keys_on(first3, 3, "rl_wd"), 0);
     mu_sleep_ms(500);
     assert_int_equal(atomic_load(&lost_calls), 1);
-    rl_close(&r);
+    mu_group_close(&r);
     for (int i = 0; i < 3; i++) {
         rlock_client_free(wc[i]);
     }
@@ -329,7 +315,7 @@ static void test_noscript(void **state)
     assert_int_equal(rlock_try_lock(r.g, 0, 10000), RLOCK_OK);
     assert_int_equal(keys_on(first3, 3, "rl_noscript"), 3);
     assert_int_equal(rlock_unlock(r.g), RLOCK_OK);
-    rl_close(&r);
+    mu_group_close(&r);
 }
 
 static void test_bad_input(void **state)
@@ -385,7 +371,7 @@ static void test_client_closed(void **state)
     assert_int_equal(rlock_is_locked(r.g), RLOCK_ECLOSED);
     assert_int_equal(rlock_unlock(r.g), RLOCK_ECLOSED);
     assert_int_equal(rlock_try_lock(r.g, 0, 1000), RLOCK_ECLOSED);
-    rl_close(&r); /* stops the renewals; the keys expire with their lease */
+    mu_group_close(&r); /* stops the renewals; the keys expire with their lease */
     rlock_client_free(c[0]);
     rlock_client_free(c[2]);
 }
@@ -440,8 +426,8 @@ static int64_t restart_scenario(const char *name, int64_t restart_delay_ms)
     pthread_join(th, NULL);
     assert_int_equal(l.rc, RLOCK_OK);
     (void)rlock_unlock(h.g); /* ELOST or ENOTOWNER: its grants are gone */
-    rl_close(&h);
-    rl_close(&g);
+    mu_group_close(&h);
+    mu_group_close(&g);
     return l.got_at - h_valid_until;
 }
 

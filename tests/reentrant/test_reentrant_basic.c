@@ -322,8 +322,7 @@ static void test_try_lock_wait(void **state)
 static void test_redis_down(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     rlock_client *c = tc_client_tuned(s, 0, 1000, NULL, NULL);
     rlock *l = tc_open(c, RLOCK_REENTRANT, "re:basic:down");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);

@@ -23,8 +23,7 @@ static const char *g_example;
 static void test_counter_example_is_exact(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     char *argv[] = {(char *)g_example, (char *)rh_url(s), "4", "250", NULL};
     pid_t pid = -1;
     assert_int_equal(posix_spawn(&pid, g_example, NULL, NULL, argv, environ), 0);
