@@ -93,6 +93,15 @@ typedef struct bench_json {
 } bench_json;
 void bench_json_begin(bench_json *j, const char *scenario);
 void bench_json_num(bench_json *j, const char *key, double v);
+/* A run of numeric fields, written in order: BENCH_JSON_NUMS(&j, {"key", value}, ...). */
+typedef struct bench_num {
+    const char *key;
+    double v;
+} bench_num;
+void bench_json_nums(bench_json *j, const bench_num *nums, size_t n);
+#define BENCH_JSON_NUMS(j, ...)                                                                    \
+    bench_json_nums((j), (const bench_num[]){__VA_ARGS__},                                         \
+                    sizeof((const bench_num[]){__VA_ARGS__}) / sizeof(bench_num))
 void bench_json_str(bench_json *j, const char *key, const char *v);
 void bench_json_bool(bench_json *j, const char *key, int v);
 void bench_json_end(bench_json *j); /* stores the line; printed at the end */

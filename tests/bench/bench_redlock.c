@@ -201,18 +201,12 @@ int bench_redlock(void)
            sc, one[0], one[1], one[2]);
     bench_json j;
     bench_json_begin(&j, sc);
-    bench_json_num(&j, "acquires", (double)s_rl.n);
-    bench_json_num(&j, "ideal_acquire_p50_us", raw50);
-    bench_json_num(&j, "ideal_acquire_p99_us", raw99);
-    bench_json_num(&j, "ideal_serial_acquire_p50_us", ser50);
-    bench_json_num(&j, "rlock_acquire_p50_us", rl50);
-    bench_json_num(&j, "rlock_acquire_p99_us", rl99);
-    bench_json_num(&j, "ratio_p50", rl50 / raw50);
-    bench_json_num(&j, "single_p50_us_0", one[0]);
-    bench_json_num(&j, "single_p50_us_1", one[1]);
-    bench_json_num(&j, "single_p50_us_2", one[2]);
-    bench_json_num(&j, "slowest_single_p50_us", slowest);
-    bench_json_num(&j, "sum_single_p50_us", sum);
+    BENCH_JSON_NUMS(&j, {"acquires", (double)s_rl.n}, {"ideal_acquire_p50_us", raw50},
+                    {"ideal_acquire_p99_us", raw99}, {"ideal_serial_acquire_p50_us", ser50},
+                    {"rlock_acquire_p50_us", rl50}, {"rlock_acquire_p99_us", rl99},
+                    {"ratio_p50", rl50 / raw50}, {"single_p50_us_0", one[0]},
+                    {"single_p50_us_1", one[1]}, {"single_p50_us_2", one[2]},
+                    {"slowest_single_p50_us", slowest}, {"sum_single_p50_us", sum});
     bench_json_bool(&j, "pass", pass);
     bench_json_end(&j);
     bench_samples_free(&s_ser);

@@ -195,14 +195,10 @@ int bench_rw(void)
     bench_row(sc, "writer wait p99 (us)", NAN, w99, NULL, -1);
     bench_json j;
     bench_json_begin(&j, sc);
-    bench_json_num(&j, "reps", reps);
-    bench_json_num(&j, "ideal_reads_per_s", mi);
-    bench_json_num(&j, "rlock_reads_per_s", mr);
-    bench_json_num(&j, "ratio", mratio);
-    bench_json_num(&j, "rlock_reads_per_s_with_writer", mm);
-    bench_json_num(&j, "writer_acquires", (double)x.wait_us.n);
-    bench_json_num(&j, "writer_wait_p50_us", w50);
-    bench_json_num(&j, "writer_wait_p99_us", w99);
+    BENCH_JSON_NUMS(&j, {"reps", reps}, {"ideal_reads_per_s", mi}, {"rlock_reads_per_s", mr},
+                    {"ratio", mratio}, {"rlock_reads_per_s_with_writer", mm},
+                    {"writer_acquires", (double)x.wait_us.n}, {"writer_wait_p50_us", w50},
+                    {"writer_wait_p99_us", w99});
     bench_json_bool(&j, "pass", mratio >= 0.9);
     bench_json_end(&j);
     bench_samples_free(&x.wait_us);

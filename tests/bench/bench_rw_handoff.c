@@ -181,12 +181,9 @@ static void rwh_scenario(rlock_client *cl, int n)
     bench_row(sc, "fair lock grants/s (ref)", NAN, mf, NULL, -1);
     bench_json j;
     bench_json_begin(&j, sc);
-    bench_json_num(&j, "reps", reps);
-    bench_json_num(&j, "threads", n);
-    bench_json_num(&j, "ideal_grants_per_s", mi);
-    bench_json_num(&j, "rlock_write_grants_per_s", mw);
-    bench_json_num(&j, "rlock_fair_grants_per_s", mf);
-    bench_json_num(&j, "ratio", mr);
+    BENCH_JSON_NUMS(&j, {"reps", reps}, {"threads", n}, {"ideal_grants_per_s", mi},
+                    {"rlock_write_grants_per_s", mw}, {"rlock_fair_grants_per_s", mf},
+                    {"ratio", mr});
     bench_json_bool(&j, "pass", mr >= 0.8);
     bench_json_end(&j);
     rlock_free(w.lock);

@@ -120,11 +120,8 @@ int bench_semaphore(void)
     bench_row(scen, "redis commands per pair", 2.0, cmds, "== 2", cmds == 2.0);
     bench_json j;
     bench_json_begin(&j, scen);
-    bench_json_num(&j, "reps", reps);
-    bench_json_num(&j, "ideal_pairs_per_s", mi);
-    bench_json_num(&j, "rlock_pairs_per_s", mr);
-    bench_json_num(&j, "ratio", ratio);
-    bench_json_num(&j, "commands_per_pair", cmds);
+    BENCH_JSON_NUMS(&j, {"reps", reps}, {"ideal_pairs_per_s", mi}, {"rlock_pairs_per_s", mr},
+                    {"ratio", ratio}, {"commands_per_pair", cmds});
     bench_json_bool(&j, "pass", ratio >= 0.95 && cmds == 2.0);
     bench_json_end(&j);
     bench_samples_free(&lat[0]);

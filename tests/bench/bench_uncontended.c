@@ -243,22 +243,13 @@ static void u_report(const char *scen, int nthreads, double target, u_sum *s)
     bench_row(scen, "redis commands per pair", 2.0, cmax, "== 2 (every rep)", cmax == 2.0);
     bench_json j;
     bench_json_begin(&j, scen);
-    bench_json_num(&j, "threads", nthreads);
-    bench_json_num(&j, "reps", s->reps);
-    bench_json_num(&j, "pairs_per_rep_each", s->pairs);
-    bench_json_num(&j, "ideal_pairs_per_s", mi);
-    bench_json_num(&j, "rlock_pairs_per_s", mr);
-    bench_json_num(&j, "ratio", ratio);
-    bench_json_num(&j, "ratio_of_medians", mr / mi);
-    bench_json_num(&j, "ideal_p50_us", i50);
-    bench_json_num(&j, "ideal_p99_us", i99);
-    bench_json_num(&j, "rlock_p50_us", r50);
-    bench_json_num(&j, "rlock_p99_us", r99);
-    bench_json_num(&j, "ideal_client_cpu_us_per_pair", ci);
-    bench_json_num(&j, "rlock_client_cpu_us_per_pair", cr);
-    bench_json_num(&j, "rlock_cmds_per_pair_median", bench_median(s->cmds, reps));
-    bench_json_num(&j, "rlock_cmds_per_pair_max", cmax);
-    bench_json_num(&j, "target_ratio", target);
+    BENCH_JSON_NUMS(&j, {"threads", nthreads}, {"reps", s->reps}, {"pairs_per_rep_each", s->pairs},
+                    {"ideal_pairs_per_s", mi}, {"rlock_pairs_per_s", mr}, {"ratio", ratio},
+                    {"ratio_of_medians", mr / mi}, {"ideal_p50_us", i50}, {"ideal_p99_us", i99},
+                    {"rlock_p50_us", r50}, {"rlock_p99_us", r99},
+                    {"ideal_client_cpu_us_per_pair", ci}, {"rlock_client_cpu_us_per_pair", cr},
+                    {"rlock_cmds_per_pair_median", bench_median(s->cmds, reps)},
+                    {"rlock_cmds_per_pair_max", cmax}, {"target_ratio", target});
     bench_json_bool(&j, "pass", ratio >= target && cmax == 2.0);
     bench_json_end(&j);
 }

@@ -332,6 +332,13 @@ void bench_json_num(bench_json *j, const char *key, double v)
     }
 }
 
+void bench_json_nums(bench_json *j, const bench_num *nums, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        bench_json_num(j, nums[i].key, nums[i].v);
+    }
+}
+
 void bench_json_str(bench_json *j, const char *key, const char *v)
 {
     bench_json_put(j, ",\"%s\":\"%s\"", key, v);

@@ -151,8 +151,8 @@ static void test_exit_status(void **state)
 static void test_conflict(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:busy");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "cli:busy", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     unlink(path("ran"));
     const char *nb[] = {"rlock", "run", "-n", "cli:busy", "--", "/bin/touch", path("ran"), NULL};
@@ -220,8 +220,8 @@ static void test_lost_lock(void **state)
 static void test_sigterm_while_waiting(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_FAIR, "cli:sigterm");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_FAIR, "cli:sigterm", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "run", "-k", "fair", "cli:sigterm", "--", "/bin/true", NULL};
     pid_t pid = spawn(argv, NULL, NULL);
@@ -259,8 +259,8 @@ static void test_token_increases(void **state)
 static void test_status_reentrant(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:st:re");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "cli:st:re", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "status", "--json", "cli:st:re", NULL};
@@ -288,8 +288,8 @@ static void test_status_reentrant(void **state)
 static void test_status_fair_queue(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_FAIR, "cli:st:fair");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_FAIR, "cli:st:fair", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     unlink(path("order"));
     pid_t pids[3];
@@ -389,8 +389,8 @@ static void test_status_redisson(void **state)
 static void test_unlock_force(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "cli:force");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "cli:force", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "unlock", "--force", "cli:force", "cli:force:free", NULL};
     assert_int_equal(run(argv, "out", NULL), 0);
@@ -579,18 +579,12 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    g_bin = tc_path_arg(argc, argv, "path of rlock");
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counter_fair),      cmocka_unit_test(test_counter_reentrant),
-        cmocka_unit_test(test_exit_status),       cmocka_unit_test(test_conflict),
-        cmocka_unit_test(test_lost_lock),         cmocka_unit_test(test_sigterm_while_waiting),
-        cmocka_unit_test(test_token_increases),   cmocka_unit_test(test_status_reentrant),
-        cmocka_unit_test(test_status_fair_queue), cmocka_unit_test(test_status_rw_readers),
-        cmocka_unit_test(test_status_redisson),   cmocka_unit_test(test_unlock_force),
-        cmocka_unit_test(test_errors_and_help),   cmocka_unit_test(test_semaphore_at_most_n),
-        cmocka_unit_test(test_semaphore_busy),    cmocka_unit_test(test_semaphore_lost),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN_PATH(g_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_counter_fair),
+             cmocka_unit_test(test_counter_reentrant), cmocka_unit_test(test_exit_status),
+             cmocka_unit_test(test_conflict), cmocka_unit_test(test_lost_lock),
+             cmocka_unit_test(test_sigterm_while_waiting), cmocka_unit_test(test_token_increases),
+             cmocka_unit_test(test_status_reentrant), cmocka_unit_test(test_status_fair_queue),
+             cmocka_unit_test(test_status_rw_readers), cmocka_unit_test(test_status_redisson),
+             cmocka_unit_test(test_unlock_force), cmocka_unit_test(test_errors_and_help),
+             cmocka_unit_test(test_semaphore_at_most_n), cmocka_unit_test(test_semaphore_busy),
+             cmocka_unit_test(test_semaphore_lost))

@@ -17,19 +17,16 @@
 static void test_duration_units(void **state)
 {
     (void)state;
-    int64_t ms = -1;
-    assert_int_equal(cli_parse_duration("500ms", &ms), 0);
-    assert_int_equal(ms, 500);
-    assert_int_equal(cli_parse_duration("10s", &ms), 0);
-    assert_int_equal(ms, 10000);
-    assert_int_equal(cli_parse_duration("5m", &ms), 0);
-    assert_int_equal(ms, 300000);
-    assert_int_equal(cli_parse_duration("1h", &ms), 0);
-    assert_int_equal(ms, 3600000);
-    assert_int_equal(cli_parse_duration("250", &ms), 0);
-    assert_int_equal(ms, 250);
-    assert_int_equal(cli_parse_duration("0", &ms), 0);
-    assert_int_equal(ms, 0);
+    static const struct {
+        const char *text;
+        int64_t ms;
+    } cases[] = {{"500ms", 500},  {"10s", 10000}, {"5m", 300000},
+                 {"1h", 3600000}, {"250", 250},   {"0", 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t ms = -1;
+        assert_int_equal(cli_parse_duration(cases[i].text, &ms), 0);
+        assert_int_equal(ms, cases[i].ms);
+    }
 }
 
 static void test_duration_rejects(void **state)

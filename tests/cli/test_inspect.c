@@ -83,8 +83,8 @@ static void test_free_and_bad_input(void **state)
 static void test_reentrant(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "inspect:re");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "inspect:re", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     rlock_lock_info *in = inspect(c, "inspect:re");
@@ -153,29 +153,6 @@ static void test_fair_queue_and_interrupt(void **state)
     rlock_client_free(c);
 }
 
-typedef struct reader {
-    rlock *lock;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stage;
-    pthread_t th;
-} reader;
-
-static void *reader_thread(void *arg)
-{
-    reader *r = arg;
-    int rc = rlock_lock(r->lock, -1);
-    pthread_mutex_lock(&r->mu);
-    r->stage = rc == RLOCK_OK ? 1 : -1;
-    pthread_cond_broadcast(&r->cv);
-    while (r->stage == 1) {
-        pthread_cond_wait(&r->cv, &r->mu);
-    }
-    pthread_mutex_unlock(&r->mu);
-    rlock_unlock(r->lock);
-    return NULL;
-}
-
 static void test_rw_readers_and_writer(void **state)
 {
     (void)state;
@@ -184,16 +161,10 @@ static void test_rw_readers_and_writer(void **state)
     rlock *rd = rlock_open(c, RLOCK_READ, "inspect:rw");
     rlock *wr = rlock_open(cw, RLOCK_WRITE, "inspect:rw");
     assert_int_equal(rlock_lock(rd, -1), RLOCK_OK);
-    reader r = {.lock = rd};
-    pthread_mutex_init(&r.mu, NULL);
-    pthread_cond_init(&r.cv, NULL);
-    pthread_create(&r.th, NULL, reader_thread, &r);
-    pthread_mutex_lock(&r.mu);
-    while (r.stage == 0) {
-        pthread_cond_wait(&r.cv, &r.mu);
-    }
-    pthread_mutex_unlock(&r.mu);
-    assert_int_equal(r.stage, 1);
+    /* A second reader of the same client, on a thread of its own (another owner). */
+    tc_holder r;
+    tc_holder_start(&r, rd, -1, -1, -1);
+    assert_int_equal(tc_holder_wait(&r, 10000), RLOCK_OK);
     tc_bg w;
     tc_bg_start(&w, lock_and_unlock, wr);
     await_waiters(c, "inspect:rw", 1, 1);
@@ -211,11 +182,7 @@ static void test_rw_readers_and_writer(void **state)
     assert_non_null(strstr(in->writers[0].owner, ":write"));
     rlock_lock_info_free(in);
 
-    pthread_mutex_lock(&r.mu);
-    r.stage = 2;
-    pthread_cond_broadcast(&r.cv);
-    pthread_mutex_unlock(&r.mu);
-    pthread_join(r.th, NULL);
+    tc_holder_join(&r);
     rlock_unlock(rd);
     assert_int_equal(tc_bg_join(&w), RLOCK_OK);
     rlock_free(wr);

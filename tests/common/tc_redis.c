@@ -158,6 +158,15 @@ int tc_require_server(void **state)
     return 0;
 }
 
+rh_server *tc_start(void)
+{
+    rh_server *s = rh_start(NULL);
+    if (s == NULL) {
+        fail_msg("rh_start: no redis-server started");
+    }
+    return s;
+}
+
 int tc_server_setup(void **state)
 {
     rh_skip_if_unavailable();
@@ -241,6 +250,35 @@ rlock_client *tc_client_ex(const rh_server *s, int64_t watchdog_ms, int64_t comm
     return tc_client_try(&o);
 }
 
+rlock_client *tc_client_tuned(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
+                              void (*on_lost)(const char *name, void *user), void *user)
+{
+    rlock_client *c = tc_client_ex(s, watchdog_ms, command_timeout_ms, on_lost, user);
+    if (c == NULL) {
+        fail_msg("no client on %s: %s", rh_url(s), rlock_last_error());
+    }
+    return c;
+}
+
+rlock *tc_open(rlock_client *c, rlock_kind kind, const char *name)
+{
+    rlock *l = rlock_open(c, kind, name);
+    if (l == NULL) {
+        fail_msg("rlock_open(%s): %s", name, rlock_last_error());
+    }
+    return l;
+}
+
+void tc_orphan_handles(rlock_client *c, const char *held_name, const char *idle_name, rlock **held,
+                       rlock **idle)
+{
+    *held = tc_open(c, RLOCK_REENTRANT, held_name);
+    *idle = tc_open(c, RLOCK_REENTRANT, idle_name);
+    /* A watchdog hold that is still registered when the client goes away. */
+    assert_int_equal(rlock_lock(*held, -1), RLOCK_OK);
+    rlock_client_free(c);
+}
+
 rlock_client *tc_client_defaults(const rh_server *s)
 {
     rlock_options o;
@@ -248,6 +286,12 @@ rlock_client *tc_client_defaults(const rh_server *s)
     rlock_options_init(&o);
     o.url = rh_url(s);
     return tc_client(&o);
+}
+
+rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    *c = tc_client_defaults(s);
+    return tc_open(*c, kind, name);
 }
 
 rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,

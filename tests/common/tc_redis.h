@@ -54,6 +54,9 @@ rlock_client *tc_client_try(const rlock_options *o);
 /* A client from o; fails the running cmocka test with rlock's message when there is none. */
 rlock_client *tc_client(const rlock_options *o);
 
+/* rh_start(NULL): a fresh redis-server, failing the running test when none starts. */
+rh_server *tc_start(void);
+
 /* A cmocka setup/teardown pair: *state becomes a fresh redis-server (rh_server *), which the
  * teardown stops. The setup skips the whole program when redis-server is missing. */
 int tc_server_setup(void **state);
@@ -69,6 +72,24 @@ int tc_require_server(void **state);
 
 /* A cmocka test that gets a fresh redis-server of its own as *state (tc_server_setup). */
 #define TC_SERVER_TEST(f) cmocka_unit_test_setup_teardown(f, tc_server_setup, tc_server_teardown)
+
+/* Defines a test program's main(): the cmocka tests given after setup and teardown (group
+ * functions or NULL) run as one group. */
+#define TC_MAIN(setup, teardown, ...)                                                              \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
+
+/* TC_MAIN() for a program given one path (tc_path_arg(), named what), stored in var first. */
+#define TC_MAIN_PATH(var, what, setup, teardown, ...)                                              \
+    int main(int argc, char **argv)                                                                \
+    {                                                                                              \
+        (var) = tc_path_arg(argc, argv, (what));                                                   \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
 
 /* A check run once for every single-key lock kind (reentrant, fair, read, write), each time on a
  * fresh server. */
@@ -86,9 +107,25 @@ int tc_run_per_kind(const char *group, tc_kind_check check, int (*prepare)(rh_se
 rlock_client *tc_client_ex(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
                            void (*on_lost)(const char *name, void *user), void *user);
 
+/* tc_client_ex() that fails the running test with rlock's message when there is no client. */
+rlock_client *tc_client_tuned(const rh_server *s, int64_t watchdog_ms, int64_t command_timeout_ms,
+                              void (*on_lost)(const char *name, void *user), void *user);
+
+/* rlock_open(c, kind, name), failing the running test with rlock's message when it gives no
+ * handle. */
+rlock *tc_open(rlock_client *c, rlock_kind kind, const char *name);
+
+/* The two handles that outlive their client: on c, *held (a watchdog hold of held_name) and
+ * *idle (idle_name, never locked); then frees c, so that calls on both answer RLOCK_ECLOSED. */
+void tc_orphan_handles(rlock_client *c, const char *held_name, const char *idle_name, rlock **held,
+                       rlock **idle);
+
 /* A client on s with the library's default options (as a user's would be); fails the running
  * test with rlock's message when there is none. */
 rlock_client *tc_client_defaults(const rh_server *s);
+
+/* A client of its own on s (tc_client_defaults()) in *c, and its handle on name (tc_open()). */
+rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
 
 /* A client from o, but logged in to s as ACL user (password pw); fails the running test with
  * rlock's message when there is none. */

@@ -33,3 +33,78 @@ int tc_bg_join(tc_bg *b)
     pthread_join(b->thread, NULL);
     return atomic_load(&b->result);
 }
+
+static void *holder_main(void *p)
+{
+    tc_holder *h = p;
+    h->rc = h->wait_ms < 0 ? rlock_lock(h->l, h->lease_ms)
+                           : rlock_try_lock(h->l, h->wait_ms, h->lease_ms);
+    h->got_at = rh_now_ms();
+    if (h->order != NULL) {
+        h->place = atomic_fetch_add(h->order, 1);
+    }
+    atomic_store(&h->got, 1);
+    if (h->rc != RLOCK_OK) {
+        return NULL;
+    }
+    h->token = rlock_token(h->l);
+    if (h->hold_ms >= 0) {
+        rh_sleep_ms(h->hold_ms);
+    }
+    while (h->hold_ms < 0 && !atomic_load(&h->release)) {
+        rh_sleep_ms(1);
+    }
+    h->unlock_rc = rlock_unlock(h->l);
+    return NULL;
+}
+
+void tc_holder_start(tc_holder *h, rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t hold_ms)
+{
+    tc_holder_start_ranked(h, NULL, l, wait_ms, lease_ms, hold_ms);
+}
+
+void tc_holder_start_ranked(tc_holder *h, atomic_int *order, rlock *l, int64_t wait_ms,
+                            int64_t lease_ms, int64_t hold_ms)
+{
+    h->order = order;
+    h->l = l;
+    h->wait_ms = wait_ms;
+    h->lease_ms = lease_ms;
+    h->hold_ms = hold_ms;
+    h->rc = TC_BG_RUNNING;
+    h->unlock_rc = RLOCK_OK;
+    h->place = -1;
+    h->token = 0;
+    h->got_at = 0;
+    atomic_init(&h->got, 0);
+    atomic_init(&h->release, 0);
+    h->started_at = rh_now_ms();
+    if (pthread_create(&h->thread, NULL, holder_main, h) != 0) {
+        fail_msg("tc_holder_start: pthread_create failed");
+    }
+}
+
+int tc_holder_wait(tc_holder *h, int64_t ms)
+{
+    int64_t deadline = rh_now_ms() + ms;
+    while (!atomic_load(&h->got)) {
+        if (rh_now_ms() >= deadline) {
+            return TC_BG_RUNNING;
+        }
+        rh_sleep_ms(1);
+    }
+    return h->rc;
+}
+
+int tc_holder_join(tc_holder *h)
+{
+    atomic_store(&h->release, 1);
+    pthread_join(h->thread, NULL);
+    return h->rc != RLOCK_OK ? h->rc : h->unlock_rc;
+}
+
+int tc_holder_run(tc_holder *h, rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t hold_ms)
+{
+    tc_holder_start(h, l, wait_ms, lease_ms, hold_ms);
+    return tc_holder_join(h);
+}

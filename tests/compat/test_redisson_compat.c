@@ -23,6 +23,7 @@
 #include "redis_harness.h"
 #include "rlock.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 /* Redisson's RLock acquire (tryLockInnerAsync): KEYS[1] name; ARGV[1] lease ms, ARGV[2] owner. */
 static const char *const peer_acquire =
@@ -74,8 +75,8 @@ static long long peer_unlock(redisContext *ctx, const char *name, const char *ow
 static void test_data_layout(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:layout");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "compat:layout", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     redisContext *ctx = rh_connect(g_srv);
@@ -124,8 +125,8 @@ static void *peer_release_later(void *arg)
 static void test_peer_holds_rlock_waits(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:wake");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "compat:wake", &c);
     redisContext *ctx = rh_connect(g_srv);
     /* A long peer lease: only the published unlock can let rlock in early. */
     assert_int_equal(peer_lock(ctx, "compat:wake", PEER_OWNER, 60000), -3);
@@ -196,8 +197,8 @@ static void *peer_worker(void *arg)
 static void test_mixed_mutual_exclusion(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "compat:mixed");
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "compat:mixed", &c);
     pthread_t t[4];
     const char *owners[2] = {"6f1c2b1e-0000-4000-8000-00000000beef:7",
                              "6f1c2b1e-0000-4000-8000-00000000beef:8"};
@@ -223,22 +224,8 @@ static void test_mixed_mutual_exclusion(void **state)
 typedef struct crowd_member {
     rlock_client *c;
     rlock *l;
-    pthread_t t;
-    int rc;
+    tc_holder h;
 } crowd_member;
-
-static void *crowd_main(void *arg)
-{
-    crowd_member *m = arg;
-    m->rc = rlock_try_lock(m->l, 20000, 60000);
-    if (m->rc == RLOCK_OK) {
-        usleep(50 * 1000);
-        if (rlock_unlock(m->l) != RLOCK_OK) {
-            m->rc = -100;
-        }
-    }
-    return NULL;
-}
 
 /* Starts n members on name and waits until all n are recorded as waiting rlock threads. */
 static void crowd_start(crowd_member *m, int n, const char *name)
@@ -248,9 +235,8 @@ static void crowd_start(crowd_member *m, int n, const char *name)
         tc_options(&o, g_srv);
         o.waiter_timeout_ms = 60000;
         m[i].c = tc_client(&o);
-        m[i].l = rlock_open(m[i].c, RLOCK_REENTRANT, name);
-        assert_non_null(m[i].l);
-        assert_int_equal(pthread_create(&m[i].t, NULL, crowd_main, &m[i]), 0);
+        m[i].l = tc_open(m[i].c, RLOCK_REENTRANT, name);
+        tc_holder_start(&m[i].h, m[i].l, 20000, 60000, 50);
     }
     char zset[128];
     snprintf(zset, sizeof(zset), "rlock_lock_waiters:{%s}", name);
@@ -266,8 +252,7 @@ static void crowd_start(crowd_member *m, int n, const char *name)
 static void crowd_join(crowd_member *m, int n)
 {
     for (int i = 0; i < n; i++) {
-        pthread_join(m[i].t, NULL);
-        assert_int_equal(m[i].rc, RLOCK_OK);
+        assert_int_equal(tc_holder_join(&m[i].h), RLOCK_OK);
         rlock_free(m[i].l);
         rlock_client_free(m[i].c);
     }
@@ -281,8 +266,8 @@ static void test_rlock_release_wakes_redisson_waiter(void **state)
 {
     (void)state;
     const char *name = "compat:named";
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, name);
+    rlock_client *c;
+    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, name, &c);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     crowd_member m[2];
     crowd_start(m, 2, name);

@@ -141,10 +141,8 @@ static void basics(rlock_client *c, rlock *l, const char *name)
 
 static void single_kind(rlock_kind kind, rlock_kind rival, const char *name)
 {
-    rlock *la = rlock_open(g_a, kind, name);
-    rlock *lb = rlock_open(g_b, rival, name);
-    assert_non_null(la);
-    assert_non_null(lb);
+    rlock *la = tc_open(g_a, kind, name);
+    rlock *lb = tc_open(g_b, rival, name);
     basics(g_a, la, name);
     contend(la, lb);
     contend(lb, la);
@@ -199,8 +197,7 @@ static void test_redlock(void **state)
     rlock *m[N_SERVERS];
     for (int i = 0; i < N_SERVERS; i++) {
         c[i] = locker_client(i);
-        m[i] = rlock_open(c[i], RLOCK_REENTRANT, "app:redlock");
-        assert_non_null(m[i]);
+        m[i] = tc_open(c[i], RLOCK_REENTRANT, "app:redlock");
     }
     rlock *g = rlock_redlock_new(m, N_SERVERS);
     assert_non_null(g);
@@ -282,8 +279,7 @@ static void test_without_info(void **state)
     atomic_store(&g_warnings, 0);
     rlock_client *c = locker_client(1);
     assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "app:no-info");
-    assert_non_null(l);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "app:no-info");
     for (int i = 0; i < 3; i++) {
         EXPECT(rlock_lock(l, -1), RLOCK_OK);
         EXPECT(rlock_unlock(l), RLOCK_OK);

@@ -42,8 +42,7 @@ static void check_kind(rh_server *s, rlock_kind kind)
 {
     int warnings;
     rlock_client *c = nopub_client(s, &warnings);
-    rlock *l = rlock_open(c, kind, "acl-nopub");
-    assert_non_null(l);
+    rlock *l = tc_open(c, kind, "acl-nopub");
     assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
     assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -104,8 +103,7 @@ static void test_force_unlock(void **state)
     int warnings;
     rlock_client *c = nopub_client(*state, &warnings);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-        rlock *l = rlock_open(c, kinds[i], "acl-nopub-force");
-        assert_non_null(l);
+        rlock *l = tc_open(c, kinds[i], "acl-nopub-force");
         assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
         int r = rlock_force_unlock(l);
         print_message("kind %d: force unlock without publish -> %d (%s)\n", (int)kinds[i], r,

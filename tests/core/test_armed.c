@@ -111,6 +111,17 @@ static void fill_pool(rlock_client *c, int n)
     }
 }
 
+/* A client of 8 connections (4 of them dialled) in *c and its handle on name, held by this
+ * thread. */
+static rlock *armed_open(rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    *c = client(s, 8);
+    rlock *l = tc_open(*c, kind, name);
+    fill_pool(*c, 4);
+    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    return l;
+}
+
 /* A waiting client c (pool_size connections) and a holder on its own client, holding name. */
 typedef struct two_clients {
     rlock_client *c, *holder_c;
@@ -143,12 +154,9 @@ static void two_clients_close(two_clients *t)
 static void test_one_attempt_per_handoff(void **state)
 {
     rh_server *s = *state;
-    rlock_client *c = client(s, 8);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:re");
-    assert_non_null(l);
-    fill_pool(c, 4);
+    rlock_client *c = NULL;
     /* One lock/unlock first, so that the counts below include no NOSCRIPT reload. */
-    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    rlock *l = armed_open(s, RLOCK_REENTRANT, "armed:re", &c);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
     enum { N = 3 };
@@ -172,11 +180,8 @@ static void test_one_attempt_per_handoff(void **state)
 static void test_noscript_reattempts(void **state)
 {
     rh_server *s = *state;
-    rlock_client *c = client(s, 8);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "armed:noscript");
-    assert_non_null(l);
-    fill_pool(c, 4);
-    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    rlock_client *c = NULL;
+    rlock *l = armed_open(s, RLOCK_REENTRANT, "armed:noscript", &c);
     waiter w[1];
     pthread_t t[1];
     start_waiters(s, "redisson_lock__channel:{armed:noscript}", w, t, 1, l);
@@ -293,11 +298,8 @@ static void test_connection_lost_in_flight(void **state)
 static void test_fair_in_order(void **state)
 {
     rh_server *s = *state;
-    rlock_client *c = client(s, 8);
-    rlock *l = rlock_open(c, RLOCK_FAIR, "armed:fair");
-    assert_non_null(l);
-    fill_pool(c, 4);
-    assert_int_equal(rlock_try_lock(l, 0, LEASE_MS), RLOCK_OK);
+    rlock_client *c = NULL;
+    rlock *l = armed_open(s, RLOCK_FAIR, "armed:fair", &c);
     enum { N = 4 };
     waiter w[N];
     pthread_t t[N];

@@ -298,8 +298,7 @@ static void test_paused_server(void **state)
     o.connect_timeout_ms = 300;
     o.command_timeout_ms = 300;
     rlock_client *live = tc_client(&o);
-    rlock *l = rlock_open(live, RLOCK_REENTRANT, "paused-lock");
-    assert_non_null(l);
+    rlock *l = tc_open(live, RLOCK_REENTRANT, "paused-lock");
 
     assert_int_equal(rh_pause(s), 0);
     char url[128];
@@ -440,20 +439,9 @@ static void test_strerror_and_version(void **state)
     assert_non_null(strstr(rlock_last_error(), "detail 7"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_option_defaults),
-        TC_SERVER_TEST(test_bad_options),
-        cmocka_unit_test(test_bad_urls),
-        cmocka_unit_test(test_password),
-        TC_SERVER_TEST(test_acl_user),
-        TC_SERVER_TEST(test_db_selection),
-        cmocka_unit_test(test_dead_port),
-        cmocka_unit_test(test_paused_server),
-        cmocka_unit_test(test_new_bounded_by_connect_timeout),
-        cmocka_unit_test(test_backoff_message),
-        cmocka_unit_test(test_strerror_and_version),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, cmocka_unit_test(test_option_defaults),
+        TC_SERVER_TEST(test_bad_options), cmocka_unit_test(test_bad_urls),
+        cmocka_unit_test(test_password), TC_SERVER_TEST(test_acl_user),
+        TC_SERVER_TEST(test_db_selection), cmocka_unit_test(test_dead_port),
+        cmocka_unit_test(test_paused_server), cmocka_unit_test(test_new_bounded_by_connect_timeout),
+        cmocka_unit_test(test_backoff_message), cmocka_unit_test(test_strerror_and_version))

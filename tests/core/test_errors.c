@@ -87,13 +87,8 @@ static void test_use_after_client_free(void **state)
 {
     rh_server *s = *state;
     rlock_client *c = cu_client(s);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "closed-lock");
-    rlock *idle = rlock_open(c, RLOCK_REENTRANT, "closed-idle");
-    assert_non_null(l);
-    assert_non_null(idle);
-    /* A watchdog hold that is still registered when the client goes away. */
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    rlock_client_free(c);
+    rlock *l, *idle;
+    tc_orphan_handles(c, "closed-lock", "closed-idle", &l, &idle);
 
     assert_int_equal(rlock_lock(l, 1000), RLOCK_ECLOSED);
     assert_non_null(strstr(rlock_last_error(), "freed"));

@@ -49,10 +49,8 @@ static void check_kind(rh_server *s, rlock_kind kind)
     o.on_lost = on_lost;
     atomic_store(&lost_count, 0);
     rlock_client *c = tc_client(&o);
-    rlock *l = rlock_open(c, kind, "oom-held");
-    rlock *other = rlock_open(c, kind, "oom-other");
-    assert_non_null(l);
-    assert_non_null(other);
+    rlock *l = tc_open(c, kind, "oom-held");
+    rlock *other = tc_open(c, kind, "oom-other");
     /* Two holds under the watchdog, and one with a lease, taken before memory runs out. */
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -106,10 +104,8 @@ static void check_giveup(rh_server *s, rlock_kind kind, const char *const *queue
     o.waiter_timeout_ms = WATCHDOG_MS;
     rlock_client *c = tc_client(&o);
     rlock_client *c2 = tc_client(&o);
-    rlock *l = rlock_open(c, kind, "oom-queue");
-    rlock *w = rlock_open(c2, kind, "oom-queue");
-    assert_non_null(l);
-    assert_non_null(w);
+    rlock *l = tc_open(c, kind, "oom-queue");
+    rlock *w = tc_open(c2, kind, "oom-queue");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     tc_bg bg;
     tc_bg_start(&bg, giveup_wait, w);

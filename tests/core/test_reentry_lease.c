@@ -30,8 +30,7 @@ static long long pttl(const char *name)
 /* Another client's handle that the hold of kind must keep out (a writer against readers). */
 static rlock *rival_open(rlock_client *other, rlock_kind kind, const char *name)
 {
-    rlock *r = rlock_open(other, kind == RLOCK_READ ? RLOCK_WRITE : kind, name);
-    assert_non_null(r);
+    rlock *r = tc_open(other, kind == RLOCK_READ ? RLOCK_WRITE : kind, name);
     return r;
 }
 
@@ -75,8 +74,7 @@ static void watchdog_then_short(rlock_kind kind, const char *name)
  * hold and its lease, so the lock then lives as long as the longest remaining hold. */
 static void explicit_leases(rlock_kind kind, const char *name)
 {
-    rlock *l = rlock_open(g_c, kind, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, kind, name);
     assert_int_equal(rlock_lock(l, 20000), RLOCK_OK);
     assert_int_equal(rlock_lock(l, 300), RLOCK_OK);
     assert_true(pttl(name) > 10000); /* the shorter lease left the hold alone */

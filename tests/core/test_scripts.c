@@ -105,14 +105,22 @@ static void test_embedded_bytes_and_sha1(void **state)
     }
 }
 
+/* A handle on name that took (with lease_ms) and released the lock once: its scripts are
+ * loaded on the server. */
+static rlock *used_once(rlock_client *c, const char *name, int64_t lease_ms)
+{
+    rlock *l = tc_open(c, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_try_lock(l, 0, lease_ms), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    return l;
+}
+
 /* After SCRIPT FLUSH the next calls succeed; Redis shows that the library loaded the scripts. */
 static void test_script_flush(void **state)
 {
     rh_server *s = *state;
     rlock_client *c = cu_client(s);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "flush-lock");
-    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock *l = used_once(c, "flush-lock", 10000);
 
     const char *flush[] = {"SCRIPT", "FLUSH", NULL};
     char *ok = rh_cmd_str(s, flush);
@@ -175,9 +183,7 @@ static void test_server_restart(void **state)
 {
     rh_server *s = *state;
     rlock_client *c = cu_client(s);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "restart-lock");
-    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock *l = used_once(c, "restart-lock", 20000);
 
     assert_int_equal(rh_restart(s), 0);
     assert_int_equal(script_exists(s, rlk_script_table[RLK_SCRIPT_LOCK_ACQUIRE].sha1), 0);
@@ -203,14 +209,6 @@ static void test_server_restart(void **state)
     rlock_client_free(c);
 }
 
-int main(int argc, char **argv)
-{
-    g_lua_dir = tc_path_arg(argc, argv, "lua dir");
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_embedded_bytes_and_sha1),
-        TC_SERVER_TEST(test_script_flush),
-        TC_SERVER_TEST(test_script_flush_watchdog),
-        TC_SERVER_TEST(test_server_restart),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN_PATH(g_lua_dir, "lua dir", tc_require_server, NULL,
+             TC_SERVER_TEST(test_embedded_bytes_and_sha1), TC_SERVER_TEST(test_script_flush),
+             TC_SERVER_TEST(test_script_flush_watchdog), TC_SERVER_TEST(test_server_restart))

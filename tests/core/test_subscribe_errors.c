@@ -48,11 +48,12 @@ static void acl_user(rh_server *s, const char *rule1, const char *rule2)
 }
 
 /* A lock held by the default user (lease LEASE_MS), and a client of user rlk_acl, logging to
- * log_fn (or not), that is to wait for it. */
+ * log_fn (or not), with its handle l on the same lock, that is to wait for it. */
 typedef struct acl_scene {
     rlock_client *holder_c;
     rlock *h;
     rlock_client *c;
+    rlock *l;
 } acl_scene;
 
 static void acl_scene_open(acl_scene *sc, rh_server *s, rlock_kind kind, const char *name,
@@ -65,10 +66,12 @@ static void acl_scene_open(acl_scene *sc, rh_server *s, rlock_kind kind, const c
     assert_int_equal(rlock_try_lock(sc->h, 0, LEASE_MS), RLOCK_OK);
     o.log_fn = log_fn;
     sc->c = tc_client_as(&o, s, "rlk_acl", "pw");
+    sc->l = tc_open(sc->c, kind, name);
 }
 
 static void acl_scene_close(acl_scene *sc)
 {
+    rlock_free(sc->l);
     rlock_free(sc->h);
     rlock_client_free(sc->c);
     rlock_client_free(sc->holder_c);
@@ -81,7 +84,7 @@ static void check_refused_wait(rh_server *s)
     acl_scene sc;
     atomic_store(&refusals, 0);
     acl_scene_open(&sc, s, RLOCK_REENTRANT, "acl:held", on_log);
-    rlock *l = rlock_open(sc.c, RLOCK_REENTRANT, "acl:held");
+    rlock *l = sc.l;
     for (int round = 0; round < 2; round++) {
         int64_t t0 = rh_now_ms();
         int r = rlock_try_lock(l, 8000, LEASE_MS);
@@ -99,7 +102,6 @@ static void check_refused_wait(rh_server *s)
      * not checked: publishing the release needs the channel, which one of the users lacks). */
     assert_int_equal(rlock_unlock(sc.h), RLOCK_OK);
     assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_OK);
-    rlock_free(l);
     acl_scene_close(&sc);
 }
 
@@ -126,12 +128,11 @@ static void test_fair_waiter_leaves_queue(void **state)
     acl_user(s, "-subscribe", "&*");
     acl_scene sc;
     acl_scene_open(&sc, s, RLOCK_FAIR, "acl:fair", NULL);
-    rlock *l = rlock_open(sc.c, RLOCK_FAIR, "acl:fair");
+    rlock *l = sc.l;
     assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_EREDIS);
     assert_non_null(strstr(rlock_last_error(), "NOPERM"));
     const char *llen[] = {"LLEN", "redisson_lock_queue:{acl:fair}", NULL};
     assert_int_equal(rh_cmd_int(s, llen), 0);
-    rlock_free(l);
     acl_scene_close(&sc);
 }
 
@@ -146,7 +147,7 @@ static void test_redlock_pauses_on_refused_subscribe(void **state)
     acl_user(s, "-subscribe", "&*");
     acl_scene sc;
     acl_scene_open(&sc, s, RLOCK_REENTRANT, "acl:redlock", NULL);
-    rlock *m = rlock_open(sc.c, RLOCK_REENTRANT, "acl:redlock");
+    rlock *m = sc.l;
     rlock *rl = rlock_redlock_new(&m, 1);
     assert_non_null(rl);
     long long calls0 = rh_cmdstat_calls(s, "evalsha");
@@ -155,7 +156,6 @@ static void test_redlock_pauses_on_refused_subscribe(void **state)
     print_message("RedLock rounds' EVALSHA calls in 1.5 s: %lld\n", calls);
     assert_in_range(calls, 5, 200);
     rlock_free(rl);
-    rlock_free(m);
     acl_scene_close(&sc);
 }
 

@@ -214,11 +214,5 @@ static void test_channel_lingers(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_pubsub_killed_while_waiting),
-        TC_SERVER_TEST(test_channel_lingers),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_pubsub_killed_while_waiting),
+        TC_SERVER_TEST(test_channel_lingers))

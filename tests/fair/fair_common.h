@@ -121,18 +121,24 @@ static inline void fc_free_strings(char **v, int n)
 }
 
 /* 1 if owner is in the queue list of name, 0 if not, -1 on error. */
+/* 1 when argv's reply has type found, 0 when it is nil, -1 on anything else. */
+static inline int fc_found(rh_server *s, const char *const *argv, int found)
+{
+    redisReply *r = rh_cmd(s, argv);
+    int v = -1;
+    if (r != NULL) {
+        v = r->type == found ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -1;
+        freeReplyObject(r);
+    }
+    return v;
+}
+
 static inline int fc_in_queue(rh_server *s, const char *name, const char *owner)
 {
     char k[256];
     fc_queue_key(name, k, sizeof(k));
     const char *argv[] = {"LPOS", k, owner, NULL};
-    redisReply *r = rh_cmd(s, argv);
-    int v = -1;
-    if (r != NULL) {
-        v = r->type == REDIS_REPLY_INTEGER ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -1;
-        freeReplyObject(r);
-    }
-    return v;
+    return fc_found(s, argv, REDIS_REPLY_INTEGER);
 }
 
 /* 1 if owner has a score in the zset of name, 0 if not, -1 on error. */
@@ -141,13 +147,7 @@ static inline int fc_in_zset(rh_server *s, const char *name, const char *owner)
     char k[256];
     fc_zset_key(name, k, sizeof(k));
     const char *argv[] = {"ZSCORE", k, owner, NULL};
-    redisReply *r = rh_cmd(s, argv);
-    int v = -1;
-    if (r != NULL) {
-        v = r->type == REDIS_REPLY_STRING ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -1;
-        freeReplyObject(r);
-    }
-    return v;
+    return fc_found(s, argv, REDIS_REPLY_STRING);
 }
 
 /* The server's clock in ms (TIME), or -1. */

@@ -74,8 +74,7 @@ TC_FIXTURE(g_srv, g_client, NULL)
 static void test_lock_unlock_reentrancy(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:basic");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:basic");
     assert_int_equal(rlock_is_locked(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_is_locked(l), 1);
@@ -111,8 +110,7 @@ static void test_lock_unlock_reentrancy(void **state)
 static void test_hold_count(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:count");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:count");
     static const int expect[] = {0, 1, 0, 1, 2, 1, 0};
     assert_int_equal(rlock_hold_count(l), expect[0]);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
@@ -139,8 +137,7 @@ static void test_hold_count(void **state)
 static void test_force_unlock(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:force");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:force");
     assert_int_equal(rlock_force_unlock(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_force_unlock(l), 1);
@@ -157,8 +154,7 @@ static void test_force_unlock(void **state)
 static void test_expire(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:expire");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:expire");
     assert_int_equal(rlock_lock(l, 2000), RLOCK_OK);
     int64_t t0 = rh_now_ms();
     op o = {l, OP_LOCK, 0, 10000, -1000, 0, {0}};
@@ -179,8 +175,7 @@ static void test_expire(void **state)
 static void test_tokens(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:token");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:token");
     assert_int_equal(rlock_token(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     uint64_t t1 = rlock_token(l);
@@ -203,8 +198,7 @@ static void test_tokens(void **state)
 static void test_try_lock_zero(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:try0");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:try0");
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
     op o = {l, OP_TRY, 200, -1, -1000, 0, {0}};
     pthread_t t;
@@ -247,8 +241,7 @@ static void test_try_lock_zero(void **state)
 static void test_try_lock_wait(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:wait");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:wait");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     op o = {l, OP_TRY, 3000, -1, -1000, 0, {0}};
     pthread_t t;
@@ -292,8 +285,7 @@ static void test_data_layout_and_notify_head_only(void **state)
 {
     (void)state;
     const char *name = "fair:layout";
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     char me[RLK_OWNER_MAX];
     fc_owner(g_client, me);
@@ -393,8 +385,7 @@ static void test_heartbeat_keeps_waiter(void **state)
     rlock_client *c = fc_client(g_srv, 300);
     assert_non_null(c);
     for (int k = 0; k < 2; k++) {
-        rlock *l = rlock_open(c, RLOCK_FAIR, names[k]);
-        assert_non_null(l);
+        rlock *l = tc_open(c, RLOCK_FAIR, names[k]);
         assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
         op o = {l, OP_TRY, 2000, -1, -1000, 0, {0}};
         pthread_t t;
@@ -456,8 +447,7 @@ static void test_bad_input(void **state)
     assert_null(rlock_open(NULL, RLOCK_FAIR, "x"));
     assert_null(rlock_open(g_client, RLOCK_FAIR, ""));
     assert_null(rlock_open(g_client, RLOCK_FAIR, NULL));
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:bad");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:bad");
     assert_int_equal(rlock_lock(l, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_try_lock(l, -5, -1), RLOCK_EINVAL);
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);

@@ -111,6 +111,17 @@ static void peer_close(peer *p)
     redisFree(p->sub);
 }
 
+/* A peer script's reply, freed: -3 for nil, the integer, or -100 for anything else. */
+static long long peer_reply(redisReply *r)
+{
+    long long v = -100;
+    if (r != NULL) {
+        v = r->type == REDIS_REPLY_NIL ? -3 : r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
+        freeReplyObject(r);
+    }
+    return v;
+}
+
 /* Redisson's tryAcquire: -3 when acquired (nil), else the ttl it answered (it may enqueue). */
 static long long peer_try(peer *p, long long lease)
 {
@@ -119,12 +130,7 @@ static long long peer_try(peer *p, long long lease)
                                  " %lld %s %d %lld",
                                  peer_acquire, p->name, p->name, p->name, lease, p->owner, WAIT_MS,
                                  (long long)wall_ms());
-    long long v = -100;
-    if (r != NULL) {
-        v = r->type == REDIS_REPLY_NIL ? -3 : r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
-        freeReplyObject(r);
-    }
-    return v;
+    return peer_reply(r);
 }
 
 static long long peer_unlock(peer *p)
@@ -134,12 +140,7 @@ static long long peer_unlock(peer *p)
                                  " redisson_lock__channel:{%s} 0 30000 %s %lld",
                                  peer_release, p->name, p->name, p->name, p->name, p->owner,
                                  (long long)wall_ms());
-    long long v = -100;
-    if (r != NULL) {
-        v = r->type == REDIS_REPLY_NIL ? -3 : r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
-        freeReplyObject(r);
-    }
-    return v;
+    return peer_reply(r);
 }
 
 static void peer_give_up(peer *p)
@@ -354,11 +355,5 @@ static void test_mixed_crowd_mutual_exclusion(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_handoff_both_ways),
-        cmocka_unit_test(test_mixed_crowd_mutual_exclusion),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_handoff_both_ways),
+        cmocka_unit_test(test_mixed_crowd_mutual_exclusion))

@@ -25,6 +25,7 @@
 #include "fair_common.h"
 #include "lock.h"
 #include "scripts.h"
+#include "tc_thread.h"
 
 #define WT       120000
 #define MAX_CMDS 32
@@ -104,30 +105,43 @@ static void reset_stats(void)
     assert_int_equal(rh_reset_stats(g_srv), 0);
 }
 
+/* The KEYS of the fair scripts for lock l (the token key only for fair_acquire) and a synthetic
+ * owner's name; rlk_args keeps pointers, so the strings live here. */
+typedef struct synthetic {
+    char owner[32], queue[128], zset[128], token[128], channel[128];
+    rlk_args keys, args;
+} synthetic;
+
+static void synthetic_init(synthetic *y, rlock *l, int i, int with_token)
+{
+    snprintf(y->owner, sizeof(y->owner), "synthetic:%d", i);
+    snprintf(y->queue, sizeof(y->queue), "redisson_lock_queue:{%s}", l->name);
+    snprintf(y->zset, sizeof(y->zset), "redisson_lock_timeout:{%s}", l->name);
+    snprintf(y->token, sizeof(y->token), "redisson_lock_token:{%s}", l->name);
+    snprintf(y->channel, sizeof(y->channel), "redisson_lock__channel:{%s}", l->name);
+    rlk_args_init(&y->keys);
+    rlk_args_adds(&y->keys, l->name);
+    rlk_args_adds(&y->keys, y->queue);
+    rlk_args_adds(&y->keys, y->zset);
+    if (with_token) {
+        rlk_args_adds(&y->keys, y->token);
+    }
+    rlk_args_adds(&y->keys, y->channel);
+    rlk_args_init(&y->args);
+}
+
 /* Runs fair_acquire (may_queue = 1) for a synthetic owner. */
 static void enqueue_synthetic(rlock *l, int i)
 {
-    char owner[32];
-    snprintf(owner, sizeof(owner), "synthetic:%d", i);
-    char queue[128], zset[128], token[128], channel[128];
-    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", l->name);
-    snprintf(zset, sizeof(zset), "redisson_lock_timeout:{%s}", l->name);
-    snprintf(token, sizeof(token), "redisson_lock_token:{%s}", l->name);
-    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", l->name);
-    rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_adds(&keys, l->name);
-    rlk_args_adds(&keys, queue);
-    rlk_args_adds(&keys, zset);
-    rlk_args_adds(&keys, token);
-    rlk_args_adds(&keys, channel);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, 30000);
-    rlk_args_adds(&args, owner);
-    rlk_args_addi(&args, WT);
-    rlk_args_adds(&args, "1");
+    synthetic y;
+    synthetic_init(&y, l, i, 1);
+    rlk_args_addi(&y.args, 30000);
+    rlk_args_adds(&y.args, y.owner);
+    rlk_args_addi(&y.args, WT);
+    rlk_args_adds(&y.args, "1");
     redisReply *r = NULL;
-    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &keys, &args, &r), RLOCK_OK);
+    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_ACQUIRE, 0, &y.keys, &y.args, &r),
+                     RLOCK_OK);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->element[0]->integer, 0);
     freeReplyObject(r);
@@ -136,46 +150,15 @@ static void enqueue_synthetic(rlock *l, int i)
 /* Runs fair_leave for a synthetic owner. */
 static void leave_synthetic(rlock *l, int i)
 {
-    char owner[32];
-    snprintf(owner, sizeof(owner), "synthetic:%d", i);
-    char queue[128], zset[128], channel[128];
-    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", l->name);
-    snprintf(zset, sizeof(zset), "redisson_lock_timeout:{%s}", l->name);
-    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", l->name);
-    rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_adds(&keys, l->name);
-    rlk_args_adds(&keys, queue);
-    rlk_args_adds(&keys, zset);
-    rlk_args_adds(&keys, channel);
-    rlk_args_init(&args);
-    rlk_args_adds(&args, owner);
-    rlk_args_adds(&args, "0");
+    synthetic y;
+    synthetic_init(&y, l, i, 0);
+    rlk_args_adds(&y.args, y.owner);
+    rlk_args_adds(&y.args, "0");
     redisReply *r = NULL;
-    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_LEAVE, 0, &keys, &args, &r), RLOCK_OK);
+    assert_int_equal(rlk_script(g_client, RLK_SCRIPT_FAIR_LEAVE, 0, &y.keys, &y.args, &r),
+                     RLOCK_OK);
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);
-}
-
-typedef struct first_waiter {
-    rlock *l;
-    atomic_int acquired;
-    atomic_int release;
-    int rc;
-} first_waiter;
-
-static void *first_main(void *arg)
-{
-    first_waiter *w = arg;
-    w->rc = rlock_lock(w->l, -1);
-    atomic_store(&w->acquired, 1);
-    while (!atomic_load(&w->release)) {
-        rh_sleep_ms(1);
-    }
-    if (w->rc == RLOCK_OK) {
-        w->rc = rlock_unlock(w->l);
-    }
-    return NULL;
 }
 
 /* Measures a grant, an enqueue and a give-up with n waiters queued. */
@@ -183,16 +166,10 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
 {
     char name[64];
     snprintf(name, sizeof(name), "fair:cost:%d", n);
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    first_waiter w;
-    w.l = l;
-    atomic_init(&w.acquired, 0);
-    atomic_init(&w.release, 0);
-    w.rc = -1000;
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, first_main, &w), 0);
+    tc_holder w;
+    tc_holder_start(&w, l, -1, -1, -1);
     assert_int_equal(fc_wait_llen(g_srv, name, 1, 5000), 0);
     for (int i = 1; i < n; i++) {
         enqueue_synthetic(l, i);
@@ -204,12 +181,7 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
 
     reset_stats();
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    int64_t deadline = rh_now_ms() + 5000;
-    while (!atomic_load(&w.acquired) && rh_now_ms() < deadline) {
-        rh_sleep_ms(1);
-    }
-    assert_true(atomic_load(&w.acquired));
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&w, 5000), RLOCK_OK);
     rh_sleep_ms(50);
     read_counts(grant);
     assert_int_equal(fc_llen(g_srv, name), n - 1);
@@ -222,9 +194,7 @@ static void measure(int n, cmdcount *grant, cmdcount *enq, cmdcount *leave)
     read_counts(leave);
     assert_int_equal(fc_llen(g_srv, name), n - 1);
 
-    atomic_store(&w.release, 1);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, RLOCK_OK);
+    assert_int_equal(tc_holder_join(&w), RLOCK_OK);
     char queue[128], zset[128];
     fc_queue_key(name, queue, sizeof(queue));
     fc_zset_key(name, zset, sizeof(zset));

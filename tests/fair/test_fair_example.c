@@ -35,8 +35,7 @@ static int run(char *const *argv)
 static void test_fifo_jobs_example(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     char journal[512], swapped[512];
     snprintf(journal, sizeof(journal), "%s/journal", rh_dir(s));
     snprintf(swapped, sizeof(swapped), "%s/swapped", rh_dir(s));
@@ -73,11 +72,5 @@ static void test_fifo_jobs_example(void **state)
     rh_free(s);
 }
 
-int main(int argc, char **argv)
-{
-    g_exe = tc_path_arg(argc, argv, "path of fifo_jobs");
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fifo_jobs_example),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN_PATH(g_exe, "path of fifo_jobs", tc_require_server, NULL,
+             cmocka_unit_test(test_fifo_jobs_example))

@@ -32,24 +32,44 @@ static rlock_client *g_client;
 
 TC_FIXTURE(g_srv, g_client, NULL)
 
+/* Forks three worker children queued on name as the slot lists say, takes the lock first on the
+ * group's client and waits until all n of their waiters joined the queue in order. */
+static rlock *queue_children(const char *name, const char *const slots[3], int n, pid_t pid[3])
+{
+    for (int i = 0; i < 3; i++) {
+        pid[i] = fc_spawn_child(g_srv, name, WT, 1, slots[i]);
+        assert_true(pid[i] > 0);
+    }
+    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_int_equal(fc_join_in_order(g_srv, name, 0, n), 0);
+    return l;
+}
+
+/* The two surviving children (first and last) finish cleanly and leave no queue behind. */
+static void survivors_finish(rlock *l, const char *name, const pid_t pid[3])
+{
+    assert_int_equal(rh_wait_child(pid[0], 10000), 0);
+    assert_int_equal(rh_wait_child(pid[2], 10000), 0);
+    assert_int_equal(fc_llen(g_srv, name), 0);
+    assert_int_equal(fc_zcard(g_srv, name), 0);
+    rlock_free(l);
+}
+
 static void test_crash_middle_waiters(void **state)
 {
     (void)state;
     const char *name = "fair:crash";
-    pid_t a = fc_spawn_child(g_srv, name, WT, 1, "0,1,2");
-    pid_t b = fc_spawn_child(g_srv, name, WT, 1, "3,4,5");
-    pid_t c = fc_spawn_child(g_srv, name, WT, 1, "6,7,8,9");
-    assert_true(a > 0 && b > 0 && c > 0);
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(fc_join_in_order(g_srv, name, 0, 10), 0);
+    static const char *const slots[3] = {"0,1,2", "3,4,5", "6,7,8,9"};
+    pid_t pid[3];
+    rlock *l = queue_children(name, slots, 10, pid);
     char *q[16];
     assert_int_equal(fc_lrange(g_srv, "redisson_lock_queue:{fair:crash}", q, 16), 10);
     assert_int_equal(fc_zcard(g_srv, name), 10);
 
     int64_t killed = rh_now_ms();
-    assert_int_equal(kill(b, SIGKILL), 0);
-    assert_int_equal(rh_wait_child(b, 5000), 128 + SIGKILL);
+    assert_int_equal(kill(pid[1], SIGKILL), 0);
+    assert_int_equal(rh_wait_child(pid[1], 5000), 128 + SIGKILL);
     int gone = 0;
     while (!gone && rh_now_ms() - killed < 5000) {
         rh_sleep_ms(20);
@@ -79,11 +99,7 @@ static void test_crash_middle_waiters(void **state)
     for (int i = 0; i < 7; i++) {
         assert_int_equal(order[i], survivors[i]);
     }
-    assert_int_equal(rh_wait_child(a, 10000), 0);
-    assert_int_equal(rh_wait_child(c, 10000), 0);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
-    rlock_free(l);
+    survivors_finish(l, name, pid);
 }
 
 /* The next waiter dies just before the hand-off reaches it: the hand-off is sent to a dead
@@ -92,16 +108,12 @@ static void test_crash_next_in_line(void **state)
 {
     (void)state;
     const char *name = "fair:crash-next";
-    pid_t a = fc_spawn_child(g_srv, name, WT, 1, "0");
-    pid_t b = fc_spawn_child(g_srv, name, WT, 1, "1");
-    pid_t c = fc_spawn_child(g_srv, name, WT, 1, "2");
-    assert_true(a > 0 && b > 0 && c > 0);
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(fc_join_in_order(g_srv, name, 0, 3), 0);
+    static const char *const slots[3] = {"0", "1", "2"};
+    pid_t pid[3];
+    rlock *l = queue_children(name, slots, 3, pid);
     int64_t killed = rh_now_ms();
-    assert_int_equal(kill(b, SIGKILL), 0);
-    assert_int_equal(rh_wait_child(b, 5000), 128 + SIGKILL);
+    assert_int_equal(kill(pid[1], SIGKILL), 0);
+    assert_int_equal(rh_wait_child(pid[1], 5000), 128 + SIGKILL);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     int order[FC_MAX_WAITERS];
     assert_int_equal(fc_read_order(g_srv, name, 0, 2, order, 10000), 2);
@@ -111,11 +123,7 @@ static void test_crash_next_in_line(void **state)
     assert_int_equal(order[0], 0);
     assert_int_equal(order[1], 2);
     assert_true(took <= WT + WT / 3 + 500);
-    assert_int_equal(rh_wait_child(a, 10000), 0);
-    assert_int_equal(rh_wait_child(c, 10000), 0);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
-    rlock_free(l);
+    survivors_finish(l, name, pid);
 }
 
 /* ---- give-up ------------------------------------------------------------------------------ */

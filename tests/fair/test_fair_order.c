@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "fair_common.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
 static rlock_client *g_client;
@@ -55,8 +56,7 @@ static void test_lease_timeout_order(void **state)
 {
     (void)state;
     enum { N = 8 };
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:lease-order");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:lease-order");
     lease_waiter w[N];
     pthread_t t[N];
     atomic_store(&g_next_slot, 0);
@@ -84,27 +84,6 @@ static void test_lease_timeout_order(void **state)
 
 /* ---- multi-instance ordering -------------------------------------------------------------- */
 
-typedef struct inst_waiter {
-    rlock *l;
-    atomic_int go;
-    int rc;
-    int slot;
-} inst_waiter;
-
-static void *inst_main(void *arg)
-{
-    inst_waiter *w = arg;
-    while (!atomic_load(&w->go)) {
-        rh_sleep_ms(1);
-    }
-    w->rc = rlock_lock(w->l, -1);
-    w->slot = atomic_fetch_add(&g_next_slot, 1);
-    if (w->rc == RLOCK_OK) {
-        w->rc = rlock_unlock(w->l);
-    }
-    return NULL;
-}
-
 static void test_multi_instance_order(void **state)
 {
     (void)state;
@@ -115,32 +94,20 @@ static void test_multi_instance_order(void **state)
     for (int i = 0; i < CLIENTS; i++) {
         c[i] = fc_client(g_srv, 0);
         assert_non_null(c[i]);
-        l[i] = rlock_open(c[i], RLOCK_FAIR, name);
-        assert_non_null(l[i]);
+        l[i] = tc_open(c[i], RLOCK_FAIR, name);
     }
     rlock *mine = rlock_open(g_client, RLOCK_FAIR, name);
     assert_int_equal(rlock_lock(mine, -1), RLOCK_OK);
-    inst_waiter w[N];
-    pthread_t t[N];
+    tc_holder w[N];
     atomic_store(&g_next_slot, 0);
     for (int i = 0; i < N; i++) {
-        w[i].l = l[i % CLIENTS];
-        atomic_init(&w[i].go, 0);
-        w[i].rc = -1000;
-        w[i].slot = -1;
-        assert_int_equal(pthread_create(&t[i], NULL, inst_main, &w[i]), 0);
-    }
-    for (int i = 0; i < N; i++) {
-        atomic_store(&w[i].go, 1);
+        tc_holder_start_ranked(&w[i], &g_next_slot, l[i % CLIENTS], -1, -1, 0);
         assert_int_equal(fc_wait_llen(g_srv, name, i + 1, 5000), 0);
     }
     assert_int_equal(rlock_unlock(mine), RLOCK_OK);
     for (int i = 0; i < N; i++) {
-        pthread_join(t[i], NULL);
-    }
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(w[i].rc, RLOCK_OK);
-        assert_int_equal(w[i].slot, i);
+        assert_int_equal(tc_holder_join(&w[i]), RLOCK_OK);
+        assert_int_equal(w[i].place, i);
     }
     rlock_free(mine);
     for (int i = 0; i < CLIENTS; i++) {
@@ -155,9 +122,11 @@ static atomic_int g_inside;
 static atomic_int g_overlaps;
 static int g_counter; /* non-atomic on purpose: lost updates reveal overlapping holders */
 
+/* How long each of the 500 threads holds the lock (shorter under TSan, which is slower). */
+#define MANY_SLEEP_MS (FC_TSAN ? 2 : 5)
+
 typedef struct many_waiter {
     rlock *l;
-    int sleep_ms;
     int rc;
 } many_waiter;
 
@@ -172,7 +141,7 @@ static void *many_main(void *arg)
         atomic_fetch_add(&g_overlaps, 1);
     }
     int v = g_counter;
-    rh_sleep_ms(w->sleep_ms);
+    rh_sleep_ms(MANY_SLEEP_MS);
     g_counter = v + 1;
     atomic_fetch_sub(&g_inside, 1);
     w->rc = rlock_unlock(w->l);
@@ -183,8 +152,7 @@ static void test_500_threads(void **state)
 {
     (void)state;
     enum { N = 500 };
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, "fair:500");
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:500");
     static many_waiter w[N];
     static pthread_t t[N];
     g_counter = 0;
@@ -193,7 +161,7 @@ static void test_500_threads(void **state)
     int64_t t0 = rh_now_ms();
     int started = 0;
     for (; started < N; started++) {
-        w[started] = (many_waiter){l, FC_TSAN ? 2 : 5, -1000};
+        w[started] = (many_waiter){l, -1000};
         if (pthread_create(&t[started], NULL, many_main, &w[started]) != 0) {
             break;
         }
@@ -202,7 +170,7 @@ static void test_500_threads(void **state)
         pthread_join(t[i], NULL);
     }
     print_message("%d threads lock/sleep %d ms/unlock: all done in %lld ms\n", started,
-                  w[0].sleep_ms, (long long)(rh_now_ms() - t0));
+                  MANY_SLEEP_MS, (long long)(rh_now_ms() - t0));
     assert_int_equal(started, N);
     for (int i = 0; i < N; i++) {
         assert_int_equal(w[i].rc, RLOCK_OK);
@@ -233,8 +201,7 @@ static void test_fifo_50_waiters_4_processes(void **state)
         kids[p] = fc_spawn_child(g_srv, name, 5000, REPS, idx);
         assert_true(kids[p] > 0);
     }
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
     int total_inversions = 0;
     int64_t t0 = rh_now_ms();
     for (int rep = 0; rep < REPS; rep++) {

@@ -137,12 +137,39 @@ static void reset(void)
     notified(buf, sizeof(buf));
 }
 
+/* Asserts what the channels were notified of since the last look ("a b": a's, then b's). */
+static void expect_notified(const char *want)
+{
+    char buf[256];
+    notified(buf, sizeof(buf));
+    assert_string_equal(buf, want);
+}
+
+/* Asserts the queue ("a b c"). */
+static void expect_queue(const char *want)
+{
+    char buf[256];
+    queue(buf, sizeof(buf));
+    assert_string_equal(buf, want);
+}
+
 static void set_score(const char *owner, long long score)
 {
     char s[32];
     snprintf(s, sizeof(s), "%lld", score);
     const char *zadd[] = {"ZADD", Z, "XX", s, owner, NULL};
     assert_int_equal(rh_cmd_int(g_srv, zadd), 0);
+}
+
+/* From a reset: h holds the lock, a, b, c and d queue behind it in that order. */
+static void held_with_four_waiters(void)
+{
+    reset();
+    assert_int_equal(acquire("h", "100000", "1", NULL), 1);
+    static const char *const w[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(acquire(w[i], "100000", "1", NULL), 0);
+    }
 }
 
 static void test_scoreless_head_dropped(void **state)
@@ -159,76 +186,53 @@ static void test_scoreless_head_dropped(void **state)
 static void test_give_up_positions(void **state)
 {
     (void)state;
-    char buf[256];
-    reset();
-    assert_int_equal(acquire("h", "100000", "1", NULL), 1);
-    static const char *const w[] = {"a", "b", "c", "d"};
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(acquire(w[i], "100000", "1", NULL), 0);
-    }
-    queue(buf, sizeof(buf));
-    assert_string_equal(buf, "a b c d");
+    held_with_four_waiters();
+    expect_queue("a b c d");
     assert_int_equal(leave("d"), 1);
     assert_int_equal(leave("b"), 1);
     assert_int_equal(leave("nobody"), 0);
-    queue(buf, sizeof(buf));
-    assert_string_equal(buf, "a c");
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "");
+    expect_queue("a c");
+    expect_notified("");
     /* The first waiter gives up while the lock is held: the next one re-arms its bound. */
     assert_int_equal(leave("a"), 1);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "c");
+    expect_notified("c");
     assert_int_equal(fc_zcard(g_srv, L), 1);
     /* Release notifies only the first waiter; its grant notifies nobody (no one behind). */
     assert_int_equal(release("h"), 1);
     assert_int_equal(acquire("c", "100000", "1", NULL), 1);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "c");
+    expect_notified("c");
     assert_int_equal(release("c"), 1);
 }
 
 static void test_grant_and_release_notify(void **state)
 {
     (void)state;
-    char buf[256];
     reset();
     assert_int_equal(acquire("h", "100000", "1", NULL), 1);
     assert_int_equal(acquire("a", "100000", "1", NULL), 0);
     assert_int_equal(acquire("b", "100000", "1", NULL), 0);
     assert_int_equal(acquire("c", "100000", "1", NULL), 0);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "");
+    expect_notified("");
     assert_int_equal(release("h"), 1);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "a");
+    expect_notified("a");
     /* b cannot jump the queue, even with try_lock(0) semantics. */
     assert_int_equal(acquire("b", "100000", "0", NULL), 0);
     assert_int_equal(acquire("a", "100000", "1", NULL), 1);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "b");
+    expect_notified("b");
     /* A non-owner's release of a held lock changes nothing and notifies nobody. */
     assert_int_equal(release("x"), -1);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "");
+    expect_notified("");
     /* The lease ran out (simulated by deleting the hash): a late release still wakes b. */
     const char *del[] = {"DEL", L, NULL};
     assert_int_equal(rh_cmd_int(g_srv, del), 1);
     assert_int_equal(release("a"), -1);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "b");
+    expect_notified("b");
 }
 
 static void test_heartbeat_refresh_wake_and_sweep(void **state)
 {
     (void)state;
-    char buf[256];
-    reset();
-    assert_int_equal(acquire("h", "100000", "1", NULL), 1);
-    static const char *const w[] = {"a", "b", "c", "d"};
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(acquire(w[i], "100000", "1", NULL), 0);
-    }
+    held_with_four_waiters();
     int64_t now = fc_server_now(g_srv);
     /* A live waiter's deadline moves to now + the heartbeat's timeout (200000). */
     assert_int_equal(heartbeat("a"), 1);
@@ -236,23 +240,18 @@ static void test_heartbeat_refresh_wake_and_sweep(void **state)
     assert_true(rh_cmd_int(g_srv, zscore) >= now + 200000);
     /* A waiter that is gone is told so on its own channel. */
     assert_int_equal(heartbeat("nobody"), 0);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "nobody");
+    expect_notified("nobody");
     /* b in the middle dies: swept from list and zset; the first waiter is unchanged. */
     set_score("b", now - 1);
     assert_int_equal(heartbeat("c"), 1);
-    queue(buf, sizeof(buf));
-    assert_string_equal(buf, "a c d");
+    expect_queue("a c d");
     assert_int_equal(fc_in_zset(g_srv, L, "b"), 0);
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "");
+    expect_notified("");
     /* The first waiter dies: swept, and the new first waiter is notified. */
     set_score("a", now - 1);
     assert_int_equal(heartbeat("d"), 1);
-    queue(buf, sizeof(buf));
-    assert_string_equal(buf, "c d");
-    notified(buf, sizeof(buf));
-    assert_string_equal(buf, "c");
+    expect_queue("c d");
+    expect_notified("c");
 }
 
 static void test_free_lock_bound_capped(void **state)

@@ -290,6 +290,20 @@ static void rh__warn_if_not_main_thread(const char *fn)
     }
 }
 
+/* fork() for the harness' entry points (warned about off the main thread): output buffered in
+ * the parent is flushed first, or the child would write it again; -1 after a log line when
+ * fork fails. */
+static pid_t rh__fork(const char *fn)
+{
+    rh__warn_if_not_main_thread(fn);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        rh__log("fork: %s", strerror(errno));
+    }
+    return pid;
+}
+
 static char g_binary[PATH_MAX];
 static pthread_once_t g_binary_once = PTHREAD_ONCE_INIT;
 
@@ -534,11 +548,8 @@ static int rh__build_argv(rh_server *s, const char *binary, const char *const *e
 static int rh__launch(rh_server *s)
 {
     pid_t parent = getpid();
-    rh__warn_if_not_main_thread("rh_start/rh_restart");
-    fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = rh__fork("rh_start/rh_restart");
     if (pid < 0) {
-        rh__log("fork: %s", strerror(errno));
         return -1;
     }
     if (pid == 0) {
@@ -1224,13 +1235,9 @@ pid_t rh_fork_child(int (*fn)(void *), void *arg)
     if (fn == NULL) {
         return -1;
     }
-    rh__warn_if_not_main_thread("rh_fork_child");
     pid_t parent = getpid();
-    /* Otherwise output buffered in the parent would be written twice, once by the child. */
-    fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = rh__fork("rh_fork_child");
     if (pid < 0) {
-        rh__log("fork: %s", strerror(errno));
         return -1;
     }
     if (pid == 0) {
@@ -1265,12 +1272,9 @@ pid_t rh_spawn_self(const char *const *argv)
     for (size_t i = 1; i < argc; i++) {
         args[i] = (char *)argv[i];
     }
-    rh__warn_if_not_main_thread("rh_spawn_self");
     pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = rh__fork("rh_spawn_self");
     if (pid < 0) {
-        rh__log("fork: %s", strerror(errno));
         free(args);
         return -1;
     }

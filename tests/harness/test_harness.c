@@ -29,6 +29,7 @@
 #include <hiredis.h>
 
 #include "redis_harness.h"
+#include "tc_redis.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers.                                                                                    */
@@ -136,8 +137,7 @@ static void test_two_servers(void **state)
 static void test_pause_resume(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     redisContext *c = rh_connect(s);
     assert_non_null(c);
     struct timeval tv = {.tv_sec = 0, .tv_usec = 300L * 1000};
@@ -162,8 +162,7 @@ static void test_pause_resume(void **state)
 static void test_free_while_paused(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     pid_t pid = rh_pid(s);
     assert_int_equal(rh_pause(s), 0);
     rh_free(s);
@@ -173,8 +172,7 @@ static void test_free_while_paused(void **state)
 static void test_stop_restart(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     int port = rh_port(s);
     pid_t old = rh_pid(s);
     const char *set[] = {"SET", "gone", "soon", NULL};
@@ -262,8 +260,7 @@ static void test_requirepass(void **state)
 static void test_cmdstat(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     const char *set[] = {"SET", "k", "v", NULL};
     free(rh_cmd_str(s, set));
     assert_int_equal(rh_reset_stats(s), 0);
@@ -357,8 +354,7 @@ static void test_fork_child(void **state)
 static void test_children_leave_parent_servers_alone(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     pid_t server = rh_pid(s);
     /* Warm the cached admin connection so that the child inherits it and must not reuse it. */
     const char *dbsize[] = {"DBSIZE", NULL};

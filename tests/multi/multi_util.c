@@ -1,9 +1,14 @@
 #include "multi_util.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cmocka.h>
 
 #if defined(__SANITIZE_THREAD__)
 #define MU_TSAN 1
@@ -141,5 +146,20 @@ void mu_sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)((ms % 1000) * 1000000)};
     while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+void mu_group_make(mu_group *gr, size_t n, rlock *(*make)(rlock *const *locks, size_t n))
+{
+    gr->n = n;
+    gr->g = make(gr->m, n);
+    assert_non_null(gr->g);
+}
+
+void mu_group_close(mu_group *gr)
+{
+    rlock_free(gr->g);
+    for (size_t i = 0; i < gr->n; i++) {
+        rlock_free(gr->m[i]);
     }
 }

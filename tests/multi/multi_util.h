@@ -45,4 +45,15 @@ double mu_scale(void);
 
 void mu_sleep_ms(int64_t ms);
 
+/* A group handle over member handles m[0..n-1] (each opened by the test), made by make
+ * (rlock_multi_new or rlock_redlock_new); mu_group_close() frees the group, then the members. */
+#define MU_MAX_MEMBERS 8
+typedef struct mu_group {
+    rlock *m[MU_MAX_MEMBERS];
+    size_t n;
+    rlock *g;
+} mu_group;
+void mu_group_make(mu_group *gr, size_t n, rlock *(*make)(rlock *const *locks, size_t n));
+void mu_group_close(mu_group *gr);
+
 #endif

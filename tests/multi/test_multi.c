@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "multi_util.h"
+#include "tc_thread.h"
 
 static rh_server *srv[3];
 static rlock_client *cli[3];
@@ -33,31 +34,16 @@ static int teardown(void **state)
 }
 
 /* A group over names on client c (one client) or on the three clients (c == NULL). */
-typedef struct group {
-    rlock *m[4];
-    size_t n;
-    rlock *g;
-} group;
+typedef mu_group group;
 
 static void group_open(group *gr, rlock_client *c, const char *prefix, size_t n)
 {
     char name[64];
-    gr->n = n;
     for (size_t i = 0; i < n; i++) {
         snprintf(name, sizeof(name), "%s%zu", prefix, i);
-        gr->m[i] = rlock_open(c != NULL ? c : cli[i % 3], RLOCK_REENTRANT, name);
-        assert_non_null(gr->m[i]);
+        gr->m[i] = tc_open(c != NULL ? c : cli[i % 3], RLOCK_REENTRANT, name);
     }
-    gr->g = rlock_multi_new(gr->m, n);
-    assert_non_null(gr->g);
-}
-
-static void group_close(group *gr)
-{
-    rlock_free(gr->g);
-    for (size_t i = 0; i < gr->n; i++) {
-        rlock_free(gr->m[i]);
-    }
+    mu_group_make(gr, n, rlock_multi_new);
 }
 
 /* RedissonMultiLockTest.testLockUnlock. */
@@ -85,7 +71,7 @@ static void test_lock_unlock(void **state)
     assert_int_equal(mu_exists(srv[0], "lu0") + mu_exists(srv[0], "lu1") + mu_exists(srv[0], "lu2"),
                      0);
     assert_int_equal(rlock_unlock(gr.g), RLOCK_ENOTOWNER);
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 typedef struct race {
@@ -132,7 +118,7 @@ static void race_round(int64_t wait_ms)
     assert_int_equal(rlock_is_locked(gr.g), 0);
     pthread_barrier_destroy(&start);
     pthread_barrier_destroy(&done);
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 static void test_ten_threads_one_wins(void **state)
@@ -142,23 +128,6 @@ static void test_ten_threads_one_wins(void **state)
     race_round(300);
 }
 
-typedef struct second {
-    rlock *g;
-    int64_t got_at;
-    int rc;
-} second;
-
-static void *second_main(void *arg)
-{
-    second *s = arg;
-    s->rc = rlock_lock(s->g, -1);
-    s->got_at = rh_now_ms();
-    if (s->rc == RLOCK_OK) {
-        s->rc = rlock_unlock(s->g);
-    }
-    return NULL;
-}
-
 /* RedissonMultiLockTest.testMultiThreads: a second lock() waits for the first. */
 static void test_second_lock_waits(void **state)
 {
@@ -166,18 +135,16 @@ static void test_second_lock_waits(void **state)
     group gr;
     group_open(&gr, NULL, "mt", 3);
     assert_int_equal(rlock_lock(gr.g, -1), RLOCK_OK);
-    second s = {gr.g, 0, -1};
-    pthread_t t;
-    pthread_create(&t, NULL, second_main, &s);
+    tc_holder s;
+    tc_holder_start(&s, gr.g, -1, -1, 0);
     mu_sleep_ms(400);
-    assert_int_equal(s.got_at, 0);
+    assert_int_equal(atomic_load(&s.got), 0);
     int64_t released = rh_now_ms();
     assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(s.rc, RLOCK_OK);
+    assert_int_equal(tc_holder_join(&s), RLOCK_OK);
     assert_true(s.got_at >= released);
     assert_true(s.got_at - released < 1000); /* woken by the unlock, not by a lease */
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 typedef struct trier {
@@ -220,7 +187,7 @@ static void test_three_servers(void **state)
     pthread_create(&th, NULL, trier_main, &t);
     pthread_join(th, NULL);
     assert_int_equal(t.rc[0], RLOCK_OK);
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 /* One member held by another client: the group fails and leaves no hold of the caller. */
@@ -254,7 +221,7 @@ static void test_all_or_nothing(void **state)
     assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
     rlock_free(busy);
     rlock_client_free(other);
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 typedef struct opp {
@@ -321,7 +288,7 @@ static void test_lease(void **state)
     mu_sleep_ms(2500);
     assert_int_equal(rlock_is_held(gr.g), 1);
     assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 /* A sweep slower than the lease (the second member's server paused by CLIENT PAUSE for longer
@@ -345,7 +312,7 @@ static void test_sweep_outlasts_lease(void **state)
     assert_int_equal(rlock_try_lock(gr.g, 2000, 250), RLOCK_OK);
     assert_int_equal(rlock_is_held(gr.g), 1);
     assert_int_equal(rlock_unlock(gr.g), RLOCK_OK);
-    group_close(&gr);
+    mu_group_close(&gr);
 }
 
 /* Any kinds of members: a reentrant and a fair lock (and a write lock when available). */

@@ -18,6 +18,7 @@
 
 #include "multi_util.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 #define NSRV           5
 #define SERVER_TIMEOUT 50
@@ -27,29 +28,14 @@ static rlock_client *cli[NSRV];   /* one client per server: "this process" */
 static rlock_client *other[NSRV]; /* a second set: "another process" */
 static atomic_int lost_calls;
 
-typedef struct rl {
-    rlock *m[NSRV];
-    size_t n;
-    rlock *g;
-} rl;
+typedef mu_group rl;
 
 static void rl_open(rl *r, rlock_client **c, const size_t *idx, size_t n, const char *name)
 {
-    r->n = n;
     for (size_t i = 0; i < n; i++) {
-        r->m[i] = rlock_open(c[idx[i]], RLOCK_REENTRANT, name);
-        assert_non_null(r->m[i]);
+        r->m[i] = tc_open(c[idx[i]], RLOCK_REENTRANT, name);
     }
-    r->g = rlock_redlock_new(r->m, n);
-    assert_non_null(r->g);
-}
-
-static void rl_close(rl *r)
-{
-    rlock_free(r->g);
-    for (size_t i = 0; i < r->n; i++) {
-        rlock_free(r->m[i]);
-    }
+    mu_group_make(r, n, rlock_redlock_new);
 }
 
 static const size_t first3[3] = {0, 1, 2};
@@ -140,24 +126,7 @@ static void test_basic(void **state)
         assert_int_equal(rh_cmd_int(srv[i], get), (long long)t2);
     }
     assert_int_equal(rlock_unlock(r.g), RLOCK_OK);
-    rl_close(&r);
-}
-
-typedef struct waiter {
-    rlock *g;
-    int64_t got_at;
-    int rc;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    w->rc = rlock_try_lock(w->g, 3000, 5000);
-    w->got_at = rh_now_ms();
-    if (w->rc == RLOCK_OK) {
-        rlock_unlock(w->g);
-    }
-    return NULL;
+    mu_group_close(&r);
 }
 
 /* A waiter is woken by the holder's unlock (pub/sub on the busy server's channel), not by its
@@ -171,20 +140,19 @@ static void test_handoff_is_notified(void **state)
     int64_t worst = 0;
     for (int i = 0; i < 10; i++) {
         assert_int_equal(rlock_lock(h.g, 5000), RLOCK_OK);
-        waiter wt = {w.g, 0, -1};
-        pthread_t th;
-        pthread_create(&th, NULL, waiter_main, &wt);
+        tc_holder wt;
+        tc_holder_start(&wt, w.g, 3000, 5000, 0);
         mu_sleep_ms(150);
         int64_t released = rh_now_ms();
         assert_int_equal(rlock_unlock(h.g), RLOCK_OK);
-        pthread_join(th, NULL);
+        tc_holder_join(&wt);
         assert_int_equal(wt.rc, RLOCK_OK);
         worst = wt.got_at - released > worst ? wt.got_at - released : worst;
     }
     printf("hand-off: worst %lld ms after the unlock\n", (long long)worst);
     assert_true(worst < 60);
-    rl_close(&h);
-    rl_close(&w);
+    mu_group_close(&h);
+    mu_group_close(&w);
 }
 
 /* A minority held elsewhere: granted; a majority held elsewhere: refused, nothing left. */
@@ -212,7 +180,7 @@ static void test_held_elsewhere(void **state)
     assert_int_equal(rlock_unlock(o1), RLOCK_OK);
     rlock_free(o0);
     rlock_free(o1);
-    rl_close(&r);
+    mu_group_close(&r);
 }
 
 /* Every mask of SIGSTOPped servers out of 5: success iff at least 3 answer, and the call returns
@@ -251,7 +219,7 @@ static void test_quorum_masks(void **state)
         assert_int_equal(unlocked, RLOCK_OK);
         assert_true(took <= wait + SERVER_TIMEOUT + slack);
         assert_true(rc == RLOCK_OK || took >= wait - 1);
-        rl_close(&r);
+        mu_group_close(&r);
     }
 }
 
@@ -283,7 +251,7 @@ static void test_validity(void **state)
     assert_int_equal(rlock_is_held(r.g), 0);
     assert_int_equal(rlock_token(r.g), 0);
     assert_int_equal(keys_on(first3, 3, "rl_valid"), 0);
-    rl_close(&r);
+    mu_group_close(&r);
     for (int i = 0; i < 3; i++) {
         rlock_client_free(slow[i]);
     }
@@ -327,7 +295,7 @@ static void test_watchdog_majority(void **state)
     assert_int_equal(keys_on(first3, 3, "rl_wd"), 0);
     mu_sleep_ms(500);
     assert_int_equal(atomic_load(&lost_calls), 1);
-    rl_close(&r);
+    mu_group_close(&r);
     for (int i = 0; i < 3; i++) {
         rlock_client_free(wc[i]);
     }
@@ -347,7 +315,7 @@ static void test_noscript(void **state)
     assert_int_equal(rlock_try_lock(r.g, 0, 10000), RLOCK_OK);
     assert_int_equal(keys_on(first3, 3, "rl_noscript"), 3);
     assert_int_equal(rlock_unlock(r.g), RLOCK_OK);
-    rl_close(&r);
+    mu_group_close(&r);
 }
 
 static void test_bad_input(void **state)
@@ -403,7 +371,7 @@ static void test_client_closed(void **state)
     assert_int_equal(rlock_is_locked(r.g), RLOCK_ECLOSED);
     assert_int_equal(rlock_unlock(r.g), RLOCK_ECLOSED);
     assert_int_equal(rlock_try_lock(r.g, 0, 1000), RLOCK_ECLOSED);
-    rl_close(&r); /* stops the renewals; the keys expire with their lease */
+    mu_group_close(&r); /* stops the renewals; the keys expire with their lease */
     rlock_client_free(c[0]);
     rlock_client_free(c[2]);
 }
@@ -458,8 +426,8 @@ static int64_t restart_scenario(const char *name, int64_t restart_delay_ms)
     pthread_join(th, NULL);
     assert_int_equal(l.rc, RLOCK_OK);
     (void)rlock_unlock(h.g); /* ELOST or ENOTOWNER: its grants are gone */
-    rl_close(&h);
-    rl_close(&g);
+    mu_group_close(&h);
+    mu_group_close(&g);
     return l.got_at - h_valid_until;
 }
 

@@ -91,8 +91,7 @@ static void test_mutual_exclusion_with_restart(void **state)
     rh_skip_if_unavailable();
     rh_server *s[3];
     for (int i = 0; i < 3; i++) {
-        s[i] = rh_start(NULL);
-        assert_non_null(s[i]);
+        s[i] = tc_start();
     }
     tc_stress_spec spec = {.procs = PROCS,
                            .threads = THREADS,

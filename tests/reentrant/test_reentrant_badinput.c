@@ -17,6 +17,7 @@
 
 #include "internal.h"
 #include "re_common.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
 static rlock_client *g_c;
@@ -47,6 +48,23 @@ static void assert_last_error_is(int code)
         assert_last_error_is(code);                                                                \
     } while (0)
 
+/* Every call on handle l (a try_lock with lease_ms) fails with code and says so in the last
+ * error; its token reads 0. */
+static void expect_calls_fail(rlock *l, int code, int64_t lease_ms)
+{
+    EXPECT_ERR(rlock_lock(l, -1), code);
+    EXPECT_ERR(rlock_try_lock(l, 0, lease_ms), code);
+    EXPECT_ERR(rlock_unlock(l), code);
+    EXPECT_ERR(rlock_force_unlock(l), code);
+    EXPECT_ERR(rlock_is_locked(l), code);
+    EXPECT_ERR(rlock_is_held(l), code);
+    EXPECT_ERR(rlock_hold_count(l), code);
+    rlk_err_clear();
+    assert_true(rlock_remaining_ttl_ms(l) == RLOCK_TTL_ERROR(code));
+    assert_last_error_is(code);
+    assert_int_equal(rlock_token(l), 0);
+}
+
 /* ---- NULL and empty arguments ----------------------------------------------------------- */
 
 static void test_null_and_empty(void **state)
@@ -56,17 +74,7 @@ static void test_null_and_empty(void **state)
     EXPECT_OPEN_FAILS(rlock_open(g_c, RLOCK_REENTRANT, NULL), RLOCK_EINVAL);
     EXPECT_OPEN_FAILS(rlock_open(g_c, RLOCK_REENTRANT, ""), RLOCK_EINVAL);
     EXPECT_OPEN_FAILS(rlock_open(g_c, (rlock_kind)99, "x"), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_lock(NULL, -1), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_try_lock(NULL, 0, -1), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_unlock(NULL), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_force_unlock(NULL), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_is_locked(NULL), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_is_held(NULL), RLOCK_EINVAL);
-    EXPECT_ERR(rlock_hold_count(NULL), RLOCK_EINVAL);
-    rlk_err_clear();
-    assert_true(rlock_remaining_ttl_ms(NULL) == RLOCK_TTL_ERROR(RLOCK_EINVAL));
-    assert_last_error_is(RLOCK_EINVAL);
-    assert_int_equal(rlock_token(NULL), 0);
+    expect_calls_fail(NULL, RLOCK_EINVAL, -1);
     rlock_free(NULL);
     rlock_client_free(NULL);
     rlock_client *c = (rlock_client *)1;
@@ -79,29 +87,10 @@ static void test_null_and_empty(void **state)
 
 /* ---- durations -------------------------------------------------------------------------- */
 
-typedef struct {
-    rlock *l;
-    int rc;
-    int64_t took;
-} forever_waiter;
-
-static void *forever_main(void *arg)
-{
-    forever_waiter *w = arg;
-    int64_t t0 = rh_now_ms();
-    w->rc = rlock_try_lock(w->l, INT64_MAX, 20000);
-    w->took = rh_now_ms() - t0;
-    if (w->rc == RLOCK_OK) {
-        rlock_unlock(w->l);
-    }
-    return NULL;
-}
-
 static void test_durations(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:bad:durations");
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, "re:bad:durations");
     EXPECT_ERR(rlock_try_lock(l, -1, -1), RLOCK_EINVAL);
     EXPECT_ERR(rlock_try_lock(l, INT64_MIN, 1000), RLOCK_EINVAL);
     EXPECT_ERR(rlock_lock(l, 0), RLOCK_EINVAL);
@@ -122,14 +111,14 @@ static void test_durations(void **state)
     assert_int_equal(rlock_try_lock(l, INT64_MAX, -1), RLOCK_OK);
     assert_true(rh_now_ms() - t0 < 1000);
     /* ...and a real wait (no overflow into "already expired") on a held one. */
-    forever_waiter w = {.l = l};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, forever_main, &w), 0);
+    tc_holder w;
+    tc_holder_start(&w, l, INT64_MAX, 20000, 0);
     rh_sleep_ms(300);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    pthread_join(t, NULL);
+    tc_holder_join(&w);
     assert_int_equal(w.rc, RLOCK_OK);
-    assert_true(w.took >= 250 && w.took < 2000);
+    int64_t took = w.got_at - w.started_at;
+    assert_true(took >= 250 && took < 2000);
     rlock_free(l);
 }
 
@@ -138,8 +127,7 @@ static void test_durations(void **state)
 static void test_unlock_twice(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:bad:twice");
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, "re:bad:twice");
     EXPECT_ERR(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -177,31 +165,12 @@ static long long bin_cmd(const char *cmd, const char *key, size_t klen, const ch
     return v;
 }
 
-typedef struct {
-    rlock *l;
-    int rc;
-    int64_t took;
-} name_waiter;
-
-static void *name_waiter_main(void *arg)
-{
-    name_waiter *w = arg;
-    int64_t t0 = rh_now_ms();
-    w->rc = rlock_try_lock(w->l, 10000, 20000);
-    w->took = rh_now_ms() - t0;
-    if (w->rc == RLOCK_OK) {
-        w->rc = rlock_unlock(w->l);
-    }
-    return NULL;
-}
-
 /* Locks name, checks its hash, field count and token key byte for byte on Redis, lets another
  * thread wait for it through the name's channel, and checks everything is released. */
 static void check_name_roundtrip(const char *name)
 {
     size_t n = strlen(name);
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_lock(l, 20000), RLOCK_OK);
     assert_int_equal(bin_cmd("EXISTS", name, n, NULL, 0), 1);
     assert_int_equal(bin_cmd("HLEN", name, n, NULL, 0), 1);
@@ -213,14 +182,13 @@ static void check_name_roundtrip(const char *name)
     assert_int_equal(rlock_is_held(l), 1);
     assert_int_equal(rlock_hold_count(l), 1);
 
-    name_waiter w = {.l = l};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, name_waiter_main, &w), 0);
+    tc_holder w;
+    tc_holder_start(&w, l, 10000, 20000, 0);
     rh_sleep_ms(200);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, RLOCK_OK);
-    assert_true(w.took < 2000); /* woken by the unlock message, not the 20 s lease */
+    assert_int_equal(tc_holder_join(&w), RLOCK_OK);
+    /* Woken by the unlock message, not the 20 s lease. */
+    assert_true(w.got_at - w.started_at < 2000);
     assert_int_equal(bin_cmd("EXISTS", name, n, NULL, 0), 0);
     assert_int_equal(bin_cmd("GET", tk, tkn, NULL, 0), 2);
     free(tk);
@@ -256,8 +224,7 @@ static void test_name_length_limit(void **state)
     name[MIB + 1] = '\0';
     EXPECT_OPEN_FAILS(rlock_open(g_c, RLOCK_REENTRANT, name), RLOCK_EINVAL);
     name[MIB] = '\0';
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(bin_cmd("EXISTS", name, MIB, NULL, 0), 1);
     assert_int_equal(rlock_is_held(l), 1);
@@ -272,28 +239,13 @@ static void test_name_length_limit(void **state)
 static void test_calls_after_client_free(void **state)
 {
     (void)state;
-    rlock_client *c = re_client(g_srv);
-    assert_non_null(c);
-    rlock *held = rlock_open(c, RLOCK_REENTRANT, "re:bad:closed");
-    rlock *idle = rlock_open(c, RLOCK_REENTRANT, "re:bad:closed2");
-    assert_non_null(held);
-    assert_non_null(idle);
-    assert_int_equal(rlock_lock(held, -1), RLOCK_OK);
-    rlock_client_free(c);
+    rlock_client *c = tc_client_tuned(g_srv, 0, 0, NULL, NULL);
+    rlock *held, *idle;
+    tc_orphan_handles(c, "re:bad:closed", "re:bad:closed2", &held, &idle);
     rlock *both[2] = {held, idle};
     for (int i = 0; i < 2; i++) {
         rlock *l = both[i];
-        EXPECT_ERR(rlock_lock(l, -1), RLOCK_ECLOSED);
-        EXPECT_ERR(rlock_try_lock(l, 0, 1000), RLOCK_ECLOSED);
-        EXPECT_ERR(rlock_unlock(l), RLOCK_ECLOSED);
-        EXPECT_ERR(rlock_force_unlock(l), RLOCK_ECLOSED);
-        EXPECT_ERR(rlock_is_locked(l), RLOCK_ECLOSED);
-        EXPECT_ERR(rlock_is_held(l), RLOCK_ECLOSED);
-        EXPECT_ERR(rlock_hold_count(l), RLOCK_ECLOSED);
-        rlk_err_clear();
-        assert_true(rlock_remaining_ttl_ms(l) == RLOCK_TTL_ERROR(RLOCK_ECLOSED));
-        assert_last_error_is(RLOCK_ECLOSED);
-        assert_int_equal(rlock_token(l), 0);
+        expect_calls_fail(l, RLOCK_ECLOSED, 1000);
     }
     /* The client's memory lives while handles refer to it, so opening is still detectable. */
     EXPECT_OPEN_FAILS(rlock_open(c, RLOCK_REENTRANT, "re:bad:closed3"), RLOCK_ECLOSED);

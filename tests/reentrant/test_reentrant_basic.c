@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_thread.h"
 
 typedef struct {
     rh_server *srv;
@@ -106,8 +107,7 @@ static intptr_t other(rlock *l, int op)
 static void test_lock_unlock(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:lu");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:lu");
     for (int round = 0; round < 2; round++) {
         assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
         assert_int_equal(rlock_is_locked(l), 1);
@@ -134,8 +134,7 @@ static void test_lock_unlock(void **state)
 static void test_reentrancy(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:reent");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:reent");
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
     assert_int_equal(other(l, OP_TRY0), RLOCK_ETIMEDOUT);
@@ -150,8 +149,7 @@ static void test_reentrancy(void **state)
 static void test_hold_count(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:count");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:count");
     assert_int_equal(rlock_hold_count(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_hold_count(l), 1);
@@ -173,8 +171,7 @@ static void test_hold_count(void **state)
 static void test_visibility_other_thread(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:vis");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:vis");
     assert_int_equal(rlock_is_locked(l), 0);
     assert_int_equal(rlock_is_held(l), 0);
     assert_int_equal(other(l, OP_IS_LOCKED), 0);
@@ -199,8 +196,7 @@ static void test_visibility_other_thread(void **state)
 static void test_unlock_by_other_thread(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:unlockfail");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:unlockfail");
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     const char *hgetall[] = {"HGETALL", "re:basic:unlockfail", NULL};
@@ -234,15 +230,13 @@ static void test_unlock_by_other_thread(void **state)
 static void test_force_unlock(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:force");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:force");
     assert_int_equal(rlock_force_unlock(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_is_locked(l), 1);
     assert_int_equal(rlock_force_unlock(l), 1);
     assert_int_equal(rlock_is_locked(l), 0);
-    rlock *fresh = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:force");
-    assert_non_null(fresh);
+    rlock *fresh = tc_open(f->c, RLOCK_REENTRANT, "re:basic:force");
     assert_int_equal(rlock_is_locked(fresh), 0);
     assert_int_equal(other(fresh, OP_TRY0), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
@@ -256,8 +250,7 @@ static void test_force_unlock(void **state)
 static void test_expire(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:expire");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:expire");
     assert_int_equal(rlock_lock(l, 2000), RLOCK_OK);
     int64_t t0 = rh_now_ms();
     other_op o = {.l = l, .op = OP_LOCK_UNLOCK};
@@ -276,8 +269,7 @@ static void test_expire(void **state)
 static void test_remaining_ttl(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:ttl");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:ttl");
     assert_int_equal(rlock_remaining_ttl_ms(l), -2);
     assert_int_equal(rlock_lock(l, 3600000), RLOCK_OK);
     int64_t ttl = rlock_remaining_ttl_ms(l);
@@ -303,44 +295,24 @@ static void test_remaining_ttl(void **state)
     rlock_free(l);
 }
 
-typedef struct {
-    rlock *l;
-    int64_t wait_ms;
-    int rc;
-    int64_t took;
-} try_op;
-
-static void *try_main(void *arg)
-{
-    try_op *t = arg;
-    int64_t t0 = rh_now_ms();
-    t->rc = rlock_try_lock(t->l, t->wait_ms, -1);
-    t->took = rh_now_ms() - t0;
-    if (t->rc == RLOCK_OK) {
-        rlock_unlock(t->l);
-    }
-    return NULL;
-}
-
 /* testTryLockWait: tryLock(3 s) on a lock held by another thread returns RLOCK_ETIMEDOUT after
  * 3.0 - 3.3 s. */
 static void test_try_lock_wait(void **state)
 {
     fixture *f = *state;
-    rlock *l = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:trywait");
-    assert_non_null(l);
+    rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:trywait");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    try_op t = {.l = l, .wait_ms = 3000};
-    re_run_thread(try_main, &t);
-    print_message("tryLock(3000) on a held lock returned after %lld ms\n", (long long)t.took);
+    tc_holder t;
+    tc_holder_run(&t, l, 3000, -1, 0);
+    int64_t took = t.got_at - t.started_at;
+    print_message("tryLock(3000) on a held lock returned after %lld ms\n", (long long)took);
     assert_int_equal(t.rc, RLOCK_ETIMEDOUT);
-    assert_true(t.took >= 3000 && t.took <= 3300);
+    assert_true(took >= 3000 && took <= 3300);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     /* Once free, the same wait succeeds at once. */
-    t.rc = -100;
-    re_run_thread(try_main, &t);
+    tc_holder_run(&t, l, 3000, -1, 0);
     assert_int_equal(t.rc, RLOCK_OK);
-    assert_true(t.took < 1000);
+    assert_true(t.got_at - t.started_at < 1000);
     rlock_free(l);
 }
 
@@ -350,23 +322,21 @@ static void test_try_lock_wait(void **state)
 static void test_redis_down(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
-    rlock_client *c = tc_client_ex(s, 0, 1000, NULL, NULL);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:basic:down");
-    assert_non_null(l);
+    rh_server *s = tc_start();
+    rlock_client *c = tc_client_tuned(s, 0, 1000, NULL, NULL);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "re:basic:down");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rh_stop(s), 0);
 
     int64_t t0 = rh_now_ms();
     assert_int_equal(other(l, OP_TRY0), RLOCK_ECONN);
-    try_op t = {.l = l, .wait_ms = 5000};
-    re_run_thread(try_main, &t);
+    tc_holder t;
+    tc_holder_run(&t, l, 5000, -1, 0);
+    int64_t took = t.got_at - t.started_at;
     print_message("Redis down: tryLock(5000, ...) returned %d (%s) after %lld ms\n", t.rc,
-                  rlock_strerror(t.rc), (long long)t.took);
+                  rlock_strerror(t.rc), (long long)took);
     assert_int_equal(t.rc, RLOCK_ECONN);
-    assert_true(t.took < 2500);
+    assert_true(took < 2500);
     other_op o = {.l = l, .op = OP_LOCK_UNLOCK};
     assert_int_equal(re_run_thread(other_main, &o), RLOCK_ECONN);
     assert_true(strlen(o.err) > 0);

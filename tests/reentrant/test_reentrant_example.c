@@ -23,8 +23,7 @@ static const char *g_example;
 static void test_counter_example_is_exact(void **state)
 {
     (void)state;
-    rh_server *s = rh_start(NULL);
-    assert_non_null(s);
+    rh_server *s = tc_start();
     char *argv[] = {(char *)g_example, (char *)rh_url(s), "4", "250", NULL};
     pid_t pid = -1;
     assert_int_equal(posix_spawn(&pid, g_example, NULL, NULL, argv, environ), 0);
@@ -36,11 +35,5 @@ static void test_counter_example_is_exact(void **state)
     rh_free(s);
 }
 
-int main(int argc, char **argv)
-{
-    g_example = tc_path_arg(argc, argv, "path of example_counter");
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counter_example_is_exact),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN_PATH(g_example, "path of example_counter", tc_require_server, NULL,
+             cmocka_unit_test(test_counter_example_is_exact))

@@ -74,8 +74,7 @@ static void *fencer_main(void *arg)
 static void test_tokens_increase_across_threads(void **state)
 {
     (void)state;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, FT_NAME);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, FT_NAME);
     _Atomic uint64_t last;
     atomic_init(&last, 0);
     fencer f[FT_THREADS];
@@ -107,8 +106,7 @@ static void test_reentry_keeps_token(void **state)
 {
     (void)state;
     const char *name = "re:fence:reentry";
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_token(l), 0);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     uint64_t t1 = rlock_token(l);
@@ -182,12 +180,5 @@ static void test_counter_never_resets(void **state)
     rlock_client_free(c2);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tokens_increase_across_threads),
-        cmocka_unit_test(test_reentry_keeps_token),
-        cmocka_unit_test(test_counter_never_resets),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_tokens_increase_across_threads),
+        cmocka_unit_test(test_reentry_keeps_token), cmocka_unit_test(test_counter_never_resets))

@@ -27,6 +27,7 @@
 #include "client.h"
 #include "pubsub.h"
 #include "re_common.h"
+#include "tc_thread.h"
 
 #define WAITERS  16
 #define LEASE_MS 60000
@@ -37,25 +38,8 @@ static rh_server *g_srv; /* the group's server (tc_server_setup), set by each te
 typedef struct herd_waiter {
     rlock_client *c;
     rlock *l;
-    pthread_t t;
-    int rc;
-    atomic_int got;
-    atomic_int release;
+    tc_holder h;
 } herd_waiter;
-
-static void *herd_main(void *arg)
-{
-    herd_waiter *w = arg;
-    w->rc = rlock_try_lock(w->l, 30000, LEASE_MS);
-    atomic_store(&w->got, 1);
-    while (w->rc == RLOCK_OK && !atomic_load(&w->release)) {
-        rh_sleep_ms(1);
-    }
-    if (w->rc == RLOCK_OK && rlock_unlock(w->l) != RLOCK_OK) {
-        w->rc = -100;
-    }
-    return NULL;
-}
 
 static rlock_client *herd_client(int64_t waiter_timeout_ms)
 {
@@ -70,16 +54,13 @@ static void herd_start(herd_waiter *w, const char *name, int64_t waiter_timeout_
 {
     memset(w, 0, sizeof(*w));
     w->c = herd_client(waiter_timeout_ms);
-    w->l = rlock_open(w->c, RLOCK_REENTRANT, name);
-    assert_non_null(w->l);
-    assert_int_equal(pthread_create(&w->t, NULL, herd_main, w), 0);
+    w->l = tc_open(w->c, RLOCK_REENTRANT, name);
+    tc_holder_start(&w->h, w->l, 30000, LEASE_MS, -1);
 }
 
 static void herd_stop(herd_waiter *w)
 {
-    atomic_store(&w->release, 1);
-    pthread_join(w->t, NULL);
-    assert_int_equal(w->rc, RLOCK_OK);
+    assert_int_equal(tc_holder_join(&w->h), RLOCK_OK);
     rlock_free(w->l);
     rlock_client_free(w->c);
 }
@@ -90,18 +71,6 @@ static long long zcard_waiters(const char *name)
     snprintf(key, sizeof(key), "rlock_lock_waiters:{%s}", name);
     const char *argv[] = {"ZCARD", key, NULL};
     return rh_cmd_int(g_srv, argv);
-}
-
-static long long numsub(const char *channel)
-{
-    const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    redisReply *r = rh_cmd(g_srv, argv);
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        n = r->element[1]->integer;
-    }
-    freeReplyObject(r);
-    return n;
 }
 
 /* The clients' wake channels of name: PUBSUB CHANNELS rlock_lock_wake:{name}:*, with the glob
@@ -138,7 +107,7 @@ static void wait_parked(const char *name, long long n)
     }
     assert_int_equal(zcard_waiters(name), n);
     assert_int_equal(tc_listeners(g_srv, ch), n);
-    assert_int_equal(numsub(ch), 0);
+    assert_int_equal(tc_numsub(g_srv, ch), 0);
     assert_int_equal(wake_channels(name), n);
     do {
         assert_int_equal(rh_reset_stats(g_srv), 0);
@@ -153,7 +122,7 @@ static int herd_holder(herd_waiter *w, int n, const int *done)
     int64_t deadline = rh_now_ms() + 5000;
     while (rh_now_ms() < deadline) {
         for (int i = 0; i < n; i++) {
-            if (!done[i] && atomic_load(&w[i].got)) {
+            if (!done[i] && atomic_load(&w[i].h.got)) {
                 return i;
             }
         }
@@ -214,7 +183,7 @@ static void test_release_wakes_one_client(void **state)
     int cur = first;
     for (int k = 1; k < WAITERS; k++) {
         done[cur] = 1;
-        atomic_store(&w[cur].release, 1);
+        atomic_store(&w[cur].h.release, 1);
         cur = herd_holder(w, WAITERS, done);
         assert_true(cur >= 0);
     }
@@ -222,7 +191,7 @@ static void test_release_wakes_one_client(void **state)
      * where the clients whose wait just ended may still listen (lingering). */
     uint64_t drain_read = herd_messages(w, WAITERS) - read0;
     done[cur] = 1;
-    atomic_store(&w[cur].release, 1);
+    atomic_store(&w[cur].h.release, 1);
     rh_sleep_ms(100);
     long long drain_attempts = attempts_since_reset(WAITERS);
     print_message("%d waiting clients: the first release caused %lld acquire attempt(s) (%lld "
@@ -301,7 +270,7 @@ static void test_killed_waiter_strands_nobody(void **state)
     int first = herd_holder(w, 2, done);
     assert_true(first >= 0);
     done[first] = 1;
-    atomic_store(&w[first].release, 1);
+    atomic_store(&w[first].h.release, 1);
     int second = herd_holder(w, 2, done);
     assert_true(second >= 0);
     int64_t took = rh_now_ms() - released;
@@ -348,12 +317,6 @@ static void test_glob_name_pattern_is_literal(void **state)
     rlock_client_free(hc);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_release_wakes_one_client),
+TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_release_wakes_one_client),
         cmocka_unit_test(test_killed_waiter_strands_nobody),
-        cmocka_unit_test(test_glob_name_pattern_is_literal),
-    };
-    return cmocka_run_group_tests(tests, tc_server_setup, tc_server_teardown);
-}
+        cmocka_unit_test(test_glob_name_pattern_is_literal))

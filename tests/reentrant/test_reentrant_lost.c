@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_thread.h"
 
 #define WD_MS 1500
 
@@ -48,31 +49,14 @@ static int64_t wait_lost(int want, int64_t ms)
     return rh_now_ms() - t0;
 }
 
-typedef struct {
-    rlock *l;
-    int rc;
-    uint64_t token;
-} holder;
-
-/* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
-static void *new_holder_main(void *arg)
-{
-    holder *h = arg;
-    h->rc = rlock_try_lock(h->l, 5000, -1);
-    if (h->rc == RLOCK_OK) {
-        h->token = rlock_token(h->l);
-        rlock_unlock(h->l);
-    }
-    return NULL;
-}
-
 /* The checks after a loss, shared by both scenarios. */
 static void assert_lost_state(rlock *l, uint64_t lost_token)
 {
     assert_int_equal(rlock_is_held(l), 0);
     assert_int_equal(rlock_token(l), 0);
-    holder h = {.l = l};
-    re_run_thread(new_holder_main, &h);
+    /* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
+    tc_holder h;
+    tc_holder_run(&h, l, 5000, -1, 0);
     assert_int_equal(h.rc, RLOCK_OK);
     print_message("lost token %llu, next holder's token %llu\n", (unsigned long long)lost_token,
                   (unsigned long long)h.token);
@@ -89,16 +73,29 @@ static void assert_lost_state(rlock *l, uint64_t lost_token)
     assert_int_equal(atomic_load(&g_lost_other), 0);
 }
 
+/* A client with the test's watchdog timeout, the given command timeout (0: the default) and
+ * on_lost counting into g_lost_calls (reset here), and its handle on name, the lock the test
+ * expects on_lost to name. */
+static rlock *lost_open(const char *name, int64_t command_timeout_ms, rlock_client **c)
+{
+    g_expect_name = name;
+    atomic_store(&g_lost_calls, 0);
+    *c = tc_client_tuned(g_srv, WD_MS, command_timeout_ms, on_lost, &g_lost_calls);
+    return tc_open(*c, RLOCK_REENTRANT, name);
+}
+
+static void lost_close(rlock *l, rlock_client *c)
+{
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
 /* (a) The key is deleted behind the holder's back (here held twice: reentrant). */
 static void test_lost_by_del(void **state)
 {
     (void)state;
-    g_expect_name = "re:lost:del";
-    atomic_store(&g_lost_calls, 0);
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
-    assert_non_null(l);
+    rlock_client *c;
+    rlock *l = lost_open("re:lost:del", 0, &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     uint64_t token = rlock_token(l);
@@ -113,8 +110,7 @@ static void test_lost_by_del(void **state)
     assert_true(took <= WD_MS / 3 + 200);
     rh_sleep_ms(WD_MS); /* No second call while the record lingers. */
     assert_lost_state(l, token);
-    rlock_free(l);
-    rlock_client_free(c);
+    lost_close(l, c);
 }
 
 /* (b) The server is paused past the lease: renewals time out, the watchdog judges the lease
@@ -122,12 +118,8 @@ static void test_lost_by_del(void **state)
 static void test_lost_by_pause(void **state)
 {
     (void)state;
-    g_expect_name = "re:lost:pause";
-    atomic_store(&g_lost_calls, 0);
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 300, on_lost, &g_lost_calls);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
-    assert_non_null(l);
+    rlock_client *c;
+    rlock *l = lost_open("re:lost:pause", 300, &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     uint64_t token = rlock_token(l);
     assert_true(token > 0);
@@ -146,8 +138,7 @@ static void test_lost_by_pause(void **state)
     assert_true(took <= WD_MS + 500);
     rh_sleep_ms(WD_MS);
     assert_lost_state(l, token);
-    rlock_free(l);
-    rlock_client_free(c);
+    lost_close(l, c);
 }
 
 /* A hold with an explicit lease is not the watchdog's: it expires without on_lost, and its late
@@ -155,19 +146,16 @@ static void test_lost_by_pause(void **state)
 static void test_explicit_lease_expires_silently(void **state)
 {
     (void)state;
-    g_expect_name = "re:lost:lease";
-    atomic_store(&g_lost_calls, 0);
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
-    assert_non_null(l);
+    rlock_client *c;
+    rlock *l = lost_open("re:lost:lease", 0, &c);
     assert_int_equal(rlock_lock(l, 300), RLOCK_OK);
     uint64_t token = rlock_token(l);
     rh_sleep_ms(WD_MS);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(rlock_is_held(l), 0);
-    holder h = {.l = l};
-    re_run_thread(new_holder_main, &h);
+    /* Another thread takes the lock (waiting up to 5 s), reads its token and releases it. */
+    tc_holder h;
+    tc_holder_run(&h, l, 5000, -1, 0);
     assert_int_equal(h.rc, RLOCK_OK);
     assert_true(h.token > token);
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
@@ -175,8 +163,7 @@ static void test_explicit_lease_expires_silently(void **state)
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(atomic_load(&g_lost_other), 0);
-    rlock_free(l);
-    rlock_client_free(c);
+    lost_close(l, c);
 }
 
 /* A call that asks Redis and finds the hold gone updates the hold record: after rlock_is_held()
@@ -184,12 +171,8 @@ static void test_explicit_lease_expires_silently(void **state)
 static void test_is_held_clears_token(void **state)
 {
     (void)state;
-    g_expect_name = "re:lost:isheld";
-    atomic_store(&g_lost_calls, 0);
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, on_lost, &g_lost_calls);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, g_expect_name);
-    assert_non_null(l);
+    rlock_client *c;
+    rlock *l = lost_open("re:lost:isheld", 0, &c);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     uint64_t token = rlock_token(l);
@@ -210,8 +193,7 @@ static void test_is_held_clears_token(void **state)
     assert_int_equal(rlock_token(l), 0);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(atomic_load(&g_lost_other), 0);
-    rlock_free(l);
-    rlock_client_free(c);
+    lost_close(l, c);
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_thread.h"
 
 #define LEASE_MS 20000
 #define THREADS  8
@@ -90,8 +91,7 @@ static void test_handoff_attempts_bounded(void **state)
 {
     (void)state;
     const int rounds = 100;
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, "re:wait:handoff");
-    assert_non_null(l);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, "re:wait:handoff");
     /* Load the scripts first so that no NOSCRIPT retry is counted. */
     assert_int_equal(rlock_lock(l, LEASE_MS), RLOCK_OK);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
@@ -138,25 +138,32 @@ static void test_handoff_attempts_bounded(void **state)
 
 /* ---- no traffic while waiting ----------------------------------------------------------- */
 
-typedef struct {
-    rlock *l;
-    int64_t wait_ms;
-    int rc;
-    int64_t acquired_at;
-} waiter;
-
-static void *waiter_main(void *arg)
+/* Four waiters on l, each of which takes it for 20 ms when it gets it. */
+static void waiters_start(tc_holder w[4], rlock *l)
 {
-    waiter *w = arg;
-    w->rc = rlock_try_lock(w->l, w->wait_ms, LEASE_MS);
-    w->acquired_at = rh_now_ms();
-    if (w->rc == RLOCK_OK) {
-        rh_sleep_ms(20);
-        if (rlock_unlock(w->l) != RLOCK_OK) {
-            w->rc = -100;
-        }
+    for (int i = 0; i < 4; i++) {
+        tc_holder_start(&w[i], l, 10000, LEASE_MS, 20);
     }
-    return NULL;
+}
+
+/* Joins the four waiters, asserts each got and released the lock and returns the last time one
+ * of them got it (released if earlier). */
+static int64_t waiters_join(tc_holder w[4], int64_t released)
+{
+    int64_t last = released;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(tc_holder_join(&w[i]), RLOCK_OK);
+        last = w[i].got_at > last ? w[i].got_at : last;
+    }
+    return last;
+}
+
+/* The lock name's handle on the group's client, and its channel in ch. */
+static rlock *open_with_channel(const char *name, char *ch, size_t cap)
+{
+    re_channel(name, ch, cap);
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
+    return l;
 }
 
 /* Waiters parked on a held lock send Redis nothing until they are woken. */
@@ -165,16 +172,10 @@ static void test_no_polling_while_waiting(void **state)
     (void)state;
     const char *name = "re:wait:idle";
     char ch[128];
-    re_channel(name, ch, sizeof(ch));
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = open_with_channel(name, ch, sizeof(ch));
     assert_int_equal(rlock_lock(l, LEASE_MS), RLOCK_OK);
-    waiter w[4];
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = (waiter){.l = l, .wait_ms = 10000};
-        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
-    }
+    tc_holder w[4];
+    waiters_start(w, l);
     assert_true(tc_wait_listeners(g_srv, ch, 1, 2000));
     rh_sleep_ms(200); /* let every waiter finish its post-confirmation attempt */
     assert_int_equal(rh_reset_stats(g_srv), 0);
@@ -184,12 +185,7 @@ static void test_no_polling_while_waiting(void **state)
     assert_int_equal(sent, 0);
     int64_t released = rh_now_ms();
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    int64_t last = released;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(w[i].rc, RLOCK_OK);
-        last = w[i].acquired_at > last ? w[i].acquired_at : last;
-    }
+    int64_t last = waiters_join(w, released);
     assert_true(last - released < 2000);
     assert_int_equal(re_wait_no_channels(g_srv, 1000), 0);
     rlock_free(l);
@@ -200,12 +196,8 @@ static void test_no_polling_while_waiting(void **state)
 static void kill_pubsub_round(rlock *l, const char *ch, int unlock_before_resubscribe)
 {
     assert_int_equal(rlock_lock(l, LEASE_MS), RLOCK_OK);
-    waiter w[4];
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = (waiter){.l = l, .wait_ms = 10000};
-        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
-    }
+    tc_holder w[4];
+    waiters_start(w, l);
     assert_true(tc_wait_listeners(g_srv, ch, 1, 2000));
     rh_sleep_ms(100);
     const char *kill_cmd[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
@@ -215,12 +207,7 @@ static void kill_pubsub_round(rlock *l, const char *ch, int unlock_before_resubs
     }
     int64_t released = rh_now_ms();
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    int64_t last = released;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(w[i].rc, RLOCK_OK);
-        last = w[i].acquired_at > last ? w[i].acquired_at : last;
-    }
+    int64_t last = waiters_join(w, released);
     print_message("subscriber killed (%s): all 4 waiters acquired within %lld ms of the unlock\n",
                   unlock_before_resubscribe ? "unlock published while it was down"
                                             : "unlock after it resubscribed",
@@ -234,21 +221,13 @@ static void test_client_kill_pubsub_strands_nobody(void **state)
     (void)state;
     const char *name = "re:wait:kill";
     char ch[128];
-    re_channel(name, ch, sizeof(ch));
-    rlock *l = rlock_open(g_c, RLOCK_REENTRANT, name);
-    assert_non_null(l);
+    rlock *l = open_with_channel(name, ch, sizeof(ch));
     kill_pubsub_round(l, ch, 1);
     kill_pubsub_round(l, ch, 0);
     assert_int_equal(re_wait_no_channels(g_srv, 1000), 0);
     rlock_free(l);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_handoff_attempts_bounded),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_handoff_attempts_bounded),
         cmocka_unit_test(test_no_polling_while_waiting),
-        cmocka_unit_test(test_client_kill_pubsub_strands_nobody),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_client_kill_pubsub_strands_nobody))

@@ -90,10 +90,8 @@ static void test_sigkill_holder_frees_lock(void **state)
     long long ttl_at_kill = rh_cmd_int(g_srv, pttl);
 
     /* Another client waits for it (woken by the TTL bound: nobody publishes an unlock). */
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:killed");
-    assert_non_null(l);
+    rlock_client *c = tc_client_tuned(g_srv, WD_MS, 0, NULL, NULL);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "re:wd:killed");
     assert_int_equal(rlock_is_locked(l), 1);
     assert_int_equal(rlock_try_lock(l, 5000, -1), RLOCK_OK);
     int64_t freed_after = rh_now_ms() - killed_at;
@@ -114,10 +112,8 @@ static void test_sigkill_holder_frees_lock(void **state)
 static void test_hold_10s_stays_held(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
-    assert_non_null(c);
-    rlock *l = rlock_open(c, RLOCK_REENTRANT, "re:wd:long");
-    assert_non_null(l);
+    rlock_client *c = tc_client_tuned(g_srv, WD_MS, 0, NULL, NULL);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "re:wd:long");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     int64_t start = rh_now_ms();
     int64_t min_ttl = WD_MS;
@@ -169,8 +165,7 @@ static long long count_existing(redisContext *ctx, char (*names)[32])
 static void test_10000_holds_batched(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_ex(g_srv, WD_MS, 0, NULL, NULL);
-    assert_non_null(c);
+    rlock_client *c = tc_client_tuned(g_srv, WD_MS, 0, NULL, NULL);
     char(*names)[32] = calloc(MANY, 32);
     rlock **locks = calloc(MANY, sizeof(rlock *));
     assert_non_null(names);
@@ -181,8 +176,7 @@ static void test_10000_holds_batched(void **state)
     int64_t t0 = rh_now_ms();
     for (int i = 0; i < MANY; i++) {
         snprintf(names[i], 32, "re:wd:many:%d", i);
-        locks[i] = rlock_open(c, RLOCK_REENTRANT, names[i]);
-        assert_non_null(locks[i]);
+        locks[i] = tc_open(c, RLOCK_REENTRANT, names[i]);
         assert_int_equal(rlock_lock(locks[i], -1), RLOCK_OK);
     }
     int64_t span = rh_now_ms() - t0;

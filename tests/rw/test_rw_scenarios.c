@@ -16,6 +16,7 @@
 #include <hiredis.h>
 
 #include "rw_util.h"
+#include "tc_thread.h"
 
 static rh_server *g_srv;
 static rlock_client *g_cli;  /* default options (watchdog 30 s) */
@@ -31,16 +32,6 @@ static const char *fresh_name(const char *base)
     return buf;
 }
 
-static rlock *open_side(rlock_client *c, rlock_kind kind, const char *name)
-{
-    rlock *l = rlock_open(c, kind, name);
-
-    if (l == NULL) {
-        fail_msg("rlock_open(%s): %s", name, rlock_last_error());
-    }
-    return l;
-}
-
 /* The read and write sides of one lock on one client, and worker threads (started, at most
  * three) to hold it as other threads: what most scenarios begin with. */
 typedef struct scene {
@@ -53,13 +44,22 @@ typedef struct scene {
 static void scene_open(scene *sc, rlock_client *c, const char *name, int workers)
 {
     sc->name = name;
-    sc->r = open_side(c, RLOCK_READ, name);
-    sc->w = open_side(c, RLOCK_WRITE, name);
+    sc->r = tc_open(c, RLOCK_READ, name);
+    sc->w = tc_open(c, RLOCK_WRITE, name);
     sc->workers = workers;
     for (int i = 0; i < workers; i++) {
         rw_worker_start(&sc->wk[i]);
     }
 }
+
+/* Declares the scene sc of a test (scene_open() with the remaining arguments) and the short
+ * names that scenarios use: name, r (the read side) and w (the write side). */
+#define SCENE(sc, ...)                                                                             \
+    scene sc;                                                                                      \
+    scene_open(&(sc), __VA_ARGS__);                                                                \
+    const char *name = (sc).name;                                                                  \
+    rlock *r = (sc).r, *w = (sc).w;                                                                \
+    (void)name
 
 static void scene_close(scene *sc)
 {
@@ -90,10 +90,7 @@ static int group_teardown(void **state)
 /* testMultiRead: two readers coexist; a writer is blocked until both are gone. */
 static void test_multi_read(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("multiread"), 3);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("multiread"), 3);
     rw_worker *a = &sc.wk[0], *b = &sc.wk[1], *c = &sc.wk[2];
 
     (void)state;
@@ -117,9 +114,7 @@ static void test_multi_read(void **state)
 /* testWriteLock (first half): the write side is reentrant and excludes readers and writers. */
 static void test_write_reentrancy(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("wreentrant"), 1);
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("wreentrant"), 1);
     rw_worker *other = &sc.wk[0];
 
     (void)state;
@@ -147,10 +142,7 @@ static void test_write_reentrancy(void **state)
  * (no upgrade). */
 static void test_downgrade(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("downgrade"), 1);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("downgrade"), 1);
     rw_worker *other = &sc.wk[0];
     char *mode;
     int64_t t0;
@@ -184,10 +176,7 @@ static void test_downgrade(void **state)
  * leaves no trace in the waiting-writers zset. */
 static void test_no_upgrade(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("noupgrade"), 0);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("noupgrade"), 0);
     char writers[160];
     int64_t t0;
 
@@ -206,39 +195,14 @@ static void test_no_upgrade(void **state)
     scene_close(&sc);
 }
 
-typedef struct reader_arg {
-    rlock *r;
-    int rc;
-    int64_t got_at;
-} reader_arg;
-
-static void *reader_wait_main(void *p)
-{
-    reader_arg *a = p;
-
-    a->rc = rlock_try_lock(a->r, 10000, -1);
-    a->got_at = rh_now_ms();
-    if (a->rc == RLOCK_OK) {
-        rh_sleep_ms(20);
-        if (rlock_unlock(a->r) != RLOCK_OK) {
-            a->rc = -100;
-        }
-    }
-    return NULL;
-}
-
 /* testWriteRead: 20 readers queued behind a writer all proceed within 1 s of the write release.
  * With downgrade = 1 the writer also reads and its write release turns the lock into a read lock;
  * the readers must still be woken (Redisson publishes nothing there: they would sleep until their
  * TTL bound, the 30 s watchdog lease). */
 static void run_write_release_wakes(int downgrade)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name(downgrade ? "wakedown" : "wakeall"), 0);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
-    reader_arg args[20];
-    pthread_t th[20];
+    SCENE(sc, g_cli, fresh_name(downgrade ? "wakedown" : "wakeall"), 0);
+    tc_holder args[20];
     int64_t released;
 
     assert_int_equal(rlock_lock(w, -1), RLOCK_OK);
@@ -246,17 +210,13 @@ static void run_write_release_wakes(int downgrade)
         assert_int_equal(rlock_lock(r, -1), RLOCK_OK);
     }
     for (int i = 0; i < 20; i++) {
-        args[i].r = r;
-        args[i].rc = 1;
-        args[i].got_at = 0;
-        pthread_create(&th[i], NULL, reader_wait_main, &args[i]);
+        tc_holder_start(&args[i], r, 10000, -1, 20);
     }
     rh_sleep_ms(500);
     released = rh_now_ms();
     assert_int_equal(rlock_unlock(w), RLOCK_OK);
     for (int i = 0; i < 20; i++) {
-        pthread_join(th[i], NULL);
-        assert_int_equal(args[i].rc, RLOCK_OK);
+        assert_int_equal(tc_holder_join(&args[i]), RLOCK_OK);
         assert_true(args[i].got_at >= released);
         assert_true(args[i].got_at - released < 1000);
     }
@@ -283,10 +243,7 @@ static void test_downgrade_wakes_readers(void **state)
  * read hold, whatever order the leases come in; a released hold no longer counts. */
 static void test_read_lease_windows(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("leases"), 2);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("leases"), 2);
     rw_worker *a = &sc.wk[0], *b = &sc.wk[1];
     int64_t t0, el;
 
@@ -324,8 +281,8 @@ static void test_expire_each_side(void **state)
     (void)state;
     for (int side = 0; side < 2; side++) {
         const char *name = fresh_name("expire");
-        rlock *held = open_side(g_cli, side ? RLOCK_WRITE : RLOCK_READ, name);
-        rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+        rlock *held = tc_open(g_cli, side ? RLOCK_WRITE : RLOCK_READ, name);
+        rlock *w = tc_open(g_cli, RLOCK_WRITE, name);
         rw_worker other;
         int64_t t0, el;
         int rc;
@@ -351,7 +308,7 @@ static void test_expire_each_side(void **state)
 static void test_reentrant_write_shorter_lease(void **state)
 {
     const char *name = fresh_name("w1110");
-    rlock *w = open_side(g_cli, RLOCK_WRITE, name);
+    rlock *w = tc_open(g_cli, RLOCK_WRITE, name);
     rw_worker other;
 
     (void)state;
@@ -373,10 +330,7 @@ static void test_reentrant_write_shorter_lease(void **state)
  * watchdog periods, and so does the read side after the write release. */
 static void test_ttl_under_watchdog(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_fast, fresh_name("wdttl"), 0);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_fast, fresh_name("wdttl"), 0);
     char key[200];
 
     (void)state;
@@ -423,7 +377,7 @@ static void *many_reader_main(void *p)
 static void test_many_readers_past_watchdog(void **state)
 {
     const char *name = fresh_name("many");
-    rlock *r = open_side(g_fast, RLOCK_READ, name);
+    rlock *r = tc_open(g_fast, RLOCK_READ, name);
     pthread_barrier_t bar;
     many_arg args[50];
     pthread_t th[50];
@@ -451,10 +405,7 @@ static void test_many_readers_past_watchdog(void **state)
  * lock and wakes a waiting writer at once. */
 static void test_force_unlock(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("force"), 1);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("force"), 1);
     rw_worker *other = &sc.wk[0];
     int64_t t0;
 
@@ -539,10 +490,7 @@ static long long count_channels(const char *pattern)
  * channel, the readers' channel. Then 10 threads x 10 mixed lock/unlock run cleanly. */
 static void test_hash_tag_name(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, "{test}:abc:key", 2);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, "{test}:abc:key", 2);
     rw_worker *writer = &sc.wk[0], *reader = &sc.wk[1];
     const char *keys[] = {"KEYS", "{test}:abc:key:*:rwlock_timeout:1", NULL};
     redisReply *rep;
@@ -583,9 +531,7 @@ static void test_hash_tag_name(void **state)
  * grant returns the counter's current value. */
 static void test_tokens(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("tokens"), 0);
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("tokens"), 0);
     uint64_t last = 0;
 
     (void)state;
@@ -615,10 +561,7 @@ static void test_tokens(void **state)
  * it at once (they would otherwise wait for its liveness deadline). */
 static void test_writer_gives_up(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("giveup"), 2);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("giveup"), 2);
     rw_worker *wr = &sc.wk[0], *rd = &sc.wk[1];
     char writers[160];
     int64_t t0, el;
@@ -657,8 +600,8 @@ static void test_waiting_writer_blocks_new_readers(void **state)
     for (int reader_preferring = 0; reader_preferring < 2; reader_preferring++) {
         rlock_client *c = reader_preferring ? pref : g_cli;
         const char *name = fresh_name(reader_preferring ? "prefreaders" : "prefwriters");
-        rlock *r = open_side(c, RLOCK_READ, name);
-        rlock *w = open_side(c, RLOCK_WRITE, name);
+        rlock *r = tc_open(c, RLOCK_READ, name);
+        rlock *w = tc_open(c, RLOCK_WRITE, name);
 
         assert_int_equal(rw_worker_do(&holder, RW_OP_TRY, r, 0, -1), RLOCK_OK);
         rw_worker_post(&writer, RW_OP_TRY, w, 1500, -1);
@@ -687,10 +630,7 @@ static void test_waiting_writer_blocks_new_readers(void **state)
  * "<uuid>:<tid>:write", the read hold's timeout key, and the fencing counter. */
 static void test_redisson_layout(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("layout"), 0);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("layout"), 0);
     const char *hkeys[] = {"HKEYS", name, NULL};
     char owner[128] = "", key[300], *v;
     redisReply *rep;
@@ -735,10 +675,7 @@ static void test_redisson_layout(void **state)
  * invalid durations. */
 static void test_bad_input(void **state)
 {
-    scene sc;
-    scene_open(&sc, g_cli, fresh_name("bad"), 1);
-    const char *name = sc.name;
-    rlock *r = sc.r, *w = sc.w;
+    SCENE(sc, g_cli, fresh_name("bad"), 1);
     rw_worker *other = &sc.wk[0];
 
     (void)state;

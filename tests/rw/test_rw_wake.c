@@ -87,6 +87,20 @@ static int count_messages(redisContext *c, int64_t wait_ms, char *last, size_t l
     return n;
 }
 
+/* Unlocks l (held) and asserts that the release sent exactly one wake-up, to the waiting writer
+ * whose owner is writer. */
+static void unlock_wakes(rlock *l, const char *name, const char *writer)
+{
+    char last[256] = "";
+    char want[256];
+    redisContext *sub = watch_writers(name);
+    snprintf(want, sizeof(want), "rlock_rwlock_writer:{%s}:%s", name, writer);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(count_messages(sub, 500, last, sizeof(last)), 1);
+    assert_string_equal(last, want);
+    redisFree(sub);
+}
+
 /* A write release and a read release that frees the lock each wake one writer: the live one
  * with the earliest deadline, never a dead one (deadline passed) nor a later one. */
 static void test_release_wakes_one_writer(void **state)
@@ -94,10 +108,6 @@ static void test_release_wakes_one_writer(void **state)
     const char *name = "rw:wake:one";
     rlock *w = rlock_open(g_cli, RLOCK_WRITE, name);
     rlock *r = rlock_open(g_cli, RLOCK_READ, name);
-    char last[256] = "";
-    char want[256];
-    redisContext *sub;
-
     (void)state;
     assert_non_null(w);
     assert_non_null(r);
@@ -106,12 +116,7 @@ static void test_release_wakes_one_writer(void **state)
     fake_writer(name, "first:1:write", 60000);
     fake_writer(name, "second:1:write", 70000);
     fake_writer(name, "third:1:write", 80000);
-    sub = watch_writers(name);
-    snprintf(want, sizeof(want), "rlock_rwlock_writer:{%s}:first:1:write", name);
-    assert_int_equal(rlock_unlock(w), RLOCK_OK);
-    assert_int_equal(count_messages(sub, 500, last, sizeof(last)), 1);
-    assert_string_equal(last, want);
-    redisFree(sub);
+    unlock_wakes(w, name, "first:1:write");
 
     /* The fake writers keep new readers out: they leave, the read hold is taken, and two come
      * back behind it. */
@@ -120,12 +125,7 @@ static void test_release_wakes_one_writer(void **state)
     assert_int_equal(rlock_lock(r, 30000), RLOCK_OK);
     fake_writer(name, "later:1:write", 90000);
     fake_writer(name, "earlier:1:write", 50000);
-    sub = watch_writers(name);
-    snprintf(want, sizeof(want), "rlock_rwlock_writer:{%s}:earlier:1:write", name);
-    assert_int_equal(rlock_unlock(r), RLOCK_OK);
-    assert_int_equal(count_messages(sub, 500, last, sizeof(last)), 1);
-    assert_string_equal(last, want);
-    redisFree(sub);
+    unlock_wakes(r, name, "earlier:1:write");
     rh_cmd_int(g_srv, del);
     rlock_free(w);
     rlock_free(r);
@@ -161,11 +161,5 @@ static void test_leaving_writer_passes_wake_on(void **state)
     rlock_free(w);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_release_wakes_one_writer),
-        cmocka_unit_test(test_leaving_writer_passes_wake_on),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_release_wakes_one_writer),
+        cmocka_unit_test(test_leaving_writer_passes_wake_on))

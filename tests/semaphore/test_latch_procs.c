@@ -124,8 +124,7 @@ static long long list_max(const char *key, int *count, long long *min)
 static void test_latch_releases_waiters_of_other_processes(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    assert_non_null(g_srv);
+    g_srv = tc_start();
     const char *set[] = {"SET", NAME, "8", NULL};
     free(rh_cmd_str(g_srv, set));
     pid_t kids[WAITERS + 3];

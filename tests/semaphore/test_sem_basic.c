@@ -225,14 +225,34 @@ static long long quiet_evalsha(void)
     return last;
 }
 
+/* A semaphore with no permits seen from two clients: s on the group's, s2 on a second one. */
+typedef struct two_sides {
+    rlock_client *c2;
+    rlock_semaphore *s, *s2;
+} two_sides;
+
+static void two_sides_open(two_sides *t, const char *name)
+{
+    t->s = rlock_semaphore_open(g_c, name);
+    t->c2 = sc_client(g_srv);
+    t->s2 = rlock_semaphore_open(t->c2, name);
+    assert_int_equal(rlock_semaphore_try_set_permits(t->s, 0), 1);
+}
+
+static void two_sides_close(two_sides *t)
+{
+    rlock_semaphore_free(t->s2);
+    rlock_client_free(t->c2);
+    rlock_semaphore_free(t->s);
+}
+
 static void test_release_wakes_at_most_k(void **state)
 {
     (void)state;
     enum { N = 10 };
-    rlock_semaphore *s = rlock_semaphore_open(g_c, "herd");
-    rlock_client *c2 = sc_client(g_srv);
-    rlock_semaphore *s2 = rlock_semaphore_open(c2, "herd");
-    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
+    two_sides t;
+    two_sides_open(&t, "herd");
+    rlock_semaphore *s = t.s, *s2 = t.s2;
     assert_int_equal(rlock_semaphore_available(s2), 0); /* loads the scripts on c2's side */
     waiter w[N];
     atomic_store(&g_done, 0);
@@ -258,9 +278,7 @@ static void test_release_wakes_at_most_k(void **state)
         pthread_join(w[i].t, NULL);
         assert_int_equal(w[i].result, RLOCK_OK);
     }
-    rlock_semaphore_free(s2);
-    rlock_client_free(c2);
-    rlock_semaphore_free(s);
+    two_sides_close(&t);
 }
 
 /* The hook holds every waiter between its failed attempt and its sleep until released. */
@@ -287,10 +305,9 @@ static void test_no_lost_wakeup_between_attempt_and_wait(void **state)
 {
     (void)state;
     enum { N = 4 };
-    rlock_semaphore *s = rlock_semaphore_open(g_c, "between");
-    rlock_client *c2 = sc_client(g_srv);
-    rlock_semaphore *s2 = rlock_semaphore_open(c2, "between");
-    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
+    two_sides t;
+    two_sides_open(&t, "between");
+    rlock_semaphore *s = t.s, *s2 = t.s2;
     g_arrived = g_go = 0;
     rlk_wait_set_test_hook(hold_between, NULL);
     waiter w[N];
@@ -324,9 +341,7 @@ static void test_no_lost_wakeup_between_attempt_and_wait(void **state)
         assert_true(w[i].done_at - go_at < 10000);
     }
     rlk_wait_set_test_hook(NULL, NULL);
-    rlock_semaphore_free(s2);
-    rlock_client_free(c2);
-    rlock_semaphore_free(s);
+    two_sides_close(&t);
 }
 
 /* Commands a client can send itself (INFO commandstats also counts the commands run inside

@@ -321,12 +321,5 @@ static void test_latch(void **state)
     rlock_latch_free(l);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_semaphore),
-        cmocka_unit_test(test_permit_expirable_semaphore),
-        cmocka_unit_test(test_latch),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_plain_semaphore),
+        cmocka_unit_test(test_permit_expirable_semaphore), cmocka_unit_test(test_latch))

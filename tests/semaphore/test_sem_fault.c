@@ -56,8 +56,7 @@ static int holder_main(void *arg)
 static void test_watchdog_permit_survives_and_returns_after_sigkill(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    assert_non_null(g_srv);
+    g_srv = tc_start();
     const char *set[] = {"SET", "fault:sem", "1", NULL};
     char *ok = rh_cmd_str(g_srv, set);
     free(ok);
@@ -120,8 +119,7 @@ static void on_lost(const char *name, void *user)
 static void test_removed_permit_is_reported_lost(void **state)
 {
     (void)state;
-    g_srv = rh_start(NULL);
-    assert_non_null(g_srv);
+    g_srv = tc_start();
     rlock_client *c = tc_client_ex(g_srv, 600, 0, on_lost, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "lost:sem");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
@@ -156,8 +154,7 @@ static void test_release_during_subscriber_reconnect(void **state)
 {
     (void)state;
     enum { N = 3 };
-    g_srv = rh_start(NULL);
-    assert_non_null(g_srv);
+    g_srv = tc_start();
     rlock_client *c = sc_client(g_srv);
     rlock_semaphore *s = rlock_semaphore_open(c, "reconnect:sem");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
@@ -201,12 +198,7 @@ static void test_release_during_subscriber_reconnect(void **state)
     rh_free(g_srv);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(tc_require_server, NULL,
         cmocka_unit_test(test_watchdog_permit_survives_and_returns_after_sigkill),
         cmocka_unit_test(test_removed_permit_is_reported_lost),
-        cmocka_unit_test(test_release_during_subscriber_reconnect),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+        cmocka_unit_test(test_release_during_subscriber_reconnect))

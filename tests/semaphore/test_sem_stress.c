@@ -178,8 +178,7 @@ static void test_at_most_n_inside(void **state)
         g_per_thread = atoi(env);
     }
     int total = g_per_thread * PROCS * THREADS;
-    g_srv = rh_start(NULL);
-    assert_non_null(g_srv);
+    g_srv = tc_start();
     /* The permits are set with a plain SET: the children are forked before this process
      * starts any thread (a client would start two). */
     const char *set[] = {"SET", NAME, "3", NULL};

@@ -179,44 +179,53 @@ static void test_cancel(void **state)
     assert_int_equal(expire_into(&w, 10000, out, 8), 0);
 }
 
-static void test_readd_moves(void **state)
-{
+/* A wheel started at now (10 ms ticks), two fresh timers and room for what expires. */
+typedef struct two_timers {
     rlk_wheel w;
     rlk_timer a, b;
     rlk_timer *out[4];
+} two_timers;
 
+static void two_timers_init(two_timers *t, uint64_t now)
+{
+    rlk_timer_init(&t->a);
+    rlk_timer_init(&t->b);
+    rlk_wheel_init(&t->w, now, 10);
+}
+
+static void test_readd_moves(void **state)
+{
+    two_timers t;
     (void)state;
-    rlk_timer_init(&a);
-    rlk_timer_init(&b);
-    rlk_wheel_init(&w, 1000, 10);
+    two_timers_init(&t, 1000);
 
     /* Earlier. */
-    rlk_wheel_add(&w, &a, 1500);
-    rlk_wheel_add(&w, &a, 1100);
-    assert_int_equal(rlk_wheel_count(&w), 1);
-    assert_int_equal(a.expires_ms, 1100);
-    assert_int_equal(expire_into(&w, 1100, out, 4), 1);
-    assert_ptr_equal(out[0], &a);
+    rlk_wheel_add(&t.w, &t.a, 1500);
+    rlk_wheel_add(&t.w, &t.a, 1100);
+    assert_int_equal(rlk_wheel_count(&t.w), 1);
+    assert_int_equal(t.a.expires_ms, 1100);
+    assert_int_equal(expire_into(&t.w, 1100, t.out, 4), 1);
+    assert_ptr_equal(t.out[0], &t.a);
 
     /* Later. */
-    rlk_wheel_add(&w, &a, 1200);
-    rlk_wheel_add(&w, &a, 2000);
-    assert_int_equal(rlk_wheel_count(&w), 1);
-    assert_int_equal(expire_into(&w, 1999, out, 4), 0);
-    assert_int_equal(expire_into(&w, 2000, out, 4), 1);
+    rlk_wheel_add(&t.w, &t.a, 1200);
+    rlk_wheel_add(&t.w, &t.a, 2000);
+    assert_int_equal(rlk_wheel_count(&t.w), 1);
+    assert_int_equal(expire_into(&t.w, 1999, t.out, 4), 0);
+    assert_int_equal(expire_into(&t.w, 2000, t.out, 4), 1);
 
     /* Within the same bucket, and a whole revolution away in the same bucket. */
-    rlk_wheel_add(&w, &a, 2101);
-    rlk_wheel_add(&w, &b, 2102);
-    rlk_wheel_add(&w, &a, 2108);
-    assert_int_equal(rlk_wheel_count(&w), 2);
-    assert_int_equal(expire_into(&w, 2107, out, 4), 1);
-    assert_ptr_equal(out[0], &b);
-    rlk_wheel_add(&w, &a, 2108 + 10 * RLK_WHEEL_SLOTS);
-    assert_int_equal(expire_into(&w, 2108, out, 4), 0);
-    assert_int_equal(expire_into(&w, 2107 + 10 * RLK_WHEEL_SLOTS, out, 4), 0);
-    assert_int_equal(expire_into(&w, 2108 + 10 * RLK_WHEEL_SLOTS, out, 4), 1);
-    assert_int_equal(rlk_wheel_count(&w), 0);
+    rlk_wheel_add(&t.w, &t.a, 2101);
+    rlk_wheel_add(&t.w, &t.b, 2102);
+    rlk_wheel_add(&t.w, &t.a, 2108);
+    assert_int_equal(rlk_wheel_count(&t.w), 2);
+    assert_int_equal(expire_into(&t.w, 2107, t.out, 4), 1);
+    assert_ptr_equal(t.out[0], &t.b);
+    rlk_wheel_add(&t.w, &t.a, 2108 + 10 * RLK_WHEEL_SLOTS);
+    assert_int_equal(expire_into(&t.w, 2108, t.out, 4), 0);
+    assert_int_equal(expire_into(&t.w, 2107 + 10 * RLK_WHEEL_SLOTS, t.out, 4), 0);
+    assert_int_equal(expire_into(&t.w, 2108 + 10 * RLK_WHEEL_SLOTS, t.out, 4), 1);
+    assert_int_equal(rlk_wheel_count(&t.w), 0);
 }
 
 static void test_far_future_rounds(void **state)
@@ -300,23 +309,18 @@ static void test_past_expiries(void **state)
 
 static void test_clock_going_back(void **state)
 {
-    rlk_wheel w;
-    rlk_timer a, b;
-    rlk_timer *out[4];
-
+    two_timers t;
     (void)state;
-    rlk_timer_init(&a);
-    rlk_timer_init(&b);
-    rlk_wheel_init(&w, 1000, 10);
-    assert_int_equal(expire_into(&w, 2000, out, 4), 0);
-    rlk_wheel_add(&w, &a, 1990);
-    rlk_wheel_add(&w, &b, 1995);
+    two_timers_init(&t, 1000);
+    assert_int_equal(expire_into(&t.w, 2000, t.out, 4), 0);
+    rlk_wheel_add(&t.w, &t.a, 1990);
+    rlk_wheel_add(&t.w, &t.b, 1995);
     /* An earlier now_ms fires only what it reaches and does not move the wheel back. */
-    assert_int_equal(expire_into(&w, 1990, out, 4), 1);
-    assert_ptr_equal(out[0], &a);
-    assert_true(rlk_wheel_next_expiry(&w) <= 1995);
-    assert_int_equal(expire_into(&w, 2000, out, 4), 1);
-    assert_ptr_equal(out[0], &b);
+    assert_int_equal(expire_into(&t.w, 1990, t.out, 4), 1);
+    assert_ptr_equal(t.out[0], &t.a);
+    assert_true(rlk_wheel_next_expiry(&t.w) <= 1995);
+    assert_int_equal(expire_into(&t.w, 2000, t.out, 4), 1);
+    assert_ptr_equal(t.out[0], &t.b);
 }
 
 static void test_big_time_jump(void **state)
@@ -368,43 +372,39 @@ static void test_big_time_jump(void **state)
 
 static void test_next_expiry_bounds(void **state)
 {
-    rlk_wheel w;
-    rlk_timer a, b;
-    rlk_timer *out[4];
+    two_timers t;
     uint64_t now = 1000;
     int wakeups = 0;
 
     (void)state;
-    rlk_timer_init(&a);
-    rlk_timer_init(&b);
-    rlk_wheel_init(&w, now, 10);
+    two_timers_init(&t, now);
 
     /* Within the current tick the answer is exact. */
-    rlk_wheel_add(&w, &a, 1003);
-    assert_true(rlk_wheel_next_expiry(&w) == 1003);
-    rlk_wheel_cancel(&w, &a);
+    rlk_wheel_add(&t.w, &t.a, 1003);
+    assert_true(rlk_wheel_next_expiry(&t.w) == 1003);
+    rlk_wheel_cancel(&t.w, &t.a);
 
     /* Otherwise the start of the timer's tick. */
-    rlk_wheel_add(&w, &a, 1237);
-    assert_true(rlk_wheel_next_expiry(&w) == 1230);
-    rlk_wheel_add(&w, &b, 1105);
-    assert_true(rlk_wheel_next_expiry(&w) == 1100);
-    rlk_wheel_cancel(&w, &b);
+    rlk_wheel_add(&t.w, &t.a, 1237);
+    assert_true(rlk_wheel_next_expiry(&t.w) == 1230);
+    rlk_wheel_add(&t.w, &t.b, 1105);
+    assert_true(rlk_wheel_next_expiry(&t.w) == 1100);
+    rlk_wheel_cancel(&t.w, &t.b);
 
     /* Far away: a caller sleeping until next_expiry wakes about once per revolution and never
      * spins. */
-    rlk_wheel_add(&w, &a, now + UINT64_C(20) * RLK_WHEEL_SLOTS * 10 + 3);
-    while (a.pending) {
-        uint64_t next = rlk_wheel_next_expiry(&w);
+    rlk_wheel_add(&t.w, &t.a, now + UINT64_C(20) * RLK_WHEEL_SLOTS * 10 + 3);
+    while (t.a.pending) {
+        uint64_t next = rlk_wheel_next_expiry(&t.w);
 
         assert_true(next > now);
-        assert_true(next <= a.expires_ms);
+        assert_true(next <= t.a.expires_ms);
         now = next;
-        (void)expire_into(&w, now, out, 4);
+        (void)expire_into(&t.w, now, t.out, 4);
         wakeups++;
         assert_true(wakeups < 50);
     }
-    assert_true(now == a.expires_ms);
+    assert_true(now == t.a.expires_ms);
     assert_true(wakeups >= 20);
 }
 
