@@ -24,3 +24,10 @@ rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discov
 # no_tsan: about 100 s per run; plain and ASan keep tests/run.sh within its time budget.
 rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failover.c
                LABELS redis stress fault no_tsan TIMEOUT 240)
+
+# +switch-master: an idle client is on the new master (CLIENT LIST) before it issues anything and
+# locks there at the first try (no READONLY on the old master); a waiter's channel is subscribed
+# on the new master before the release there, and the waiter acquires; a client whose Sentinel
+# went down subscribes on the next one and still follows a failover. Three failovers.
+rlock_add_test(NAME test_sentinel_switch SOURCES replica/test_sentinel_switch.c
+               LABELS redis fault TIMEOUT 180)

@@ -107,3 +107,34 @@ rh_server *tc_deploy_master(tc_deploy *d)
     }
     return NULL;
 }
+
+/* Waits until a data server other than old is the master with both replicas online. */
+static rh_server *tc_deploy_wait_new(tc_deploy *d, rh_server *old)
+{
+    int64_t deadline = rh_now_ms() + 30000;
+    rh_server *m = NULL;
+    while ((m = tc_deploy_master(d)) == NULL || m == old) {
+        if (rh_now_ms() >= deadline) {
+            return NULL;
+        }
+        rh_sleep_ms(50);
+    }
+    return tc_replicas_wait(m, TC_NDATA - 1, 30000) == 0 ? m : NULL;
+}
+
+rh_server *tc_deploy_failover(tc_deploy *d)
+{
+    rh_server *before = tc_deploy_master(d);
+    int64_t deadline = rh_now_ms() + 30000;
+    for (int i = 0; rh_now_ms() < deadline; i++) {
+        const char *argv[] = {"SENTINEL", "FAILOVER", TC_SENTINEL_MASTER, NULL};
+        rh_server *s = d->sentinel[i % TC_NSENTINEL];
+        char *ok = s != NULL && rh_pid(s) ? rh_cmd_str(s, argv) : NULL;
+        free(ok);
+        if (ok != NULL) {
+            return tc_deploy_wait_new(d, before);
+        }
+        rh_sleep_ms(300);
+    }
+    return NULL;
+}

@@ -28,5 +28,9 @@ int tc_deploy_start(tc_deploy *d);
 int tc_deploy_stop(tc_deploy *d);
 /* The data server that ROLE calls master (NULL if none does). */
 rh_server *tc_deploy_master(tc_deploy *d);
+/* SENTINEL FAILOVER (asking the Sentinels in turn, retried while they are not ready for one:
+ * NOGOODSLAVE, INPROG, a Sentinel down), then waits until another data server is the master
+ * with both replicas online: the new master, or NULL after 30 s. */
+rh_server *tc_deploy_failover(tc_deploy *d);
 
 #endif

@@ -122,36 +122,6 @@ static int teardown(void **state)
     return tc_deploy_stop(&g_d);
 }
 
-/* Waits until a data server other than old is the master with both replicas online. */
-static rh_server *wait_new_master(rh_server *old, int replicas)
-{
-    int64_t deadline = rh_now_ms() + 30000;
-    rh_server *m = NULL;
-    while ((m = tc_deploy_master(&g_d)) == NULL || m == old) {
-        if (rh_now_ms() >= deadline) {
-            return NULL;
-        }
-        rh_sleep_ms(50);
-    }
-    return tc_replicas_wait(m, replicas, 30000) == 0 ? m : NULL;
-}
-
-/* SENTINEL FAILOVER, retried while the Sentinels are not ready for one (NOGOODSLAVE, INPROG). */
-static int graceful_failover(void)
-{
-    int64_t deadline = rh_now_ms() + 30000;
-    for (int i = 0; rh_now_ms() < deadline; i++) {
-        const char *argv[] = {"SENTINEL", "FAILOVER", TC_SENTINEL_MASTER, NULL};
-        char *ok = rh_cmd_str(g_d.sentinel[i % TC_NSENTINEL], argv);
-        free(ok);
-        if (ok != NULL) {
-            return 0;
-        }
-        rh_sleep_ms(300);
-    }
-    return -1;
-}
-
 static tc_stress *start_workers(void)
 {
     static tc_stress_spec spec;
@@ -196,8 +166,7 @@ typedef rh_server *(*switch_fn)(void);
 
 static rh_server *switch_graceful(void)
 {
-    rh_server *before = tc_deploy_master(&g_d);
-    return graceful_failover() == 0 ? wait_new_master(before, TC_NDATA - 1) : NULL;
+    return tc_deploy_failover(&g_d);
 }
 
 /* FAILOVERS switches under the stress, then the checks of finish(). */
