@@ -21,6 +21,7 @@ typedef struct bench_cfg {
     double scale;       /* < 1 shortens every scenario (smoke runs) */
     int tls_port;       /* a TLS port of ports[0]'s server (u1_tls), 0 = none */
     const char *tls_ca; /* the CA that signed its certificate */
+    int sync_port;      /* a master with 2 replicas online (u1_sync), 0 = none */
 } bench_cfg;
 
 extern bench_cfg g_cfg;
@@ -101,6 +102,7 @@ void bench_print_json_lines(void);
 /* Scenarios. Each returns 0 when it ran (targets met or not), -1 when it could not run. */
 int bench_uncontended_1(void);
 int bench_uncontended_tls(void);
+int bench_sync_1(void);
 int bench_uncontended_8(void);
 int bench_handoff(rlock_kind kind);
 int bench_watchdog_memory(void);

@@ -31,3 +31,9 @@ rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failove
 # went down subscribes on the next one and still follows a failover. Three failovers.
 rlock_add_test(NAME test_sentinel_switch SOURCES replica/test_sentinel_switch.c
                LABELS redis fault TIMEOUT 180)
+
+# test_sentinel_switch_tls: the same over TLS everywhere (rediss-sentinel://: Sentinels and data
+# nodes on TLS ports, TLS replication): discovery, locks and three failovers over TLS.
+if(COMMAND rlock_add_tls_variant)
+  rlock_add_tls_variant(test_sentinel_switch)
+endif()

@@ -7,11 +7,17 @@
 
 rh_server *tc_replica_start(const rh_server *master)
 {
+    /* Replicas of a TLS master (RH_TLS_DIR) replicate over TLS and announce their TLS port, so
+     * that Sentinels, which learn replicas from the master, name TLS ports only. */
+    int tls = rh_tls_port(master) > 0;
     char port[16];
-    snprintf(port, sizeof(port), "%d", rh_port(master));
+    snprintf(port, sizeof(port), "%d", tls ? rh_tls_port(master) : rh_port(master));
     /* A short repl-timeout is not set on purpose: tests stop replicas with SIGSTOP and rely on
      * the master still counting them as connected, as it would in production. */
-    const char *args[] = {"--replicaof", "127.0.0.1", port, NULL};
+    const char *args[] = {"--replicaof", "127.0.0.1", port, "--tls-replication", "yes", NULL};
+    if (!tls) {
+        args[3] = NULL;
+    }
     return rh_start(args);
 }
 

@@ -18,7 +18,9 @@
 typedef struct tc_deploy {
     rh_server *data[TC_NDATA]; /* data[0] is the first master */
     rh_server *sentinel[TC_NSENTINEL];
-    char url[256]; /* redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3#tcmaster */
+    /* redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3#tcmaster; rediss-sentinel:// and
+     * the TLS ports when the program runs over TLS (RH_TLS_DIR). */
+    char url[256];
 } tc_deploy;
 
 /* Starts the deployment and waits until every Sentinel sees the master, both replicas and the

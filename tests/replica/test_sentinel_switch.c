@@ -5,7 +5,8 @@
  * lock succeeds there at the first try (the old master, a replica by then, never answered it
  * READONLY), the channels of its current waiters are subscribed on the new master before anyone
  * publishes there, and a waiter then acquires. When its Sentinel goes down, the client subscribes
- * on the next one and still follows a failover.
+ * on the next one and still follows a failover. Registered a second time over TLS everywhere
+ * (test_sentinel_switch_tls: rediss-sentinel://, TLS Sentinels and data nodes).
  */
 #include <setjmp.h>
 #include <stdarg.h>
