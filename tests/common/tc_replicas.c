@@ -68,7 +68,9 @@ int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
 int tc_replicated_start(rh_server **master, rh_server **replicas, int n)
 {
     memset(replicas, 0, sizeof(rh_server *) * (size_t)n);
-    *master = rh_start(NULL);
+    /* Over TLS the master replicates over TLS too once a failover demotes it. */
+    const char *tls[] = {"--tls-replication", "yes", NULL};
+    *master = rh_start(rh_tls_dir() != NULL ? tls : NULL);
     int ok = *master != NULL;
     for (int i = 0; ok && i < n; i++) {
         replicas[i] = tc_replica_start(*master);

@@ -39,6 +39,8 @@ static int teardown(void **state)
 
 static rlock_client *sentinel_client(void)
 {
+    /* The TLS variant really is TLS everywhere (tc_options_url then trusts the test CA). */
+    assert_int_equal(strncmp(g_d.url, "rediss-", 7) == 0, rh_tls_dir() != NULL);
     rlock_options o;
     tc_options_url(&o, g_d.url);
     o.connect_timeout_ms = 3000;
