@@ -600,7 +600,10 @@ static int rlk_ps_poll(rlk_pubsub *ps, int fd, int want_write, int timeout_ms, i
         }
     }
     if (srev != NULL) {
-        *srev = n > 0 && sfd >= 0 ? pfd[2].revents : 0;
+        *srev = 0;
+        if (n > 0 && sfd >= 0) {
+            *srev = pfd[2].revents;
+        }
     }
     return n > 0 && fd >= 0 ? pfd[1].revents : 0;
 }

@@ -103,19 +103,25 @@ static int watch_parse(const rlock_client *c, const redisReply *m, char *host, i
 {
     if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
         m->element[0]->type != REDIS_REPLY_STRING || strcmp(m->element[0]->str, "message") != 0 ||
-        m->element[2]->type != REDIS_REPLY_STRING || m->element[2]->len >= 512) {
+        m->element[2]->type != REDIS_REPLY_STRING || m->element[2]->len >= 1024) {
         return 0;
     }
-    char name[512], old_host[512], new_host[512];
-    int old_port = 0, new_port = 0;
-    if (sscanf(m->element[2]->str, "%511s %511s %d %511s %d", name, old_host, &old_port, new_host,
-               &new_port) != 5 ||
-        strcmp(name, c->url.master_name) != 0 || strlen(new_host) >= RLK_HOST_MAX || new_port < 1 ||
-        new_port > 65535) {
+    char text[1024];
+    memcpy(text, m->element[2]->str, m->element[2]->len + 1);
+    char *words[5] = {NULL};
+    char *save = NULL;
+    int n = 0;
+    for (char *w = strtok_r(text, " ", &save); w != NULL && n < 5; w = strtok_r(NULL, " ", &save)) {
+        words[n++] = w;
+    }
+    char *end = NULL;
+    long p = n == 5 ? strtol(words[4], &end, 10) : 0;
+    if (n != 5 || *end != '\0' || p < 1 || p > 65535 || strcmp(words[0], c->url.master_name) != 0 ||
+        strlen(words[3]) >= RLK_HOST_MAX) {
         return 0;
     }
-    memcpy(host, new_host, strlen(new_host) + 1);
-    *port = new_port;
+    memcpy(host, words[3], strlen(words[3]) + 1);
+    *port = (int)p;
     return 1;
 }
 
