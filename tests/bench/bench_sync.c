@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "bench.h"
-#include "scripts.h"
 
 #define S_REPLICAS "2"
 #define S_WAIT_MS  "1000"
@@ -41,60 +40,36 @@ static int s_raw_synced(redisContext *c, int argc, const char **argv, const size
     return ok;
 }
 
-/* Runs pairs pairs on one side; returns the pairs per second. */
-static double s_block(int raw, int pairs, redisContext *c, rlock *l, const char *name,
-                      const char *owner)
+/* What one side's block needs. */
+typedef struct s_sides {
+    redisContext *c;
+    rlock *l;
+    bench_pair_cmds cmds; /* the raw side's lock "bench-u1-sync-raw" */
+} s_sides;
+
+/* The ideal's pair, both scripts synced. */
+static int s_raw_pair(void *arg)
 {
-    char tok[128], ch[128];
-    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
-    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
-    const char *acq[7] = {"EVALSHA", bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), "2", name, tok, "30000",
-                          owner};
-    const char *rel[8] = {
-        "EVALSHA", bench_sha(RLK_SCRIPT_LOCK_RELEASE), "2", name, ch, "30000", owner, "0"};
-    size_t al[7], rl[8];
-    for (int k = 0; k < 8; k++) {
-        if (k < 7) {
-            al[k] = strlen(acq[k]);
-        }
-        rl[k] = strlen(rel[k]);
-    }
-    int64_t a = bench_now_ns();
-    for (int i = 0; i < pairs; i++) {
-        int ok = raw ? s_raw_synced(c, 7, acq, al, 1) && s_raw_synced(c, 8, rel, rl, 1)
-                     : rlock_lock(l, 30000) == RLOCK_OK && rlock_unlock(l) == RLOCK_OK;
-        if (!ok) {
-            bench_die("u1_sync: a %s pair failed (%s)", raw ? "raw" : "rlock", rlock_last_error());
-        }
-    }
-    return (double)pairs / ((double)(bench_now_ns() - a) / 1e9);
+    s_sides *sd = arg;
+    bench_pair_cmds *p = &sd->cmds;
+    return s_raw_synced(sd->c, 7, p->acq, p->acq_len, 1) &&
+           s_raw_synced(sd->c, 8, p->rel, p->rel_len, 1);
 }
 
-static void s_report(const double *ideal, const double *rl, const double *ratio, int reps)
+/* A bench_block_fn. */
+static double s_block(int raw, int pairs, void *arg)
 {
-    double r = bench_median(ratio, (size_t)reps);
-    bench_row_ratio("uncontended_sync_1t", "lock+unlock pairs/s (2 replicas, WAIT)",
-                    bench_median(ideal, (size_t)reps), bench_median(rl, (size_t)reps), r, ">= 0.95",
-                    r >= 0.95);
-    bench_json j;
-    bench_json_begin(&j, "uncontended_sync_1t");
-    bench_json_num(&j, "reps", reps);
-    bench_json_num(&j, "ideal_pairs_per_s", bench_median(ideal, (size_t)reps));
-    bench_json_num(&j, "rlock_pairs_per_s", bench_median(rl, (size_t)reps));
-    bench_json_num(&j, "ratio", r);
-    bench_json_num(&j, "target_ratio", 0.95);
-    bench_json_bool(&j, "pass", r >= 0.95);
-    bench_json_end(&j);
+    return bench_lock_block(raw, pairs, ((s_sides *)arg)->l, s_raw_pair, arg, "u1_sync");
 }
 
 /* The warm-up of the rlock side, which must send WAIT behind each script as the ideal does
  * (a comparison with an rlock that skipped them would mean nothing). */
-static void s_check_waits(redisContext *c, int pairs, rlock *l, const char *owner)
+static void s_check_waits(s_sides *sd, int pairs)
 {
     bench_cmdstats a, b;
-    bench_cmdstats_get(c, &a);
-    s_block(0, pairs, c, l, "bench-u1-sync-raw", owner);
-    bench_cmdstats_get(c, &b);
+    bench_cmdstats_get(sd->c, &a);
+    s_block(0, pairs, sd);
+    bench_cmdstats_get(sd->c, &b);
     uint64_t waits = bench_cmdstats_calls(&b, "wait") - bench_cmdstats_calls(&a, "wait");
     if (waits != 2 * (uint64_t)pairs) {
         bench_die("u1_sync: rlock sent %llu WAITs for %d pairs", (unsigned long long)waits, pairs);
@@ -121,27 +96,17 @@ int bench_sync_1(void)
     if (rlock_client_new(&o, &cl) != RLOCK_OK) {
         bench_die("u1_sync: rlock_client_new: %s", rlock_last_error());
     }
-    rlock *l = rlock_open(cl, RLOCK_REENTRANT, "bench-u1-sync-rlock");
+    s_sides sd = {.c = c, .l = rlock_open(cl, RLOCK_REENTRANT, "bench-u1-sync-rlock")};
     char owner[128];
     snprintf(owner, sizeof(owner), "%s:999999", rlock_client_id(cl));
+    bench_pair_cmds_init(&sd.cmds, "bench-u1-sync-raw", owner);
     int pairs = (int)(200 * g_cfg.scale) + 1;
-    double ratio[64], ideal[64], rl[64];
-    int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
-    s_block(1, pairs, c, l, "bench-u1-sync-raw", owner); /* warm-up */
-    s_check_waits(c, pairs, l, owner);
-    for (int rep = 0; rep < reps; rep++) {
-        double s[2] = {0, 0};
-        for (int b = 0; b < 8; b++) {
-            int raw = (b % 4 == 0 || b % 4 == 3);
-            s[raw] += 1.0 / s_block(raw, pairs, c, l, "bench-u1-sync-raw", owner);
-        }
-        ideal[rep] = 4.0 / s[1];
-        rl[rep] = 4.0 / s[0];
-        ratio[rep] = rl[rep] / ideal[rep];
-    }
-    s_report(ideal, rl, ratio, reps);
+    s_block(1, pairs, &sd); /* warm-up */
+    s_check_waits(&sd, pairs);
+    bench_abba_1t("uncontended_sync_1t", "lock+unlock pairs/s (2 replicas, WAIT)", s_block, &sd,
+                  pairs);
     redisFree(c);
-    rlock_free(l);
+    rlock_free(sd.l);
     rlock_client_free(cl);
     return 0;
 }

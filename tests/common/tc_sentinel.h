@@ -28,6 +28,20 @@ typedef struct tc_deploy {
 int tc_deploy_start(tc_deploy *d);
 /* Frees every server; always 0. */
 int tc_deploy_stop(tc_deploy *d);
+/* Defines a program's static cmocka group setup() (skipping the program when redis-server is
+ * missing) and teardown() that start and stop the deployment in its global d. */
+#define TC_DEPLOY_FIXTURE(d)                                                                       \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        rh_skip_if_unavailable();                                                                  \
+        return tc_deploy_start(&(d));                                                              \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tc_deploy_stop(&(d));                                                               \
+    }
 /* The data server that ROLE calls master (NULL if none does). */
 rh_server *tc_deploy_master(tc_deploy *d);
 /* SENTINEL FAILOVER (asking the Sentinels in turn, retried while they are not ready for one:

@@ -24,18 +24,7 @@
 
 static tc_deploy g_d;
 
-static int setup(void **state)
-{
-    (void)state;
-    rh_skip_if_unavailable();
-    return tc_deploy_start(&g_d);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tc_deploy_stop(&g_d);
-}
+TC_DEPLOY_FIXTURE(g_d)
 
 static rlock_client *sentinel_client(void)
 {
