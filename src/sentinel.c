@@ -213,21 +213,23 @@ void rlk_sentinel_recheck(rlock_client *c)
     rlk_err_restore(saved);
 }
 
-void rlk_sentinel_switch_to(rlock_client *c, const char *host, int port)
+int rlk_sentinel_switch_to(rlock_client *c, const char *host, int port)
 {
     if (c->url.kind != RLK_URL_SENTINEL || c->pool == NULL || sentinel_is_current(c, host, port)) {
-        return;
+        return RLOCK_OK;
     }
     char saved[512];
     snprintf(saved, sizeof(saved), "%s", rlock_last_error());
     /* The event names the node the Sentinels just promoted; another Sentinel may still name the
      * old master (which may still say master until it is reconfigured), so the event's address
      * is confirmed itself instead of asking the Sentinels in turn. */
-    if (sentinel_confirm(c, host, port, rlk_add_sat(rlk_now_ms(), sentinel_bound(c))) == RLOCK_OK) {
+    int r = sentinel_confirm(c, host, port, rlk_add_sat(rlk_now_ms(), sentinel_bound(c)));
+    if (r == RLOCK_OK) {
         sentinel_switch(c, host, port);
     } else {
         rlk_log(c, RLOCK_LOG_WARN, "Sentinel: +switch-master named %s:%d: %s", host, port,
                 rlock_last_error());
     }
     rlk_err_restore(saved);
+    return r;
 }

@@ -19,8 +19,11 @@
 
 /* The longest a dial of a Sentinel may hold the subscriber thread. */
 #define RLK_SENTINEL_WATCH_DIAL_MS 500
-/* The pause after a failed dial before the next Sentinel is tried. */
+/* The pause after a failed dial before the next Sentinel is tried, and between two ROLE checks
+ * of an announced master that did not answer as one. */
 #define RLK_SENTINEL_WATCH_RETRY_MS 500
+/* How long an announced master is tried before the recheck on errors is left to find it. */
+#define RLK_SENTINEL_WATCH_PENDING_MS 10000
 
 #define SWITCH_CHANNEL "+switch-master"
 
@@ -65,11 +68,45 @@ static int watch_dial(rlock_client *c, rlk_sentinel_watch *w)
     return RLOCK_OK;
 }
 
+/* Moves to an announced master; one whose ROLE check failed is kept and tried again at the next
+ * rounds of the subscriber thread for RLK_SENTINEL_WATCH_PENDING_MS. */
+static void watch_move(rlock_client *c, rlk_sentinel_watch *w, const char *host, int port)
+{
+    if (rlk_sentinel_switch_to(c, host, port) == RLOCK_OK) {
+        w->pending_host[0] = '\0';
+        return;
+    }
+    if (w->pending_host[0] == '\0' || strcmp(w->pending_host, host) != 0 ||
+        w->pending_port != port) {
+        snprintf(w->pending_host, sizeof(w->pending_host), "%s", host);
+        w->pending_port = port;
+        w->pending_until = rlk_now_ms() + RLK_SENTINEL_WATCH_PENDING_MS;
+    }
+}
+
+/* Tries a pending announcement again, at most every RLK_SENTINEL_WATCH_RETRY_MS. */
+static void watch_retry_pending(rlock_client *c, rlk_sentinel_watch *w)
+{
+    int64_t now = rlk_now_ms();
+    if (w->pending_host[0] == '\0' || now < w->pending_retry_at) {
+        return;
+    }
+    if (now >= w->pending_until) {
+        w->pending_host[0] = '\0';
+        return;
+    }
+    w->pending_retry_at = now + RLK_SENTINEL_WATCH_RETRY_MS;
+    char host[RLK_HOST_MAX];
+    memcpy(host, w->pending_host, sizeof(host));
+    watch_move(c, w, host, w->pending_port);
+}
+
 int rlk_sentinel_watch_fd(rlock_client *c, rlk_sentinel_watch *w)
 {
     if (c->url.kind != RLK_URL_SENTINEL || c->url.nhosts == 0) {
         return -1;
     }
+    watch_retry_pending(c, w);
     if (w->conn != NULL) {
         return rlk_conn_fd(w->conn);
     }
@@ -149,7 +186,7 @@ void rlk_sentinel_watch_read(rlock_client *c, rlk_sentinel_watch *w)
         w->dropped = 1;
     }
     if (port != 0) {
-        rlk_sentinel_switch_to(c, host, port);
+        watch_move(c, w, host, port);
     }
 }
 
