@@ -34,6 +34,11 @@ rlock_add_test(NAME test_sentinel_switch SOURCES replica/test_sentinel_switch.c
 
 # test_sentinel_switch_tls: the same over TLS everywhere (rediss-sentinel://: Sentinels and data
 # nodes on TLS ports, TLS replication): discovery, locks and three failovers over TLS.
+# plain_only: about 60 s a run; the plain-TCP program runs in every variant, and tests/run.sh
+# stays within its 40 minutes.
 if(COMMAND rlock_add_tls_variant)
   rlock_add_tls_variant(test_sentinel_switch)
+  if(TEST test_sentinel_switch_tls)
+    set_property(TEST test_sentinel_switch_tls APPEND PROPERTY LABELS plain_only)
+  endif()
 endif()
