@@ -1,16 +1,20 @@
 #!lua flags=allow-oom
 -- lock_release.lua: release one hold of a reentrant lock (Redisson RLock data); the last release
 -- deletes the hash and publishes Redisson's unlock message so one waiter per process wakes up.
--- When rlock threads wait (the waiters zset), it first names ONE of them, the live one with the
--- earliest deadline, on rlock's wake channel: every waiting rlock client listens there and on
--- Redisson's channel on one connection, so it reads the name right before the unlock message and
--- lets that message pass (its twin) unless the named thread is its own. A Redisson release sends
--- no name, so its message still wakes one waiter per rlock client, as in Redisson.
+-- When rlock threads wait (the waiters zset), it names ONE of them instead, the live one with the
+-- earliest deadline, on that thread's client's own wake channel rlock_lock_wake:{name}:<uuid>,
+-- so one release reaches one waiting client however many wait. rlock waiters hear Redisson's
+-- channel through a pattern that matches it alone, which PUBSUB NUMSUB does not count; so
+-- NUMSUB > 0 means a plain subscriber (a Redisson waiter) listens there, and only then is
+-- Redisson's "0" published too, announced by " 0" after the name (the named client lets that
+-- "0" pass). A Redisson release sends no name: its "0" wakes one waiter per rlock client, as in
+-- Redisson.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_lock__channel:{name}
 -- KEYS[3]  the waiters zset, rlock_lock_waiters:{name}; KEYS[3] and KEYS[4] may be absent
 --          (RedLock's callers): only Redisson's message is sent then
--- KEYS[4]  rlock's wake channel, rlock_lock_wake:{name}
+-- KEYS[4]  the prefix of rlock's wake channels, rlock_lock_wake:{name} (":<uuid>" is appended:
+--          the named waiter's member "<uuid>:<tid>" up to its last ':')
 -- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)
@@ -38,8 +42,18 @@ end
 redis.call('del', KEYS[1])
 -- EXISTS first: a release nobody waits for runs one command more than Redisson's, not two.
 local w = KEYS[4] and redis.call('exists', KEYS[3]) == 1 and live_waiter(KEYS[3])
-local err = w and notify(KEYS[4], w) or nil
-err = notify(KEYS[2], ARGV[3]) or err
+local err = nil
+if w then
+    -- A NUMSUB refused (an ACL without it) counts as a plain subscriber: publish as Redisson.
+    local subs = redis.pcall('pubsub', 'numsub', KEYS[2])
+    local plain = type(subs) ~= 'table' or subs.err ~= nil or subs[2] ~= 0
+    err = notify(KEYS[4] .. ':' .. string.match(w, '^(.*):'), plain and (w .. ' 0') or w)
+    if plain then
+        err = notify(KEYS[2], ARGV[3]) or err
+    end
+else
+    err = notify(KEYS[2], ARGV[3])
+end
 if err then
     return {1, err}
 end

@@ -1,7 +1,8 @@
 /*
  * One connection to Redis on rlock's own socket (see conn.h). hiredis parses replies (its
- * reader) and formats commands; the bytes move here, on a non-blocking socket whose every wait
- * is a poll() with a deadline, through TLS when the connection has a session. Failures are
+ * reader) and formats commands; the bytes move here, through TLS when the connection has a
+ * session, every wait bounded: by poll() with a deadline, or on a blocking socket by the
+ * kernel's SO_RCVTIMEO/SO_SNDTIMEO set from the same deadline. Failures are
  * mapped here, once, to RLOCK_ECONN (RLOCK_ETLS for TLS protocol failures) with what was
  * attempted and why; the kind of failure stays with the connection because the caller decides
  * later whether a resend is safe. Static helpers are named conn_*.
@@ -64,8 +65,8 @@ static int conn_wait(int fd, short events, int64_t deadline_ms)
     }
 }
 
-/* Sets the kernel's bound on each blocking read and write of a plain socket: a blocking recv()
- * is one system call where poll() + recv() are two, and every pooled command waits for a reply. */
+/* Sets the kernel's bound on each blocking read and write of a socket: a blocking recv() is one
+ * system call where poll() + recv() are two, and every pooled command waits for a reply. */
 static void conn_sock_timeout(rlk_conn *conn, int64_t ms)
 {
     if (!conn->blocking || ms == conn->sock_timeout_ms) {
@@ -80,18 +81,17 @@ static void conn_sock_timeout(rlk_conn *conn, int64_t ms)
 void rlk_conn_make_blocking(rlk_conn *conn)
 {
     int fl = fcntl(conn->fd, F_GETFL);
-    if (conn->ssl == NULL && fl >= 0 && fcntl(conn->fd, F_SETFL, fl & ~O_NONBLOCK) == 0) {
+    if (fl >= 0 && fcntl(conn->fd, F_SETFL, fl & ~O_NONBLOCK) == 0) {
         conn->blocking = 1;
         conn_sock_timeout(conn, conn->io_timeout_ms > 0 ? conn->io_timeout_ms : 1);
     }
 }
 
 /* One read or write on the transport: > 0 bytes, 0 would block (*events to poll for), < 0
- * minus an RLK_CONN_E* kind. The TLS session is shared by a reader and an armed sender, so its
- * calls are serialised; the plain socket needs no lock. On a blocking plain socket a call that
- * may block (may_block) waits in the kernel, bounded by conn_sock_timeout(), and "would block"
- * then means that bound passed; one that may not (the subscriber's event loop) says so with
- * MSG_DONTWAIT. */
+ * minus an RLK_CONN_E* kind. On a blocking socket a call that may block (may_block) waits in
+ * the kernel, bounded by conn_sock_timeout(), and "would block" then means that bound passed
+ * (a plain call says so, -RLK_CONN_ETIMEOUT; a TLS one returns 0 and the caller's deadline
+ * says it); one that may not (the subscriber's event loop) says so with MSG_DONTWAIT. */
 static ssize_t conn_io_plain(rlk_conn *conn, int write, int may_block, char *buf, size_t n,
                              short *events)
 {
@@ -120,9 +120,12 @@ static ssize_t conn_io(rlk_conn *conn, int write, int may_block, char *buf, size
                        char *why, size_t whylen)
 {
     if (conn->ssl != NULL) {
+        /* The session is shared by a reader and an armed sender, so its calls are serialised
+         * (never both at once in practice: an armed attempt's reader waits for the send). */
+        int wait = conn->blocking && may_block;
         pthread_mutex_lock(&conn->ssl_mu);
-        ssize_t r = write ? rlk_tls_write(conn->ssl, buf, n, events, why, whylen)
-                          : rlk_tls_read(conn->ssl, buf, n, events, why, whylen);
+        ssize_t r = write ? rlk_tls_write(conn->ssl, wait, buf, n, events, why, whylen)
+                          : rlk_tls_read(conn->ssl, wait, buf, n, events, why, whylen);
         pthread_mutex_unlock(&conn->ssl_mu);
         return r;
     }
@@ -165,7 +168,7 @@ static int conn_tls_refusal(rlk_conn *conn, int r, char *why, size_t whylen)
     char b[1];
     short ev = 0;
     pthread_mutex_lock(&conn->ssl_mu);
-    ssize_t n = rlk_tls_read(conn->ssl, b, sizeof(b), &ev, why, whylen);
+    ssize_t n = rlk_tls_read(conn->ssl, 0, b, sizeof(b), &ev, why, whylen);
     pthread_mutex_unlock(&conn->ssl_mu);
     errno = saved;
     return n == -RLK_CONN_ETLS ? (int)n : r;
@@ -254,6 +257,13 @@ static ssize_t conn_read_some(rlk_conn *conn, int may_block, short *events, cons
     ssize_t n = conn_io(conn, 0, may_block, buf, sizeof(buf), events, why, sizeof(why));
     if (n < 0) {
         return conn_fail(conn, (int)-n, what, why);
+    }
+    if (n > 0 && rlk_resp_guard_scan(&conn->guard, buf, (size_t)n) != RLOCK_OK) {
+        /* A reply too large to be Redis' (or no RESP at all): never fed to the parser, which
+         * would allocate what the header announces. */
+        conn->err = RLK_CONN_EPROTO;
+        conn->sys_errno = 0;
+        return RLOCK_EPROTO;
     }
     if (n > 0 && redisReaderFeed(conn->reader, buf, (size_t)n) != REDIS_OK) {
         return conn_fail(conn, RLK_CONN_EPROTO, what, "cannot buffer a reply");
@@ -363,7 +373,7 @@ int rlk_conn_dead(const rlk_conn *conn)
     char b[1];
     char why[64];
     short ev = 0;
-    return rlk_tls_read(conn->ssl, b, sizeof(b), &ev, why, sizeof(why)) != 0;
+    return rlk_tls_read(conn->ssl, 0, b, sizeof(b), &ev, why, sizeof(why)) != 0;
 }
 
 int rlk_conn_resendable(const rlk_conn *conn)

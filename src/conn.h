@@ -18,6 +18,7 @@
 #include <hiredis.h>
 
 #include "client.h"
+#include "resp_guard.h"
 
 struct ssl_st;
 
@@ -27,6 +28,7 @@ typedef struct rlk_conn {
     struct ssl_st *ssl;     /* the TLS session, NULL for a plain connection */
     pthread_mutex_t ssl_mu; /* serialises the session between a sender and a reader */
     redisReader *reader;    /* hiredis' RESP parser, fed with what the socket gave */
+    rlk_resp_guard guard;   /* checks what the socket gave before the parser sees it */
     char *obuf;             /* queued requests, obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
     int64_t io_timeout_ms;   /* bound on each write wait and on each reply */
@@ -72,10 +74,9 @@ void rlk_conn_close(rlk_conn *conn);
  * (no QUIT, no TLS close_notify). */
 void rlk_conn_abandon(rlk_conn *conn);
 
-/* Puts a plain connection's socket in blocking mode, its reads and writes then bounded by
- * SO_RCVTIMEO/SO_SNDTIMEO (one system call per reply instead of poll() + recv()); event-loop
- * reads (rlk_conn_fill) stay non-blocking. A TLS connection stays non-blocking: its session is
- * shared by a reader and an armed sender, which must not wait behind a blocked read. */
+/* Puts a connection's socket in blocking mode (plain and TLS alike), its reads and writes then
+ * bounded by SO_RCVTIMEO/SO_SNDTIMEO (one system call per read instead of poll() + recv());
+ * event-loop reads (rlk_conn_fill) and liveness checks stay non-blocking (MSG_DONTWAIT). */
 void rlk_conn_make_blocking(rlk_conn *conn);
 /* Changes the read/write timeout (> 0). RLOCK_OK. */
 int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms);
@@ -89,10 +90,11 @@ int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const siz
  * when the output buffer is empty (always, on success). */
 int rlk_conn_flush(rlk_conn *conn, int *done);
 /* Writes bytes already formatted as a request straight to the connection, bypassing the output
- * buffer (which must be empty). Safe while another thread blocks reading the same connection:
- * how the subscriber thread sends an armed attempt whose owner reads the reply (a TLS
- * connection serialises the two threads' use of its session with a mutex). A failure does not
- * mark the connection: the reader's own read fails on the broken socket. */
+ * buffer (which must be empty): how the subscriber thread sends an armed attempt whose owner
+ * reads the reply. The owner must not start reading before this returned: a TLS read holds the
+ * session (a mutex) for as long as it waits in the kernel, which would hold the send back until
+ * the read timed out. A failure does not mark the connection: the reader's own read fails on
+ * the broken socket. */
 int rlk_conn_send(rlk_conn *conn, const char *buf, size_t len);
 /* Reads one reply, waiting up to the I/O timeout (pipelines: once per queued request). */
 int rlk_conn_read(rlk_conn *conn, redisReply **out);

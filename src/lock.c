@@ -378,7 +378,9 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     rlk_buf_init(&ch);
     rlk_sub *sub = NULL;
     int r = l->single->channel(a, &ch);
-    r = r ? r : rlk_sub_join(ps, ch.p, ch.len, &sub);
+    r = r                            ? r
+        : l->single->channel_pattern ? rlk_sub_join_pattern(ps, ch.p, ch.len, &sub)
+                                     : rlk_sub_join(ps, ch.p, ch.len, &sub);
     rlk_buf_free(&ch);
     if (r == RLOCK_OK && l->single->wait_begin != NULL) {
         r = l->single->wait_begin(a);

@@ -50,6 +50,10 @@ typedef struct rlk_single_ops {
     int (*attempt)(rlk_acq *a);
     /* Channel this waiter listens on (appended to ch). */
     int (*channel)(rlk_acq *a, rlk_buf *ch);
+    /* 1: listen on channel through its literal pattern (rlk_sub_join_pattern), which PUBSUB
+     * NUMSUB does not count: the reentrant lock, whose releases publish on Redisson's channel
+     * only when a plain subscriber (a Redisson waiter) listens there. */
+    int channel_pattern;
     /* Optional: wait_begin is called once before the first wait; wait_end once when waiting
      * ends (acquired or not), on every path after a busy first attempt, even if joining the
      * channel or wait_begin failed (so it must cope with a missing wait_begin). The fair lock

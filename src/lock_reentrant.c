@@ -5,15 +5,18 @@
  * helpers are named reentrant_*.
  *
  * Beyond Redisson, no thundering herd among rlock clients: Redisson's "0" wakes one waiter in
- * every client that waits, so each release cost N attempts under N waiting processes. A waiting
- * rlock thread records itself in the zset rlock_lock_waiters:{name} (member = its owner field,
- * score = a liveness deadline on the server's clock, kept fresh by its heartbeat as the read-write
- * lock's waiting writers are), and listens on Redisson's channel and on rlock's wake channel
- * rlock_lock_wake:{name}. A release names one live waiter there just before its Redisson "0"
- * (pubsub.h, rlk_sub_join_named): the named thread's attempt is sent at once, and the other rlock
- * clients let that "0" pass. Redisson's waiters get the same "0" as ever, and a Redisson release
- * (no name) still wakes one waiter per rlock client. A named waiter that died is named at most
- * until its deadline passes, and every recorded waiter's sleep is bounded by waiter_timeout_ms.
+ * every client that waits, so each release cost N attempts (and N subscriber wake-ups) under N
+ * waiting processes. A waiting rlock thread records itself in the zset rlock_lock_waiters:{name}
+ * (member = its owner field, score = a liveness deadline on the server's clock, kept fresh by its
+ * heartbeat as the read-write lock's waiting writers are). It listens on Redisson's channel
+ * through a pattern matching that channel alone (rlk_sub_join_pattern), which PUBSUB NUMSUB does
+ * not count, and on its client's own wake channel rlock_lock_wake:{name}:<uuid>. A release names
+ * one live waiter on that waiter's client's wake channel (pubsub.h, rlk_sub_join_named): one
+ * subscriber reads it and sends the named thread's attempt at once. It publishes Redisson's "0"
+ * only when NUMSUB says a plain subscriber (a Redisson waiter) listens, so Redisson's waiters are
+ * woken as ever, and a Redisson release (no name) still wakes one waiter per rlock client. A
+ * named waiter that died is named at most until its deadline passes, and every recorded waiter's
+ * sleep is bounded by waiter_timeout_ms.
  */
 #include <stdlib.h>
 
@@ -31,7 +34,7 @@ typedef struct reentrant_wait {
 typedef struct reentrant_names {
     rlk_buf channel; /* redisson_lock__channel:{name} */
     rlk_buf waiters; /* rlock_lock_waiters:{name} */
-    rlk_buf wake;    /* rlock_lock_wake:{name} */
+    rlk_buf wake;    /* rlock_lock_wake:{name}, the prefix of every client's wake channel */
 } reentrant_names;
 
 static void reentrant_names_free(reentrant_names *n)
@@ -179,6 +182,9 @@ static int reentrant_wait_begin(rlk_acq *a)
         return r;
     }
     r = rlk_waiter_hb_start(a, &reentrant_waiter_class, a->field, a->field_len, &w->hb);
+    /* This client's own wake channel: a release naming one of its threads reaches it alone. */
+    r = r ? r : rlk_buf_appends(&n.wake, ":");
+    r = r ? r : rlk_buf_appends(&n.wake, a->client->uuid);
     r = r ? r
           : rlk_sub_join_named(a->client->pubsub, n.wake.p, n.wake.len, n.channel.p, n.channel.len,
                                &w->wake);
@@ -207,7 +213,6 @@ static void reentrant_wait_end(rlk_acq *a, int acquired)
     rlk_args_init(&keys);
     rlk_args_add(&keys, n.waiters.p, n.waiters.len);
     rlk_args_add(&keys, n.wake.p, n.wake.len);
-    rlk_args_add(&keys, n.channel.p, n.channel.len);
     rlk_args_add(&keys, a->lock->name, a->lock->name_len);
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
@@ -250,6 +255,7 @@ static const rlk_renew_class reentrant_renew = {
 static const rlk_single_ops reentrant_single = {
     .attempt = reentrant_attempt,
     .channel = reentrant_channel,
+    .channel_pattern = 1,
     .wait_begin = reentrant_wait_begin,
     .wait_end = reentrant_wait_end,
     .release = reentrant_release,

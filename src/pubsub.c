@@ -45,10 +45,13 @@ static uint32_t rlk_hash(const char *p, size_t n)
     return h % RLK_PS_BUCKETS;
 }
 
-static rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len)
+/* The entry of channel ch subscribed plainly (pattern 0) or through its literal pattern (1). A
+ * pattern entry is keyed by its channel too, so a refused PSUBSCRIBE can turn it into a plain
+ * one in place. */
+static rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len, int pattern)
 {
     for (rlk_sub *s = ps->buckets[rlk_hash(ch, len)]; s; s = s->next) {
-        if (s->len == len && memcmp(s->channel, ch, len) == 0) {
+        if (s->len == len && s->pattern == pattern && memcmp(s->channel, ch, len) == 0) {
             return s;
         }
     }
@@ -74,6 +77,7 @@ static void rlk_sub_destroy(rlk_pubsub *ps, rlk_sub *s)
     pthread_cond_destroy(&s->cv);
     free(s->fail_msg);
     free(s->twin);
+    free(s->pat);
     free(s->channel);
     free(s);
     ps->entries--;
@@ -193,28 +197,69 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
     return rlk_sub_join_mode(ps, channel, len, RLK_MSG_LOCK, out);
 }
 
-int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out)
+/* The glob pattern that matches channel p (len bytes) and nothing else: Redis' special
+ * characters escaped with a backslash. NUL-terminated, malloc()ed; NULL without memory. */
+static char *rlk_literal_pattern(const char *p, size_t len, size_t *out_len)
+{
+    char *pat = malloc(2 * len + 1);
+    size_t n = 0;
+    for (size_t i = 0; pat != NULL && i < len; i++) {
+        if (strchr("*?[]\\^", p[i]) != NULL && p[i] != '\0') {
+            pat[n++] = '\\';
+        }
+        pat[n++] = p[i];
+    }
+    if (pat != NULL) {
+        pat[n] = '\0';
+        *out_len = n;
+    }
+    return pat;
+}
+
+/* A new entry for channel, linked in its bucket, or NULL without memory. Mutex held. */
+static rlk_sub *rlk_sub_create(rlk_pubsub *ps, const char *channel, size_t len, int pattern)
+{
+    rlk_sub *s = calloc(1, sizeof(*s));
+    char *copy = s ? malloc(len + 1) : NULL;
+    char *pat = copy && pattern ? rlk_literal_pattern(channel, len, &s->pat_len) : NULL;
+    if (copy == NULL || (pattern && pat == NULL)) {
+        free(copy);
+        free(s);
+        return NULL;
+    }
+    memcpy(copy, channel, len);
+    copy[len] = '\0';
+    s->channel = copy;
+    s->len = len;
+    s->pattern = pattern;
+    s->pat = pat;
+    ps->entries++;
+    rlk_cond_init_monotonic(&s->cv);
+    uint32_t h = rlk_hash(channel, len);
+    s->next = ps->buckets[h];
+    ps->buckets[h] = s;
+    return s;
+}
+
+/* Joins channel's entry (plain, or through its literal pattern), creating it if needed. twin
+ * (malloc()ed, taken over; NULL for none) is set before the mutex is released, so that the
+ * confirmation of a new wake channel finds its twin. */
+static int rlk_sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, int mode, int pattern,
+                             char *twin, rlk_sub **out)
 {
     *out = NULL;
     pthread_mutex_lock(&ps->mu);
-    rlk_sub *s = rlk_find(ps, channel, len);
-    if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        char *copy = s ? malloc(len + 1) : NULL;
-        if (copy == NULL) {
-            free(s);
-            pthread_mutex_unlock(&ps->mu);
-            return rlk_err(RLOCK_ENOMEM, "cannot allocate a channel entry");
-        }
-        memcpy(copy, channel, len);
-        copy[len] = '\0';
-        s->channel = copy;
-        s->len = len;
-        ps->entries++;
-        rlk_cond_init_monotonic(&s->cv);
-        uint32_t h = rlk_hash(channel, len);
-        s->next = ps->buckets[h];
-        ps->buckets[h] = s;
+    pattern = pattern && !ps->no_patterns;
+    rlk_sub *s = rlk_find(ps, channel, len, pattern);
+    if (s == NULL && (s = rlk_sub_create(ps, channel, len, pattern)) == NULL) {
+        pthread_mutex_unlock(&ps->mu);
+        free(twin);
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate a channel entry");
+    }
+    if (twin != NULL) {
+        free(s->twin);
+        s->twin = twin;
+        s->twin_len = strlen(twin);
     }
     int was_idle = s->refs++ == 0;
     s->mode = mode;
@@ -240,6 +285,16 @@ int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode,
     return RLOCK_OK;
 }
 
+int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out)
+{
+    return rlk_sub_join_kind(ps, channel, len, mode, 0, NULL, out);
+}
+
+int rlk_sub_join_pattern(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
+{
+    return rlk_sub_join_kind(ps, channel, len, RLK_MSG_LOCK, 1, NULL, out);
+}
+
 int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
                        size_t twin_len, rlk_sub **out)
 {
@@ -250,19 +305,7 @@ int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const ch
     }
     memcpy(copy, twin, twin_len);
     copy[twin_len] = '\0';
-    rlk_sub *s = NULL;
-    int r = rlk_sub_join_mode(ps, channel, len, RLK_MSG_NAMED, &s);
-    *out = s;
-    if (r != RLOCK_OK || s == NULL) {
-        free(copy);
-        return r;
-    }
-    pthread_mutex_lock(&ps->mu);
-    free(s->twin);
-    s->twin = copy;
-    s->twin_len = twin_len;
-    pthread_mutex_unlock(&ps->mu);
-    return RLOCK_OK;
+    return rlk_sub_join_kind(ps, channel, len, RLK_MSG_NAMED, 0, copy, out);
 }
 
 /* The failure recorded for s, as the caller's error. Mutex held. */
@@ -423,6 +466,12 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
             }
             const char *argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel};
             size_t lens[2] = {want ? 9u : 11u, s->len};
+            if (s->pattern) {
+                argv[0] = want ? "PSUBSCRIBE" : "PUNSUBSCRIBE";
+                argv[1] = s->pat;
+                lens[0]++;
+                lens[1] = s->pat_len;
+            }
             (void)rlk_conn_append(ps->conn, 2, argv, lens); /* a failure shows at the write */
             s->sent = want;
             s->pending++;
@@ -433,30 +482,45 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
     }
 }
 
-/* 1 if the waiter a named wake-up names ("<uuid>:<tid>") is one of this client's threads. */
-static int rlk_named_here(const rlk_pubsub *ps, const redisReply *m)
+/* 1 if the waiter a named wake-up names ("<uuid>:<tid>", tag_len bytes) is one of this
+ * client's threads. */
+static int rlk_named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
 {
     size_t n = strlen(ps->c->uuid);
-    return m->type == REDIS_REPLY_STRING && m->len > n && m->str[n] == ':' &&
-           memcmp(m->str, ps->c->uuid, n) == 0;
+    return tag_len > n && tag[n] == ':' && memcmp(tag, ps->c->uuid, n) == 0;
 }
 
-/* A message on a wake channel (RLK_MSG_NAMED): an rlock release names the one waiter it wakes,
- * and its "0" on the twin channel comes next on this connection if the twin was subscribed when
- * the release ran, which its confirmation having been read already proves. That "0" is then no
- * wake-up here (rlk_on_reply lets it pass): the name already woke its waiter, here or in another
- * client. A named waiter of this client that is not asleep with an armed attempt (between two
- * attempts, or no idle connection) gets a permit of the twin instead. Mutex held. */
+rlk_sub *rlk_twin_of(rlk_pubsub *ps, const rlk_sub *n)
+{
+    if (n->twin == NULL) {
+        return NULL;
+    }
+    rlk_sub *t = rlk_find(ps, n->twin, n->twin_len, 1);
+    return t != NULL ? t : rlk_find(ps, n->twin, n->twin_len, 0);
+}
+
+/* A message on this client's wake channel (RLK_MSG_NAMED): an rlock release names the one
+ * waiter it wakes, "<uuid>:<tid>", followed by " 0" when the release also publishes its "0" on
+ * the twin channel (someone subscribed there plainly: a Redisson client). That "0" comes next
+ * on this connection if the twin was subscribed when the release ran, which its confirmation
+ * having been read already proves, and is then no wake-up here (rlk_on_reply lets it pass): the
+ * name already woke its waiter. A named waiter that is not asleep with an armed attempt (between
+ * two attempts, or no idle connection) gets a permit of the twin instead. Mutex held. */
 static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
 {
-    rlk_sub *twin = n->twin != NULL ? rlk_find(ps, n->twin, n->twin_len) : NULL;
+    rlk_sub *twin = rlk_twin_of(ps, n);
     if (twin == NULL || m->type != REDIS_REPLY_STRING) {
         return;
     }
-    if (twin->sent && twin->pending == 0) {
-        ps->twin_next = twin;
+    size_t tag_len = m->len;
+    if (tag_len > 2 && memcmp(m->str + tag_len - 2, " 0", 2) == 0) {
+        tag_len -= 2;
+        if (twin->sent && twin->pending == 0) {
+            ps->twin_next = twin;
+        }
     }
-    if (!rlk_named_here(ps, m) || rlk_claim_armed_tagged(ps, twin, m->str, m->len) == RLOCK_OK) {
+    if (!rlk_named_here(ps, m->str, tag_len) ||
+        rlk_claim_armed_tagged(ps, twin, m->str, tag_len) == RLOCK_OK) {
         return;
     }
     rlk_give_later(ps, twin, 0);
@@ -483,12 +547,75 @@ int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
     if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
         return RLK_PUSH_CONFIRM;
     }
+    if (strcmp(kind, "psubscribe") == 0 || strcmp(kind, "punsubscribe") == 0) {
+        return RLK_PUSH_PCONFIRM;
+    }
+    /* A pattern's message: pattern, the channel it was published on, payload. */
+    if (strcmp(kind, "pmessage") == 0 && r->elements >= 4 &&
+        r->element[2]->type == REDIS_REPLY_STRING) {
+        *channel = r->element[2]->str;
+        *len = r->element[2]->len;
+        *payload = r->element[3];
+        return RLK_PUSH_PMESSAGE;
+    }
     return RLK_PUSH_OTHER;
 }
 
 int rlk_msg_wakes_all(const redisReply *m)
 {
     return m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
+}
+
+/* The entry a push is about. A pattern's confirmation names the pattern: the channel with a
+ * backslash before each glob character. Mutex held. */
+static rlk_sub *rlk_find_push(rlk_pubsub *ps, int kind, const char *ch, size_t len)
+{
+    if (kind != RLK_PUSH_PCONFIRM) {
+        return kind == RLK_PUSH_OTHER ? NULL : rlk_find(ps, ch, len, kind == RLK_PUSH_PMESSAGE);
+    }
+    char *raw = malloc(len + 1);
+    size_t n = 0;
+    for (size_t i = 0; raw != NULL && i < len; i++) {
+        i += ch[i] == '\\' && i + 1 < len;
+        raw[n++] = ch[i];
+    }
+    rlk_sub *s = raw != NULL ? rlk_find(ps, raw, n, 1) : NULL;
+    free(raw);
+    return s;
+}
+
+/* Redis confirmed s's SUBSCRIBE or UNSUBSCRIBE (either kind). Mutex held. */
+static void rlk_on_confirm(rlk_pubsub *ps, rlk_sub *s)
+{
+    (void)rlk_req_pop(ps); /* answered in order: the oldest request is this one */
+    if (s->pending > 0) {
+        s->pending--;
+    }
+    if (s->pending == 0 && s->sent && s->refs > 0) {
+        /* Confirmed: every waiter re-attempts now that no release can go unnoticed (a late
+         * confirmation also ends a subscription_timeout_ms failure, but not a refusal, which
+         * may be its wake channel's). A wake channel stands for its twin's waiters: a release
+         * that named one of them before it was live reached nobody, and an rlock release need
+         * not publish on the twin at all. */
+        if (s->fail_code == RLOCK_ECONN) {
+            s->fail_code = 0;
+            free(s->fail_msg);
+            s->fail_msg = NULL;
+        }
+        rlk_give_later(ps, s, 1);
+        rlk_sub *twin = s->mode == RLK_MSG_NAMED ? rlk_twin_of(ps, s) : NULL;
+        if (twin != NULL && twin->refs > 0) {
+            rlk_give_later(ps, twin, 1);
+        }
+    } else if (s->pending == 0 && s->sent) {
+        /* Confirmed while nobody waits: the next joiner re-attempts once instead. */
+        s->missed = 1;
+    }
+    if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
+        rlk_unlink_free(ps, s);
+    } else if (rlk_want(s) != s->sent) {
+        rlk_mark_dirty(ps, s);
+    }
 }
 
 /* Handles one reply read from the subscriber connection. Mutex held. */
@@ -505,11 +632,11 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         rlk_on_refused(ps, r);
         return;
     }
-    rlk_sub *s = kind == RLK_PUSH_OTHER ? NULL : rlk_find(ps, channel, len);
+    rlk_sub *s = rlk_find_push(ps, kind, channel, len);
     if (s == NULL) {
         return;
     }
-    if (kind == RLK_PUSH_MESSAGE) {
+    if (kind == RLK_PUSH_MESSAGE || kind == RLK_PUSH_PMESSAGE) {
         ps->messages++;
         if (s->mode == RLK_MSG_NAMED) {
             rlk_on_named(ps, s, m);
@@ -533,26 +660,7 @@ static void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
         }
         s->missed |= s->refs == 0;
     } else {
-        (void)rlk_req_pop(ps); /* answered in order: the oldest request is this one */
-        if (s->pending > 0) {
-            s->pending--;
-        }
-        if (s->pending == 0 && s->sent && s->refs > 0) {
-            /* Confirmed: every waiter re-attempts now that no release can go unnoticed (a late
-             * confirmation also ends a subscription_timeout_ms failure). */
-            s->fail_code = 0;
-            free(s->fail_msg);
-            s->fail_msg = NULL;
-            rlk_give_later(ps, s, 1);
-        } else if (s->pending == 0 && s->sent) {
-            /* Confirmed while nobody waits: the next joiner re-attempts once instead. */
-            s->missed = 1;
-        }
-        if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
-            rlk_unlink_free(ps, s);
-        } else if (rlk_want(s) != s->sent) {
-            rlk_mark_dirty(ps, s);
-        }
+        rlk_on_confirm(ps, s);
     }
 }
 
@@ -827,6 +935,7 @@ void rlk_pubsub_abandon(rlk_pubsub *ps)
              * waiters, which do not exist here, and destroying it would wait for them. */
             free(s->fail_msg);
             free(s->twin);
+            free(s->pat);
             free(s->channel);
             free(s);
         }

@@ -57,14 +57,23 @@ enum { RLK_MSG_LOCK = 0, RLK_MSG_COUNT, RLK_MSG_ZERO_ALL, RLK_MSG_NAMED };
 /* rlk_sub_join() for a channel whose messages follow mode (RLK_MSG_*). */
 int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out);
 
+/* rlk_sub_join() for a lock channel that other clients' waiters may listen on too (Redisson's),
+ * subscribed as a pattern that matches that channel alone (PSUBSCRIBE, glob characters escaped):
+ * the messages are the same, but PUBSUB NUMSUB does not count this client, so that a release can
+ * tell whether anyone but rlock clients listens there. If Redis refuses the PSUBSCRIBE (an ACL
+ * without it), the entry, and every later one of this client, subscribes plainly. */
+int rlk_sub_join_pattern(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out);
+
 /* Joins channel as a wake channel (RLK_MSG_NAMED) of the lock channel twin, which the caller
- * has joined first (rlk_sub_join). A message on it names the one waiter ("<uuid>:<tid>") a
- * release wakes, and the release's "0" on twin follows it on the same connection: this client
- * wakes the named waiter if it is its own (through its armed attempt, or a permit of twin) and
- * lets that "0" pass without waking anyone else, so that one release wakes one waiting thread
- * among all the clients that wait, not one per client. A "0" on twin not announced so (a
- * Redisson client's release) wakes one waiter as before. Nobody waits on the returned entry;
- * rlk_sub_leave() it with the twin. */
+ * has joined first (rlk_sub_join_pattern or rlk_sub_join). A message on it names the one waiter
+ * ("<uuid>:<tid>", then " 0" if the release's "0" on twin follows on the same connection) a
+ * release wakes: this client wakes the named waiter (through its armed attempt, or a permit of
+ * twin) and, when the name says a "0" follows, lets that "0" pass. The wake channel is this
+ * client's own (the reentrant lock names it after the client's UUID), so a release reaches one
+ * client, not every client that waits. A "0" on twin not announced so (a Redisson client's release)
+ * wakes one waiter as before. The wake channel's SUBSCRIBE confirmation gives every waiter of twin
+ * a permit, as twin's own does. Nobody waits on the returned entry; rlk_sub_leave() it with the
+ * twin. */
 int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
                        size_t twin_len, rlk_sub **out);
 

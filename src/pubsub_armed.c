@@ -68,10 +68,10 @@ int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
 
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
- * while Redis runs the attempt, and it blocks reading the reply on the connection it was given
- * (one thread writing and another reading a socket is safe; the owner alone reads the
- * connection, the send bypasses its buffers). A record stays the thread's until the hand-back
- * below, which rlk_armed_settle() waits for before its owner reuses or frees it. */
+ * while Redis runs the attempt; it waits for the hand-back below (rlk_armed_settle()), then reads
+ * the reply on the connection it was given (the send bypasses its buffers, and a TLS read, which
+ * holds the session while it blocks, never runs beside the send). A record stays the thread's
+ * until the hand-back, before which its owner neither reads nor reuses nor frees it. */
 void rlk_send_armed(rlk_pubsub *ps)
 {
     rlk_armed *list = ps->sending;
@@ -98,7 +98,7 @@ void rlk_send_armed(rlk_pubsub *ps)
 }
 
 /* Waits until the subscriber thread handed the record back (in practice it did so long before
- * the reply came back), so that its owner may reuse or free it. */
+ * the reply came back), so that its owner may read the connection, reuse or free the record. */
 static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
 {
     pthread_mutex_lock(&ps->mu);
@@ -110,8 +110,8 @@ static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
 
 int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a)
 {
-    int r = rlk_conn_read(a->conn, &a->reply);
     rlk_armed_settle(ps, a);
+    int r = rlk_conn_read(a->conn, &a->reply);
     /* A failed read is like a failed attempt of the waiter's own: the outcome is unknown, so
      * the attempt is not resent, and the connection is closed. */
     rlk_pool_return(ps->c->pool, a->conn, r != RLOCK_OK);

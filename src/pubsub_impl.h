@@ -60,6 +60,11 @@ struct rlk_sub {
     char *fail_msg; /* ... with this detail (NULL if it could not be allocated) */
     char *twin;     /* RLK_MSG_NAMED: the channel whose waiters the names refer to */
     size_t twin_len;
+    /* 1: subscribed as a pattern matching channel alone (PSUBSCRIBE pat, channel's glob
+     * characters escaped), which PUBSUB NUMSUB does not count (rlk_sub_join_pattern). */
+    int pattern;
+    char *pat;
+    size_t pat_len;
     pthread_cond_t cv;
 };
 
@@ -98,6 +103,8 @@ struct rlk_pubsub {
     /* The entry whose "0" the reply read next answers a named wake-up, which the name already
      * delivered (thread only; set by a RLK_MSG_NAMED message, cleared by the next reply). */
     rlk_sub *twin_next;
+    /* Redis refused a PSUBSCRIBE (an ACL without it): pattern joins subscribe plainly. */
+    int no_patterns;
 };
 
 /* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */
@@ -105,6 +112,9 @@ void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s);
 void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s);
 void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all);
 int rlk_want(const rlk_sub *s);
+/* The lock channel a wake channel's (RLK_MSG_NAMED) names refer to: joined through its pattern,
+ * or plainly when Redis refused the pattern; NULL for other entries. */
+rlk_sub *rlk_twin_of(rlk_pubsub *ps, const rlk_sub *n);
 
 /* Requests awaiting their reply (pubsub_requests.c), thread only. */
 int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe);

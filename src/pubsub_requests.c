@@ -54,12 +54,39 @@ rlk_ps_req *rlk_req_pop(rlk_pubsub *ps)
  * Mutex held. */
 void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
 {
+    /* Nobody waits on a wake channel: its failure is its twin's waiters'. */
+    rlk_sub *twin = s->mode == RLK_MSG_NAMED ? rlk_twin_of(ps, s) : NULL;
+    if (twin != NULL) {
+        rlk_sub_fail(ps, twin, code, msg);
+    }
     if (s->fail_code != 0 || s->refs == 0) {
         return;
     }
     s->fail_code = code;
     s->fail_msg = strdup(msg);
     rlk_give_later(ps, s, 1);
+}
+
+/* Redis refused a PSUBSCRIBE (an ACL without the command, or a channel rule that names no such
+ * pattern literally): s subscribes plainly instead, and so do this client's later pattern joins.
+ * Its waiters still get every wake-up; only rlock's releases then publish to every waiting rlock
+ * client again (PUBSUB NUMSUB counts this one). An informational line, not a warning: nothing
+ * fails. Mutex held. */
+static void rlk_pattern_refused(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
+{
+    rlk_log(ps->c, RLOCK_LOG_INFO,
+            "subscriber: PSUBSCRIBE %s refused by Redis (%s); plain SUBSCRIBE", s->pat, r->str);
+    ps->no_patterns = 1;
+    if (s->pending > 0) {
+        s->pending--;
+    }
+    s->pattern = 0; /* keyed by its channel already: the entry stays in its bucket */
+    s->sent = 0;
+    if (s->pending == 0 && rlk_want(s)) {
+        rlk_mark_dirty(ps, s);
+    } else if (s->pending == 0 && s->refs == 0 && !s->lingering && !s->dirty) {
+        rlk_unlink_free(ps, s);
+    }
 }
 
 /* Redis refused a SUBSCRIBE or UNSUBSCRIBE (an ACL without the command or the channel). A
@@ -73,6 +100,10 @@ void rlk_on_refused(rlk_pubsub *ps, const redisReply *r)
         return;
     }
     rlk_sub *s = req->s;
+    if (s->pattern && req->subscribe) {
+        rlk_pattern_refused(ps, s, r);
+        return;
+    }
     rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s %s refused by Redis: %s",
             req->subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel, r->str);
     if (s->pending > 0) {

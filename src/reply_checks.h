@@ -29,10 +29,18 @@ int rlk_redlock_check_query_reply(const redisReply *rep);
 int rlk_wd_check_batch_item(const redisReply *rep, size_t n, size_t i);
 
 /* The subscriber's parsing of what arrives on its connection (pubsub.c): the kind of a push
- * (RLK_PUSH_*; for a message or confirmation *channel, *len and *payload are set); the permits a
- * message gives in a counting mode (RLK_MSG_COUNT, RLK_MSG_ZERO_ALL; INT_MAX = every waiter); and
+ * (RLK_PUSH_*; for a message or confirmation *channel, *len and *payload are set: a pattern's
+ * message gives the channel it was published on, a pattern's confirmation the pattern); the permits
+ * a message gives in a counting mode (RLK_MSG_COUNT, RLK_MSG_ZERO_ALL; INT_MAX = every waiter); and
  * whether a lock message wakes every waiter ("1"). */
-enum { RLK_PUSH_OTHER = 0, RLK_PUSH_ERROR, RLK_PUSH_MESSAGE, RLK_PUSH_CONFIRM };
+enum {
+    RLK_PUSH_OTHER = 0,
+    RLK_PUSH_ERROR,
+    RLK_PUSH_MESSAGE,
+    RLK_PUSH_CONFIRM,
+    RLK_PUSH_PMESSAGE,
+    RLK_PUSH_PCONFIRM
+};
 int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
                    const redisReply **payload);
 int rlk_msg_permits(int mode, const redisReply *m);

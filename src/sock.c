@@ -1,7 +1,8 @@
 /*
  * Socket dialling with a deadline (sock.h): a non-blocking connect() completed with poll(), so
  * that a host that drops SYNs costs connect_timeout_ms and not the kernel's minutes. Name
- * resolution (getaddrinfo) is the one step poll() cannot bound. Static helpers are named sock_*.
+ * resolution, which poll() cannot bound, is resolve.c's, within the same deadline. Static
+ * helpers are named sock_*.
  */
 #ifndef _GNU_SOURCE
 /* SOCK_NONBLOCK, SOCK_CLOEXEC and the TCP keepalive options are Linux's, not POSIX's. */
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "resolve.h"
 
 /* Completes a connect() on a non-blocking fd: 0, or the errno of the failure (ETIMEDOUT once
  * the deadline passed). */
@@ -97,18 +99,12 @@ static int sock_fail(const char *where, int e)
 
 int rlk_sock_dial_tcp(const char *host, int port, int64_t deadline_ms, int *fd)
 {
-    char where[300], service[16];
+    char where[300];
     snprintf(where, sizeof(where), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    snprintf(service, sizeof(service), "%d", port);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    int g = getaddrinfo(host, service, &hints, &res);
-    if (g != 0) {
-        return rlk_err(RLOCK_ECONN, "connect to %s: cannot resolve the host: %s", where,
-                       gai_strerror(g));
+    struct addrinfo *res = NULL;
+    int r = rlk_resolve(host, port, where, deadline_ms, &res);
+    if (r != RLOCK_OK) {
+        return r;
     }
     int e = EHOSTUNREACH;
     for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {

@@ -35,15 +35,25 @@ struct rlk_tls {
 static BIO_METHOD *tls_bio_method_;
 static pthread_once_t tls_bio_once = PTHREAD_ONCE_INIT;
 
-static int tls_bio_fd(BIO *b)
+/* The BIO's socket, and whether its next calls may block. A connection's socket is blocking
+ * once dialled (its waits bounded by SO_RCVTIMEO/SO_SNDTIMEO, one system call per read as on a
+ * plain connection); a call that must not wait (an event loop's read, a liveness check, a
+ * close_notify) says so with MSG_DONTWAIT. */
+typedef struct tls_sock {
+    int fd;
+    int flags; /* 0 or MSG_DONTWAIT */
+} tls_sock;
+
+static tls_sock *tls_bio_sock(BIO *b)
 {
-    return (int)(intptr_t)BIO_get_data(b);
+    return BIO_get_data(b);
 }
 
 static int tls_bio_write(BIO *b, const char *buf, int n)
 {
+    tls_sock *s = tls_bio_sock(b);
     BIO_clear_retry_flags(b);
-    ssize_t w = send(tls_bio_fd(b), buf, (size_t)n, MSG_NOSIGNAL);
+    ssize_t w = send(s->fd, buf, (size_t)n, s->flags | MSG_NOSIGNAL);
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
         BIO_set_retry_write(b);
     }
@@ -52,12 +62,20 @@ static int tls_bio_write(BIO *b, const char *buf, int n)
 
 static int tls_bio_read(BIO *b, char *buf, int n)
 {
+    tls_sock *s = tls_bio_sock(b);
     BIO_clear_retry_flags(b);
-    ssize_t r = recv(tls_bio_fd(b), buf, (size_t)n, 0);
+    ssize_t r = recv(s->fd, buf, (size_t)n, s->flags);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
         BIO_set_retry_read(b);
     }
     return (int)r;
+}
+
+static int tls_bio_destroy(BIO *b)
+{
+    free(BIO_get_data(b));
+    BIO_set_data(b, NULL);
+    return 1;
 }
 
 static int tls_bio_puts(BIO *b, const char *s)
@@ -81,7 +99,8 @@ static void tls_bio_init_method(void)
                                  "rlock socket");
     if (m != NULL &&
         (!BIO_meth_set_write(m, tls_bio_write) || !BIO_meth_set_read(m, tls_bio_read) ||
-         !BIO_meth_set_puts(m, tls_bio_puts) || !BIO_meth_set_ctrl(m, tls_bio_ctrl))) {
+         !BIO_meth_set_puts(m, tls_bio_puts) || !BIO_meth_set_ctrl(m, tls_bio_ctrl) ||
+         !BIO_meth_set_destroy(m, tls_bio_destroy))) {
         BIO_meth_free(m);
         m = NULL;
     }
@@ -91,12 +110,24 @@ static void tls_bio_init_method(void)
 static BIO *tls_bio_new(int fd)
 {
     pthread_once(&tls_bio_once, tls_bio_init_method);
-    BIO *b = tls_bio_method_ != NULL ? BIO_new(tls_bio_method_) : NULL;
-    if (b != NULL) {
-        BIO_set_data(b, (void *)(intptr_t)fd);
-        BIO_set_init(b, 1);
+    tls_sock *s = malloc(sizeof(*s));
+    BIO *b = tls_bio_method_ != NULL && s != NULL ? BIO_new(tls_bio_method_) : NULL;
+    if (b == NULL) {
+        free(s);
+        return NULL;
     }
+    s->fd = fd;
+    s->flags = 0;
+    BIO_set_data(b, s);
+    BIO_set_init(b, 1);
     return b;
+}
+
+/* Sets whether the session's next socket calls may block (see tls_sock). */
+static void tls_may_block(SSL *ssl, int may_block)
+{
+    tls_sock *s = BIO_get_data(SSL_get_rbio(ssl));
+    s->flags = may_block ? 0 : MSG_DONTWAIT;
 }
 
 /* ---- the context ---------------------------------------------------------------------- */
@@ -337,17 +368,30 @@ static ssize_t tls_io_result(SSL *ssl, int ret, short *events, char *why, size_t
     }
 }
 
-ssize_t rlk_tls_read(SSL *ssl, char *buf, size_t n, short *events, char *why, size_t whylen)
+/* SSL_get_error() needs the thread's error queue empty before each call. It nearly always is
+ * (every failure path here clears it), and looking costs less than clearing its 16 slots. */
+static void tls_empty_errors(void)
 {
-    ERR_clear_error();
+    if (ERR_peek_error() != 0) {
+        ERR_clear_error();
+    }
+}
+
+ssize_t rlk_tls_read(SSL *ssl, int may_block, char *buf, size_t n, short *events, char *why,
+                     size_t whylen)
+{
+    tls_may_block(ssl, may_block);
+    tls_empty_errors();
     errno = 0;
     int r = SSL_read(ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
     return r > 0 ? r : tls_io_result(ssl, r, events, why, whylen);
 }
 
-ssize_t rlk_tls_write(SSL *ssl, const char *buf, size_t n, short *events, char *why, size_t whylen)
+ssize_t rlk_tls_write(SSL *ssl, int may_block, const char *buf, size_t n, short *events, char *why,
+                      size_t whylen)
 {
-    ERR_clear_error();
+    tls_may_block(ssl, may_block);
+    tls_empty_errors();
     errno = 0;
     int r = SSL_write(ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
     return r > 0 ? r : tls_io_result(ssl, r, events, why, whylen);
@@ -364,6 +408,7 @@ void rlk_tls_end(SSL *ssl, int notify)
         return;
     }
     if (notify) {
+        tls_may_block(ssl, 0);
         (void)SSL_shutdown(ssl); /* one attempt: a close never waits for the server */
         ERR_clear_error();
     }

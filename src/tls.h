@@ -28,13 +28,15 @@ void rlk_tls_free(rlk_tls *t);
 int rlk_tls_connect(const rlk_tls *t, int fd, const char *host, int64_t deadline_ms,
                     struct ssl_st **out);
 
-/* One read or write of a session. > 0: bytes moved; 0: it would block, *events says what to
- * poll for; < 0: minus an RLK_CONN_E* kind (errno set for RLK_CONN_EIO; why holds OpenSSL's
- * reason for RLK_CONN_ETLS). */
-ssize_t rlk_tls_read(struct ssl_st *ssl, char *buf, size_t n, short *events, char *why,
-                     size_t whylen);
-ssize_t rlk_tls_write(struct ssl_st *ssl, const char *buf, size_t n, short *events, char *why,
-                      size_t whylen);
+/* One read or write of a session. may_block 0: the socket calls never wait (MSG_DONTWAIT);
+ * 1: they may wait as the socket does (a blocking socket's SO_RCVTIMEO/SO_SNDTIMEO). > 0: bytes
+ * moved; 0: it would block (or that bound passed), *events says what to poll for; < 0: minus
+ * an RLK_CONN_E* kind (errno set for RLK_CONN_EIO; why holds OpenSSL's reason for
+ * RLK_CONN_ETLS). */
+ssize_t rlk_tls_read(struct ssl_st *ssl, int may_block, char *buf, size_t n, short *events,
+                     char *why, size_t whylen);
+ssize_t rlk_tls_write(struct ssl_st *ssl, int may_block, const char *buf, size_t n, short *events,
+                      char *why, size_t whylen);
 /* Decrypted bytes already inside the session, which poll() cannot see. */
 int rlk_tls_pending(struct ssl_st *ssl);
 /* Frees a session; close_notify (one non-blocking attempt) when notify is 1. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,26 +89,46 @@ static long long t_raw_cmd(t_raw *t, int argc, const char **argv, const size_t *
     return v;
 }
 
-/* What one side's block needs. */
-typedef struct t_sides {
-    t_raw *t;
-    rlock *l;
-    bench_pair_cmds cmds; /* the raw side's lock "bench-u1-tls-raw" */
-} t_sides;
-
-/* The ideal's pair. */
-static int t_raw_pair(void *arg)
+/* Process CPU seconds (user + system), rlock's own threads included. */
+static double t_cpu_s(void)
 {
-    t_sides *sd = arg;
-    bench_pair_cmds *p = &sd->cmds;
-    return t_raw_cmd(sd->t, 7, p->acq, p->acq_len) == 1 &&
-           t_raw_cmd(sd->t, 8, p->rel, p->rel_len) == 1;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-/* A bench_block_fn. */
-static double t_block(int raw, int pairs, void *arg)
+/* Runs pairs pairs on one side; returns the pairs per second and adds the CPU seconds the block
+ * took to *cpu. */
+static double t_block(int raw, int pairs, t_raw *t, rlock *l, const char *owner, double *cpu)
 {
-    return bench_lock_block(raw, pairs, ((t_sides *)arg)->l, t_raw_pair, arg, "u1_tls");
+    const char *name = "bench-u1-tls-raw";
+    char tok[128], ch[128];
+    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+    const char *acq[7] = {"EVALSHA", bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), "2", name, tok, "30000",
+                          owner};
+    const char *rel[8] = {
+        "EVALSHA", bench_sha(RLK_SCRIPT_LOCK_RELEASE), "2", name, ch, "30000", owner, "0"};
+    size_t al[7], rl[8];
+    for (int k = 0; k < 8; k++) {
+        if (k < 7) {
+            al[k] = strlen(acq[k]);
+        }
+        rl[k] = strlen(rel[k]);
+    }
+    double cpu0 = t_cpu_s();
+    int64_t a = bench_now_ns();
+    for (int i = 0; i < pairs; i++) {
+        int ok = raw ? t_raw_cmd(t, 7, acq, al) == 1 && t_raw_cmd(t, 8, rel, rl) == 1
+                     : rlock_lock(l, 30000) == RLOCK_OK && rlock_unlock(l) == RLOCK_OK;
+        if (!ok) {
+            bench_die("u1_tls: a %s pair failed (%s)", raw ? "raw" : "rlock", rlock_last_error());
+        }
+    }
+    double secs = (double)(bench_now_ns() - a) / 1e9;
+    *cpu += t_cpu_s() - cpu0;
+    return (double)pairs / secs;
 }
 
 int bench_uncontended_tls(void)
@@ -129,18 +150,46 @@ int bench_uncontended_tls(void)
     if (rlock_client_new(&o, &c) != RLOCK_OK) {
         bench_die("u1_tls: rlock_client_new: %s", rlock_last_error());
     }
+    rlock *l = rlock_open(c, RLOCK_REENTRANT, "bench-u1-tls-rlock");
     t_raw t;
     t_raw_open(&t);
-    t_sides sd = {.t = &t, .l = rlock_open(c, RLOCK_REENTRANT, "bench-u1-tls-rlock")};
     char owner[128];
     snprintf(owner, sizeof(owner), "%s:999999", rlock_client_id(c));
-    bench_pair_cmds_init(&sd.cmds, "bench-u1-tls-raw", owner);
     int pairs = (int)(200 * g_cfg.scale) + 1;
-    t_block(1, pairs, &sd); /* warm-up */
-    t_block(0, pairs, &sd);
-    bench_abba_1t("uncontended_tls_1t", "lock+unlock pairs/s", t_block, &sd, pairs);
+    double ratio[64], ideal[64], rl[64], cpu_i[64], cpu_r[64], warm = 0;
+    int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
+    t_block(1, pairs, &t, l, owner, &warm); /* warm-up */
+    t_block(0, pairs, &t, l, owner, &warm);
+    for (int rep = 0; rep < reps; rep++) {
+        double s[2] = {0, 0}, cpu[2] = {0, 0};
+        for (int b = 0; b < 8; b++) {
+            int raw = (b % 4 == 0 || b % 4 == 3);
+            s[raw] += 1.0 / t_block(raw, pairs, &t, l, owner, &cpu[raw]);
+        }
+        ideal[rep] = 4.0 / s[1];
+        rl[rep] = 4.0 / s[0];
+        ratio[rep] = rl[rep] / ideal[rep];
+        cpu_i[rep] = cpu[1] / (4.0 * pairs) * 1e6;
+        cpu_r[rep] = cpu[0] / (4.0 * pairs) * 1e6;
+    }
+    double r = bench_median(ratio, (size_t)reps);
+    bench_row_ratio("uncontended_tls_1t", "lock+unlock pairs/s", bench_median(ideal, (size_t)reps),
+                    bench_median(rl, (size_t)reps), r, ">= 0.95", r >= 0.95);
+    double ci = bench_median(cpu_i, (size_t)reps), cr = bench_median(cpu_r, (size_t)reps);
+    bench_row("uncontended_tls_1t", "client CPU per pair (us)", ci, cr, NULL, -1);
+    bench_json j;
+    bench_json_begin(&j, "uncontended_tls_1t");
+    bench_json_num(&j, "reps", reps);
+    bench_json_num(&j, "ideal_pairs_per_s", bench_median(ideal, (size_t)reps));
+    bench_json_num(&j, "rlock_pairs_per_s", bench_median(rl, (size_t)reps));
+    bench_json_num(&j, "ratio", r);
+    bench_json_num(&j, "ideal_client_cpu_us_per_pair", ci);
+    bench_json_num(&j, "rlock_client_cpu_us_per_pair", cr);
+    bench_json_num(&j, "target_ratio", 0.95);
+    bench_json_bool(&j, "pass", r >= 0.95);
+    bench_json_end(&j);
     t_raw_close(&t);
-    rlock_free(sd.l);
+    rlock_free(l);
     rlock_client_free(c);
     return 0;
 }

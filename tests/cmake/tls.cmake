@@ -32,4 +32,16 @@ if(TARGET rlock_harness)
              test_rw_scenarios test_multi test_redlock_stress core_subscriber core_armed)
     rlock_add_tls_variant(${_t})
   endforeach()
+  # Semaphores (plain and leased permits, the stress, the watchdog's permits) and the latch.
+  foreach(_t test_sem_basic test_sem_stress test_sem_fault test_latch_procs)
+    rlock_add_tls_variant(${_t})
+  endforeach()
 endif()
+
+# The reply stream's guard against announced sizes hiredis would allocate up front (no server).
+rlock_add_test(NAME test_resp_guard SOURCES tls/test_resp_guard.c LABELS unit TIMEOUT 60)
+
+# Bounds of the connection layer: a host name whose DNS never answers costs connect_timeout_ms
+# (own network/mount namespaces, skipped where not allowed); a reply announcing a huge array or
+# bulk string is RLOCK_EPROTO before hiredis allocates it.
+rlock_add_test(NAME test_conn_bounds SOURCES tls/test_conn_bounds.c LABELS fault TIMEOUT 60)

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -63,16 +64,46 @@ long long tc_numsub(rh_server *s, const char *channel)
     return n;
 }
 
-int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms)
+/* Polls count(s, channel) until it is want or ms passed; 1 if it got there, 0 if not. */
+static int tc_wait_count(long long (*count)(rh_server *, const char *), rh_server *s,
+                         const char *channel, long long want, int64_t ms)
 {
     int64_t deadline = rh_now_ms() + ms;
-    while (tc_numsub(s, channel) != want) {
+    while (count(s, channel) != want) {
         if (rh_now_ms() >= deadline) {
             return 0;
         }
         rh_sleep_ms(5);
     }
     return 1;
+}
+
+int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms)
+{
+    return tc_wait_count(tc_numsub, s, channel, want, ms);
+}
+
+long long tc_listeners(rh_server *s, const char *channel)
+{
+    const char *argv[] = {"CLIENT", "LIST", "TYPE", "pubsub", NULL};
+    long long n = tc_numsub(s, channel);
+    redisReply *r = n >= 0 ? rh_cmd(s, argv) : NULL;
+    if (r == NULL || r->type != REDIS_REPLY_STRING) {
+        n = -1;
+    }
+    for (const char *p = n >= 0 ? r->str : NULL; p != NULL && (p = strstr(p, " psub=")) != NULL;
+         p += 6) {
+        n += p[6] != '0';
+    }
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+int tc_wait_listeners(rh_server *s, const char *channel, long long want, int64_t ms)
+{
+    return tc_wait_count(tc_listeners, s, channel, want, ms);
 }
 
 void tc_options_url(rlock_options *o, const char *url)

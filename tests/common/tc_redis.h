@@ -31,6 +31,15 @@ long long tc_numsub(rh_server *s, const char *channel);
 /* Polls tc_numsub() until it is want or ms passed; 1 if it got there, 0 if not. */
 int tc_wait_numsub(rh_server *s, const char *channel, long long want, int64_t ms);
 
+/* The connections listening on channel: tc_numsub() plus the pub/sub clients subscribed to any
+ * pattern (CLIENT LIST psub > 0), since rlock's reentrant waiters listen on Redisson's channel
+ * through a pattern matching it alone, which NUMSUB does not count. Exact while no other pattern
+ * is subscribed on s; -1 on error. */
+long long tc_listeners(rh_server *s, const char *channel);
+
+/* Polls tc_listeners() until it is want or ms passed; 1 if it got there, 0 if not. */
+int tc_wait_listeners(rh_server *s, const char *channel, long long want, int64_t ms);
+
 /* Options for server s (url, a pool of 16, the library's timeouts, the test CA when the program
  * runs over TLS): the base every test edits. */
 void tc_options(rlock_options *o, const rh_server *s);

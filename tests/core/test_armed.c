@@ -69,10 +69,10 @@ static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_
         rh_sleep_ms(20); /* arrival order: the first to sleep is the first chosen */
     }
     int64_t deadline = rh_now_ms() + 5000;
-    while (tc_numsub(s, channel) != 1 && rh_now_ms() < deadline) {
+    while (tc_listeners(s, channel) != 1 && rh_now_ms() < deadline) {
         rh_sleep_ms(5);
     }
-    assert_int_equal(tc_numsub(s, channel), 1);
+    assert_int_equal(tc_listeners(s, channel), 1);
     rh_sleep_ms(300);
 }
 

@@ -104,7 +104,7 @@ static void test_pubsub_killed_while_waiting(void **state)
     while (atomic_load(&sh.started) < WAITERS) {
         rh_sleep_ms(5);
     }
-    assert_true(tc_wait_numsub(s, channel, 1, 2000));
+    assert_true(tc_wait_listeners(s, channel, 1, 2000));
     /* Give every waiter time to join the (already live) channel and go to sleep. */
     rh_sleep_ms(200);
     /* Redisson's channel and rlock's wake channel of the lock (lock_reentrant.c). */
@@ -116,7 +116,7 @@ static void test_pubsub_killed_while_waiting(void **state)
     assert_int_equal(rh_cmd_int(s, kill), 1);
     int64_t killed_at = rh_now_ms();
     /* The subscriber notices, reconnects and subscribes again by itself: a new connection. */
-    assert_true(tc_wait_numsub(s, channel, 1, 1000));
+    assert_true(tc_wait_listeners(s, channel, 1, 1000));
     long long new_id = pubsub_client_id(s);
     assert_true(new_id > 0);
     assert_true(new_id != old_id);

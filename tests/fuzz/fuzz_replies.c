@@ -99,7 +99,8 @@ static void check_push(const redisReply *r)
     size_t len = 0;
     const redisReply *m = NULL;
     int kind = rlk_push_parse(r, &channel, &len, &m);
-    if (kind != RLK_PUSH_MESSAGE && kind != RLK_PUSH_CONFIRM) {
+    if (kind != RLK_PUSH_MESSAGE && kind != RLK_PUSH_CONFIRM && kind != RLK_PUSH_PMESSAGE &&
+        kind != RLK_PUSH_PCONFIRM) {
         return;
     }
     if (channel == NULL || m == NULL) {

@@ -6,27 +6,21 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-/* hiredis 0.14 allocates an array's element table as soon as it reads "*<count>", before any
- * element arrives (1.x caps the count), so "*254775808" makes it calloc 2 GB: a property of
- * hiredis, not of the code fuzzed here. Inputs announcing more than 1024 elements are skipped. */
+#include "resp_guard.h"
+
+/* rlock's connections feed hiredis' reader only bytes that passed the reply stream's guard
+ * (src/resp_guard.c, called by conn.c): a header announcing more than 1M array elements or a
+ * 512 MB bulk string, which hiredis 0.14 would allocate before any element arrives, is refused
+ * there with RLOCK_EPROTO. The targets feed their input the same way: 1 when the guard refuses
+ * it (the reader never sees it, as in the library). */
 static inline int fuzz_huge_array(const uint8_t *data, size_t size)
 {
-    for (size_t i = 0; i < size; i++) {
-        long long count = 0;
-        size_t j = i + 1;
+    rlk_resp_guard g;
 
-        if (data[i] != '*') {
-            continue;
-        }
-        while (j < size && data[j] >= '0' && data[j] <= '9' && count <= 1024) {
-            count = count * 10 + (data[j++] - '0');
-        }
-        if (count > 1024) {
-            return 1;
-        }
-    }
-    return 0;
+    memset(&g, 0, sizeof(g));
+    return rlk_resp_guard_scan(&g, (const char *)data, size) != 0;
 }
 
 #endif

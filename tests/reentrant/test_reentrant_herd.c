@@ -1,11 +1,14 @@
 /*
  * No thundering herd on the reentrant lock (issue 18). Redisson's unlock message wakes one waiter
  * in every client that waits, so under N waiting processes each release cost N acquire attempts.
- * rlock's release names one waiting rlock thread on rlock_lock_wake:{name} right before that
- * message, and every other rlock client lets the message pass. Each waiter here is its own
- * client, as separate processes are; attempts are counted on the server (INFO commandstats:
- * EVALSHA = attempts + releases, since these waiters have a 60 s heartbeat period and never give
- * up). A waiter whose process is killed while it waits must not strand the others.
+ * rlock's release names one waiting rlock thread on that thread's client's own wake channel,
+ * rlock_lock_wake:{name}:<uuid>, and publishes Redisson's "0" only when a plain subscriber (a
+ * Redisson waiter) listens: rlock waiters listen on Redisson's channel through a pattern, which
+ * PUBSUB NUMSUB does not count. So one release reaches one client's subscriber, not N. Each
+ * waiter here is its own client, as separate processes are; attempts are counted on the server
+ * (INFO commandstats: EVALSHA = attempts + releases, since these waiters have a 60 s heartbeat
+ * period and never give up), messages by the clients' subscribers. A waiter whose process is
+ * killed while it waits must not strand the others.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -21,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "client.h"
+#include "pubsub.h"
 #include "re_common.h"
 
 #define WAITERS  16
@@ -99,23 +104,42 @@ static long long numsub(const char *channel)
     return n;
 }
 
-/* Waits until n threads wait on name: recorded in the zset, and n clients subscribed to both
- * channels; then until their post-confirmation attempts are over (no script call for 300 ms),
- * leaving the statistics reset. */
+/* The clients' wake channels of name: PUBSUB CHANNELS rlock_lock_wake:{name}:*, with the glob
+ * characters of name escaped. */
+static long long wake_channels(const char *name)
+{
+    char esc[128];
+    size_t n = 0;
+    for (const char *p = name; *p != '\0' && n + 2 < sizeof(esc); p++) {
+        if (strchr("*?[]\\", *p) != NULL) {
+            esc[n++] = '\\';
+        }
+        esc[n++] = *p;
+    }
+    esc[n] = '\0';
+    char pattern[160];
+    snprintf(pattern, sizeof(pattern), "rlock_lock_wake:{%s}:*", esc);
+    const char *argv[] = {"PUBSUB", "CHANNELS", pattern, NULL};
+    return tc_array_len(g_srv, argv);
+}
+
+/* Waits until n threads wait on name: recorded in the zset, n clients listening on Redisson's
+ * channel, none of them counted by NUMSUB (they listen through its pattern), and n wake
+ * channels, one per client; then until their post-confirmation attempts are over (no script call
+ * for 300 ms), leaving the statistics reset. */
 static void wait_parked(const char *name, long long n)
 {
     char ch[128];
-    char wake[128];
     re_channel(name, ch, sizeof(ch));
-    snprintf(wake, sizeof(wake), "rlock_lock_wake:{%s}", name);
     int64_t deadline = rh_now_ms() + 10000;
-    while ((zcard_waiters(name) != n || numsub(ch) != n || numsub(wake) != n) &&
+    while ((zcard_waiters(name) != n || tc_listeners(g_srv, ch) != n || wake_channels(name) != n) &&
            rh_now_ms() < deadline) {
         rh_sleep_ms(10);
     }
     assert_int_equal(zcard_waiters(name), n);
-    assert_int_equal(numsub(ch), n);
-    assert_int_equal(numsub(wake), n);
+    assert_int_equal(tc_listeners(g_srv, ch), n);
+    assert_int_equal(numsub(ch), 0);
+    assert_int_equal(wake_channels(name), n);
     do {
         assert_int_equal(rh_reset_stats(g_srv), 0);
         rh_sleep_ms(300);
@@ -144,10 +168,21 @@ static long long attempts_since_reset(long long releases)
     return rh_cmdstat_calls(g_srv, "evalsha") - releases;
 }
 
+/* Messages the subscribers of the n waiting clients w have read so far. */
+static uint64_t herd_messages(const herd_waiter *w, int n)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        sum += rlk_pubsub_messages(w[i].c->pubsub);
+    }
+    return sum;
+}
+
 /* With 16 clients waiting, a release causes one acquire attempt (the named waiter's; two are
- * allowed for a stray wake-up on a loaded machine), not one per waiting client; the rest of the
- * crowd drains at most two attempts per release (a named waiter between two attempts gets a permit
- * instead, and may meet a stray one), each waiter getting the lock once. */
+ * allowed for a stray wake-up on a loaded machine), not one per waiting client, and reaches one
+ * client's subscriber (one message read in all, not 16 or 32); the rest of the crowd drains at
+ * most two attempts per release (a named waiter between two attempts gets a permit instead, and
+ * may meet a stray one) and one message per release, each waiter getting the lock once. */
 static void test_release_wakes_one_client(void **state)
 {
     g_srv = *state;
@@ -164,15 +199,18 @@ static void test_release_wakes_one_client(void **state)
         herd_start(&w[i], name, 60000);
     }
     wait_parked(name, WAITERS);
+    uint64_t read0 = herd_messages(w, WAITERS);
     assert_int_equal(rlock_unlock(h), RLOCK_OK);
     int first = herd_holder(w, WAITERS, done);
     assert_true(first >= 0);
     rh_sleep_ms(300); /* any other client that was woken has attempted by now */
     long long first_attempts = attempts_since_reset(1);
     long long messages = rh_cmdstat_calls(g_srv, "publish");
+    uint64_t first_read = herd_messages(w, WAITERS) - read0;
 
     /* The rest of the crowd: each holder releases in turn and exactly one other gets in. */
     assert_int_equal(rh_reset_stats(g_srv), 0);
+    read0 = herd_messages(w, WAITERS);
     int cur = first;
     for (int k = 1; k < WAITERS; k++) {
         done[cur] = 1;
@@ -180,15 +218,22 @@ static void test_release_wakes_one_client(void **state)
         cur = herd_holder(w, WAITERS, done);
         assert_true(cur >= 0);
     }
+    /* Read before the last release, which nobody waits for: its "0" goes to Redisson's channel,
+     * where the clients whose wait just ended may still listen (lingering). */
+    uint64_t drain_read = herd_messages(w, WAITERS) - read0;
     done[cur] = 1;
     atomic_store(&w[cur].release, 1);
     rh_sleep_ms(100);
     long long drain_attempts = attempts_since_reset(WAITERS);
     print_message("%d waiting clients: the first release caused %lld acquire attempt(s) (%lld "
-                  "messages); the next %d releases %lld attempts\n",
-                  WAITERS, first_attempts, messages, WAITERS - 1, drain_attempts);
+                  "published, %llu read by subscribers); the next %d releases %lld attempts "
+                  "(%llu read)\n",
+                  WAITERS, first_attempts, messages, (unsigned long long)first_read, WAITERS - 1,
+                  drain_attempts, (unsigned long long)drain_read);
     assert_true(first_attempts >= 1 && first_attempts <= 2);
+    assert_int_equal(first_read, 1);
     assert_true(drain_attempts >= WAITERS - 1 && drain_attempts <= 2 * (WAITERS - 1));
+    assert_true(drain_read <= (uint64_t)(WAITERS - 1));
     for (int i = 0; i < WAITERS; i++) {
         herd_stop(&w[i]);
     }
@@ -271,11 +316,44 @@ static void test_killed_waiter_strands_nobody(void **state)
     rlock_client_free(hc);
 }
 
+/* PUBLISH message on channel: the number of subscribers (plain or pattern) that received it. */
+static long long publish(const char *channel)
+{
+    const char *argv[] = {"PUBLISH", channel, "0", NULL};
+    return rh_cmd_int(g_srv, argv);
+}
+
+/* A lock name with glob characters: its waiter's pattern matches Redisson's channel of that name
+ * and nothing else (the characters are escaped), and the waiter still gets the lock. */
+static void test_glob_name_pattern_is_literal(void **state)
+{
+    g_srv = *state;
+    const char *name = "re:glob*?[ab]";
+    rlock_client *hc = herd_client(60000);
+    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    herd_waiter w;
+    herd_start(&w, name, 60000);
+    wait_parked(name, 1);
+    /* What the pattern would match if "*", "?" and "[ab]" were left unescaped. */
+    assert_int_equal(publish("redisson_lock__channel:{re:globXYa}"), 0);
+    char ch[128];
+    re_channel(name, ch, sizeof(ch));
+    assert_int_equal(publish(ch), 1);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    int done = 0;
+    assert_int_equal(herd_holder(&w, 1, &done), 0);
+    herd_stop(&w);
+    rlock_free(h);
+    rlock_client_free(hc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_wakes_one_client),
         cmocka_unit_test(test_killed_waiter_strands_nobody),
+        cmocka_unit_test(test_glob_name_pattern_is_literal),
     };
     return cmocka_run_group_tests(tests, tc_server_setup, tc_server_teardown);
 }

@@ -175,7 +175,7 @@ static void test_no_polling_while_waiting(void **state)
         w[i] = (waiter){.l = l, .wait_ms = 10000};
         assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
     }
-    assert_true(tc_wait_numsub(g_srv, ch, 1, 2000));
+    assert_true(tc_wait_listeners(g_srv, ch, 1, 2000));
     rh_sleep_ms(200); /* let every waiter finish its post-confirmation attempt */
     assert_int_equal(rh_reset_stats(g_srv), 0);
     rh_sleep_ms(1500);
@@ -206,12 +206,12 @@ static void kill_pubsub_round(rlock *l, const char *ch, int unlock_before_resubs
         w[i] = (waiter){.l = l, .wait_ms = 10000};
         assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
     }
-    assert_true(tc_wait_numsub(g_srv, ch, 1, 2000));
+    assert_true(tc_wait_listeners(g_srv, ch, 1, 2000));
     rh_sleep_ms(100);
     const char *kill_cmd[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
     assert_true(rh_cmd_int(g_srv, kill_cmd) >= 1);
     if (!unlock_before_resubscribe) {
-        assert_true(tc_wait_numsub(g_srv, ch, 1, 3000));
+        assert_true(tc_wait_listeners(g_srv, ch, 1, 3000));
     }
     int64_t released = rh_now_ms();
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
