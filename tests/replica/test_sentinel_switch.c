@@ -146,9 +146,12 @@ static int waiter_lock(void *arg)
 static void test_waiter_resubscribed(void **state)
 {
     (void)state;
-    const char *channel = "redisson_lock__channel:{sw:wait}";
     rlock_client *holder = sentinel_client();
     rlock_client *waiter = sentinel_client();
+    /* A reentrant waiter listens on its client's own wake channel (and on Redisson's channel
+     * through a pattern, which NUMSUB does not count). */
+    char channel[128];
+    snprintf(channel, sizeof(channel), "rlock_lock_wake:{sw:wait}:%s", rlock_client_id(waiter));
     rlock *lh = rlock_open(holder, RLOCK_REENTRANT, "sw:wait");
     waiter_call w = {rlock_open(waiter, RLOCK_REENTRANT, "sw:wait")};
     assert_int_equal(rlock_lock(lh, -1), RLOCK_OK);
