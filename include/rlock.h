@@ -386,8 +386,10 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
 /* Takes permits (1 .. 2^31-1) plain permits: they belong to nobody and anyone may release them.
  * wait_ms as rlock_try_lock(): 0 = one attempt, RLOCK_WAIT_FOREVER = no limit, < 0 = EINVAL.
  * Waiting is driven by pub/sub: a release of k permits wakes at most k waiters per process, and
- * a waiter re-attempts whenever a wake-up arrived while it was not asleep.
- * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, or a connection/Redis error. */
+ * a waiter re-attempts whenever a wake-up arrived while it was not asleep. With replica_sync,
+ * permits that fewer replicas acknowledged within replica_sync_timeout_ms are given back (best
+ * effort) and the call returns RLOCK_EREPLICA ("k of n replicas acknowledged").
+ * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
 
 /* Returns permits (1 .. 2^31-1) plain permits and wakes up to that many waiters per process.
@@ -403,8 +405,9 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
  * lease_ms == 0 or > RLOCK_MAX_DURATION_MS: RLOCK_EINVAL. wait_ms as rlock_semaphore_acquire().
  * A waiter also wakes when the earliest lease of the semaphore runs out. A watchdog permit should
  * be released through the handle that took it: released elsewhere (another handle or process),
- * its holder's watchdog finds it gone and reports it lost.
- * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, or a connection/Redis error. */
+ * its holder's watchdog finds it gone and reports it lost. Replica sync as for
+ * rlock_semaphore_acquire() (RLOCK_EREPLICA: the permit was given back).
+ * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
                                                 int64_t lease_ms,
                                                 char permit_id[RLOCK_PERMIT_ID_LEN + 1]);
@@ -432,7 +435,9 @@ RLOCK_EXPORT void rlock_latch_free(rlock_latch *latch);
 RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *latch, int64_t count);
 
 /* Counts down by one; reaching 0 releases every waiter (a latch not counting stays at 0).
- * Returns RLOCK_OK or a negative error. */
+ * Returns RLOCK_OK or a negative error. With replica_sync, RLOCK_EREPLICA when fewer replicas
+ * acknowledged the count-down in time: it is NOT undone (waiters may have been released), so a
+ * failover may forget it, and counting down again would count twice on this master. */
 RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *latch);
 
 /* The current count (0 when not counting), or a negative RLOCK_E* code. */

@@ -50,6 +50,9 @@ struct rlock_client {
     pthread_mutex_t master_mu;      /* guards master_host and master_port */
     char master_host[RLK_HOST_MAX]; /* Sentinel: the current master ("" before discovery) */
     int master_port;
+    /* Raised by every rlk_client_set_master(): a connection dialled under an older value goes to
+     * a node that is no longer the master (the subscriber compares it with its own). */
+    atomic_uint master_gen;
     atomic_llong recheck_at;         /* monotonic ms before which no failover recheck runs */
     atomic_int replicas;             /* replicas online on the master (replica.c) */
     atomic_llong replicas_due;       /* monotonic ms of the next replica count refresh */
@@ -79,7 +82,7 @@ void rlk_client_unref(rlock_client *c);
  * a client inherited across fork() that no entry point refreshed yet (rlk_client_enter()): a
  * safety net, so that an internal path can never talk on the parent's connections. */
 int rlk_client_check(const rlock_client *c);
-/* Records the master a Sentinel named (Sentinel deployments). */
+/* Records the master a Sentinel named (Sentinel deployments) and raises master_gen. */
 void rlk_client_set_master(rlock_client *c, const char *host, int port);
 
 /* ---- fork() (client_fork.c; the counter lives in client_state.c) ---------------------------

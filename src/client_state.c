@@ -68,4 +68,5 @@ void rlk_client_set_master(rlock_client *c, const char *host, int port)
     snprintf(c->master_host, sizeof(c->master_host), "%s", host);
     c->master_port = port;
     pthread_mutex_unlock(&c->master_mu);
+    atomic_fetch_add(&c->master_gen, 1);
 }

@@ -8,6 +8,7 @@
 
 #include "pool.h"
 #include "pubsub.h"
+#include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
 #include "waiter.h"
@@ -114,7 +115,16 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
     rlk_args args;
     rlk_args_init(&args);
     long long v = 0;
-    return rlk_latch_call(l, RLK_SCRIPT_LATCH_COUNT_DOWN, 0, &args, &v);
+    rlk_sync_clear();
+    r = rlk_latch_call(l, RLK_SCRIPT_LATCH_COUNT_DOWN, 0, &args, &v);
+    int acked = 0, n = 0;
+    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        /* Not undone: a count-down that reached 0 has released the waiters already, and counting
+         * up again would hold later awaiters for a count-down nobody owes. The caller learns that
+         * a failover may forget it (and that a retry would count down twice). */
+        return rlk_sync_error(acked, n, "latch count-down", l->name);
+    }
+    return r;
 }
 
 RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)

@@ -694,15 +694,23 @@ static void rlk_disconnect(rlk_pubsub *ps, const char *why)
     rlk_reset_entries(ps);
 }
 
-/* Waits for the wake pipe (and the socket, if connected) up to timeout_ms. Mutex not held. */
-static int rlk_ps_poll(rlk_pubsub *ps, int fd, int want_write, int timeout_ms)
+/* Waits for the wake pipe, the socket (if connected) and the Sentinel subscription (sfd >= 0) up
+ * to timeout_ms; *srev gets the Sentinel socket's events. Mutex not held. */
+static int rlk_ps_poll(rlk_pubsub *ps, int fd, int want_write, int timeout_ms, int sfd, short *srev)
 {
-    struct pollfd pfd[2] = {{.fd = ps->wake[0], .events = POLLIN},
-                            {.fd = fd, .events = (short)(POLLIN | (want_write ? POLLOUT : 0))}};
-    int n = poll(pfd, fd >= 0 ? 2 : 1, timeout_ms);
+    struct pollfd pfd[3] = {{.fd = ps->wake[0], .events = POLLIN},
+                            {.fd = fd, .events = (short)(POLLIN | (want_write ? POLLOUT : 0))},
+                            {.fd = sfd, .events = POLLIN}};
+    int n = poll(pfd, 3, timeout_ms); /* a negative fd is ignored by poll() */
     if (n > 0 && (pfd[0].revents & POLLIN)) {
         char buf[64];
         while (read(ps->wake[0], buf, sizeof(buf)) > 0) {
+        }
+    }
+    if (srev != NULL) {
+        *srev = 0;
+        if (n > 0 && sfd >= 0) {
+            *srev = pfd[2].revents;
         }
     }
     return n > 0 && fd >= 0 ? pfd[1].revents : 0;
@@ -714,10 +722,13 @@ static void rlk_ps_connect(rlk_pubsub *ps)
      * of SUBSCRIBE/UNSUBSCRIBE, and reads only what poll() says has arrived. */
     rlk_conn *conn = NULL;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), ps->c->opts.connect_timeout_ms);
+    /* Read before the dial: a switch during it leaves the connection stale, moved next round. */
+    unsigned master = atomic_load(&ps->c->master_gen);
     int r = rlk_conn_open(ps->c, deadline, ps->c->opts.connect_timeout_ms, &conn);
     pthread_mutex_lock(&ps->mu);
     if (r == RLOCK_OK) {
         ps->conn = conn;
+        ps->conn_master = master;
         ps->backoff_ms = 0;
         rlk_reset_entries(ps);
     } else {
@@ -729,7 +740,7 @@ static void rlk_ps_connect(rlk_pubsub *ps)
     if (r != RLOCK_OK) {
         rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber cannot connect: %s", rlock_last_error());
         rlk_sentinel_recheck(ps->c);
-        rlk_ps_poll(ps, -1, 0, (int)wait);
+        rlk_ps_poll(ps, -1, 0, (int)wait, -1, NULL);
     }
 }
 
@@ -750,10 +761,43 @@ static int64_t rlk_expire_idle(rlk_pubsub *ps)
     return left > 1000 ? 1000 : left;
 }
 
+/* 1 (after dropping the connection) if the client moved to a new master since the connection was
+ * dialled: the reconnect subscribes every channel with waiters on the new master, and each
+ * confirmation wakes all of that channel's waiters to re-attempt once, since a release on either
+ * master during the move may have published where nobody listened. Mutex held. */
+static int rlk_ps_moved(rlk_pubsub *ps)
+{
+    if (ps->conn == NULL || ps->conn_master == atomic_load(&ps->c->master_gen)) {
+        return 0;
+    }
+    rlk_log(ps->c, RLOCK_LOG_INFO, "subscriber: the master moved; resubscribing there");
+    rlk_conn_close(ps->conn);
+    ps->conn = NULL;
+    rlk_reset_entries(ps);
+    return 1;
+}
+
+/* Reads the Sentinel subscription if poll() said so, and moves at once if that switched the
+ * master. Mutex not held. */
+static void rlk_ps_sentinel(rlk_pubsub *ps, short srev)
+{
+    if (!(srev & (POLLIN | POLLHUP | POLLERR))) {
+        return;
+    }
+    rlk_sentinel_watch_read(ps->c, &ps->watch);
+    pthread_mutex_lock(&ps->mu);
+    (void)rlk_ps_moved(ps);
+    pthread_mutex_unlock(&ps->mu);
+}
+
 /* One round of the connected loop: send, wait, read. */
 static void rlk_ps_step(rlk_pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
+    if (rlk_ps_moved(ps)) {
+        pthread_mutex_unlock(&ps->mu);
+        return;
+    }
     int64_t timeout = rlk_expire_idle(ps);
     int64_t due = rlk_check_confirmations(ps, rlk_now_ms());
     timeout = due < timeout ? due : timeout;
@@ -768,7 +812,13 @@ static void rlk_ps_step(rlk_pubsub *ps)
         pthread_mutex_unlock(&ps->mu);
         return;
     }
-    int ev = rlk_ps_poll(ps, rlk_conn_fd(conn), !done, (int)timeout);
+    short srev = 0;
+    int sfd = rlk_sentinel_watch_fd(ps->c, &ps->watch);
+    int ev = rlk_ps_poll(ps, rlk_conn_fd(conn), !done, (int)timeout, sfd, &srev);
+    if (srev != 0) {
+        rlk_ps_sentinel(ps, srev);
+        return; /* the data connection is read next round (it may have moved) */
+    }
     if (!(ev & (POLLIN | POLLHUP | POLLERR))) {
         return;
     }
@@ -853,6 +903,7 @@ void rlk_pubsub_free(rlk_pubsub *ps)
     rlk_poke(ps);
     pthread_join(ps->thread, NULL);
     rlk_conn_close(ps->conn);
+    rlk_sentinel_watch_close(&ps->watch);
     free(ps->reqs);
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         rlk_sub *s = NULL;
@@ -874,6 +925,7 @@ void rlk_pubsub_abandon(rlk_pubsub *ps)
     }
     /* The thread does not exist in this process; its connection is the parent's too. */
     rlk_conn_abandon(ps->conn);
+    rlk_sentinel_watch_abandon(&ps->watch);
     free(ps->reqs);
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         rlk_sub *s = NULL;

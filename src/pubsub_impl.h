@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "pubsub.h"
+#include "sentinel.h"
 
 #define RLK_PS_BUCKETS 4096
 
@@ -81,8 +82,10 @@ struct rlk_pubsub {
     pthread_mutex_t mu;
     pthread_t thread;
     int running;
-    int wake[2];    /* self-pipe: waiters wake the thread */
-    rlk_conn *conn; /* owned by the thread */
+    int wake[2];              /* self-pipe: waiters wake the thread */
+    rlk_conn *conn;           /* owned by the thread */
+    unsigned conn_master;     /* the client's master_gen when conn was dialled (thread only) */
+    rlk_sentinel_watch watch; /* +switch-master on a Sentinel (thread only; sentinel_watch.c) */
     rlk_sub *buckets[RLK_PS_BUCKETS];
     rlk_sub *dirty;
     rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */

@@ -92,7 +92,8 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
 }
 
 /* The scripts whose writes must reach the replicas before the caller relies on them: lock
- * grants, re-entries and releases (renewals are synced by the watchdog's pipeline). */
+ * grants, re-entries and releases, semaphore acquires and releases, latch count-downs (renewals
+ * are synced by the watchdog's pipeline). */
 static int rlk_script_synced(int script)
 {
     switch (script) {
@@ -104,6 +105,10 @@ static int rlk_script_synced(int script)
     case RLK_SCRIPT_RW_READ_RELEASE:
     case RLK_SCRIPT_RW_WRITE_ACQUIRE:
     case RLK_SCRIPT_RW_WRITE_RELEASE:
+    case RLK_SCRIPT_SEM_ACQUIRE:
+    case RLK_SCRIPT_SEM_RELEASE:
+    case RLK_SCRIPT_SEM_RELEASE_LEASED:
+    case RLK_SCRIPT_LATCH_COUNT_DOWN:
         return 1;
     default:
         return 0;

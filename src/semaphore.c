@@ -9,6 +9,7 @@
 
 #include "pool.h"
 #include "pubsub.h"
+#include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
 #include "waiter.h"
@@ -227,13 +228,64 @@ static int rlk_sem_try_once(void *arg, int64_t *hint_ms)
     return rlk_sem_attempt(t->sem, t->n, expiry, t->ids, hint_ms);
 }
 
+/* Returns the permit on Redis: 1 released, 0 released after its lease ran out, -1 no such
+ * permit, or a negative error. */
+int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v)
+{
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, (const char *)id, 16);
+    rlk_args_addi(&args, rlk_epoch_ms());
+    redisReply *rep = NULL;
+    int r = rlk_script(sem->client, RLK_SCRIPT_SEM_RELEASE_LEASED, 0, &keys, &args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "sem_release_leased: expected an integer reply");
+    }
+    if (r == RLOCK_OK) {
+        *v = rep->integer;
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
+/* Gives back permits that fewer replicas acknowledged than the master has, as lock.c gives
+ * back such a grant: a failover to one of them would forget the acquire while the caller used the
+ * permits. Best effort, and waiting for no replica (it would fall short the same way). */
+static int rlk_sem_undo_unsynced(rlock_semaphore *sem, int64_t n, const unsigned char (*ids)[16])
+{
+    int acked = 0, k = 0;
+    if (!rlk_sync_short(&acked, &k)) {
+        return RLOCK_OK;
+    }
+    rlk_sync_suppress(1);
+    long long v = 0;
+    if (ids == NULL) {
+        (void)rlk_sem_call(sem, RLK_SCRIPT_SEM_RELEASE, 0, &sem->channel, n, &v, "sem_release");
+    }
+    for (int64_t i = 0; ids != NULL && i < n; i++) {
+        (void)rlk_sem_release_id(sem, ids[i], &v);
+    }
+    rlk_sync_suppress(0);
+    return rlk_sync_error(acked, k, "semaphore", sem->name);
+}
+
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
                     const unsigned char (*ids)[16])
 {
     rlk_sem_try t = {sem, n, lease_ms, ids};
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
+    rlk_sync_clear();
     int r = rlk_wait_notified(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
                               rlk_sem_try_once, &t);
+    if (r == 1) {
+        /* The last synced script of this thread is the acquire that succeeded. */
+        int u = rlk_sem_undo_unsynced(sem, n, ids);
+        r = u ? u : r;
+    }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT,
                        "%lld permit(s) of semaphore '%s' not acquired within "
@@ -253,12 +305,26 @@ RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, 
     return r ? r : rlk_sem_acquire(sem, permits, wait_ms, 0, NULL);
 }
 
+void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what)
+{
+    int acked = 0, n = 0;
+    if (r >= 0 && rlk_sync_short(&acked, &n)) {
+        /* Returned on the master; a failover before the replicas learn it brings the permits
+         * back as taken (a leased one until its lease runs out), which a retry cannot fix
+         * without returning them twice, so the call still succeeds. */
+        rlk_log(sem->client, RLOCK_LOG_WARN, "%s of semaphore '%s': %d of %d replicas acknowledged",
+                what, sem->name, acked, n);
+    }
+}
+
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
     r = r ? r : rlk_check_permits(permits, 1, "permits");
     long long v = 0;
+    rlk_sync_clear();
     r = r ? r
           : rlk_sem_call(sem, RLK_SCRIPT_SEM_RELEASE, 0, &sem->channel, permits, &v, "sem_release");
+    rlk_sem_warn_unsynced(sem, r, "release");
     return r;
 }

@@ -47,7 +47,16 @@ int64_t rlk_epoch_ms(void);
 int rlk_sem_attempt(rlock_semaphore *sem, int64_t n, int64_t expiry, const unsigned char (*ids)[16],
                     int64_t *hint_ms);
 
-/* Acquires by waiting on the channel: the attempt above in the shared notification wait. */
+/* Returns the leased permit id on Redis (sem_release_leased.lua): *v is 1 released, 0 released
+ * after its lease ran out, -1 no such permit; or a negative error. */
+int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v);
+
+/* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked. */
+void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what);
+
+/* Acquires by waiting on the channel: the attempt above in the shared notification wait. With
+ * replica sync, permits that fewer replicas acknowledged are given back and the call returns
+ * RLOCK_EREPLICA. */
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
                     const unsigned char (*ids)[16]);
 

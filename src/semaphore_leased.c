@@ -9,6 +9,7 @@
 #include <uuid/uuid.h>
 
 #include "pool.h"
+#include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
 
@@ -124,30 +125,6 @@ static rlk_permit *rlk_permit_take(rlock_semaphore *sem, const unsigned char id[
     return p;
 }
 
-/* Returns the permit on Redis: 1 released, 0 released after its lease ran out, -1 no such
- * permit, or a negative error. */
-static int rlk_permit_release(rlock_semaphore *sem, const unsigned char id[16], long long *v)
-{
-    rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_init(&args);
-    rlk_args_add(&args, (const char *)id, 16);
-    rlk_args_addi(&args, rlk_epoch_ms());
-    redisReply *rep = NULL;
-    int r = rlk_script(sem->client, RLK_SCRIPT_SEM_RELEASE_LEASED, 0, &keys, &args, &rep);
-    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
-        r = rlk_err(RLOCK_EPROTO, "sem_release_leased: expected an integer reply");
-    }
-    if (r == RLOCK_OK) {
-        *v = rep->integer;
-    }
-    freeReplyObject(rep);
-    return r;
-}
-
 RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
                                                 int64_t lease_ms,
                                                 char permit_id[RLOCK_PERMIT_ID_LEN + 1])
@@ -172,7 +149,7 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wa
     r = rlk_permit_record(sem, ids[0], lease_ms < 0);
     if (r != RLOCK_OK) {
         long long v = 0;
-        rlk_permit_release(sem, ids[0], &v);
+        rlk_sem_release_id(sem, ids[0], &v);
         return rlk_err(r, "semaphore '%s': cannot record the leased permit; returned it",
                        sem->name);
     }
@@ -204,7 +181,9 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
                        permit_id, sem->name);
     }
     long long v = 0;
-    r = rlk_permit_release(sem, id, &v);
+    rlk_sync_clear();
+    r = rlk_sem_release_id(sem, id, &v);
+    rlk_sem_warn_unsynced(sem, r, "leased release");
     if (r == RLOCK_OK && v != 1) {
         r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'%s", permit_id,
                     sem->name, v == 0 ? " (its lease had run out)" : "");

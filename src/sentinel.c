@@ -152,9 +152,13 @@ int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms)
     return r;
 }
 
-/* Moves the client to a new master: the pool drops what it dialled to the old one (the
- * subscriber and the watchdog use the pool's dialling, so they follow), and the replica count
- * is read from the new master before the next grant waits for replicas the old one had. */
+/* Moves the client to a new master: the pool drops what it dialled to the old one (the watchdog
+ * borrows from the pool, so it follows), the master generation moves the subscriber (its thread
+ * compares it with the one it dialled under, resubscribes the channels of current waiters on the
+ * new master, and their confirmations wake every waiter to re-attempt once), and the replica
+ * count is read from the new master before the next grant waits for replicas the old one had.
+ * Both ways of learning of a failover (a recheck after a failed command, a +switch-master event)
+ * end here. */
 static void sentinel_switch(rlock_client *c, const char *host, int port)
 {
     rlk_log(c, RLOCK_LOG_WARN, "Sentinel: master '%s' is now %s:%d", c->url.master_name, host,
@@ -166,6 +170,22 @@ static void sentinel_switch(rlock_client *c, const char *host, int port)
         int r = rlk_replica_refresh(c, conn);
         rlk_pool_return(c->pool, conn, r != RLOCK_OK);
     }
+}
+
+/* The bound of one recheck or switch: the shorter of the two timeouts. */
+static int64_t sentinel_bound(const rlock_client *c)
+{
+    return c->opts.command_timeout_ms < c->opts.connect_timeout_ms ? c->opts.command_timeout_ms
+                                                                   : c->opts.connect_timeout_ms;
+}
+
+/* 1 if host:port is the client's master already. */
+static int sentinel_is_current(const rlock_client *c, const char *host, int port)
+{
+    char cur[RLK_HOST_MAX];
+    rlk_endpoint ep;
+    rlk_client_endpoint(c, &ep, cur);
+    return strcmp(cur, host) == 0 && ep.port == port;
 }
 
 void rlk_sentinel_recheck(rlock_client *c)
@@ -181,20 +201,35 @@ void rlk_sentinel_recheck(rlock_client *c)
         !atomic_compare_exchange_strong(&c->recheck_at, &due, now + RLK_SENTINEL_RECHECK_MS)) {
         return;
     }
-    char host[RLK_HOST_MAX], cur[RLK_HOST_MAX], saved[512];
+    char host[RLK_HOST_MAX], saved[512];
     snprintf(saved, sizeof(saved), "%s", rlock_last_error());
     int port = 0;
-    int64_t bound = c->opts.command_timeout_ms < c->opts.connect_timeout_ms
-                        ? c->opts.command_timeout_ms
-                        : c->opts.connect_timeout_ms;
     /* With no master found (an election is running) the next failure asks again. */
-    if (sentinel_find(c, rlk_add_sat(now, bound), host, &port) == RLOCK_OK) {
-        rlk_endpoint ep;
-        rlk_client_endpoint(c, &ep, cur);
-        if (strcmp(cur, host) != 0 || ep.port != port) {
-            sentinel_switch(c, host, port);
-        }
+    if (sentinel_find(c, rlk_add_sat(now, sentinel_bound(c)), host, &port) == RLOCK_OK &&
+        !sentinel_is_current(c, host, port)) {
+        sentinel_switch(c, host, port);
     }
     /* The caller reports its own failure, not what the Sentinels said. */
     rlk_err_restore(saved);
+}
+
+int rlk_sentinel_switch_to(rlock_client *c, const char *host, int port)
+{
+    if (c->url.kind != RLK_URL_SENTINEL || c->pool == NULL || sentinel_is_current(c, host, port)) {
+        return RLOCK_OK;
+    }
+    char saved[512];
+    snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+    /* The event names the node the Sentinels just promoted; another Sentinel may still name the
+     * old master (which may still say master until it is reconfigured), so the event's address
+     * is confirmed itself instead of asking the Sentinels in turn. */
+    int r = sentinel_confirm(c, host, port, rlk_add_sat(rlk_now_ms(), sentinel_bound(c)));
+    if (r == RLOCK_OK) {
+        sentinel_switch(c, host, port);
+    } else {
+        rlk_log(c, RLOCK_LOG_WARN, "Sentinel: +switch-master named %s:%d: %s", host, port,
+                rlock_last_error());
+    }
+    rlk_err_restore(saved);
+    return r;
 }

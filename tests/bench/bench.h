@@ -21,6 +21,7 @@ typedef struct bench_cfg {
     double scale;       /* < 1 shortens every scenario (smoke runs) */
     int tls_port;       /* a TLS port of ports[0]'s server (u1_tls), 0 = none */
     const char *tls_ca; /* the CA that signed its certificate */
+    int sync_port;      /* a master with 2 replicas online (u1_sync), 0 = none */
 } bench_cfg;
 
 extern bench_cfg g_cfg;
@@ -107,9 +108,35 @@ void bench_json_bool(bench_json *j, const char *key, int v);
 void bench_json_end(bench_json *j); /* stores the line; printed at the end */
 void bench_print_json_lines(void);
 
+/* The two EVALSHA calls rlock sends for rlock_lock(l, 30000) + rlock_unlock(l) of lock `name`
+ * by `owner` (both must outlive the struct's use), argv form, for an ideal client to send. */
+typedef struct bench_pair_cmds {
+    char tok[128], ch[128];
+    const char *acq[7];
+    size_t acq_len[7];
+    const char *rel[8];
+    size_t rel_len[8];
+} bench_pair_cmds;
+void bench_pair_cmds_init(bench_pair_cmds *p, const char *name, const char *owner);
+
+/* Runs pairs lock+unlock pairs on one side: raw 1 calls raw_pair(arg) (1 = the pair succeeded),
+ * raw 0 rlock_lock(l, 30000) + rlock_unlock(l); dies naming `what` when a pair fails. Returns
+ * the pairs per second. */
+double bench_lock_block(int raw, int pairs, rlock *l, int (*raw_pair)(void *arg), void *arg,
+                        const char *what);
+
+/* One block of `pairs` pairs on one side (raw 1: the ideal; 0: rlock); returns pairs per second. */
+typedef double (*bench_block_fn)(int raw, int pairs, void *arg);
+/* g_cfg.reps repetitions of 8 blocks in ABBA order (both sides see the same machine load), then a
+ * table row and a JSON line for `scenario`: rlock's rate over the ideal's, median over
+ * repetitions, against the target ratio 0.95. */
+void bench_abba_1t(const char *scenario, const char *metric, bench_block_fn fn, void *arg,
+                   int pairs);
+
 /* Scenarios. Each returns 0 when it ran (targets met or not), -1 when it could not run. */
 int bench_uncontended_1(void);
 int bench_uncontended_tls(void);
+int bench_sync_1(void);
 int bench_uncontended_8(void);
 int bench_handoff(rlock_kind kind);
 int bench_watchdog_memory(void);

@@ -2,11 +2,12 @@
  * rlock_bench: the benchmark program. Started by tests/bench/run.sh with the ports of
  * redis-servers it started itself; never part of ctest.
  *
- *   rlock_bench --port P [--port P2 --port P3] [--tls-port T --tls-ca CA] [--reps N]
- *               [--scale X] [--only a,b,...]
+ *   rlock_bench --port P [--port P2 --port P3] [--tls-port T --tls-ca CA] [--sync-port S]
+ *               [--reps N] [--scale X] [--only a,b,...]
  *
  * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog
- * fair_queue rw rw_handoff redlock sem drain. Prints a table while it runs, then one JSON line per
+ * fair_queue rw rw_handoff redlock sem drain u1_sync (needs --sync-port: a master with 2
+ * replicas). Prints a table while it runs, then one JSON line per
  * scenario.
  */
 #include <signal.h>
@@ -38,6 +39,7 @@ static const bench_scenario g_scenarios[] = {
     {"fair_queue", bench_fair_queue},   {"rw", bench_rw},
     {"rw_handoff", bench_rw_handoff},   {"redlock", bench_redlock},
     {"sem", bench_semaphore},           {"drain", bench_drain},
+    {"u1_sync", bench_sync_1},
 };
 
 static int selected(const char *only, const char *name)
@@ -72,13 +74,15 @@ int main(int argc, char **argv)
             g_cfg.tls_port = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--tls-ca") == 0 && i + 1 < argc) {
             g_cfg.tls_ca = argv[++i];
+        } else if (strcmp(argv[i], "--sync-port") == 0 && i + 1 < argc) {
+            g_cfg.sync_port = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else {
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
                     "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
-                    "redlock,sem,drain]\n",
+                    "redlock,sem,drain,u1_sync] [--sync-port S]\n",
                     argv[0]);
             return 2;
         }

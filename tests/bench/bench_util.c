@@ -365,3 +365,64 @@ void bench_print_json_lines(void)
     }
     fflush(stdout);
 }
+
+void bench_pair_cmds_init(bench_pair_cmds *p, const char *name, const char *owner)
+{
+    snprintf(p->tok, sizeof(p->tok), "redisson_lock_token:{%s}", name);
+    snprintf(p->ch, sizeof(p->ch), "redisson_lock__channel:{%s}", name);
+    const char *acq[7] = {"EVALSHA", bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), "2", name, p->tok, "30000",
+                          owner};
+    const char *rel[8] = {
+        "EVALSHA", bench_sha(RLK_SCRIPT_LOCK_RELEASE), "2", name, p->ch, "30000", owner, "0"};
+    for (int k = 0; k < 8; k++) {
+        if (k < 7) {
+            p->acq[k] = acq[k];
+            p->acq_len[k] = strlen(acq[k]);
+        }
+        p->rel[k] = rel[k];
+        p->rel_len[k] = strlen(rel[k]);
+    }
+}
+
+void bench_abba_1t(const char *scenario, const char *metric, bench_block_fn fn, void *arg,
+                   int pairs)
+{
+    double ratio[64], ideal[64], rl[64];
+    int reps = g_cfg.reps > 64 ? 64 : g_cfg.reps;
+    for (int rep = 0; rep < reps; rep++) {
+        double s[2] = {0, 0};
+        for (int b = 0; b < 8; b++) {
+            int raw = (b % 4 == 0 || b % 4 == 3);
+            s[raw] += 1.0 / fn(raw, pairs, arg);
+        }
+        ideal[rep] = 4.0 / s[1];
+        rl[rep] = 4.0 / s[0];
+        ratio[rep] = rl[rep] / ideal[rep];
+    }
+    double r = bench_median(ratio, (size_t)reps);
+    bench_row_ratio(scenario, metric, bench_median(ideal, (size_t)reps),
+                    bench_median(rl, (size_t)reps), r, ">= 0.95", r >= 0.95);
+    bench_json j;
+    bench_json_begin(&j, scenario);
+    bench_json_num(&j, "reps", reps);
+    bench_json_num(&j, "ideal_pairs_per_s", bench_median(ideal, (size_t)reps));
+    bench_json_num(&j, "rlock_pairs_per_s", bench_median(rl, (size_t)reps));
+    bench_json_num(&j, "ratio", r);
+    bench_json_num(&j, "target_ratio", 0.95);
+    bench_json_bool(&j, "pass", r >= 0.95);
+    bench_json_end(&j);
+}
+
+double bench_lock_block(int raw, int pairs, rlock *l, int (*raw_pair)(void *arg), void *arg,
+                        const char *what)
+{
+    int64_t a = bench_now_ns();
+    for (int i = 0; i < pairs; i++) {
+        int ok =
+            raw ? raw_pair(arg) : rlock_lock(l, 30000) == RLOCK_OK && rlock_unlock(l) == RLOCK_OK;
+        if (!ok) {
+            bench_die("%s: a %s pair failed (%s)", what, raw ? "raw" : "rlock", rlock_last_error());
+        }
+    }
+    return (double)pairs / ((double)(bench_now_ns() - a) / 1e9);
+}

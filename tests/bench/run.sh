@@ -2,7 +2,8 @@
 # tests/bench/run.sh - build and run the rlock benchmarks.
 #
 # Builds build/bench (Release, RLOCK_BUILD_BENCH=ON), starts its own redis-servers (3: the
-# RedLock scenario needs independent servers; the other scenarios use the first) on free
+# RedLock scenario needs independent servers; the other scenarios use the first; plus a master
+# with 2 replicas for u1_sync) on free
 # loopback ports in a temp dir with --save '' --appendonly no, runs tests/bench/rlock_bench,
 # and kills the servers by PID on exit. Prints the table while it runs, then one JSON line
 # per scenario. Installs missing Debian packages like tests/run.sh does.
@@ -12,7 +13,7 @@
 #                            scenario times at most 5 sweep cycles of 15 s)
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
 #   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u1_tls,u8,handoff,handoff_fair,watchdog,sem,
-#                            fair_queue,rw,rw_handoff,redlock,drain
+#                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync
 #   RLOCK_SKIP_APT=1         never call apt-get
 #   RLOCK_JOBS=2             parallel build jobs
 set -euo pipefail
@@ -76,9 +77,10 @@ port_free() {
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# start_server N: starts server N on a free port; sets PORT.
+# start_server N [ARGS...]: starts server N on a free port with extra ARGS; sets PORT.
 start_server() {
     local n=$1 tries=0 pid
+    shift
     while [ $tries -lt 20 ]; do
         tries=$((tries + 1))
         PORT=$((20000 + RANDOM % 40000))
@@ -93,7 +95,7 @@ start_server() {
                  --tls-auth-clients no)
         fi
         redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-            --dir "$TMP/s$n" --logfile "$TMP/s$n/redis.log" --daemonize no "${tls[@]}" &
+            --dir "$TMP/s$n" --logfile "$TMP/s$n/redis.log" --daemonize no "${tls[@]}" "$@" &
         pid=$!
         local i
         for i in $(seq 1 50); do
@@ -118,6 +120,17 @@ for n in 1 2 3; do
     ARGS+=(--port "$PORT")
 done
 ARGS+=(--tls-port "$TLS_PORT" --tls-ca "$TMP/certs/ca.crt")
+
+# u1_sync: a master (server 4) with 2 replicas (5, 6), waited for until both are online.
+start_server 4
+SYNC_PORT=$PORT
+start_server 5 --replicaof 127.0.0.1 "$SYNC_PORT"
+start_server 6 --replicaof 127.0.0.1 "$SYNC_PORT"
+for i in $(seq 1 100); do
+    [ "$(redis-cli -p "$SYNC_PORT" info replication | grep -c 'state=online')" = 2 ] && break
+    sleep 0.1
+done
+ARGS+=(--sync-port "$SYNC_PORT")
 [ -n "${RLOCK_BENCH_ONLY:-}" ] && ARGS+=(--only "$RLOCK_BENCH_ONLY")
 
 echo "=== rlock_bench (reps $REPS, scale $SCALE; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg))"

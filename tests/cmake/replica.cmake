@@ -38,3 +38,21 @@ rlock_add_test(NAME test_sentinel_kill SOURCES replica/test_sentinel_failover.c 
 # no_tsan: about 35 s a run (two switches); tests/run.sh stays within its 40 minutes.
 rlock_add_test(NAME test_failover_waiters SOURCES replica/test_failover_waiters.c
                LABELS redis fault no_tsan TIMEOUT 120)
+# +switch-master: an idle client is on the new master (CLIENT LIST) before it issues anything and
+# locks there at the first try (no READONLY on the old master); a waiter's channel is subscribed
+# on the new master before the release there, and the waiter acquires; a client whose Sentinel
+# went down subscribes on the next one and still follows a failover. Three failovers.
+# no_tsan: about 60 s a run; plain and ASan run it, and tests/run.sh stays within 40 minutes.
+rlock_add_test(NAME test_sentinel_switch SOURCES replica/test_sentinel_switch.c
+               LABELS redis fault no_tsan TIMEOUT 180)
+
+# test_sentinel_switch_tls: the same over TLS everywhere (rediss-sentinel://: Sentinels and data
+# nodes on TLS ports, TLS replication): discovery, locks and three failovers over TLS.
+# plain_only: about 60 s a run; the plain-TCP program runs in the plain and ASan variants, and tests/run.sh
+# stays within its 40 minutes.
+if(COMMAND rlock_add_tls_variant)
+  rlock_add_tls_variant(test_sentinel_switch)
+  if(TEST test_sentinel_switch_tls)
+    set_property(TEST test_sentinel_switch_tls APPEND PROPERTY LABELS plain_only)
+  endif()
+endif()

@@ -7,11 +7,17 @@
 
 rh_server *tc_replica_start(const rh_server *master)
 {
+    /* Replicas of a TLS master (RH_TLS_DIR) replicate over TLS and announce their TLS port, so
+     * that Sentinels, which learn replicas from the master, name TLS ports only. */
+    int tls = rh_tls_port(master) > 0;
     char port[16];
-    snprintf(port, sizeof(port), "%d", rh_port(master));
+    snprintf(port, sizeof(port), "%d", tls ? rh_tls_port(master) : rh_port(master));
     /* A short repl-timeout is not set on purpose: tests stop replicas with SIGSTOP and rely on
      * the master still counting them as connected, as it would in production. */
-    const char *args[] = {"--replicaof", "127.0.0.1", port, NULL};
+    const char *args[] = {"--replicaof", "127.0.0.1", port, "--tls-replication", "yes", NULL};
+    if (!tls) {
+        args[3] = NULL;
+    }
     return rh_start(args);
 }
 
@@ -62,7 +68,9 @@ int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
 int tc_replicated_start(rh_server **master, rh_server **replicas, int n)
 {
     memset(replicas, 0, sizeof(rh_server *) * (size_t)n);
-    *master = rh_start(NULL);
+    /* Over TLS the master replicates over TLS too once a failover demotes it. */
+    const char *tls[] = {"--tls-replication", "yes", NULL};
+    *master = rh_start(rh_tls_dir() != NULL ? tls : NULL);
     int ok = *master != NULL;
     for (int i = 0; ok && i < n; i++) {
         replicas[i] = tc_replica_start(*master);

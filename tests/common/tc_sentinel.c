@@ -7,18 +7,26 @@
 
 #include "tc_replicas.h"
 
+/* The port clients use: the TLS one of a TLS server (RH_TLS_DIR), else the plain one. */
+static int tc_client_port(const rh_server *s)
+{
+    return rh_tls_port(s) > 0 ? rh_tls_port(s) : rh_port(s);
+}
+
 /* Small timeouts keep a failover within a second or two (down-after 1000 ms, failover-timeout
- * 3000 ms). */
-static rh_server *tc_sentinel_start(int master_port)
+ * 3000 ms). Over TLS (RH_TLS_DIR: every harness server a TLS server) the Sentinels monitor the
+ * master's TLS port and talk TLS to the data nodes (tls-replication), so that they name TLS ports
+ * to clients: TLS everywhere, as rediss-sentinel:// expects. */
+static rh_server *tc_sentinel_start(const rh_server *master)
 {
     char conf[512];
     snprintf(conf, sizeof(conf),
              "sentinel monitor %s 127.0.0.1 %d 2\n"
              "sentinel down-after-milliseconds %s 1000\n"
              "sentinel failover-timeout %s 3000\n"
-             "sentinel parallel-syncs %s 2\n",
-             TC_SENTINEL_MASTER, master_port, TC_SENTINEL_MASTER, TC_SENTINEL_MASTER,
-             TC_SENTINEL_MASTER);
+             "sentinel parallel-syncs %s 2\n%s",
+             TC_SENTINEL_MASTER, tc_client_port(master), TC_SENTINEL_MASTER, TC_SENTINEL_MASTER,
+             TC_SENTINEL_MASTER, rh_tls_port(master) > 0 ? "tls-replication yes\n" : "");
     const char *args[] = {"--sentinel", NULL};
     return rh_start_conf(conf, args);
 }
@@ -65,15 +73,16 @@ int tc_deploy_start(tc_deploy *d)
     if (tc_replicated_start(&d->data[0], &d->data[1], TC_NDATA - 1) != 0) {
         return -1;
     }
-    int n = snprintf(d->url, sizeof(d->url), "redis-sentinel://");
+    int n = snprintf(d->url, sizeof(d->url), "%s://",
+                     rh_tls_port(d->data[0]) > 0 ? "rediss-sentinel" : "redis-sentinel");
     for (int i = 0; i < TC_NSENTINEL; i++) {
-        d->sentinel[i] = tc_sentinel_start(rh_port(d->data[0]));
+        d->sentinel[i] = tc_sentinel_start(d->data[0]);
         if (d->sentinel[i] == NULL) {
             tc_deploy_stop(d);
             return -1;
         }
         n += snprintf(d->url + n, sizeof(d->url) - (size_t)n, "%s127.0.0.1:%d", i ? "," : "",
-                      rh_port(d->sentinel[i]));
+                      tc_client_port(d->sentinel[i]));
     }
     snprintf(d->url + n, sizeof(d->url) - (size_t)n, "#%s", TC_SENTINEL_MASTER);
     if (tc_deploy_settle(d, 20000) != 0) {
@@ -129,7 +138,8 @@ rh_server *tc_deploy_failover(tc_deploy *d)
     int64_t deadline = rh_now_ms() + 30000;
     for (int i = 0; rh_now_ms() < deadline; i++) {
         const char *argv[] = {"SENTINEL", "FAILOVER", TC_SENTINEL_MASTER, NULL};
-        char *ok = rh_cmd_str(d->sentinel[i % TC_NSENTINEL], argv);
+        rh_server *s = d->sentinel[i % TC_NSENTINEL];
+        char *ok = s != NULL && rh_pid(s) ? rh_cmd_str(s, argv) : NULL;
         free(ok);
         if (ok != NULL) {
             return tc_deploy_wait_master(d, before, TC_NDATA - 1);

@@ -18,7 +18,9 @@
 typedef struct tc_deploy {
     rh_server *data[TC_NDATA]; /* data[0] is the first master */
     rh_server *sentinel[TC_NSENTINEL];
-    char url[256]; /* redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3#tcmaster */
+    /* redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3#tcmaster; rediss-sentinel:// and
+     * the TLS ports when the program runs over TLS (RH_TLS_DIR). */
+    char url[256];
 } tc_deploy;
 
 /* Starts the deployment and waits until every Sentinel sees the master, both replicas and the
@@ -26,10 +28,8 @@ typedef struct tc_deploy {
 int tc_deploy_start(tc_deploy *d);
 /* Frees every server; always 0. */
 int tc_deploy_stop(tc_deploy *d);
-/* The data server that ROLE calls master (NULL if none does). */
-rh_server *tc_deploy_master(tc_deploy *d);
-/* Defines a program's static cmocka group setup() and teardown() that start and stop the
- * deployment d (skipping the program when redis-server is missing). */
+/* Defines a program's static cmocka group setup() (skipping the program when redis-server is
+ * missing) and teardown() that start and stop the deployment in its global d. */
 #define TC_DEPLOY_FIXTURE(d)                                                                       \
     static int setup(void **state)                                                                 \
     {                                                                                              \
@@ -42,7 +42,8 @@ rh_server *tc_deploy_master(tc_deploy *d);
         (void)state;                                                                               \
         return tc_deploy_stop(&(d));                                                               \
     }
-
+/* The data server that ROLE calls master (NULL if none does). */
+rh_server *tc_deploy_master(tc_deploy *d);
 /* A graceful switch: SENTINEL FAILOVER (retried while the Sentinels are not ready for one), then
  * waits until another data server is the master with both replicas online. The new master, or
  * NULL after 30 s. */

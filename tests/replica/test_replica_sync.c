@@ -3,7 +3,8 @@
  * reaches the replicas before rlock_lock() returns (WAIT pipelined behind the script); with a
  * replica stopped by SIGSTOP an attempt returns RLOCK_EREPLICA within replica_sync_timeout_ms
  * plus a margin and leaves nothing held on Redis (checked on a raw connection); after SIGCONT it
- * works again; fencing tokens stay strictly increasing; a master without replicas (or a client
+ * works again; semaphore acquires and latch count-downs get the same (permits left available);
+ * fencing tokens stay strictly increasing; a master without replicas (or a client
  * with replica_sync = 0) never sees WAIT (INFO commandstats); a replica that joins later is
  * waited for; renewals that the replicas miss do not lose the hold; replica_sync_aof on a
  * server older than 7.2 is RLOCK_ENOTSUP at client creation.
@@ -128,6 +129,41 @@ static void test_stopped_replica_ereplica(void **state)
     rlock_client_free(c);
 }
 
+/* Semaphores and the latch with a replica stopped: an acquire (plain or leased) returns
+ * EREPLICA in time and leaves every permit available; a count-down returns EREPLICA and is not
+ * undone (its waiters may have gone already); all work again after SIGCONT. */
+static void test_sem_latch_stopped_replica(void **state)
+{
+    (void)state;
+    rlock_client *c = client_on(g_master, 1);
+    rlock_semaphore *sem = rlock_semaphore_open(c, "rs:sem");
+    rlock_latch *latch = rlock_latch_open(c, "rs:latch");
+    assert_int_equal(rlock_semaphore_try_set_permits(sem, 3), 1);
+    assert_int_equal(rlock_latch_try_set_count(latch, 2), 1);
+    assert_int_equal(rh_pause(g_rep[1]), 0);
+    int64_t t0 = rh_now_ms();
+    assert_int_equal(rlock_semaphore_acquire(sem, 2, 0), RLOCK_EREPLICA);
+    assert_true(rh_now_ms() - t0 < SYNC_MS + MARGIN_MS);
+    assert_non_null(strstr(rlock_last_error(), "1 of 2 replicas acknowledged"));
+    assert_int_equal(rlock_semaphore_available(sem), 3);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(sem, 0, 10000, id), RLOCK_EREPLICA);
+    assert_int_equal(rlock_semaphore_available(sem), 3);
+    assert_int_equal(exists(g_master, "{rs:sem}:timeout"), 0);
+    assert_int_equal(rlock_latch_count_down(latch), RLOCK_EREPLICA);
+    assert_non_null(strstr(rlock_last_error(), "1 of 2 replicas acknowledged"));
+    assert_int_equal(rlock_latch_count(latch), 1);
+    assert_int_equal(rh_resume(g_rep[1]), 0);
+    assert_int_equal(tc_replicas_wait(g_master, NREP, 10000), 0);
+    assert_int_equal(rlock_semaphore_acquire(sem, 2, 0), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_release(sem, 2), RLOCK_OK);
+    assert_int_equal(rlock_latch_count_down(latch), RLOCK_OK);
+    assert_int_equal(rlock_latch_count(latch), 0);
+    rlock_latch_free(latch);
+    rlock_semaphore_free(sem);
+    rlock_client_free(c);
+}
+
 static void test_tokens_strictly_increasing(void **state)
 {
     (void)state;
@@ -247,6 +283,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grant_reaches_replicas),
         cmocka_unit_test(test_stopped_replica_ereplica),
+        cmocka_unit_test(test_sem_latch_stopped_replica),
         cmocka_unit_test(test_tokens_strictly_increasing),
         cmocka_unit_test(test_sync_off_sends_no_wait),
         cmocka_unit_test(test_no_replicas_then_one_joins),
