@@ -50,6 +50,17 @@ rlk_ps_req *rlk_req_pop(rlk_pubsub *ps)
     return r;
 }
 
+/* Records why s's subscription failed and wakes its waiters. Mutex held. */
+static void rlk_sub_fail_one(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
+{
+    if (s->fail_code != 0 || s->refs == 0) {
+        return;
+    }
+    s->fail_code = code;
+    s->fail_msg = strdup(msg);
+    rlk_give_later(ps, s, 1);
+}
+
 /* Records why s's subscription failed and wakes its waiters, who return code with the message.
  * Mutex held. */
 void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
@@ -57,14 +68,9 @@ void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
     /* Nobody waits on a wake channel: its failure is its twin's waiters'. */
     rlk_sub *twin = s->mode == RLK_MSG_NAMED ? rlk_twin_of(ps, s) : NULL;
     if (twin != NULL) {
-        rlk_sub_fail(ps, twin, code, msg);
+        rlk_sub_fail_one(ps, twin, code, msg);
     }
-    if (s->fail_code != 0 || s->refs == 0) {
-        return;
-    }
-    s->fail_code = code;
-    s->fail_msg = strdup(msg);
-    rlk_give_later(ps, s, 1);
+    rlk_sub_fail_one(ps, s, code, msg);
 }
 
 /* Redis refused a PSUBSCRIBE (an ACL without the command, or a channel rule that names no such
