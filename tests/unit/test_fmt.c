@@ -14,27 +14,29 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "tc_redis.h"
+
+/* got (n bytes written by rlk_fmt_*) must be exactly want, NUL included. */
+static void expect_text(const char *want, const char *got, size_t n)
+{
+    assert_int_equal(n, strlen(want));
+    assert_string_equal(got, want);
+}
 
 static void check_i64(int64_t v)
 {
     char want[32];
-    char got[32];
-    memset(got, 'x', sizeof(got));
-    int wn = snprintf(want, sizeof(want), "%" PRId64, v);
-    size_t n = rlk_fmt_i64(got, v);
-    assert_int_equal(n, (size_t)wn);
-    assert_string_equal(got, want);
+    char got[32] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    (void)snprintf(want, sizeof(want), "%" PRId64, v);
+    expect_text(want, got, rlk_fmt_i64(got, v));
 }
 
 static void check_u64(uint64_t v)
 {
     char want[32];
-    char got[32];
-    memset(got, 'x', sizeof(got));
-    int wn = snprintf(want, sizeof(want), "%" PRIu64, v);
-    size_t n = rlk_fmt_u64(got, v);
-    assert_int_equal(n, (size_t)wn);
-    assert_string_equal(got, want);
+    char got[32] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    (void)snprintf(want, sizeof(want), "%" PRIu64, v);
+    expect_text(want, got, rlk_fmt_u64(got, v));
 }
 
 static void test_signed_edges(void **state)
@@ -70,12 +72,5 @@ static void test_digit_boundaries(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_signed_edges),
-        cmocka_unit_test(test_unsigned_edges),
-        cmocka_unit_test(test_digit_boundaries),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TC_MAIN(NULL, NULL, cmocka_unit_test(test_signed_edges), cmocka_unit_test(test_unsigned_edges),
+        cmocka_unit_test(test_digit_boundaries))
