@@ -52,6 +52,48 @@ static int tc_sentinel_settled(rh_server *s)
     return slaves == TC_NDATA - 1 && others == TC_NSENTINEL - 1;
 }
 
+/* 1 when Sentinel s lists a replica on port whose only flag is "slave" (not down, not
+ * disconnected). */
+static int tc_sentinel_knows(rh_server *s, int port)
+{
+    const char *argv[] = {"SENTINEL", "REPLICAS", TC_SENTINEL_MASTER, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    int found = 0;
+    for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        int p = -1, ok = 0;
+        for (size_t j = 0; e->type == REDIS_REPLY_ARRAY && j + 1 < e->elements; j += 2) {
+            const char *k = e->element[j]->str, *v = e->element[j + 1]->str;
+            if (k != NULL && v != NULL && strcmp(k, "port") == 0) {
+                p = atoi(v);
+            } else if (k != NULL && v != NULL && strcmp(k, "flags") == 0) {
+                ok = strcmp(v, "slave") == 0;
+            }
+        }
+        found |= p == port && ok;
+    }
+    freeReplyObject(r);
+    return found;
+}
+
+/* Waits until every Sentinel lists replica as a healthy replica. Sentinels learn of a new replica
+ * from the master's INFO, which they read every 10 s; a master killed before they did would leave
+ * that replica following a dead master, unknown to the Sentinels that promote another. */
+static int tc_deploy_know_replica(tc_deploy *d, const rh_server *replica)
+{
+    int64_t deadline = rh_now_ms() + 30000;
+    for (int i = 0; i < TC_NSENTINEL; i++) {
+        while (!tc_sentinel_knows(d->sentinel[i], tc_client_port(replica))) {
+            if (rh_now_ms() >= deadline) {
+                fprintf(stderr, "tc_deploy: Sentinel %d did not learn of the new replica\n", i);
+                return -1;
+            }
+            rh_sleep_ms(100);
+        }
+    }
+    return 0;
+}
+
 static int tc_deploy_settle(tc_deploy *d, int64_t timeout_ms)
 {
     int64_t deadline = rh_now_ms() + timeout_ms;
@@ -167,7 +209,7 @@ rh_server *tc_deploy_kill_master(tc_deploy *d)
         if (d->data[i] == old) {
             rh_free(old);
             d->data[i] = tc_replica_start(m);
-            if (d->data[i] == NULL) {
+            if (d->data[i] == NULL || tc_deploy_know_replica(d, d->data[i]) != 0) {
                 return NULL;
             }
         }
