@@ -21,9 +21,10 @@ rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discov
 # Failover under load: 4 processes x 4 threads with the shared-memory checker while the
 # Sentinels fail over 5 times: 0 violations, tokens strictly increasing, every process
 # continues after the last switch.
-# no_tsan: about 100 s per run; plain and ASan keep tests/run.sh within its time budget.
+# plain_only: about 100 s a run; the sanitizer builds leave the long Sentinel suites out to keep
+# tests/run.sh within 40 minutes (CONTRIBUTING "Test variants").
 rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failover.c
-               LABELS redis stress fault no_tsan TIMEOUT 240)
+               LABELS redis stress fault plain_only TIMEOUT 240)
 
 # kill -9 of the master under the same stress (the program's "kill" mode): 5 rounds with
 # replica_sync = 1 (0 violations, tokens increasing, every process continues; the old master is
@@ -35,20 +36,20 @@ rlock_add_test(NAME test_sentinel_kill SOURCES replica/test_sentinel_failover.c 
 # Waiters across a failover: rlock_lock() waiters on a held lock while the master is killed all
 # acquire after it; a fair queue survives SENTINEL FAILOVER as replicated, a waiter missing from
 # it joins again, the others keep their order.
-# no_tsan: about 35 s a run (two switches); tests/run.sh stays within its 40 minutes.
+# plain_only: about 35 s a run (two switches); tests/run.sh stays within its 40 minutes.
 rlock_add_test(NAME test_failover_waiters SOURCES replica/test_failover_waiters.c
-               LABELS redis fault no_tsan TIMEOUT 120)
+               LABELS redis fault plain_only TIMEOUT 120)
 # +switch-master: an idle client is on the new master (CLIENT LIST) before it issues anything and
 # locks there at the first try (no READONLY on the old master); a waiter's channel is subscribed
 # on the new master before the release there, and the waiter acquires; a client whose Sentinel
 # went down subscribes on the next one and still follows a failover. Three failovers.
-# no_tsan: about 60 s a run; plain and ASan run it, and tests/run.sh stays within 40 minutes.
+# plain_only: about 60 s a run; tests/run.sh stays within 40 minutes.
 rlock_add_test(NAME test_sentinel_switch SOURCES replica/test_sentinel_switch.c
-               LABELS redis fault no_tsan TIMEOUT 180)
+               LABELS redis fault plain_only TIMEOUT 180)
 
 # test_sentinel_switch_tls: the same over TLS everywhere (rediss-sentinel://: Sentinels and data
 # nodes on TLS ports, TLS replication): discovery, locks and three failovers over TLS.
-# plain_only: about 60 s a run; the plain-TCP program runs in the plain and ASan variants, and tests/run.sh
+# plain_only: about 60 s a run, like its plain-TCP twin, and tests/run.sh
 # stays within its 40 minutes.
 if(COMMAND rlock_add_tls_variant)
   rlock_add_tls_variant(test_sentinel_switch)
