@@ -14,7 +14,8 @@
  * tc_replicas_wait(). */
 rh_server *tc_replica_start(const rh_server *master);
 
-/* Waits up to timeout_ms until master reports n replicas with state=online. 0 or -1. */
+/* Waits up to timeout_ms until master reports at least n replicas with state=online and WAIT
+ * sees them acknowledge. 0 or -1. */
 int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms);
 
 /* A master with n replicas (n <= 4) all online: 0, or -1 after freeing what was started. */
