@@ -289,8 +289,8 @@ static void test_killed_waiter_strands_nobody(void **state)
 /* The commands scripts may run on an uncontended pair, counted by INFO commandstats (which counts
  * the commands scripts call as well as EVALSHA). */
 static const char *const g_pair_cmds[] = {
-    "evalsha", "exists", "hexists", "hincrby", "del", "publish", "pexpire", "pttl", "incr",
-    "set", "get", "time", "zadd", "zrangebyscore", "pubsub|numsub"};
+    "evalsha", "exists", "hexists", "hincrby", "del",  "publish",       "pexpire",      "pttl",
+    "incr",    "set",    "get",     "time",    "zadd", "zrangebyscore", "pubsub|numsub"};
 #define PAIR_CMDS (sizeof(g_pair_cmds) / sizeof(g_pair_cmds[0]))
 #define PAIRS     20
 
@@ -307,9 +307,9 @@ static void redisson_pairs(const char *name, const char *owner)
     redisContext *ctx = rh_connect(g_srv);
     assert_non_null(ctx);
     for (int i = 0; i < PAIRS; i++) {
-        redisReply *r = redisCommand(ctx, "EVALSHA %s 2 %s redisson_lock_token:{%s} 30000 %s",
-                                     rlk_script_table[RLK_SCRIPT_LOCK_ACQUIRE].sha1, name, name,
-                                     owner);
+        redisReply *r =
+            redisCommand(ctx, "EVALSHA %s 2 %s redisson_lock_token:{%s} 30000 %s",
+                         rlk_script_table[RLK_SCRIPT_LOCK_ACQUIRE].sha1, name, name, owner);
         assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
         freeReplyObject(r);
         r = redisCommand(ctx, "EVALSHA %s 2 %s redisson_lock__channel:{%s} 30000 %s 0",
