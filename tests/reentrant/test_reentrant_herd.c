@@ -286,6 +286,17 @@ static void test_killed_waiter_strands_nobody(void **state)
     rlock_client_free(hc);
 }
 
+/* A holder's client with name locked by it and one waiting client parked on name. */
+static rlock *hold_with_waiter(const char *name, rlock_client **hc, herd_waiter *w)
+{
+    *hc = herd_client(60000);
+    rlock *h = tc_open(*hc, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    herd_start(w, name, 60000);
+    wait_parked(name, 1);
+    return h;
+}
+
 /* The commands scripts may run on an uncontended pair, counted by INFO commandstats (which counts
  * the commands scripts call as well as EVALSHA). */
 static const char *const g_pair_cmds[] = {
@@ -327,13 +338,10 @@ static void test_uncontended_release_runs_redissons_commands(void **state)
 {
     g_srv = *state;
     const char *name = "re:herd:quiet";
-    rlock_client *c = herd_client(60000);
-    rlock *l = tc_open(c, RLOCK_REENTRANT, name);
-    /* Loads both scripts, so that no NOSCRIPT reply is counted, and leaves a waiter's traces. */
-    assert_int_equal(rlock_lock(l, LEASE_MS), RLOCK_OK);
+    rlock_client *c;
     herd_waiter w;
-    herd_start(&w, name, 60000);
-    wait_parked(name, 1);
+    /* Loads both scripts, so that no NOSCRIPT reply is counted, and leaves a waiter's traces. */
+    rlock *l = hold_with_waiter(name, &c, &w);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     herd_stop(&w);
     rh_sleep_ms(150); /* the wait's channels linger 100 ms */
@@ -372,12 +380,9 @@ static void test_glob_name_pattern_is_literal(void **state)
 {
     g_srv = *state;
     const char *name = "re:glob*?[ab]";
-    rlock_client *hc = herd_client(60000);
-    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
-    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    rlock_client *hc;
     herd_waiter w;
-    herd_start(&w, name, 60000);
-    wait_parked(name, 1);
+    rlock *h = hold_with_waiter(name, &hc, &w);
     /* What the pattern would match if "*", "?" and "[ab]" were left unescaped. */
     assert_int_equal(publish("redisson_lock__channel:{re:globXYa}"), 0);
     char ch[128];
