@@ -1,5 +1,5 @@
 /*
- * Private to the subscriber (pubsub.c, pubsub_armed.c): its state, shared by the two files. Every
+ * Private to the subscriber (pubsub*.c): its state, shared by its files. Every
  * field is guarded by the subscriber mutex unless its comment says "thread only" (touched by the
  * subscriber thread alone).
  */
@@ -107,7 +107,20 @@ struct rlk_pubsub {
     int no_patterns;
 };
 
-/* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */
+/* The channel table (pubsub.c), shared by the subscriber's files; the thread calls them with the
+ * mutex held. */
+/* The entry of ch subscribed plainly (pattern 0) or through its literal pattern (1), or NULL. */
+rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len, int pattern);
+/* Takes s out of the idle list (it gets a waiter again, expires, or is freed). */
+void rlk_idle_unlink(rlk_pubsub *ps, rlk_sub *s);
+/* Frees an entry already taken out of its hash chain. */
+void rlk_sub_destroy(rlk_pubsub *ps, rlk_sub *s);
+/* Wakes the subscriber thread (its self-pipe). */
+void rlk_poke(rlk_pubsub *ps);
+/* Adds k permits (at most one per waiter), woken as rlk_give_later(). */
+void rlk_give_n_later(rlk_pubsub *ps, rlk_sub *s, int k);
+/* Wakes the waiters given permits by rlk_give_later(); the thread calls it without the mutex. */
+void rlk_wake_given(rlk_pubsub *ps);
 void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s);
 void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s);
 void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all);
@@ -115,6 +128,9 @@ int rlk_want(const rlk_sub *s);
 /* The lock channel a wake channel's (RLK_MSG_NAMED) names refer to: joined through its pattern,
  * or plainly when Redis refused the pattern; NULL for other entries. */
 rlk_sub *rlk_twin_of(rlk_pubsub *ps, const rlk_sub *n);
+
+/* Handles one reply read from a subscriber connection (pubsub_dispatch.c). Mutex held. */
+void rlk_on_reply(rlk_pubsub *ps, redisReply *r);
 
 /* Requests awaiting their reply (pubsub_requests.c), thread only. */
 int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe);
