@@ -446,3 +446,15 @@ void rlk_pubsub_fork_unlock(rlk_pubsub *ps)
 {
     pthread_mutex_unlock(&ps->mu);
 }
+
+void rlk_sub_moved(rlk_pubsub *ps, rlk_sub *s)
+{
+    s->sent = 0;
+    s->node = NULL;
+    ps->refresh_due = 1;
+    if (s->pending == 0 && rlk_want(s)) {
+        rlk_mark_dirty(ps, s);
+    } else if (s->pending == 0 && s->refs == 0 && !s->lingering && !s->dirty) {
+        rlk_unlink_free(ps, s);
+    }
+}

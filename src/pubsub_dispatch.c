@@ -45,7 +45,7 @@ static int rlk_named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
  * having been read already proves, and is then no wake-up here (rlk_on_reply lets it pass): the
  * name already woke its waiter. A named waiter that is not asleep with an armed attempt (between
  * two attempts, or no idle connection) gets a permit of the twin instead. Mutex held. */
-static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
+static void rlk_on_named(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *n, const redisReply *m)
 {
     rlk_sub *twin = rlk_twin_of(ps, n);
     if (twin == NULL || m->type != REDIS_REPLY_STRING) {
@@ -55,7 +55,7 @@ static void rlk_on_named(rlk_pubsub *ps, const rlk_sub *n, const redisReply *m)
     if (tag_len > 2 && memcmp(m->str + tag_len - 2, " 0", 2) == 0) {
         tag_len -= 2;
         if (twin->sent && twin->pending == 0) {
-            ps->twin_next = twin;
+            node->twin_next = twin;
         }
     }
     if (!rlk_named_here(ps, m->str, tag_len) ||
@@ -80,6 +80,8 @@ int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
     *channel = r->element[1]->str;
     *len = r->element[1]->len;
     *payload = r->element[2];
+    /* Sharded pub/sub's pushes ("smessage", "ssubscribe", "sunsubscribe") mean the same. */
+    kind += kind[0] == 's' && strcmp(kind, "subscribe") != 0;
     if (strcmp(kind, "message") == 0) {
         return RLK_PUSH_MESSAGE;
     }
@@ -123,10 +125,10 @@ static rlk_sub *rlk_find_push(rlk_pubsub *ps, int kind, const char *ch, size_t l
     return s;
 }
 
-/* Redis confirmed s's SUBSCRIBE or UNSUBSCRIBE (either kind). Mutex held. */
-static void rlk_on_confirm(rlk_pubsub *ps, rlk_sub *s)
+/* Redis confirmed s's SUBSCRIBE or UNSUBSCRIBE (either kind) on node. Mutex held. */
+static void rlk_on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
 {
-    (void)rlk_req_pop(ps); /* answered in order: the oldest request is this one */
+    (void)rlk_req_pop(node); /* answered in order: the oldest request is this one */
     if (s->pending > 0) {
         s->pending--;
     }
@@ -157,18 +159,28 @@ static void rlk_on_confirm(rlk_pubsub *ps, rlk_sub *s)
     }
 }
 
-/* Handles one reply read from the subscriber connection. Mutex held. */
-void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
+/* 1 if r, a confirmation for s read on node, is an "sunsubscribe" this client did not ask for:
+ * Redis 7 drops a sharded subscription when its slot leaves the node. Mutex held. */
+static int rlk_dropped(rlk_ps_node *node, const rlk_sub *s, const redisReply *r)
+{
+    if (strcmp(r->element[0]->str, "sunsubscribe") != 0) {
+        return 0;
+    }
+    const rlk_ps_req *head = rlk_req_head(node);
+    return head == NULL || head->s != s || head->subscribe;
+}
+
+void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
 {
     /* A named wake-up's "0" is the reply right after the name, or it does not come at all. */
-    rlk_sub *announced = ps->twin_next;
-    ps->twin_next = NULL;
+    rlk_sub *announced = node->twin_next;
+    node->twin_next = NULL;
     const char *channel = NULL;
     size_t len = 0;
     const redisReply *m = NULL;
     int kind = rlk_push_parse(r, &channel, &len, &m);
     if (kind == RLK_PUSH_ERROR) {
-        rlk_on_refused(ps, r);
+        rlk_on_refused(ps, node, r);
         return;
     }
     rlk_sub *s = rlk_find_push(ps, kind, channel, len);
@@ -178,7 +190,7 @@ void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
     if (kind == RLK_PUSH_MESSAGE || kind == RLK_PUSH_PMESSAGE) {
         ps->messages++;
         if (s->mode == RLK_MSG_NAMED) {
-            rlk_on_named(ps, s, m);
+            rlk_on_named(ps, node, s, m);
             return;
         }
         if (s == announced && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '0') {
@@ -198,7 +210,11 @@ void rlk_on_reply(rlk_pubsub *ps, redisReply *r)
             rlk_give_later(ps, s, all);
         }
         s->missed |= s->refs == 0;
+    } else if (rlk_dropped(node, s, r)) {
+        rlk_log(ps->c, RLOCK_LOG_INFO, "subscriber: %s dropped by its node (slot moved?)",
+                s->channel);
+        rlk_sub_moved(ps, s);
     } else {
-        rlk_on_confirm(ps, s);
+        rlk_on_confirm(ps, node, s);
     }
 }

@@ -1,7 +1,10 @@
 /*
  * Pub/sub on a real cluster in both modes of rlock_options.cluster_pubsub: the option is
  * checked; auto picks sharded on Redis 7 as Redisson's probe does; a sharded client's releases
- * SPUBLISH (a raw SSUBSCRIBE on the slot's master hears "smessage"), a classic one's PUBLISH.
+ * SPUBLISH (a raw SSUBSCRIBE on the slot's master hears "smessage"), a classic one's PUBLISH;
+ * in either mode waiters of every lock kind on all three masters are woken by a release (a
+ * subscriber message counted, the holder's lease far longer than the wait), sharded waiters
+ * listening with SSUBSCRIBE on the master that owns the lock's slot.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,8 +19,10 @@
 #include <hiredis.h>
 
 #include "client.h"
+#include "pubsub.h"
 #include "tc_cluster.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 /* A client on the cluster in pub/sub mode mode. */
 static rlock_client *ps_client(int mode)
@@ -119,6 +124,87 @@ static void test_classic_release_publishes(void **state)
     release_heard(RLOCK_CLUSTER_PUBSUB_CLASSIC, "SUBSCRIBE", "message");
 }
 
+/* Shard channels of master s whose name contains name ({name} tagged), as PUBSUB SHARDCHANNELS
+ * (sharded 1) or PUBSUB CHANNELS lists them. */
+static long long channels_of(rh_server *s, const char *name, int sharded)
+{
+    char pat[96];
+    snprintf(pat, sizeof(pat), "*{%s}*", name);
+    const char *argv[] = {"PUBSUB", sharded ? "SHARDCHANNELS" : "CHANNELS", pat, NULL};
+    return tc_array_len(s, argv);
+}
+
+/* The kind the holder takes so that a waiter of kind waits: a reader waits for a writer. */
+static rlock_kind holder_kind(rlock_kind kind)
+{
+    return kind == RLOCK_READ ? RLOCK_WRITE : kind;
+}
+
+/* A waiter of kind on name (client w) is woken by the release of holder client h: it waits
+ * until its channel is subscribed where the mode puts it, then the holder, whose lease outlasts
+ * the wait, unlocks; the waiter gets the lock and its subscriber read a message. */
+static void wake_one(rlock_client *h, rlock_client *w, rlock_kind kind, const char *name,
+                     int sharded)
+{
+    rlock *hl = tc_open(h, holder_kind(kind), name);
+    rlock *wl = tc_open(w, kind, name);
+    assert_int_equal(rlock_try_lock(hl, 0, 60000), RLOCK_OK);
+    uint64_t before = rlk_pubsub_messages(w->pubsub);
+    tc_holder wh;
+    tc_holder_start(&wh, wl, 20000, 30000, 0);
+    /* Sharded: SSUBSCRIBEd on the lock's master; classic: SUBSCRIBEd on the client's home node,
+     * which hears every node's PUBLISH. */
+    rh_server *where = sharded ? tc_cluster_owner(name) : NULL;
+    int64_t until = rh_now_ms() + 10000;
+    while (rh_now_ms() < until &&
+           (sharded ? channels_of(where, name, 1) < 1 : rlk_pubsub_channel_count(w->pubsub) < 1)) {
+        rh_sleep_ms(10);
+    }
+    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
+    assert_int_equal(tc_holder_wait(&wh, 0), TC_BG_RUNNING);
+    assert_int_equal(rlock_unlock(hl), RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&wh, 20000), RLOCK_OK);
+    tc_holder_join(&wh);
+    assert_int_equal(wh.unlock_rc, RLOCK_OK);
+    if (rlk_pubsub_messages(w->pubsub) <= before) {
+        fail_msg("%s waiter of kind %d got the lock without a message", name, (int)kind);
+    }
+    rlock_free(wl);
+    rlock_free(hl);
+}
+
+/* Every lock kind on each of the three masters, in mode mode. */
+static void wake_all_kinds(int mode, int sharded, const char *prefix)
+{
+    rlock_client *h = ps_client(mode);
+    rlock_client *w = ps_client(mode);
+    rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_READ, RLOCK_WRITE};
+    for (int i = 0; i < 3; i++) {
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            char p[32];
+            char name[64];
+            snprintf(p, sizeof(p), "%s%d-", prefix, (int)kinds[k]);
+            tc_cluster_name_on(i, p, name, sizeof(name));
+            wake_one(h, w, kinds[k], name, sharded);
+        }
+    }
+    rlock_client_free(w);
+    rlock_client_free(h);
+}
+
+static void test_sharded_waiters_woken(void **state)
+{
+    (void)state;
+    wake_all_kinds(RLOCK_CLUSTER_PUBSUB_SHARDED, 1, "shw");
+}
+
+static void test_classic_waiters_woken(void **state)
+{
+    (void)state;
+    wake_all_kinds(RLOCK_CLUSTER_PUBSUB_CLASSIC, 0, "clw");
+}
+
 TC_MAIN(tc_cluster_setup, tc_cluster_teardown, cmocka_unit_test(test_option_checked),
         cmocka_unit_test(test_mode_chosen), cmocka_unit_test(test_sharded_release_spublishes),
-        cmocka_unit_test(test_classic_release_publishes))
+        cmocka_unit_test(test_classic_release_publishes),
+        cmocka_unit_test(test_sharded_waiters_woken), cmocka_unit_test(test_classic_waiters_woken))
