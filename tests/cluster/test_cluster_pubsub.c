@@ -4,7 +4,8 @@
  * SPUBLISH (a raw SSUBSCRIBE on the slot's master hears "smessage"), a classic one's PUBLISH;
  * in either mode waiters of every lock kind on all three masters are woken by a release (a
  * subscriber message counted, the holder's lease far longer than the wait), sharded waiters
- * listening with SSUBSCRIBE on the master that owns the lock's slot.
+ * listening with SSUBSCRIBE on the master that owns the lock's slot; a sharded waiter whose slot
+ * migrates is subscribed again on the new owner and woken by the release there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,7 +205,52 @@ static void test_classic_waiters_woken(void **state)
     wake_all_kinds(RLOCK_CLUSTER_PUBSUB_CLASSIC, 0, "clw");
 }
 
+/* Waits up to 10 s until master s lists a shard channel of name; 1 if it did. */
+static int wait_shard_channel(rh_server *s, const char *name, long long want)
+{
+    int64_t until = rh_now_ms() + 10000;
+    while (channels_of(s, name, 1) != want && rh_now_ms() < until) {
+        rh_sleep_ms(10);
+    }
+    return channels_of(s, name, 1) == want;
+}
+
+/* A slot migrated while a sharded waiter waits: the old owner drops the waiter's subscriptions
+ * ("sunsubscribe"), the subscriber reads the map again and subscribes on the new owner, and the
+ * release there (the holder follows MOVED) wakes the waiter by a message. */
+static void test_sharded_waiter_follows_slot(void **state)
+{
+    (void)state;
+    const char *name = "moving-lock";
+    rlock_client *h = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
+    rlock_client *w = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
+    rlock *hl = tc_open(h, RLOCK_REENTRANT, name);
+    rlock *wl = tc_open(w, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_try_lock(hl, 0, 60000), RLOCK_OK);
+    tc_holder wh;
+    tc_holder_start(&wh, wl, 20000, 30000, 0);
+    rh_server *src = tc_cluster_owner(name);
+    rh_server *dst = tc_cluster_other_master(src);
+    /* Redisson's channel and this client's wake channel. */
+    assert_true(wait_shard_channel(src, name, 2));
+    tc_cluster_move_slot(name, dst);
+    assert_true(wait_shard_channel(dst, name, 2));
+    assert_int_equal(channels_of(src, name, 1), 0);
+    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
+    uint64_t before = rlk_pubsub_messages(w->pubsub);
+    assert_int_equal(tc_holder_wait(&wh, 0), TC_BG_RUNNING);
+    assert_int_equal(rlock_unlock(hl), RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&wh, 20000), RLOCK_OK);
+    tc_holder_join(&wh);
+    assert_true(rlk_pubsub_messages(w->pubsub) > before);
+    rlock_free(wl);
+    rlock_free(hl);
+    rlock_client_free(w);
+    rlock_client_free(h);
+}
+
 TC_MAIN(tc_cluster_setup, tc_cluster_teardown, cmocka_unit_test(test_option_checked),
         cmocka_unit_test(test_mode_chosen), cmocka_unit_test(test_sharded_release_spublishes),
         cmocka_unit_test(test_classic_release_publishes),
-        cmocka_unit_test(test_sharded_waiters_woken), cmocka_unit_test(test_classic_waiters_woken))
+        cmocka_unit_test(test_sharded_waiters_woken), cmocka_unit_test(test_classic_waiters_woken),
+        cmocka_unit_test(test_sharded_waiter_follows_slot))
