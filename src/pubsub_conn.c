@@ -323,9 +323,9 @@ static void rlk_ps_sentinel(rlk_pubsub *ps, short srev)
     pthread_mutex_unlock(&ps->mu);
 }
 
-/* Writes what is queued on every node's connection; *pending_out is set when some of it is left
- * for POLLOUT. 0, or -1 after a connection failed (the round ends). Mutex not held: the
- * connections are the thread's own. */
+/* Writes what is queued on every node's connection; events[i] gets what to poll node i for
+ * (POLLOUT too while some of its bytes are left). 0, or -1 after a connection failed (the round
+ * ends). Mutex not held: the connections are the thread's own. */
 static int rlk_ps_write(rlk_pubsub *ps, short *events)
 {
     for (size_t i = 0; i < ps->n_nodes; i++) {
