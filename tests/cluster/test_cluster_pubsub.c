@@ -5,7 +5,8 @@
  * in either mode waiters of every lock kind on all three masters are woken by a release (a
  * subscriber message counted, the holder's lease far longer than the wait), sharded waiters
  * listening with SSUBSCRIBE on the master that owns the lock's slot; a sharded waiter whose slot
- * migrates is subscribed again on the new owner and woken by the release there.
+ * migrates is subscribed again on the new owner and woken by the release there; an SSUBSCRIBE
+ * answered MOVED is sent again to the owner.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include <hiredis.h>
 
 #include "client.h"
+#include "cluster.h"
+#include "cluster_slot.h"
 #include "pubsub.h"
 #include "tc_cluster.h"
 #include "tc_redis.h"
@@ -249,8 +252,38 @@ static void test_sharded_waiter_follows_slot(void **state)
     rlock_client_free(h);
 }
 
+/* A sharded client whose map names the wrong master for a slot: its SSUBSCRIBE there is answered
+ * MOVED, which is no refusal: the subscriber reads the map again and subscribes on the owner,
+ * whose confirmation wakes the waiter (not an RLOCK_EREDIS failure). */
+static void test_ssubscribe_moved_follows(void **state)
+{
+    (void)state;
+    rlock_client *w = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
+    char name[64];
+    char channel[96];
+    tc_cluster_name_on(1, "redirected-", name, sizeof(name));
+    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
+    rh_server *owner = tc_cluster_owner(name);
+    rh_server *other = tc_cluster_other_master(owner);
+    rlk_cluster_note_moved(w->cluster, rlk_cluster_key_slot(name, strlen(name)), "127.0.0.1",
+                           rh_port(other));
+    rlk_cluster_stats before;
+    rlk_cluster_get_stats(w->cluster, &before);
+    rlk_sub *sub = NULL;
+    assert_int_equal(rlk_sub_join(w->pubsub, channel, strlen(channel), &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(w->pubsub, sub, 10000, NULL), RLK_WAIT_WOKEN);
+    assert_int_equal(channels_of(owner, name, 1), 1);
+    assert_int_equal(channels_of(other, name, 1), 0);
+    rlk_cluster_stats after;
+    rlk_cluster_get_stats(w->cluster, &after);
+    assert_true(after.refreshes > before.refreshes);
+    rlk_sub_leave(w->pubsub, sub);
+    rlock_client_free(w);
+}
+
 TC_MAIN(tc_cluster_setup, tc_cluster_teardown, cmocka_unit_test(test_option_checked),
         cmocka_unit_test(test_mode_chosen), cmocka_unit_test(test_sharded_release_spublishes),
         cmocka_unit_test(test_classic_release_publishes),
         cmocka_unit_test(test_sharded_waiters_woken), cmocka_unit_test(test_classic_waiters_woken),
-        cmocka_unit_test(test_sharded_waiter_follows_slot))
+        cmocka_unit_test(test_sharded_waiter_follows_slot),
+        cmocka_unit_test(test_ssubscribe_moved_follows))
