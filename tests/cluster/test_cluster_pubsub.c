@@ -6,7 +6,8 @@
  * subscriber message counted, the holder's lease far longer than the wait), sharded waiters
  * listening with SSUBSCRIBE on the master that owns the lock's slot; a sharded waiter whose slot
  * migrates is subscribed again on the new owner and woken by the release there; an SSUBSCRIBE
- * answered MOVED is sent again to the owner.
+ * answered MOVED is sent again to the owner; a killed node connection is dialled again and its
+ * channels subscribed again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -281,9 +282,47 @@ static void test_ssubscribe_moved_follows(void **state)
     rlock_client_free(w);
 }
 
+/* The subscriber's connection to a master is killed (CLIENT KILL TYPE pubsub) while a sharded
+ * waiter waits there: the node's entries are subscribed again on a new connection, and the
+ * release still wakes the waiter by a message. */
+static void test_sharded_node_connection_lost(void **state)
+{
+    (void)state;
+    char name[64];
+    tc_cluster_name_on(2, "killed-", name, sizeof(name));
+    rlock_client *h = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
+    rlock_client *w = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
+    rlock *hl = tc_open(h, RLOCK_FAIR, name);
+    rlock *wl = tc_open(w, RLOCK_FAIR, name);
+    assert_int_equal(rlock_try_lock(hl, 0, 60000), RLOCK_OK);
+    tc_holder wh;
+    tc_holder_start(&wh, wl, 20000, 30000, 0);
+    rh_server *owner = tc_cluster_owner(name);
+    assert_true(wait_shard_channel(owner, name, 1));
+    const char *kill[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
+    assert_true(rh_cmd_int(owner, kill) >= 1);
+    /* Gone with the connection, then back on a new one. */
+    int64_t until = rh_now_ms() + 10000;
+    while (!rlk_pubsub_connected(w->pubsub) && rh_now_ms() < until) {
+        rh_sleep_ms(10);
+    }
+    assert_true(wait_shard_channel(owner, name, 1));
+    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
+    uint64_t before = rlk_pubsub_messages(w->pubsub);
+    assert_int_equal(rlock_unlock(hl), RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&wh, 20000), RLOCK_OK);
+    tc_holder_join(&wh);
+    assert_true(rlk_pubsub_messages(w->pubsub) > before);
+    rlock_free(wl);
+    rlock_free(hl);
+    rlock_client_free(w);
+    rlock_client_free(h);
+}
+
 TC_MAIN(tc_cluster_setup, tc_cluster_teardown, cmocka_unit_test(test_option_checked),
         cmocka_unit_test(test_mode_chosen), cmocka_unit_test(test_sharded_release_spublishes),
         cmocka_unit_test(test_classic_release_publishes),
         cmocka_unit_test(test_sharded_waiters_woken), cmocka_unit_test(test_classic_waiters_woken),
         cmocka_unit_test(test_sharded_waiter_follows_slot),
-        cmocka_unit_test(test_ssubscribe_moved_follows))
+        cmocka_unit_test(test_ssubscribe_moved_follows),
+        cmocka_unit_test(test_sharded_node_connection_lost))
