@@ -145,37 +145,61 @@ static rlock_kind holder_kind(rlock_kind kind)
     return kind == RLOCK_READ ? RLOCK_WRITE : kind;
 }
 
-/* A waiter of kind on name (client w) is woken by the release of holder client h: it waits
- * until its channel is subscribed where the mode puts it, then the holder, whose lease outlasts
- * the wait, unlocks; the waiter gets the lock and its subscriber read a message. */
+/* A holder's lock on name (client h; its lease outlasts every wait) and a waiter of kind (client
+ * w) waiting for it on a thread of its own. */
+typedef struct wake_scene {
+    rlock_client *w;
+    rlock *hl, *wl;
+    tc_holder wh;
+    const char *name;
+    rlock_kind kind;
+} wake_scene;
+
+static void scene_start(wake_scene *sc, rlock_client *h, rlock_client *w, rlock_kind kind,
+                        const char *name)
+{
+    sc->w = w;
+    sc->name = name;
+    sc->kind = kind;
+    sc->hl = tc_open(h, holder_kind(kind), name);
+    sc->wl = tc_open(w, kind, name);
+    assert_int_equal(rlock_try_lock(sc->hl, 0, 60000), RLOCK_OK);
+    tc_holder_start(&sc->wh, sc->wl, 20000, 30000, 0);
+}
+
+/* The holder releases; the waiter, still waiting, gets the lock, and its subscriber read a
+ * message since it subscribed. Frees the handles. */
+static void scene_release_wakes(wake_scene *sc)
+{
+    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
+    uint64_t before = rlk_pubsub_messages(sc->w->pubsub);
+    assert_int_equal(tc_holder_wait(&sc->wh, 0), TC_BG_RUNNING);
+    assert_int_equal(rlock_unlock(sc->hl), RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&sc->wh, 20000), RLOCK_OK);
+    tc_holder_join(&sc->wh);
+    assert_int_equal(sc->wh.unlock_rc, RLOCK_OK);
+    if (rlk_pubsub_messages(sc->w->pubsub) <= before) {
+        fail_msg("%s waiter of kind %d got the lock without a message", sc->name, (int)sc->kind);
+    }
+    rlock_free(sc->wl);
+    rlock_free(sc->hl);
+}
+
+/* A waiter of kind on name (client w) is woken by the release of holder client h, once its
+ * channel is subscribed where the mode puts it: sharded, SSUBSCRIBEd on the lock's master;
+ * classic, SUBSCRIBEd on the client's home node, which hears every node's PUBLISH. */
 static void wake_one(rlock_client *h, rlock_client *w, rlock_kind kind, const char *name,
                      int sharded)
 {
-    rlock *hl = tc_open(h, holder_kind(kind), name);
-    rlock *wl = tc_open(w, kind, name);
-    assert_int_equal(rlock_try_lock(hl, 0, 60000), RLOCK_OK);
-    uint64_t before = rlk_pubsub_messages(w->pubsub);
-    tc_holder wh;
-    tc_holder_start(&wh, wl, 20000, 30000, 0);
-    /* Sharded: SSUBSCRIBEd on the lock's master; classic: SUBSCRIBEd on the client's home node,
-     * which hears every node's PUBLISH. */
+    wake_scene sc;
+    scene_start(&sc, h, w, kind, name);
     rh_server *where = sharded ? tc_cluster_owner(name) : NULL;
     int64_t until = rh_now_ms() + 10000;
     while (rh_now_ms() < until &&
            (sharded ? channels_of(where, name, 1) < 1 : rlk_pubsub_channel_count(w->pubsub) < 1)) {
         rh_sleep_ms(10);
     }
-    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
-    assert_int_equal(tc_holder_wait(&wh, 0), TC_BG_RUNNING);
-    assert_int_equal(rlock_unlock(hl), RLOCK_OK);
-    assert_int_equal(tc_holder_wait(&wh, 20000), RLOCK_OK);
-    tc_holder_join(&wh);
-    assert_int_equal(wh.unlock_rc, RLOCK_OK);
-    if (rlk_pubsub_messages(w->pubsub) <= before) {
-        fail_msg("%s waiter of kind %d got the lock without a message", name, (int)kind);
-    }
-    rlock_free(wl);
-    rlock_free(hl);
+    scene_release_wakes(&sc);
 }
 
 /* Every lock kind on each of the three masters, in mode mode. */
@@ -228,11 +252,8 @@ static void test_sharded_waiter_follows_slot(void **state)
     const char *name = "moving-lock";
     rlock_client *h = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
     rlock_client *w = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
-    rlock *hl = tc_open(h, RLOCK_REENTRANT, name);
-    rlock *wl = tc_open(w, RLOCK_REENTRANT, name);
-    assert_int_equal(rlock_try_lock(hl, 0, 60000), RLOCK_OK);
-    tc_holder wh;
-    tc_holder_start(&wh, wl, 20000, 30000, 0);
+    wake_scene sc;
+    scene_start(&sc, h, w, RLOCK_REENTRANT, name);
     rh_server *src = tc_cluster_owner(name);
     rh_server *dst = tc_cluster_other_master(src);
     /* Redisson's channel and this client's wake channel. */
@@ -240,15 +261,7 @@ static void test_sharded_waiter_follows_slot(void **state)
     tc_cluster_move_slot(name, dst);
     assert_true(wait_shard_channel(dst, name, 2));
     assert_int_equal(channels_of(src, name, 1), 0);
-    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
-    uint64_t before = rlk_pubsub_messages(w->pubsub);
-    assert_int_equal(tc_holder_wait(&wh, 0), TC_BG_RUNNING);
-    assert_int_equal(rlock_unlock(hl), RLOCK_OK);
-    assert_int_equal(tc_holder_wait(&wh, 20000), RLOCK_OK);
-    tc_holder_join(&wh);
-    assert_true(rlk_pubsub_messages(w->pubsub) > before);
-    rlock_free(wl);
-    rlock_free(hl);
+    scene_release_wakes(&sc);
     rlock_client_free(w);
     rlock_client_free(h);
 }
@@ -292,11 +305,8 @@ static void test_sharded_node_connection_lost(void **state)
     tc_cluster_name_on(2, "killed-", name, sizeof(name));
     rlock_client *h = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
     rlock_client *w = ps_client(RLOCK_CLUSTER_PUBSUB_SHARDED);
-    rlock *hl = tc_open(h, RLOCK_FAIR, name);
-    rlock *wl = tc_open(w, RLOCK_FAIR, name);
-    assert_int_equal(rlock_try_lock(hl, 0, 60000), RLOCK_OK);
-    tc_holder wh;
-    tc_holder_start(&wh, wl, 20000, 30000, 0);
+    wake_scene sc;
+    scene_start(&sc, h, w, RLOCK_FAIR, name);
     rh_server *owner = tc_cluster_owner(name);
     assert_true(wait_shard_channel(owner, name, 1));
     const char *kill[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
@@ -307,14 +317,7 @@ static void test_sharded_node_connection_lost(void **state)
         rh_sleep_ms(10);
     }
     assert_true(wait_shard_channel(owner, name, 1));
-    rh_sleep_ms(100); /* the confirmation's re-attempt found the lock busy */
-    uint64_t before = rlk_pubsub_messages(w->pubsub);
-    assert_int_equal(rlock_unlock(hl), RLOCK_OK);
-    assert_int_equal(tc_holder_wait(&wh, 20000), RLOCK_OK);
-    tc_holder_join(&wh);
-    assert_true(rlk_pubsub_messages(w->pubsub) > before);
-    rlock_free(wl);
-    rlock_free(hl);
+    scene_release_wakes(&sc);
     rlock_client_free(w);
     rlock_client_free(h);
 }
