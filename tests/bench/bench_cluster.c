@@ -9,7 +9,8 @@
  * Ideal: raw hiredis routing by hand, per thread one connection per master and a slot -> master
  * table read once from CLUSTER SLOTS; per pair it computes the name's slot (CRC16 with hash
  * tags, the function Redis' own test vectors check in tests/cluster) and sends to that master
- * the same two EVALSHA calls as the uncontended ideal (bench_pair_cmds). Both sides run in
+ * the same two EVALSHA calls as the uncontended ideal (bench_pair_cmds), with the scripts the
+ * client runs (the sharded variants when it uses sharded pub/sub). Both sides run in
  * the same ABBA blocks (bench_uncontended_run); Redis' command counts are not compared here,
  * they are the single-server scenarios' concern.
  */
@@ -20,6 +21,7 @@
 #include "bench.h"
 #include "cluster_slot.h"
 #include "redis_cluster.h"
+#include "scripts.h"
 
 #define CL_MASTERS 3
 #define CL_NAMES   4
@@ -96,11 +98,30 @@ static redisContext *cl_connect(int port)
     return c;
 }
 
+/* The script the client runs for id (its sharded variant when the client publishes with
+ * SPUBLISH, rlk_script_for()), loaded on every master, so that the ideal sends what rlock sends:
+ * a classic PUBLISH in a cluster is also broadcast to every node over the cluster bus. */
+static const char *cl_client_sha(rlock_client *cl, int id, const int *ports)
+{
+    const rlk_script_src *src = rlk_script_get(rlk_script_for(cl, id));
+    for (int m = 0; m < CL_MASTERS; m++) {
+        redisContext *c = cl_connect(ports[m]);
+        freeReplyObject(bench_cmd(c, "SCRIPT LOAD %b", src->body, src->len));
+        redisFree(c);
+    }
+    return src->sha1;
+}
+
 /* Opens thread i's names and connections; counts in per_master how many names each master
  * owns. */
 static void cl_thread_init(bench_uthread *t, cl_thread *x, int i, rlock_client *cl,
                            const int *ports, const unsigned char *owner_of, int *per_master)
 {
+    static const char *acq_sha, *rel_sha;
+    if (i == 0) {
+        acq_sha = cl_client_sha(cl, RLK_SCRIPT_LOCK_ACQUIRE, ports);
+        rel_sha = cl_client_sha(cl, RLK_SCRIPT_LOCK_RELEASE, ports);
+    }
     /* Same shape and length as rlock's "<uuid>:<thread-id>". */
     snprintf(t->owner, sizeof(t->owner), "0b7e6a52-3f0c-4d8e-9a51-6c2f1e8d4b%02d:%d", i, i + 1);
     t->pair = cl_pair;
@@ -112,6 +133,8 @@ static void cl_thread_init(bench_uthread *t, cl_thread *x, int i, rlock_client *
     for (int k = 0; k < CL_NAMES; k++) {
         snprintf(x->names[k], sizeof(x->names[k]), "bench:cluster:%d:%d", i, k);
         bench_pair_cmds_init(&x->cmds[k], x->names[k], t->owner);
+        x->cmds[k].acq[1] = acq_sha;
+        x->cmds[k].rel[1] = rel_sha;
         x->locks[k] = rlock_open(cl, RLOCK_REENTRANT, x->names[k]);
         if (x->locks[k] == NULL) {
             bench_die("rlock_open: %s", rlock_last_error());
