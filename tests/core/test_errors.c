@@ -154,8 +154,7 @@ static void test_wrong_type(void **state)
     assert_int_equal(rlock_try_lock(l, 0, 5000), RLOCK_OK);
     assert_int_equal(rlock_hold_count(l), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 /* Argument errors never touch Redis and name the bad value. */
@@ -179,8 +178,7 @@ static void test_bad_arguments(void **state)
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_is_locked(l), 0);
     rlock_free(NULL);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
     rlock_client_free(NULL);
 }
 
