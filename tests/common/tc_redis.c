@@ -294,6 +294,13 @@ rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_
     return tc_open(*c, kind, name);
 }
 
+rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    rlock *l = tc_open_own(s, kind, name, c);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    return l;
+}
+
 void tc_close_own(rlock *l, rlock_client *c)
 {
     rlock_free(l);

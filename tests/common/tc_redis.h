@@ -127,6 +127,10 @@ rlock_client *tc_client_defaults(const rh_server *s);
 /* A client of its own on s (tc_client_defaults()) in *c, and its handle on name (tc_open()). */
 rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
 
+/* tc_open_own() and the handle's watchdog hold (rlock_lock(l, -1)); fails the running test when
+ * the lock is not granted. */
+rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
+
 /* Frees l and then c, its client: the end of a handle and client a test made for itself (as
  * tc_open_own() gives them). */
 void tc_close_own(rlock *l, rlock_client *c);
