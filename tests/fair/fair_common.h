@@ -29,6 +29,7 @@
 #include "redis_harness.h"
 #include "rlock.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define FC_TSAN 1
@@ -251,7 +252,6 @@ static inline int fc_child_main(int argc, char **argv)
         return 2;
     }
     fc_child_waiter w[FC_MAX_WAITERS];
-    pthread_t t[FC_MAX_WAITERS];
     int n = 0;
     memset(w, 0, sizeof(w));
     for (char *p = argv[6]; *p != '\0' && n < FC_MAX_WAITERS;) {
@@ -265,15 +265,9 @@ static inline int fc_child_main(int argc, char **argv)
             p++;
         }
     }
-    int started = 0;
-    for (; started < n; started++) {
-        if (pthread_create(&t[started], NULL, fc_child_thread, &w[started]) != 0) {
-            break;
-        }
-    }
+    int started = tc_threads_run(n, fc_child_thread, w, sizeof(w[0]));
     int errors = started == n ? 0 : 1;
     for (int i = 0; i < started; i++) {
-        pthread_join(t[i], NULL);
         errors += w[i].errors;
     }
     rlock_free(l);
