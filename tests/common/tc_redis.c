@@ -294,11 +294,17 @@ rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_
     return tc_open(*c, kind, name);
 }
 
-rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+rlock *tc_hold(rlock_client *c, rlock_kind kind, const char *name)
 {
-    rlock *l = tc_open_own(s, kind, name, c);
+    rlock *l = tc_open(c, kind, name);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     return l;
+}
+
+rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    *c = tc_client_defaults(s);
+    return tc_hold(*c, kind, name);
 }
 
 void tc_close_own(rlock *l, rlock_client *c)

@@ -127,6 +127,10 @@ rlock_client *tc_client_defaults(const rh_server *s);
 /* A client of its own on s (tc_client_defaults()) in *c, and its handle on name (tc_open()). */
 rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
 
+/* tc_open(c, kind, name) and the handle's watchdog hold (rlock_lock(l, -1)); fails the running
+ * test when the lock is not granted. */
+rlock *tc_hold(rlock_client *c, rlock_kind kind, const char *name);
+
 /* tc_open_own() and the handle's watchdog hold (rlock_lock(l, -1)); fails the running test when
  * the lock is not granted. */
 rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);

@@ -95,6 +95,13 @@ static inline long long fc_zcard(rh_server *s, const char *name)
     return rh_cmd_int(s, argv);
 }
 
+/* Asserts (in a cmocka test) that name's queue and timeout zset are both empty: no waiter left. */
+#define FC_ASSERT_NO_WAITERS(s, name)                                                              \
+    do {                                                                                           \
+        assert_int_equal(fc_llen((s), (name)), 0);                                                 \
+        assert_int_equal(fc_zcard((s), (name)), 0);                                                \
+    } while (0)
+
 /* Copies up to max elements of LRANGE key 0 -1 into out (malloc()ed strings); returns the
  * count, or -1 on error. */
 static inline int fc_lrange(rh_server *s, const char *key, char **out, int max)

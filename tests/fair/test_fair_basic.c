@@ -192,11 +192,9 @@ static void test_try_lock_zero(void **state)
     assert_int_equal(o.rc, RLOCK_ETIMEDOUT);
     assert_true(o.took_ms >= 190);
     /* The timed waiter left the queue before returning; a try_lock(0) never entered it. */
-    assert_int_equal(fc_llen(g_srv, "fair:try0"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:try0"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:try0");
     assert_int_equal(other(l, OP_TRY, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(fc_llen(g_srv, "fair:try0"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:try0"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:try0");
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     assert_int_equal(other(l, OP_TRY, 0, 5000), RLOCK_OK);
     assert_int_equal(rlock_force_unlock(l), 1);
@@ -216,8 +214,7 @@ static void test_try_lock_zero(void **state)
     snprintf(score, sizeof(score), "%lld", (long long)(now - 1));
     assert_int_equal(rh_cmd_int(g_srv, zadd), 0);
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
-    assert_int_equal(fc_llen(g_srv, "fair:try0"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:try0"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:try0");
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
 }
@@ -270,8 +267,7 @@ static void test_data_layout_and_notify_head_only(void **state)
 {
     (void)state;
     const char *name = "fair:layout";
-    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold(g_client, RLOCK_FAIR, name);
     char me[RLK_OWNER_MAX];
     fc_owner(g_client, me);
     holder h[3];
@@ -354,8 +350,7 @@ static void test_data_layout_and_notify_head_only(void **state)
         assert_int_equal(h[i].rc, RLOCK_OK);
     }
     assert_true(h[0].got_at < h[1].got_at && h[1].got_at < h[2].got_at);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(l);
 }
 
