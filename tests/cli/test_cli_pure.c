@@ -13,6 +13,7 @@
 
 #include "cli_pure.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 static void test_duration_units(void **state)
 {
@@ -110,13 +111,5 @@ static void test_json_escaping(void **state)
     expect_json("", 0, "\"\"");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_units),
-        cmocka_unit_test(test_duration_rejects),
-        cmocka_unit_test(test_signals),
-        cmocka_unit_test(test_json_escaping),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TC_MAIN(NULL, NULL, cmocka_unit_test(test_duration_units), cmocka_unit_test(test_duration_rejects),
+        cmocka_unit_test(test_signals), cmocka_unit_test(test_json_escaping))

@@ -197,13 +197,6 @@ static void test_rw_readers_and_writer(void **state)
 
 TC_SERVER_FIXTURE(g_srv)
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_free_and_bad_input),
-        cmocka_unit_test(test_reentrant),
-        cmocka_unit_test(test_fair_queue_and_interrupt),
-        cmocka_unit_test(test_rw_readers_and_writer),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_free_and_bad_input),
+        cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair_queue_and_interrupt),
+        cmocka_unit_test(test_rw_readers_and_writer))

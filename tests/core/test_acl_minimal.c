@@ -336,14 +336,7 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reentrant),    cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_rw),           cmocka_unit_test(test_multi),
-        cmocka_unit_test(test_redlock),      cmocka_unit_test(test_semaphore),
-        cmocka_unit_test(test_latch),        cmocka_unit_test(test_no_warnings),
-        cmocka_unit_test(test_without_info),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_rw), cmocka_unit_test(test_multi), cmocka_unit_test(test_redlock),
+        cmocka_unit_test(test_semaphore), cmocka_unit_test(test_latch),
+        cmocka_unit_test(test_no_warnings), cmocka_unit_test(test_without_info))

@@ -333,14 +333,6 @@ static void test_fair_in_order(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_one_attempt_per_handoff),
-        TC_SERVER_TEST(test_noscript_reattempts),
-        TC_SERVER_TEST(test_no_idle_connection),
-        TC_SERVER_TEST(test_connection_lost_in_flight),
-        TC_SERVER_TEST(test_fair_in_order),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_one_attempt_per_handoff),
+        TC_SERVER_TEST(test_noscript_reattempts), TC_SERVER_TEST(test_no_idle_connection),
+        TC_SERVER_TEST(test_connection_lost_in_flight), TC_SERVER_TEST(test_fair_in_order))

@@ -182,13 +182,6 @@ static void test_bad_arguments(void **state)
     rlock_client_free(NULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_paused_mid_flight),
-        TC_SERVER_TEST(test_use_after_client_free),
-        TC_SERVER_TEST(test_wrong_type),
-        TC_SERVER_TEST(test_bad_arguments),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_paused_mid_flight),
+        TC_SERVER_TEST(test_use_after_client_free), TC_SERVER_TEST(test_wrong_type),
+        TC_SERVER_TEST(test_bad_arguments))

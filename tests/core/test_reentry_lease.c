@@ -101,13 +101,7 @@ static void test_kind(void **state)
 static const rlock_kind k_reentrant = RLOCK_REENTRANT, k_fair = RLOCK_FAIR, k_write = RLOCK_WRITE,
                         k_read = RLOCK_READ;
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_prestate(test_kind, (void *)&k_reentrant),
+TC_MAIN(setup, teardown, cmocka_unit_test_prestate(test_kind, (void *)&k_reentrant),
         cmocka_unit_test_prestate(test_kind, (void *)&k_fair),
         cmocka_unit_test_prestate(test_kind, (void *)&k_write),
-        cmocka_unit_test_prestate(test_kind, (void *)&k_read),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test_prestate(test_kind, (void *)&k_read))

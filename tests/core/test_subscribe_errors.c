@@ -213,14 +213,7 @@ static void test_unconfirmed_subscribe(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_user_without_subscribe),
-        TC_SERVER_TEST(test_user_without_channels),
-        TC_SERVER_TEST(test_fair_waiter_leaves_queue),
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_user_without_subscribe),
+        TC_SERVER_TEST(test_user_without_channels), TC_SERVER_TEST(test_fair_waiter_leaves_queue),
         TC_SERVER_TEST(test_unconfirmed_subscribe),
-        TC_SERVER_TEST(test_redlock_pauses_on_refused_subscribe),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+        TC_SERVER_TEST(test_redlock_pauses_on_refused_subscribe))

@@ -282,6 +282,18 @@ static inline int fc_child_main(int argc, char **argv)
     return errors == 0 ? 0 : 1;
 }
 
+/* A fair test program's main(): with --fair-child it is a worker child (fc_child_main());
+ * otherwise it runs the cmocka tests given after setup and teardown as one group. */
+#define FC_MAIN(setup, teardown, ...)                                                              \
+    int main(int argc, char **argv)                                                                \
+    {                                                                                              \
+        if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {                                    \
+            return fc_child_main(argc, argv);                                                      \
+        }                                                                                          \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
+
 /* Starts a worker child for the comma-separated waiter indices. */
 static inline pid_t fc_spawn_child(rh_server *s, const char *name, int64_t waiter_timeout_ms,
                                    int reps, const char *indices)

@@ -427,29 +427,19 @@ static void test_bad_input(void **state)
     assert_null(rlock_open(NULL, RLOCK_FAIR, "x"));
     assert_null(rlock_open(g_client, RLOCK_FAIR, ""));
     assert_null(rlock_open(g_client, RLOCK_FAIR, NULL));
+    rlock_free(NULL);
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:bad");
     assert_int_equal(rlock_lock(l, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_try_lock(l, -5, -1), RLOCK_EINVAL);
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_remaining_ttl_ms(l), -2);
     rlock_free(l);
-    rlock_free(NULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_unlock_reentrancy),
-        cmocka_unit_test(test_hold_count),
-        cmocka_unit_test(test_force_unlock),
-        cmocka_unit_test(test_expire),
-        cmocka_unit_test(test_tokens),
-        cmocka_unit_test(test_try_lock_zero),
-        cmocka_unit_test(test_try_lock_wait),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lock_unlock_reentrancy),
+        cmocka_unit_test(test_hold_count), cmocka_unit_test(test_force_unlock),
+        cmocka_unit_test(test_expire), cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_try_lock_zero), cmocka_unit_test(test_try_lock_wait),
         cmocka_unit_test(test_data_layout_and_notify_head_only),
-        cmocka_unit_test(test_heartbeat_keeps_waiter),
-        cmocka_unit_test(test_auto_expire),
-        cmocka_unit_test(test_bad_input),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_heartbeat_keeps_waiter), cmocka_unit_test(test_auto_expire),
+        cmocka_unit_test(test_bad_input))

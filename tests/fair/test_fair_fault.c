@@ -361,15 +361,6 @@ static void test_no_deadline_creep(void **state)
     rlock_client_free(cc);
 }
 
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {
-        return fc_child_main(argc, argv);
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crash_middle_waiters),  cmocka_unit_test(test_crash_next_in_line),
-        cmocka_unit_test(test_give_up_in_the_middle), cmocka_unit_test(test_client_pause_write),
-        cmocka_unit_test(test_no_deadline_creep),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+FC_MAIN(setup, teardown, cmocka_unit_test(test_crash_middle_waiters),
+        cmocka_unit_test(test_crash_next_in_line), cmocka_unit_test(test_give_up_in_the_middle),
+        cmocka_unit_test(test_client_pause_write), cmocka_unit_test(test_no_deadline_creep))

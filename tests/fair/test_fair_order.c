@@ -77,8 +77,7 @@ static void test_lease_timeout_order(void **state)
         assert_int_equal(w[i].rc, RLOCK_OK);
         assert_int_equal(w[i].slot, i);
     }
-    assert_int_equal(fc_llen(g_srv, "fair:lease-order"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:lease-order"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:lease-order");
     rlock_free(l);
 }
 
@@ -212,21 +211,10 @@ static void test_fifo_50_waiters_4_processes(void **state)
     for (int p = 0; p < PROCS; p++) {
         assert_int_equal(rh_wait_child(kids[p], 20000), 0);
     }
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(l);
 }
 
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {
-        return fc_child_main(argc, argv);
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lease_timeout_order),
-        cmocka_unit_test(test_multi_instance_order),
-        cmocka_unit_test(test_500_threads),
-        cmocka_unit_test(test_fifo_50_waiters_4_processes),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+FC_MAIN(setup, teardown, cmocka_unit_test(test_lease_timeout_order),
+        cmocka_unit_test(test_multi_instance_order), cmocka_unit_test(test_500_threads),
+        cmocka_unit_test(test_fifo_50_waiters_4_processes))

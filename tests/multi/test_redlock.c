@@ -456,19 +456,8 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic),
-        cmocka_unit_test(test_held_elsewhere),
-        cmocka_unit_test(test_quorum_masks),
-        cmocka_unit_test(test_validity),
-        cmocka_unit_test(test_watchdog_majority),
-        cmocka_unit_test(test_noscript),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_client_closed),
-        cmocka_unit_test(test_handoff_is_notified),
-        cmocka_unit_test(test_restart_rule),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_basic), cmocka_unit_test(test_held_elsewhere),
+        cmocka_unit_test(test_quorum_masks), cmocka_unit_test(test_validity),
+        cmocka_unit_test(test_watchdog_majority), cmocka_unit_test(test_noscript),
+        cmocka_unit_test(test_bad_input), cmocka_unit_test(test_client_closed),
+        cmocka_unit_test(test_handoff_is_notified), cmocka_unit_test(test_restart_rule))

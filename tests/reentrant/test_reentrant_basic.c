@@ -338,19 +338,8 @@ static void test_redis_down(void **state)
     rh_free(s);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_unlock),
-        cmocka_unit_test(test_reentrancy),
-        cmocka_unit_test(test_hold_count),
-        cmocka_unit_test(test_visibility_other_thread),
-        cmocka_unit_test(test_unlock_by_other_thread),
-        cmocka_unit_test(test_force_unlock),
-        cmocka_unit_test(test_expire),
-        cmocka_unit_test(test_remaining_ttl),
-        cmocka_unit_test(test_try_lock_wait),
-        cmocka_unit_test(test_redis_down),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lock_unlock), cmocka_unit_test(test_reentrancy),
+        cmocka_unit_test(test_hold_count), cmocka_unit_test(test_visibility_other_thread),
+        cmocka_unit_test(test_unlock_by_other_thread), cmocka_unit_test(test_force_unlock),
+        cmocka_unit_test(test_expire), cmocka_unit_test(test_remaining_ttl),
+        cmocka_unit_test(test_try_lock_wait), cmocka_unit_test(test_redis_down))

@@ -195,13 +195,6 @@ static void test_is_held_clears_token(void **state)
     tc_close_own(l, h.c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lost_by_del),
-        cmocka_unit_test(test_lost_by_pause),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lost_by_del), cmocka_unit_test(test_lost_by_pause),
         cmocka_unit_test(test_explicit_lease_expires_silently),
-        cmocka_unit_test(test_is_held_clears_token),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_is_held_clears_token))

@@ -278,17 +278,10 @@ static void test_aof_needs_72(void **state)
     assert_non_null(strstr(rlock_last_error(), "7.2"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grant_reaches_replicas),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_grant_reaches_replicas),
         cmocka_unit_test(test_stopped_replica_ereplica),
         cmocka_unit_test(test_sem_latch_stopped_replica),
         cmocka_unit_test(test_tokens_strictly_increasing),
         cmocka_unit_test(test_sync_off_sends_no_wait),
         cmocka_unit_test(test_no_replicas_then_one_joins),
-        cmocka_unit_test(test_renewal_unsynced_not_lost),
-        cmocka_unit_test(test_aof_needs_72),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_renewal_unsynced_not_lost), cmocka_unit_test(test_aof_needs_72))

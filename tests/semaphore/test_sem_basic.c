@@ -470,19 +470,10 @@ static void test_closed_client(void **state)
     rlock_latch_free(l);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_plain_permits),
-        cmocka_unit_test(test_release_wakes_waiter),
-        cmocka_unit_test(test_leased_permits),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_bad_input), cmocka_unit_test(test_plain_permits),
+        cmocka_unit_test(test_release_wakes_waiter), cmocka_unit_test(test_leased_permits),
         cmocka_unit_test(test_release_wakes_at_most_k),
         cmocka_unit_test(test_no_lost_wakeup_between_attempt_and_wait),
         cmocka_unit_test(test_blocked_waiter_sends_few_commands),
-        cmocka_unit_test(test_latch_basics),
-        cmocka_unit_test(test_interrupted_wait),
-        cmocka_unit_test(test_closed_client),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_latch_basics), cmocka_unit_test(test_interrupted_wait),
+        cmocka_unit_test(test_closed_client))
