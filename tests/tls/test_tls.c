@@ -186,7 +186,7 @@ static void test_bad_files(void **state)
     o.tls_ca_file = cert_path(0, "ca.crt");
     o.tls_cert_file = cert_path(1, "client.crt");
     expect_new(&o, RLOCK_EINVAL, "tls_key_file"); /* no key */
-    o.tls_key_file = cert_path(2, "server.key"); /* not the certificate's key */
+    o.tls_key_file = cert_path(2, "server.key");  /* not the certificate's key */
     expect_new(&o, RLOCK_EINVAL, "server.key");
     o.tls_key_file = cert_path(2, "missing.key");
     expect_new(&o, RLOCK_EINVAL, "missing.key");
