@@ -259,8 +259,7 @@ static void two_sides_waiters(two_sides *t, const char *name, waiter *w, int n, 
 
 static void two_sides_close(two_sides *t)
 {
-    rlock_semaphore_free(t->s2);
-    rlock_client_free(t->c2);
+    sc_close(t->s2, t->c2);
     rlock_semaphore_free(t->s);
 }
 
@@ -448,8 +447,7 @@ static void test_interrupted_wait(void **state)
     assert_true(w.done_at - t0 < 10000); /* ended by the interrupt, not by the 20 s wait */
     assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
     assert_int_equal(rlock_semaphore_available(s), 1);
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
 }
 
 static void test_closed_client(void **state)

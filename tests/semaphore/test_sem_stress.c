@@ -160,8 +160,7 @@ static int child_main(void *arg)
             fprintf(stderr, "child thread %d: %d errors, last: %s\n", i, w[i].errors, w[i].err);
         }
     }
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     return errors == 0 ? 0 : 2;
 }
 
@@ -212,8 +211,7 @@ static void test_at_most_n_inside(void **state)
     assert_int_equal(done, total);
     assert_int_equal(rlock_semaphore_available(s), PERMITS);
     assert_int_equal(rh_cmd_int(g_srv, zcard), 0);
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     rh_free(g_srv);
 }
 
