@@ -520,7 +520,8 @@ static void test_semaphore_busy(void **state)
     assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
     assert_int_equal(run(nb, NULL, NULL), 0);
     assert_int_equal(access(path("ran"), F_OK), 0);
-    const char *bad[][8] = {{"rlock", "run", "--semaphore", "0", "x", "--", "/bin/true", NULL},
+    /* 9 slots: the last row has 8 words and needs its NULL (with 8, execv read past it). */
+    const char *bad[][9] = {{"rlock", "run", "--semaphore", "0", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "--semaphore", "2x", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "-k", "fair", "--semaphore", "2", "x", "--"}};
     for (int i = 0; i < 3; i++) {
