@@ -158,10 +158,7 @@ static void test_redlock_pauses_on_refused_subscribe(void **state)
 
 static int subscriber_connected(rlk_pubsub *ps)
 {
-    pthread_mutex_lock(&ps->mu);
-    int connected = ps->conn != NULL;
-    pthread_mutex_unlock(&ps->mu);
-    return connected;
+    return rlk_pubsub_connected(ps);
 }
 
 /* A client on s whose SUBSCRIBEs time out after subscription_timeout_ms, returned once its
