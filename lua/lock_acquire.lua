@@ -7,6 +7,10 @@
 -- KEYS[2]  the fencing counter, redisson_lock_token:{name} (never reset, no TTL)
 -- KEYS[3]  the waiters zset, rlock_lock_waiters:{name} (member = owner field -> deadline, ms);
 --          may be absent (RedLock's callers), and then nobody is recorded
+-- KEYS[4]  the waiting flag, rlock_lock_wake:{name} as a key (a string "1" that lives as long
+--          as the zset): a release deletes it with the lock hash, and DEL's count tells it that
+--          rlock waiters may be recorded without one more command; may be absent (then a
+--          release wakes this waiter through Redisson's "0")
 -- ARGV[1]  lease in ms (PEXPIRE of the hash; on re-entry only if longer than its PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  liveness timeout in ms of a waiter; 0 or absent = do not record this caller
@@ -42,8 +46,12 @@ if KEYS[3] and timeout > 0 then
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     redis.call('zadd', KEYS[3], now + timeout, ARGV[2])
-    -- The zset disappears by itself once no waiter refreshes it.
-    redis.call('pexpire', KEYS[3], math.max(redis.call('pttl', KEYS[3]), timeout))
+    -- The zset disappears by itself once no waiter refreshes it, and the flag with it.
+    local keep = math.max(redis.call('pttl', KEYS[3]), timeout)
+    redis.call('pexpire', KEYS[3], keep)
+    if KEYS[4] then
+        redis.call('set', KEYS[4], '1', 'px', keep)
+    end
     if ttl < 0 or ttl > timeout then
         ttl = timeout
     end

@@ -14,7 +14,9 @@
 -- KEYS[3]  the waiters zset, rlock_lock_waiters:{name}; KEYS[3] and KEYS[4] may be absent
 --          (RedLock's callers): only Redisson's message is sent then
 -- KEYS[4]  the prefix of rlock's wake channels, rlock_lock_wake:{name} (":<uuid>" is appended:
---          the named waiter's member "<uuid>:<tid>" up to its last ':')
+--          the named waiter's member "<uuid>:<tid>" up to its last ':'); as a key, the waiting
+--          flag that lock_acquire.lua sets beside the zset. The DEL of the lock hash takes the
+--          flag with it, so a release nobody waits for runs Redisson's commands and no more.
 -- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)
@@ -39,9 +41,19 @@ if count > 0 then
     end
     return 0
 end
-redis.call('del', KEYS[1])
--- EXISTS first: a release nobody waits for runs one command more than Redisson's, not two.
-local w = KEYS[4] and redis.call('exists', KEYS[3]) == 1 and live_waiter(KEYS[3])
+-- 2 deleted: the flag was set, rlock waiters may be recorded. The flag is set again while the
+-- zset lives. A flag that is missing (expired early) costs a Redisson-style wake-up, not a
+-- lost one: every rlock waiter hears Redisson's "0" too.
+local w = nil
+if KEYS[4] and redis.call('del', KEYS[1], KEYS[4]) == 2 then
+    w = live_waiter(KEYS[3])
+    local keep = redis.call('pttl', KEYS[3])
+    if keep > 0 then
+        redis.call('set', KEYS[4], '1', 'px', keep)
+    end
+elseif not KEYS[4] then
+    redis.call('del', KEYS[1])
+end
 local err = nil
 if w then
     -- A NUMSUB refused (an ACL without it) counts as a plain subscriber: publish as Redisson.

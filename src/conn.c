@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "resp_format.h"
 #include "sock.h"
 #include "tls.h"
 
@@ -236,7 +237,7 @@ static int conn_queue(rlk_conn *conn, char *cmd, size_t len)
 int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens)
 {
     char *cmd = NULL;
-    int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    long long n = rlk_resp_format(argc, argv, lens, &cmd);
     if (n < 0 || cmd == NULL) {
         conn->err = RLK_CONN_EPROTO;
         return rlk_err(RLOCK_ENOMEM, "cannot format a request");

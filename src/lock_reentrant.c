@@ -63,19 +63,22 @@ static int reentrant_channel(rlk_acq *a, rlk_buf *ch)
     return rlk_prefix_name(ch, "redisson_lock__channel", a->lock->name, a->lock->name_len);
 }
 
-/* The attempt's call: KEYS lock name, token counter and waiters zset (both named in names, one
- * after the other), ARGV lease, field and the liveness timeout of a waiter (0 for a single
- * attempt, which does not wait and so is not recorded). */
+/* The attempt's call: KEYS lock name, token counter, waiters zset and waiting flag (the last
+ * three named in names, one after the other), ARGV lease, field and the liveness timeout of a
+ * waiter (0 for a single attempt, which does not wait and so is not recorded). */
 static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
     int r = rlk_prefix_name(names, "redisson_lock_token", l->name, l->name_len);
     size_t token_len = names->len;
     r = r ? r : rlk_prefix_name(names, "rlock_lock_waiters", l->name, l->name_len);
+    size_t zset_end = names->len;
+    r = r ? r : rlk_prefix_name(names, "rlock_lock_wake", l->name, l->name_len);
     rlk_args_init(keys);
     rlk_args_add(keys, l->name, l->name_len);
     rlk_args_add(keys, names->p, token_len);
-    rlk_args_add(keys, names->p + token_len, names->len - token_len);
+    rlk_args_add(keys, names->p + token_len, zset_end - token_len);
+    rlk_args_add(keys, names->p + zset_end, names->len - zset_end);
     rlk_args_init(args);
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->field, a->field_len);

@@ -10,6 +10,7 @@
 
 #include "cluster_slot.h"
 #include "replica.h"
+#include "resp_format.h"
 #include "scripts.h"
 #include "sentinel.h"
 
@@ -252,7 +253,7 @@ int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, ch
     if (n < 0) {
         return n;
     }
-    long long fl = redisFormatCommandArgv(cmd, n, argv, lens);
+    long long fl = rlk_resp_format(n, argv, lens, cmd);
     if (fl < 0) {
         *cmd = NULL;
         return rlk_err(RLOCK_ENOMEM, "cannot format a script call");

@@ -4,8 +4,10 @@
 -- timeout in ms, ARGV[2..N+1] each waiter's member, which is also its field in the lock hash) of
 -- the deadlines in the zset prefix .. ':{' .. name .. '}'. A waiter missing from the zset (purged
 -- after its process stalled) is put back, since it is demonstrably alive; a waiter that already
--- holds the lock is left out. Returns an array of N integers, all 1 (a waiter is never "lost").
-local function waiter_heartbeat(prefix)
+-- holds the lock is left out. flag_prefix (may be nil) names a string key flag_prefix .. ':{' ..
+-- name .. '}' kept as long as the zset (the reentrant lock's waiting flag, see lock_release.lua).
+-- Returns an array of N integers, all 1 (a waiter is never "lost").
+local function waiter_heartbeat(prefix, flag_prefix)
     local timeout = tonumber(ARGV[1])
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -14,12 +16,17 @@ local function waiter_heartbeat(prefix)
         local name = KEYS[i]
         if redis.call('hexists', name, ARGV[i + 1]) == 0 then
             -- Redisson's prefixName: "prefix:{name}" unless the name carries its own hash tag.
-            local zset = prefix .. ':{' .. name .. '}'
+            local tagged = '{' .. name .. '}'
             if string.find(name, '{', 1, true) then
-                zset = prefix .. ':' .. name
+                tagged = name
             end
+            local zset = prefix .. ':' .. tagged
             redis.call('zadd', zset, now + timeout, ARGV[i + 1])
-            redis.call('pexpire', zset, math.max(redis.call('pttl', zset), timeout))
+            local keep = math.max(redis.call('pttl', zset), timeout)
+            redis.call('pexpire', zset, keep)
+            if flag_prefix then
+                redis.call('set', flag_prefix .. ':' .. tagged, '1', 'px', keep)
+            end
         end
         result[i] = 1
     end

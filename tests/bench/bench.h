@@ -7,6 +7,7 @@
 #define RLOCK_BENCH_H
 
 #include <hiredis.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -133,6 +134,33 @@ typedef double (*bench_block_fn)(int raw, int pairs, void *arg);
 void bench_abba_1t(const char *scenario, const char *metric, bench_block_fn fn, void *arg,
                    int pairs);
 
+/* A thread of the uncontended scenarios (bench_uncontended.c): pairs of lock+unlock in blocks
+ * that alternate between the ideal (raw) and rlock. */
+typedef struct bench_uthread bench_uthread;
+struct bench_uthread {
+    int raw; /* 1 = raw hiredis, 0 = rlock */
+    int pairs;
+    char name[64];
+    char owner[64];
+    rlock *lock;        /* rlock mode: this thread's handle */
+    redisContext *conn; /* raw mode: this thread's connection */
+    /* One pair on the side given (1 = the pair succeeded), when the scenario's pair is not the
+     * default one of name on lock / conn; ext is its own state. */
+    int (*pair)(bench_uthread *t, int raw);
+    void *ext;
+    pthread_barrier_t *start, *end; /* around each block, shared with the main thread */
+    const int *modes;               /* per block: 1 raw, 0 rlock */
+    int blocks;
+    bench_samples lat, lat_raw; /* pair latency in us: rlock, raw */
+    int errors;
+};
+/* Measures nthreads threads (ts filled in up to blocks/modes) for about `pairs` pairs per side,
+ * ABBA blocks, g_cfg.reps repetitions, and prints scenario scen's rows and JSON line against
+ * the target ratio. ctl: a connection to the one server for INFO commandstats (the "redis
+ * commands per pair" row), or NULL where the commands are not counted. */
+void bench_uncontended_run(const char *scen, bench_uthread *ts, int nthreads, int pairs,
+                           redisContext *ctl, double target);
+
 /* Scenarios. Each returns 0 when it ran (targets met or not), -1 when it could not run. */
 int bench_uncontended_1(void);
 int bench_uncontended_tls(void);
@@ -146,5 +174,6 @@ int bench_rw_handoff(void);
 int bench_redlock(void);
 int bench_semaphore(void);
 int bench_drain(void);
+int bench_cluster(void);
 
 #endif

@@ -7,8 +7,8 @@
  *
  * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog
  * fair_queue rw rw_handoff redlock sem drain u1_sync (needs --sync-port: a master with 2
- * replicas). Prints a table while it runs, then one JSON line per
- * scenario.
+ * replicas) cluster (starts a 3-master cluster of its own with the test harness). Prints a
+ * table while it runs, then one JSON line per scenario.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -39,7 +39,7 @@ static const bench_scenario g_scenarios[] = {
     {"fair_queue", bench_fair_queue},   {"rw", bench_rw},
     {"rw_handoff", bench_rw_handoff},   {"redlock", bench_redlock},
     {"sem", bench_semaphore},           {"drain", bench_drain},
-    {"u1_sync", bench_sync_1},
+    {"u1_sync", bench_sync_1},          {"cluster", bench_cluster},
 };
 
 static int selected(const char *only, const char *name)
@@ -82,7 +82,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
                     "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
-                    "redlock,sem,drain,u1_sync] [--sync-port S]\n",
+                    "redlock,sem,drain,u1_sync,cluster] [--sync-port S]\n",
                     argv[0]);
             return 2;
         }

@@ -13,7 +13,8 @@
 #                            scenario times at most 5 sweep cycles of 15 s)
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
 #   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u1_tls,u8,handoff,handoff_fair,watchdog,sem,
-#                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync
+#                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync,cluster (cluster:
+#                            the bench starts a 3-master cluster itself, tests/harness)
 #   RLOCK_SKIP_APT=1         never call apt-get
 #   RLOCK_JOBS=2             parallel build jobs
 set -euo pipefail

@@ -117,3 +117,6 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_unknown_release SOURCES core/test_unknown_release.c
                  LABELS redis fault TIMEOUT 90)
 endif()
+
+# rlock's RESP request writer against hiredis' redisFormatCommandArgv(), byte for byte.
+rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit TIMEOUT 60)

@@ -27,6 +27,7 @@
 #include "client.h"
 #include "pubsub.h"
 #include "re_common.h"
+#include "scripts.h"
 #include "tc_thread.h"
 
 #define WAITERS  16
@@ -291,6 +292,84 @@ static void test_killed_waiter_strands_nobody(void **state)
     tc_close_own(h, hc);
 }
 
+/* A holder's client with name locked by it and one waiting client parked on name. */
+static rlock *hold_with_waiter(const char *name, rlock_client **hc, herd_waiter *w)
+{
+    rlock *h = herd_hold(name, 60000, hc);
+    herd_start(w, name, 60000);
+    wait_parked(name, 1);
+    return h;
+}
+
+/* The commands scripts may run on an uncontended pair, counted by INFO commandstats (which counts
+ * the commands scripts call as well as EVALSHA). */
+static const char *const g_pair_cmds[] = {
+    "evalsha", "exists", "hexists", "hincrby", "del",  "publish",       "pexpire",      "pttl",
+    "incr",    "set",    "get",     "time",    "zadd", "zrangebyscore", "pubsub|numsub"};
+#define PAIR_CMDS (sizeof(g_pair_cmds) / sizeof(g_pair_cmds[0]))
+#define PAIRS     20
+
+static void pair_stats(long long *calls)
+{
+    for (size_t i = 0; i < PAIR_CMDS; i++) {
+        calls[i] = rh_cmdstat_calls(g_srv, g_pair_cmds[i]);
+    }
+}
+
+/* Redisson's pair, sent raw: lock_acquire and lock_release with Redisson's keys only. */
+static void redisson_pairs(const char *name, const char *owner)
+{
+    redisContext *ctx = rh_connect(g_srv);
+    assert_non_null(ctx);
+    for (int i = 0; i < PAIRS; i++) {
+        redisReply *r =
+            redisCommand(ctx, "EVALSHA %s 2 %s redisson_lock_token:{%s} 30000 %s",
+                         rlk_script_table[RLK_SCRIPT_LOCK_ACQUIRE].sha1, name, name, owner);
+        assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
+        freeReplyObject(r);
+        r = redisCommand(ctx, "EVALSHA %s 2 %s redisson_lock__channel:{%s} 30000 %s 0",
+                         rlk_script_table[RLK_SCRIPT_LOCK_RELEASE].sha1, name, name, owner);
+        assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+}
+
+/* A release nobody waits for runs the commands Redisson's does and no more: rlock's pair costs
+ * Redis what Redisson's own pair costs, command for command (it used to run one EXISTS of the
+ * waiters zset more per release). A lock that had waiters once still does, after they left. */
+static void test_uncontended_release_runs_redissons_commands(void **state)
+{
+    g_srv = *state;
+    const char *name = "re:herd:quiet";
+    rlock_client *c;
+    herd_waiter w;
+    /* Loads both scripts, so that no NOSCRIPT reply is counted, and leaves a waiter's traces. */
+    rlock *l = hold_with_waiter(name, &c, &w);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    herd_stop(&w);
+    rh_sleep_ms(150); /* the wait's channels linger 100 ms */
+    long long raw[PAIR_CMDS], lib[PAIR_CMDS];
+    assert_int_equal(rh_reset_stats(g_srv), 0);
+    redisson_pairs("re:herd:raw", "0b7e6a52-3f0c-4d8e-9a51-6c2f1e8d4b00:1");
+    pair_stats(raw);
+    assert_int_equal(rh_reset_stats(g_srv), 0);
+    for (int i = 0; i < PAIRS; i++) {
+        assert_int_equal(rlock_lock(l, 30000), RLOCK_OK);
+        assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    }
+    pair_stats(lib);
+    for (size_t i = 0; i < PAIR_CMDS; i++) {
+        print_message("%-14s Redisson's pairs %3lld, rlock's %3lld\n", g_pair_cmds[i], raw[i],
+                      lib[i]);
+    }
+    for (size_t i = 0; i < PAIR_CMDS; i++) {
+        assert_int_equal(lib[i], raw[i]);
+    }
+    assert_int_equal(lib[0], 2 * PAIRS);
+    tc_close_own(l, c);
+}
+
 /* PUBLISH message on channel: the number of subscribers (plain or pattern) that received it. */
 static long long publish(const char *channel)
 {
@@ -305,10 +384,8 @@ static void test_glob_name_pattern_is_literal(void **state)
     g_srv = *state;
     const char *name = "re:glob*?[ab]";
     rlock_client *hc;
-    rlock *h = herd_hold(name, 60000, &hc);
     herd_waiter w;
-    herd_start(&w, name, 60000);
-    wait_parked(name, 1);
+    rlock *h = hold_with_waiter(name, &hc, &w);
     /* What the pattern would match if "*", "?" and "[ab]" were left unescaped. */
     assert_int_equal(publish("redisson_lock__channel:{re:globXYa}"), 0);
     char ch[128];
@@ -323,4 +400,5 @@ static void test_glob_name_pattern_is_literal(void **state)
 
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_release_wakes_one_client),
         cmocka_unit_test(test_killed_waiter_strands_nobody),
-        cmocka_unit_test(test_glob_name_pattern_is_literal))
+        cmocka_unit_test(test_glob_name_pattern_is_literal),
+        cmocka_unit_test(test_uncontended_release_runs_redissons_commands))
