@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "replica.h"
 
 /* A master's pool, kept for the client's lifetime: a node that leaves the map keeps its pool
  * (its idle connections are dropped), and gets it back if it returns. */
@@ -142,6 +143,22 @@ static int cluster_get_pool(rlk_cluster *cl, const char *host, int port)
     return cl->n_pools++;
 }
 
+/* A node that is no longer a master in the map m forgets its replica count: when it serves
+ * slots again (a failover back), its replicas are not those it had then. Mutex held. */
+static void cluster_forget_replicas(rlk_cluster *cl, const rlk_cluster_map *m)
+{
+    for (int p = 0; p < cl->n_pools; p++) {
+        int master = 0;
+        for (int i = 0; i < m->n_nodes && !master; i++) {
+            master = m->nodes[i].port == cl->pools[p].port &&
+                     strcmp(m->nodes[i].host, cl->pools[p].host) == 0;
+        }
+        if (!master) {
+            rlk_replica_forget(rlk_pool_replicas(cl->pools[p].pool));
+        }
+    }
+}
+
 /* Puts a new map in place (mutex held): the pool of each node is looked up on first use. */
 static int cluster_install(rlk_cluster *cl, rlk_cluster_map *m)
 {
@@ -153,6 +170,7 @@ static int cluster_install(rlk_cluster *cl, rlk_cluster_map *m)
     for (int i = 0; i < m->n_nodes; i++) {
         np[i] = cluster_find_pool(cl, m->nodes[i].host, m->nodes[i].port);
     }
+    cluster_forget_replicas(cl, m);
     rlk_cluster_map_free(&cl->map);
     free(cl->node_pool);
     cl->map = *m;
