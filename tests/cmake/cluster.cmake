@@ -20,3 +20,10 @@ rlock_add_test(NAME test_cluster_stress SOURCES cluster/test_cluster_stress.c
 # stopped gives RLOCK_EREPLICA (lock, semaphore, latch, multi-lock) while the others grant.
 rlock_add_test(NAME test_cluster_replica_sync SOURCES cluster/test_cluster_replica_sync.c
                LABELS redis fault TIMEOUT 120)
+
+# Failover inside the cluster under stress (4 x 4, replica_sync = 1): CLUSTER FAILOVER of one
+# master, then kill -9 of another (its replica promoted by the cluster, the old master back as a
+# replica): 0 violations, tokens strictly increasing per name, every process continues; waiters
+# on a master that fails over all acquire, the holder's watchdog renews on the new master.
+rlock_add_test(NAME test_cluster_failover SOURCES cluster/test_cluster_failover.c
+               LABELS redis stress fault TIMEOUT 240)
