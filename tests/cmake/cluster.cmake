@@ -27,3 +27,9 @@ rlock_add_test(NAME test_cluster_replica_sync SOURCES cluster/test_cluster_repli
 # on a master that fails over all acquire, the holder's watchdog renews on the new master.
 rlock_add_test(NAME test_cluster_failover SOURCES cluster/test_cluster_failover.c
                LABELS redis stress fault TIMEOUT 240)
+
+# RedLock with cluster clients: one cluster client is not a quorum (RLOCK_EINVAL); over three
+# cluster clients each member goes to its name's master, the watchdog keeps the hold, and a
+# CLUSTER FAILOVER of one member's master is followed (renewals, release, the next RedLock).
+rlock_add_test(NAME test_cluster_redlock SOURCES cluster/test_cluster_redlock.c
+               LABELS redis fault TIMEOUT 120)
