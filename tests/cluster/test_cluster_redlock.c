@@ -4,7 +4,8 @@
  * cluster client are refused (RLOCK_EINVAL), since a reshard may put two of them on one master.
  * Over three cluster clients each member goes to the master of its own name's slot (names on the
  * three masters of the program's cluster here: two of them are not on a client's home node); a
- * second RedLock over the same names waits; the watchdog keeps the hold past its lease; across a
+ * second RedLock over the same names waits; a RedLock over a cluster client and two single servers
+ * works; the watchdog keeps the hold past its lease; across a
  * CLUSTER FAILOVER of one member's master the hold is still renewed and released, and the next
  * RedLock is granted.
  */
@@ -138,11 +139,46 @@ static void test_redlock_across_cluster_failover(void **state)
     rl_close(&b);
 }
 
+/* A RedLock over a cluster client and two single servers: the cluster member's name lives on a
+ * master that is not its client's home node. */
+static void test_cluster_and_single_servers(void **state)
+{
+    (void)state;
+    rh_server *srv[2] = {tc_start(), tc_start()};
+    rlock_client *c[MEMBERS];
+    rlock *m[MEMBERS];
+    char name[32];
+    tc_cluster_name_on(1, "rl-mix-", name, sizeof(name));
+    c[0] = tc_cluster_client(0);
+    for (int k = 1; k < MEMBERS; k++) {
+        rlock_options o;
+        tc_options(&o, srv[k - 1]);
+        c[k] = tc_client(&o);
+    }
+    for (int k = 0; k < MEMBERS; k++) {
+        m[k] = rlock_open(c[k], RLOCK_REENTRANT, name);
+    }
+    rlock *g = rlock_redlock_new(m, MEMBERS);
+    assert_non_null(g);
+    assert_int_equal(rlock_try_lock(g, 0, 10000), RLOCK_OK);
+    assert_int_equal(tc_cluster_exists(name), 1);
+    assert_int_equal(rlock_unlock(g), RLOCK_OK);
+    assert_int_equal(tc_cluster_exists(name), 0);
+    rlock_free(g);
+    for (int k = 0; k < MEMBERS; k++) {
+        rlock_free(m[k]);
+        rlock_client_free(c[k]);
+    }
+    rh_free(srv[0]);
+    rh_free(srv[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_cluster_client_is_not_a_quorum),
         cmocka_unit_test(test_members_go_to_their_masters),
+        cmocka_unit_test(test_cluster_and_single_servers),
         cmocka_unit_test(test_redlock_across_cluster_failover),
     };
     return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
