@@ -63,9 +63,9 @@ struct rlock_client {
     /* Raised by every rlk_client_set_master(): a connection dialled under an older value goes to
      * a node that is no longer the master (the subscriber compares it with its own). */
     atomic_uint master_gen;
-    atomic_llong recheck_at;         /* monotonic ms before which no failover recheck runs */
-    rlk_replicas replicas;           /* the master's replicas (replica.c) */
-    atomic_int replicas_unknown;     /* 1: the user may not run INFO, so replicas are not counted */
+    atomic_llong recheck_at;     /* monotonic ms before which no failover recheck runs */
+    rlk_replicas replicas;       /* the master's replicas (replica.c) */
+    atomic_int replicas_unknown; /* 1: the user may not run INFO, so replicas are not counted */
     atomic_int closed;           /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;             /* 1 for the client itself + 1 per open handle */
     atomic_int warned_nopublish; /* 1 once a refused PUBLISH was logged (release_reply.c) */

@@ -36,9 +36,9 @@ void rlk_replica_forget(rlk_replicas *st);
  * INFO replication when refresh is set. */
 typedef struct rlk_sync {
     rlk_replicas *node; /* the count of the node the exchange runs on (set by rlk_sync_plan) */
-    int n;       /* replicas to wait for */
-    int refresh; /* 1: INFO replication follows */
-    int acked;   /* out of rlk_sync_read(): replicas that acknowledged */
+    int n;              /* replicas to wait for */
+    int refresh;        /* 1: INFO replication follows */
+    int acked;          /* out of rlk_sync_read(): replicas that acknowledged */
 } rlk_sync;
 
 /* Decides what to append for the next synced exchange on conn, with the replica count of the
