@@ -25,8 +25,10 @@ rlock_add_test(NAME test_cluster_replica_sync SOURCES cluster/test_cluster_repli
 # master, then kill -9 of another (its replica promoted by the cluster, the old master back as a
 # replica): 0 violations, tokens strictly increasing per name, every process continues; waiters
 # on a master that fails over all acquire, the holder's watchdog renews on the new master.
+# plain_only: about 25 s a run of failover logic (as the long Sentinel suites), and three
+# variants of it would take tests/run.sh past its 40 minutes.
 rlock_add_test(NAME test_cluster_failover SOURCES cluster/test_cluster_failover.c
-               LABELS redis stress fault TIMEOUT 240)
+               LABELS redis stress fault plain_only TIMEOUT 240)
 
 # RedLock with cluster clients: one cluster client is not a quorum (RLOCK_EINVAL); over three
 # cluster clients each member goes to its name's master, the watchdog keeps the hold, and a
