@@ -50,9 +50,8 @@ typedef struct shared {
 static shared *g_sh;
 
 /* The workers' and the waiters' options: replica sync on, timeouts that ride out a switch. */
-static void failover_options(rlock_options *o, const char *url)
+static void failover_tune(rlock_options *o)
 {
-    tc_options_url(o, url);
     o->pool_size = 8;
     o->connect_timeout_ms = 2000;
     o->command_timeout_ms = 2000;
@@ -61,46 +60,17 @@ static void failover_options(rlock_options *o, const char *url)
     o->replica_sync_timeout_ms = 1000;
 }
 
-typedef struct fo_proc {
-    rlock_client *c;
-    rlock *h[NAMES];
-} fo_proc;
-
+/* The workers' processes: tc_cluster's, counting their clients' redirections when they end. */
 static void proc_close(void *ctx)
 {
-    fo_proc *p = ctx;
+    tc_cluster_proc *p = ctx;
     if (p != NULL && p->c != NULL) {
         rlk_cluster_stats cs;
         rlk_cluster_get_stats(p->c->cluster, &cs);
         atomic_fetch_add(&g_sh->moved, (long)cs.moved);
         atomic_fetch_add(&g_sh->refreshes, (long)cs.refreshes);
     }
-    for (int i = 0; p != NULL && i < NAMES; i++) {
-        rlock_free(p->h[i]);
-    }
-    if (p != NULL) {
-        rlock_client_free(p->c);
-    }
-    free(p);
-}
-
-static void *proc_open(int proc, void *url)
-{
-    (void)proc;
-    rlock_options o;
-    failover_options(&o, url);
-    fo_proc *p = calloc(1, sizeof(*p));
-    p->c = p != NULL ? tc_client_try(&o) : NULL;
-    for (int i = 0; p != NULL && p->c != NULL && i < NAMES; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "fo-%d", i);
-        p->h[i] = rlock_open(p->c, RLOCK_REENTRANT, name);
-    }
-    if (p == NULL || p->c == NULL || p->h[NAMES - 1] == NULL) {
-        proc_close(p);
-        return NULL;
-    }
-    return p;
+    tc_cluster_proc_close(p);
 }
 
 /* Inside the exclusive section of name k: its token must be above every earlier holder's. */
@@ -117,7 +87,7 @@ static void check_token(int k, uint64_t t)
 static int step(tc_worker *w, long i)
 {
     int k = rand_r(&w->seed) % NAMES;
-    rlock *l = ((fo_proc *)w->proc_ctx)->h[k];
+    rlock *l = ((tc_cluster_proc *)w->proc_ctx)->h[k];
     int r = rlock_try_lock(l, 2000, i % 2 ? LEASE_MS : -1);
     if (r == RLOCK_ETIMEDOUT || r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
         /* A switch is under way: do not spin through the pool's fast failures. */
@@ -171,14 +141,16 @@ static rh_server *master_of(int i)
 static void test_switches_under_stress(void **state)
 {
     (void)state;
+    tc_cluster_names names = {
+        .url = rc_seed_url(tc_cl), .prefix = "fo-", .n = NAMES, .tune = failover_tune};
     tc_stress_spec spec = {.procs = PROCS,
                            .threads = THREADS,
                            .duration_ms = 120000,
                            .timeout_ms = 150000,
-                           .proc_init = proc_open,
+                           .proc_init = tc_cluster_proc_open,
                            .proc_fini = proc_close,
                            .step = step,
-                           .arg = (void *)rc_seed_url(tc_cl),
+                           .arg = &names,
                            .stop = &g_sh->stop};
     tc_stress *st = tc_stress_start(&spec);
     assert_non_null(st);
@@ -227,7 +199,8 @@ static void test_waiters_across_cluster_failover(void **state)
 {
     (void)state;
     rlock_options o;
-    failover_options(&o, rc_seed_url(tc_cl));
+    tc_options_url(&o, rc_seed_url(tc_cl));
+    failover_tune(&o);
     o.watchdog_timeout_ms = 3000;
     rlock_client *a = tc_client(&o);
     rlock_client *b = tc_client(&o);

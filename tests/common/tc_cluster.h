@@ -30,4 +30,23 @@ long long tc_cluster_exists(const char *key);
  * for tests that need locks on different nodes. */
 void tc_cluster_name_on(int i, const char *prefix, char *buf, size_t len);
 
+/* A stress process (tc_stress.h) on the cluster: a client on url with tc_options_url()'s options
+ * (edited by tune when set) and n reentrant handles "<prefix><i>" its threads share. The spec's
+ * arg is a tc_cluster_names, its proc_init and proc_fini these two. */
+#define TC_CLUSTER_NAMES_MAX 256
+typedef struct tc_cluster_names {
+    const char *url;
+    const char *prefix;
+    int n;
+    void (*tune)(rlock_options *o);
+} tc_cluster_names;
+
+typedef struct tc_cluster_proc {
+    rlock_client *c;
+    rlock *h[TC_CLUSTER_NAMES_MAX];
+} tc_cluster_proc;
+
+void *tc_cluster_proc_open(int proc, void *names);
+void tc_cluster_proc_close(void *proc_ctx);
+
 #endif
