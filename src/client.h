@@ -33,7 +33,10 @@ typedef struct rlk_replicas {
     atomic_int n;           /* replicas online */
     atomic_llong due;       /* monotonic ms of the next refresh */
     atomic_llong low_since; /* since when fewer replicas are online (0: not) */
-    atomic_int known;       /* 0: not read yet (a cluster node's first synced exchange reads it) */
+    /* 0: never read, 1: current, 2: the node left the cluster's masters (its count is kept
+     * for the master that takes over its slots); a cluster node's first synced exchange
+     * reads it when not 1. */
+    atomic_int known;
 } rlk_replicas;
 
 /* Longest owner string: 36-char UUID, ':', 20-digit thread id, ":write", NUL. */

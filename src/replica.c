@@ -109,9 +109,22 @@ int rlk_replica_refresh(rlock_client *c, rlk_conn *conn)
 
 void rlk_replica_forget(rlk_replicas *st)
 {
+    int current = 1;
     if (st != NULL) {
-        atomic_store(&st->known, 0);
+        atomic_compare_exchange_strong(&st->known, &current, 2);
     }
+}
+
+void rlk_replica_inherit(rlk_replicas *to, const rlk_replicas *from)
+{
+    if (to == NULL || from == NULL || atomic_load(&to->known) == 1 ||
+        atomic_load(&from->known) == 0) {
+        return;
+    }
+    atomic_store(&to->n, atomic_load(&from->n));
+    atomic_store(&to->low_since, 0);
+    atomic_store(&to->due, 0); /* the new master's own count is read on its first synced call */
+    atomic_store(&to->known, 1);
 }
 
 int rlk_replica_init(rlock_client *c, rlk_conn *conn)
@@ -164,7 +177,7 @@ int rlk_sync_target(const rlock_client *c)
  * as another node has. */
 static int replica_first_look(rlock_client *c, rlk_conn *conn, rlk_replicas *st)
 {
-    if (atomic_load(&st->known) || atomic_load(&c->replicas_unknown)) {
+    if (atomic_load(&st->known) == 1 || atomic_load(&c->replicas_unknown)) {
         return RLOCK_OK;
     }
     redisReply *rep = NULL;

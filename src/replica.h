@@ -28,9 +28,15 @@ int rlk_replica_init(rlock_client *c, rlk_conn *conn);
  * takes RLK_REPLICA_SHRINK_MS to count, as for any refresh. */
 int rlk_replica_refresh(rlock_client *c, rlk_conn *conn);
 
-/* Forgets a cluster node's count (it left the map's masters): read again when it serves
- * slots again. NULL is fine. */
+/* Marks a cluster node's count stale (it left the map's masters): it is read again when the
+ * node serves slots again, and kept meanwhile for the master that takes its slots over
+ * (rlk_replica_inherit). NULL is fine. */
 void rlk_replica_forget(rlk_replicas *st);
+
+/* A cluster master that took over its slots from another (a failover) starts from that one's
+ * count, unless its own is known: a lower count of its own then counts only after
+ * RLK_REPLICA_SHRINK_MS, as after a Sentinel failover. NULLs are fine. */
+void rlk_replica_inherit(rlk_replicas *to, const rlk_replicas *from);
 
 /* What a synced exchange appends behind its script: WAIT for n replicas (none when n is 0) and
  * INFO replication when refresh is set. */

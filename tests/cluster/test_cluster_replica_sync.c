@@ -5,7 +5,9 @@
  * count-down and a multi-lock on that master's slots (nothing left held), while the other
  * masters still grant after waiting for their own replica; a client made afterwards locks on that
  * master without waiting for anyone and still waits for one replica elsewhere; the replica back,
- * the count rises again. The number waited for is read from the thread's last synced outcome
+ * the count rises again. After kill -9 of a master, a client that knew its count starts the
+ * promoted replica from it (grants fail closed until the old master is back as its replica).
+ * The number waited for is read from the thread's last synced outcome
  * (replica.h), which the library keeps for its own undo of unsynced grants.
  */
 #include <setjmp.h>
@@ -169,10 +171,56 @@ static void test_wait_counts_the_serving_master(void **state)
     rlock_client_free(b);
 }
 
+/* Calls lock_once() until the cluster stops refusing the connection (the client learns the new
+ * map from the refused connection of a killed master); its last result. */
+static int lock_after_switch(rlock_client *c, const char *name)
+{
+    int r = RLOCK_ECONN;
+    for (int64_t end = rh_now_ms() + 10000; r == RLOCK_ECONN && rh_now_ms() < end;) {
+        r = lock_once(c, name);
+        if (r == RLOCK_ECONN) {
+            rh_sleep_ms(50);
+        }
+    }
+    return r;
+}
+
+/* kill -9 of a master: its promoted replica has no replica of its own until the old master is
+ * back. A client that knew the old master's count starts the new master from it (as a Sentinel
+ * client does), so a grant there fails closed with RLOCK_EREPLICA instead of passing unsynced;
+ * once the old master rejoined as a replica, grants wait for it. */
+static void test_new_master_starts_from_the_old_count(void **state)
+{
+    (void)state;
+    rlock_client *c = sync_client();
+    char name[32];
+    tc_cluster_name_on(1, "rs-kill-", name, sizeof(name));
+    assert_int_equal(lock_once(c, name), 1);
+    rh_server *old = tc_cluster_owner(name);
+    rh_server *promoted = rc_kill_master_only(tc_cl, old, 30000);
+    assert_non_null(promoted);
+    assert_int_equal(lock_after_switch(c, name), RLOCK_EREPLICA);
+    assert_int_equal(tc_cluster_exists(name), 0);
+
+    assert_int_equal(rh_restart(old), 0);
+    for (int64_t end = rh_now_ms() + 30000; rc_online_replicas(promoted) != 1;) {
+        assert_true(rh_now_ms() < end);
+        rh_sleep_ms(50);
+    }
+    assert_int_equal(rc_wait_ok(tc_cl, 30000), 0);
+    int n = RLOCK_EREPLICA;
+    for (int64_t end = rh_now_ms() + 10000; n != 1 && rh_now_ms() < end; rh_sleep_ms(100)) {
+        n = lock_once(c, name);
+    }
+    assert_int_equal(n, 1);
+    rlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_counts_the_serving_master),
+        cmocka_unit_test(test_new_master_starts_from_the_old_count),
     };
     return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
 }

@@ -80,6 +80,25 @@ static int rc__create(rc_cluster *cl, int replicas)
     return 0;
 }
 
+/* The integer after field (e.g. "master_port:") in an INFO text, or -1. */
+static long rc__info_field(const char *info, const char *field)
+{
+    const char *f = info != NULL ? strstr(info, field) : NULL;
+    return f != NULL ? strtol(f + strlen(field), NULL, 10) : -1;
+}
+
+/* The "slaveN:...state=online" lines of a master's INFO replication. */
+static long rc__count_online(const char *info)
+{
+    long n = 0;
+    for (const char *p = info; (p = strstr(p, "\nslave")) != NULL; p++) {
+        const char *eol = strchr(p + 1, '\n');
+        const char *st = strstr(p, "state=online");
+        n += st != NULL && (eol == NULL || st < eol);
+    }
+    return n;
+}
+
 static int rc__node_ok(rh_server *s)
 {
     const char *info_argv[] = {"CLUSTER", "INFO", NULL};
@@ -95,6 +114,10 @@ static int rc__node_ok(rh_server *s)
     char *repl = rh_cmd_str(s, repl_argv);
     ok = repl != NULL &&
          (strstr(repl, "role:master") != NULL || strstr(repl, "master_link_status:up") != NULL);
+    /* A master counts a replica whose link is up as online only after its first
+     * acknowledgement: until then a client reading INFO would count one replica less. */
+    ok = ok && (strstr(repl, "role:master") == NULL ||
+                rc__count_online(repl) == rc__info_field(repl, "connected_slaves:"));
     free(repl);
     return ok;
 }
@@ -229,13 +252,6 @@ rh_server *rc_slot_owner(rc_cluster *cl, int slot)
     return NULL;
 }
 
-/* The integer after field (e.g. "master_port:") in an INFO text, or -1. */
-static long rc__info_field(const char *info, const char *field)
-{
-    const char *f = info != NULL ? strstr(info, field) : NULL;
-    return f != NULL ? strtol(f + strlen(field), NULL, 10) : -1;
-}
-
 /* INFO replication of s (malloc()ed), NULL when it does not answer. */
 static char *rc__replication(rh_server *s)
 {
@@ -280,12 +296,7 @@ rh_server *rc_replica_of(rc_cluster *cl, rh_server *master)
 int rc_online_replicas(rh_server *master)
 {
     char *info = rc__replication(master);
-    int n = info != NULL ? 0 : -1;
-    for (const char *p = info; p != NULL && (p = strstr(p, "\nslave")) != NULL; p++) {
-        const char *eol = strchr(p + 1, '\n');
-        const char *st = strstr(p, "state=online");
-        n += st != NULL && (eol == NULL || st < eol);
-    }
+    int n = info != NULL ? rc__count_online(info) : -1;
     free(info);
     return n;
 }
@@ -346,16 +357,23 @@ int rc_failover(rc_cluster *cl, rh_server *replica, int64_t timeout_ms)
     return rc_wait_ok(cl, left > 0 ? left : 0);
 }
 
-rh_server *rc_kill_master(rc_cluster *cl, rh_server *master, int64_t timeout_ms)
+rh_server *rc_kill_master_only(rc_cluster *cl, rh_server *master, int64_t timeout_ms)
 {
-    int64_t deadline = rh_now_ms() + timeout_ms;
     rh_server *replica = rc_replica_of(cl, master);
     if (replica == NULL || rh_stop(master) != 0) {
         fprintf(stderr, "redis_cluster: port %d has no replica to promote\n", rh_port(master));
         return NULL;
     }
-    if (rc__wait(rc__promoted, replica, NULL, deadline, "was not promoted") != 0 ||
-        rh_restart(master) != 0) {
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    return rc__wait(rc__promoted, replica, NULL, deadline, "was not promoted") == 0 ? replica
+                                                                                    : NULL;
+}
+
+rh_server *rc_kill_master(rc_cluster *cl, rh_server *master, int64_t timeout_ms)
+{
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    rh_server *replica = rc_kill_master_only(cl, master, timeout_ms);
+    if (replica == NULL || rh_restart(master) != 0) {
         return NULL;
     }
     /* Its nodes.conf still gives it the slots under an older epoch; the cluster tells it

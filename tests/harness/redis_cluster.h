@@ -47,5 +47,9 @@ int rc_failover(rc_cluster *cl, rh_server *replica, int64_t timeout_ms);
  * waits until its link is up and every node reports cluster_state:ok. The new master, or NULL
  * after timeout_ms. */
 rh_server *rc_kill_master(rc_cluster *cl, rh_server *master, int64_t timeout_ms);
+/* The first half of rc_kill_master(): kill -9 of master, then waits until its replica is
+ * promoted; master stays down (rh_restart() brings it back as a replica). The new master, or
+ * NULL. */
+rh_server *rc_kill_master_only(rc_cluster *cl, rh_server *master, int64_t timeout_ms);
 
 #endif /* RLOCK_TESTS_REDIS_CLUSTER_H */
