@@ -170,19 +170,24 @@ static void cluster_forget_replicas(rlk_cluster *cl, const rlk_cluster_map *m)
  * replica. Its pool is made now for that (no I/O). Mutex held; m is the new map. */
 static void cluster_inherit_replicas(rlk_cluster *cl, const rlk_cluster_map *m)
 {
+    if (m->n_nodes <= 0) {
+        return; /* no master to take anything over */
+    }
     for (int slot = 0; slot < RLK_CLUSTER_SLOTS; slot++) {
-        int now = m->owner[slot], before = cl->last_pool[slot];
-        if (now < 0 || before < 0) {
+        int before = cl->last_pool[slot];
+        int now = before >= 0 ? m->owner[slot] : -1;
+        if (now < 0) {
             continue;
         }
-        const cluster_pool *a = &cl->pools[before];
         const rlk_cluster_node *b = &m->nodes[now];
-        if (a->port == b->port && strcmp(a->host, b->host) == 0) {
+        if (cl->pools[before].port == b->port && strcmp(cl->pools[before].host, b->host) == 0) {
             continue;
         }
+        /* By index: making the pool may move cl->pools. */
         int p = cluster_get_pool(cl, b->host, b->port);
         if (p >= 0) {
-            rlk_replica_inherit(rlk_pool_replicas(cl->pools[p].pool), rlk_pool_replicas(a->pool));
+            rlk_replica_inherit(rlk_pool_replicas(cl->pools[p].pool),
+                                rlk_pool_replicas(cl->pools[before].pool));
         }
     }
 }
