@@ -15,6 +15,13 @@
 # same bytes. The expanded files are what lua_syntax parses and what
 # core_scripts compares with the table. No Python and no external tool is
 # needed.
+#
+# Each script also gets its sharded pub/sub variant (a Redis Cluster client in sharded mode,
+# rlock_options.cluster_pubsub): the same bytes with every "redis.pcall('publish', " and
+# "redis.call('publish', " made 'spublish', and "'pubsub', 'numsub'" made
+# "'pubsub', 'shardnumsub'", written to <OUT_DIR>/lua_sharded/*.lua (lua_syntax parses those too)
+# and embedded with its own SHA1 in rlk_script_table_sharded; a script that publishes nothing has
+# the same entry in both tables. The lua/ sources stay as they are.
 
 cmake_minimum_required(VERSION 3.16)
 
@@ -28,6 +35,7 @@ list(SORT _lua_files)
 set(_enum "")
 set(_arrays "")
 set(_table "")
+set(_table_sharded "")
 set(_count 0)
 set(_seen_ids "")
 
@@ -53,7 +61,40 @@ function(rlk_expand_includes file out_var)
   set(${out_var} "${_text}" PARENT_SCOPE)
 endfunction()
 
+# Sets out_var to text with its publishing calls made sharded (see the top of this file).
+function(rlk_sharded_text text out_var)
+  string(REPLACE "redis.pcall('publish', " "redis.pcall('spublish', " _t "${text}")
+  string(REPLACE "redis.call('publish', " "redis.call('spublish', " _t "${_t}")
+  string(REPLACE "'pubsub', 'numsub'" "'pubsub', 'shardnumsub'" _t "${_t}")
+  set(${out_var} "${_t}" PARENT_SCOPE)
+endfunction()
+
+# Appends to the variable named by arrays_var the C array of file's bytes called array_name, and
+# sets sha_var and len_var to the file's SHA1 and length.
+function(rlk_embed_file file array_name label arrays_var sha_var len_var)
+  file(READ "${file}" _hex HEX)
+  file(SHA1 "${file}" _sha1)
+  string(TOLOWER "${_sha1}" _sha1)
+  string(LENGTH "${_hex}" _hexlen)
+  math(EXPR _len "${_hexlen} / 2")
+  # "41424344" -> "0x41,0x42,0x43,0x44," then wrap every 12 bytes.
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," _bytes "${_hex}")
+  # (CMake regexes have no {n} quantifier: spell the 12 bytes out.)
+  string(REPEAT "0x[0-9a-f][0-9a-f]," 12 _row)
+  string(REGEX REPLACE "(${_row})" "\\1\n    " _bytes "${_bytes}")
+  set(_arrays "${${arrays_var}}")
+  string(APPEND _arrays
+    "/* ${label}: ${_len} bytes, sha1 ${_sha1} */\n"
+    "static const unsigned char ${array_name}[${_len} + 1] = {\n"
+    "    ${_bytes}0x00 /* NUL, not part of the script */\n"
+    "};\n\n")
+  set(${arrays_var} "${_arrays}" PARENT_SCOPE)
+  set(${sha_var} "${_sha1}" PARENT_SCOPE)
+  set(${len_var} "${_len}" PARENT_SCOPE)
+endfunction()
+
 file(MAKE_DIRECTORY "${OUT_DIR}/lua")
+file(MAKE_DIRECTORY "${OUT_DIR}/lua_sharded")
 foreach(_src IN LISTS _lua_files)
   get_filename_component(_name "${_src}" NAME)
   rlk_expand_includes("${_src}" _expanded)
@@ -72,38 +113,37 @@ foreach(_src IN LISTS _lua_files)
   endif()
   list(APPEND _seen_ids "${_upper}")
 
-  file(READ "${_file}" _hex HEX)
-  file(SHA1 "${_file}" _sha1)
-  string(TOLOWER "${_sha1}" _sha1)
-  string(LENGTH "${_hex}" _hexlen)
-  math(EXPR _len "${_hexlen} / 2")
-
-  # "41424344" -> "0x41,0x42,0x43,0x44," then wrap every 12 bytes.
-  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," _bytes "${_hex}")
-  # (CMake regexes have no {n} quantifier: spell the 12 bytes out.)
-  string(REPEAT "0x[0-9a-f][0-9a-f]," 12 _row)
-  string(REGEX REPLACE "(${_row})" "\\1\n    " _bytes "${_bytes}")
-
+  rlk_embed_file("${_file}" "rlk_lua_${_stem}" "lua/${_name}" _arrays _sha1 _len)
   string(APPEND _enum "    RLK_SCRIPT_${_upper}, /* lua/${_name} */\n")
-  string(APPEND _arrays
-    "/* lua/${_name}: ${_len} bytes, sha1 ${_sha1} */\n"
-    "static const unsigned char rlk_lua_${_stem}[${_len} + 1] = {\n"
-    "    ${_bytes}0x00 /* NUL, not part of the script */\n"
-    "};\n\n")
   string(APPEND _table
     "    [RLK_SCRIPT_${_upper}] = {\"${_stem}\", rlk_lua_${_stem}, ${_len}, \"${_sha1}\"},\n")
+  rlk_sharded_text("${_expanded}" _sharded)
+  file(WRITE "${OUT_DIR}/lua_sharded/${_name}" "${_sharded}")
+  if(_sharded STREQUAL _expanded)
+    string(APPEND _table_sharded
+      "    [RLK_SCRIPT_${_upper}] = {\"${_stem}\", rlk_lua_${_stem}, ${_len}, \"${_sha1}\"},\n")
+  else()
+    rlk_embed_file("${OUT_DIR}/lua_sharded/${_name}" "rlk_lua_${_stem}_sharded"
+                   "lua/${_name}, sharded" _arrays _sha1 _len)
+    string(APPEND _table_sharded
+      "    [RLK_SCRIPT_${_upper}] = {\"${_stem}\", rlk_lua_${_stem}_sharded, ${_len}, "
+      "\"${_sha1}\"},\n")
+  endif()
   math(EXPR _count "${_count} + 1")
 endforeach()
 
 if(_count EQUAL 0)
   set(_table_decl "rlk_script_table[RLK_SCRIPT__COUNT + 1]")
   set(_table "    {NULL, NULL, 0, NULL} /* sentinel: C forbids zero-length arrays */\n")
+  set(_table_sharded "${_table}")
   set(_empty_note
 " *\n * NOTE: lua/ holds no script, so RLK_SCRIPT__COUNT is 0 and the table is\n * declared with one sentinel entry (all NULL/0) because C forbids\n * zero-length arrays. Loops bounded by RLK_SCRIPT__COUNT never see it.\n")
 else()
   set(_table_decl "rlk_script_table[RLK_SCRIPT__COUNT]")
   set(_empty_note "")
 endif()
+
+string(REPLACE "rlk_script_table[" "rlk_script_table_sharded[" _table_decl_sharded "${_table_decl}")
 
 set(_header
 "/* rlock_scripts_gen.h - GENERATED by cmake/rlock_embed_lua.cmake; do not edit.
@@ -130,6 +170,8 @@ typedef struct rlk_script_src {
 } rlk_script_src;
 
 extern const rlk_script_src ${_table_decl};
+/* The same scripts for sharded pub/sub (SPUBLISH, PUBSUB SHARDNUMSUB), by the same ids. */
+extern const rlk_script_src ${_table_decl_sharded};
 
 #endif /* RLOCK_SCRIPTS_GEN_H */
 ")
@@ -140,6 +182,9 @@ set(_source
 
 ${_arrays}const rlk_script_src ${_table_decl} = {
 ${_table}};
+
+const rlk_script_src ${_table_decl_sharded} = {
+${_table_sharded}};
 ")
 
 file(MAKE_DIRECTORY "${OUT_DIR}")

@@ -179,8 +179,24 @@ typedef struct rlock_options {
      * password (NULL = no AUTH to Sentinels). Copied. */
     const char *sentinel_user;
     const char *sentinel_password;
+    /* Pub/sub on a redis-cluster:// URL (ignored elsewhere), as Redisson's
+     * shardedSubscriptionMode: RLOCK_CLUSTER_PUBSUB_AUTO (default) uses sharded pub/sub
+     * (SPUBLISH / SSUBSCRIBE on the master that owns the channel's slot) when the cluster answers
+     * PUBSUB SHARDNUMSUB (Redis >= 7.0), the probe Redisson makes, else classic PUBLISH /
+     * SUBSCRIBE; RLOCK_CLUSTER_PUBSUB_SHARDED and RLOCK_CLUSTER_PUBSUB_CLASSIC force one mode.
+     * Every client on a cluster, rlock or Redisson, must use the same mode: the two kinds of
+     * channels are disjoint, and a waiter in the other mode hears no release (it then waits for
+     * the lease to run out). Any other value is RLOCK_EINVAL in rlock_client_new(). */
+    int cluster_pubsub;
     void *reserved[3]; /* for future options without an ABI break; keep zero */
 } rlock_options;
+
+/* Values of rlock_options.cluster_pubsub. */
+enum {
+    RLOCK_CLUSTER_PUBSUB_AUTO = 0,
+    RLOCK_CLUSTER_PUBSUB_SHARDED = 1,
+    RLOCK_CLUSTER_PUBSUB_CLASSIC = 2
+};
 
 /* Fills *opts with the defaults above. Call it, then change what you need. */
 RLOCK_EXPORT void rlock_options_init(rlock_options *opts);

@@ -62,6 +62,13 @@ static int rlk_check_options(const rlock_options *o)
     r = r ? r : rlk_check_duration("redlock_server_timeout_ms", o->redlock_server_timeout_ms, 1);
     /* WAIT reads a timeout of 0 as "forever", which a lock call must never wait. */
     r = r ? r : rlk_check_duration("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1);
+    if (r == RLOCK_OK && (o->cluster_pubsub < RLOCK_CLUSTER_PUBSUB_AUTO ||
+                          o->cluster_pubsub > RLOCK_CLUSTER_PUBSUB_CLASSIC)) {
+        r = rlk_err(
+            RLOCK_EINVAL,
+            "cluster_pubsub must be RLOCK_CLUSTER_PUBSUB_AUTO, _SHARDED or _CLASSIC, got %d",
+            o->cluster_pubsub);
+    }
     return r;
 }
 
@@ -107,6 +114,26 @@ static void rlk_client_stop(rlock_client *c)
     c->cluster = NULL;
 }
 
+/* Chooses a cluster client's pub/sub mode as Redisson does (ClusterServersConfig's
+ * shardedSubscriptionMode): forced by the option, or, in auto mode, sharded when the node answers
+ * PUBSUB SHARDNUMSUB 0 (Redis >= 7.0); Redisson asks nothing else (no version, no CLUSTER
+ * SHARDS), so rlock decides the same on the same cluster. A refused probe (an older server, an
+ * ACL without it) means classic. Only a lost connection is an error. */
+static int rlk_client_pubsub_mode(rlock_client *c, rlk_conn *conn)
+{
+    c->sharded = c->cluster != NULL && c->opts.cluster_pubsub == RLOCK_CLUSTER_PUBSUB_SHARDED;
+    if (c->cluster == NULL || c->opts.cluster_pubsub != RLOCK_CLUSTER_PUBSUB_AUTO) {
+        return RLOCK_OK;
+    }
+    const char *argv[3] = {"PUBSUB", "SHARDNUMSUB", "0"};
+    redisReply *rep = NULL;
+    int r = rlk_conn_command(conn, 3, argv, NULL, &rep);
+    c->sharded = r == RLOCK_OK && rep->type == REDIS_REPLY_ARRAY;
+    freeReplyObject(rep);
+    rlk_log(c, RLOCK_LOG_INFO, "cluster pub/sub: %s", c->sharded ? "sharded" : "classic");
+    return r;
+}
+
 /* Dials one connection and PINGs the server, so that a wrong URL, password or db, and a server
  * that accepts connections but does not answer (stopped, overloaded), are reported by
  * rlock_client_new() rather than by the first lock call. A TCP connect alone proves little: the
@@ -130,6 +157,7 @@ static int rlk_client_probe(rlock_client *c)
         r = rlk_err(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "PING refused by Redis: %s", rep->str);
     }
     freeReplyObject(rep);
+    r = r ? r : rlk_client_pubsub_mode(c, conn);
     r = r ? r : rlk_replica_init(c, conn);
     r = r ? r : rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);
     if (r != RLOCK_OK) {

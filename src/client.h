@@ -56,6 +56,10 @@ struct rlock_client {
      * on top of it (no cycle between the files). */
     rlk_cluster *cluster;
     rlk_route_fn route;
+    /* 1: sharded pub/sub (a cluster client, rlock_options.cluster_pubsub): scripts publish with
+     * SPUBLISH and the subscriber listens with SSUBSCRIBE on each channel's master. Set before
+     * the subscriber starts, read-only afterwards. */
+    int sharded;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
     char *sentinel_user; /* copies of the options (NULL = none) */

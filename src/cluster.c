@@ -348,6 +348,18 @@ rlk_pool *rlk_cluster_pool_at(rlk_cluster *cl, const char *host, int port)
     return p;
 }
 
+int rlk_cluster_owner(rlk_cluster *cl, int slot, char *host, int *port)
+{
+    pthread_mutex_lock(&cl->mu);
+    int node = slot >= 0 && slot < RLK_CLUSTER_SLOTS ? cl->map.owner[slot] : -1;
+    if (node >= 0) {
+        snprintf(host, RLK_HOST_MAX, "%s", cl->map.nodes[node].host);
+        *port = cl->map.nodes[node].port;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return node >= 0 ? RLOCK_OK : RLOCK_ECONN;
+}
+
 int rlk_cluster_node_of(rlk_cluster *cl, int slot)
 {
     pthread_mutex_lock(&cl->mu);

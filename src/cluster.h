@@ -35,6 +35,10 @@ void rlk_cluster_abandon_pools(rlk_cluster *cl);
 rlk_pool *rlk_cluster_pool(rlk_cluster *cl, int slot, uint64_t *epoch);
 /* The pool of host:port (an ASK or MOVED target), made when new. NULL without memory. */
 rlk_pool *rlk_cluster_pool_at(rlk_cluster *cl, const char *host, int port);
+/* The address of the master that serves slot in the current map, copied into host
+ * (RLK_HOST_MAX bytes) and *port: RLOCK_OK, or RLOCK_ECONN when no node serves it (the
+ * subscriber's sharded SSUBSCRIBE goes there). */
+int rlk_cluster_owner(rlk_cluster *cl, int slot, char *host, int *port);
 /* The index of slot's master in the current map (a grouping key for the watchdog's batches),
  * or -1 when no node serves it. */
 int rlk_cluster_node_of(rlk_cluster *cl, int slot);

@@ -111,6 +111,9 @@ uint64_t rlk_pubsub_armed_sent(rlk_pubsub *ps);
 /* Messages read for channels that had an entry (for tests). */
 uint64_t rlk_pubsub_messages(rlk_pubsub *ps);
 
+/* 1 if the subscriber has a connection to every node it uses (for tests). */
+int rlk_pubsub_connected(rlk_pubsub *ps);
+
 /* Number of channels with local waiters (for tests). */
 size_t rlk_pubsub_channel_count(rlk_pubsub *ps);
 

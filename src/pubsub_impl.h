@@ -1,5 +1,5 @@
 /*
- * Private to the subscriber (pubsub.c, pubsub_armed.c): its state, shared by the two files. Every
+ * Private to the subscriber (pubsub*.c): its state, shared by its files. Every
  * field is guarded by the subscriber mutex unless its comment says "thread only" (touched by the
  * subscriber thread alone).
  */
@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "client.h"
 #include "conn.h"
 #include "pubsub.h"
 #include "sentinel.h"
@@ -37,8 +38,14 @@ struct rlk_armed {
     size_t tag_len;
 };
 
+typedef struct rlk_ps_node rlk_ps_node;
+
 struct rlk_sub {
     struct rlk_sub *next; /* hash chain */
+    /* The node whose connection carries the entry's (un)subscriptions; NULL until the thread
+     * assigns one (pubsub_conn.c), and again after that node's connection failed or the server
+     * dropped the subscription (a slot that moved): the next flush looks the owner up again. */
+    rlk_ps_node *node;
     struct rlk_sub *next_dirty;
     char *channel;
     size_t len;
@@ -77,14 +84,43 @@ typedef struct rlk_ps_req {
     int checked; /* its timeout was handled */
 } rlk_ps_req;
 
+/* A node the subscriber listens on, with its own connection and its own request ring (Redis
+ * answers each connection's requests in order). Classic pub/sub (every client but a sharded
+ * cluster client) uses one node, the client's data node (host ""), followed across a master
+ * switch. A sharded cluster client has one per master that owns the slot of a channel it
+ * listens on (SSUBSCRIBE must go there), all served by the one subscriber thread. Nodes live as
+ * long as the subscriber; their connections close when they fail. Guarded by the mutex, except
+ * conn, which only the thread uses. */
+struct rlk_ps_node {
+    char host[RLK_HOST_MAX]; /* "" = the client's data node (classic) */
+    int port;
+    rlk_conn *conn;
+    unsigned conn_master; /* the client's master_gen when conn was dialled (classic) */
+    rlk_ps_req *reqs;     /* ring of requests awaiting their reply, oldest first */
+    size_t req_head, req_count, req_cap;
+    /* The entry whose "0" the reply read next answers a named wake-up, which the name already
+     * delivered (set by a RLK_MSG_NAMED message, cleared by the next reply). */
+    rlk_sub *twin_next;
+    int64_t backoff_ms; /* the pause after a failed dial, doubled up to 1 s */
+    int64_t dial_at;    /* no dial before this monotonic time */
+    int need_dial;      /* an entry waits for this node's connection */
+};
+
 struct rlk_pubsub {
     rlock_client *c;
     pthread_mutex_t mu;
     pthread_t thread;
     int running;
-    int wake[2];              /* self-pipe: waiters wake the thread */
-    rlk_conn *conn;           /* owned by the thread */
-    unsigned conn_master;     /* the client's master_gen when conn was dialled (thread only) */
+    int wake[2];         /* self-pipe: waiters wake the thread */
+    int sharded;         /* the client's sharded pub/sub: SSUBSCRIBE on each channel's master */
+    rlk_ps_node **nodes; /* nodes[0] is the client's data node in classic mode */
+    size_t n_nodes, cap_nodes;
+    /* A cluster client's map must be read again (a node failed, a slot moved); done by the
+     * thread without the mutex. moved_* is a MOVED reply's news, recorded after it. */
+    int refresh_due;
+    int moved_slot;
+    char moved_host[RLK_HOST_MAX];
+    int moved_port;
     rlk_sentinel_watch watch; /* +switch-master on a Sentinel (thread only; sentinel_watch.c) */
     rlk_sub *buckets[RLK_PS_BUCKETS];
     rlk_sub *dirty;
@@ -96,18 +132,26 @@ struct rlk_pubsub {
     uint64_t armed_sent; /* armed attempts sent (for tests) */
     uint64_t messages;   /* messages read (for tests) */
     size_t live;         /* entries with waiters */
-    int64_t backoff_ms;
-    rlk_ps_req *reqs; /* ring of requests awaiting their reply, oldest first (thread only) */
-    size_t req_head, req_count, req_cap;
-    int interrupted; /* rlk_pubsub_interrupt(): every wait returns at once */
-    /* The entry whose "0" the reply read next answers a named wake-up, which the name already
-     * delivered (thread only; set by a RLK_MSG_NAMED message, cleared by the next reply). */
-    rlk_sub *twin_next;
-    /* Redis refused a PSUBSCRIBE (an ACL without it): pattern joins subscribe plainly. */
+    int interrupted;     /* rlk_pubsub_interrupt(): every wait returns at once */
+    /* Redis refused a PSUBSCRIBE (an ACL without it), or the client uses sharded pub/sub, which
+     * has no patterns: pattern joins subscribe plainly. */
     int no_patterns;
 };
 
-/* Shared by pubsub.c and pubsub_requests.c; the thread calls them with the mutex held. */
+/* The channel table (pubsub.c), shared by the subscriber's files; the thread calls them with the
+ * mutex held. */
+/* The entry of ch subscribed plainly (pattern 0) or through its literal pattern (1), or NULL. */
+rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len, int pattern);
+/* Takes s out of the idle list (it gets a waiter again, expires, or is freed). */
+void rlk_idle_unlink(rlk_pubsub *ps, rlk_sub *s);
+/* Frees an entry already taken out of its hash chain. */
+void rlk_sub_destroy(rlk_pubsub *ps, rlk_sub *s);
+/* Wakes the subscriber thread (its self-pipe). */
+void rlk_poke(rlk_pubsub *ps);
+/* Adds k permits (at most one per waiter), woken as rlk_give_later(). */
+void rlk_give_n_later(rlk_pubsub *ps, rlk_sub *s, int k);
+/* Wakes the waiters given permits by rlk_give_later(); the thread calls it without the mutex. */
+void rlk_wake_given(rlk_pubsub *ps);
 void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s);
 void rlk_mark_dirty(rlk_pubsub *ps, rlk_sub *s);
 void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all);
@@ -116,12 +160,21 @@ int rlk_want(const rlk_sub *s);
  * or plainly when Redis refused the pattern; NULL for other entries. */
 rlk_sub *rlk_twin_of(rlk_pubsub *ps, const rlk_sub *n);
 
-/* Requests awaiting their reply (pubsub_requests.c), thread only. */
-int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe);
-rlk_ps_req *rlk_req_pop(rlk_pubsub *ps);
-void rlk_req_clear(rlk_pubsub *ps);
-/* An error reply: Redis refused the oldest request. */
-void rlk_on_refused(rlk_pubsub *ps, const redisReply *r);
+/* Handles one reply read from node's connection (pubsub_dispatch.c). Mutex held. */
+void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r);
+/* The server dropped s's sharded subscription (its slot moved) or redirected its SSUBSCRIBE:
+ * s is subscribed again on its slot's owner after the map was read again (pubsub_conn.c), and
+ * that confirmation wakes its waiters to re-attempt once. Mutex held. */
+void rlk_sub_moved(rlk_pubsub *ps, rlk_sub *s);
+
+/* Requests awaiting their reply on node's connection (pubsub_requests.c), thread only. */
+int rlk_req_push(rlk_ps_node *node, rlk_sub *s, int subscribe);
+rlk_ps_req *rlk_req_pop(rlk_ps_node *node);
+/* The oldest request awaiting its reply, or NULL. */
+rlk_ps_req *rlk_req_head(rlk_ps_node *node);
+void rlk_req_clear(rlk_ps_node *node);
+/* An error reply on node's connection: Redis refused the oldest request. */
+void rlk_on_refused(rlk_pubsub *ps, rlk_ps_node *node, const redisReply *r);
 /* Fails the waiters of SUBSCRIBEs unconfirmed for subscription_timeout_ms; returns the ms until
  * the next one is due (INT64_MAX: none). */
 int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now);

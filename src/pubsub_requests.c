@@ -8,46 +8,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_map.h"
 #include "pubsub_impl.h"
 
-void rlk_req_clear(rlk_pubsub *ps)
+void rlk_req_clear(rlk_ps_node *node)
 {
-    ps->req_head = ps->req_count = 0;
+    node->req_head = node->req_count = 0;
 }
 
 /* Remembers a request sent for s, in order (thread, mutex held). RLOCK_ENOMEM if the ring
  * cannot grow: the request is then not sent. */
-int rlk_req_push(rlk_pubsub *ps, rlk_sub *s, int subscribe)
+int rlk_req_push(rlk_ps_node *node, rlk_sub *s, int subscribe)
 {
-    if (ps->req_count == ps->req_cap) {
-        size_t cap = ps->req_cap ? 2 * ps->req_cap : 64;
+    if (node->req_count == node->req_cap) {
+        size_t cap = node->req_cap ? 2 * node->req_cap : 64;
         rlk_ps_req *r = malloc(cap * sizeof(*r));
         if (r == NULL) {
             return RLOCK_ENOMEM;
         }
-        for (size_t i = 0; i < ps->req_count; i++) {
-            r[i] = ps->reqs[(ps->req_head + i) % ps->req_cap];
+        for (size_t i = 0; i < node->req_count; i++) {
+            r[i] = node->reqs[(node->req_head + i) % node->req_cap];
         }
-        free(ps->reqs);
-        ps->reqs = r;
-        ps->req_cap = cap;
-        ps->req_head = 0;
+        free(node->reqs);
+        node->reqs = r;
+        node->req_cap = cap;
+        node->req_head = 0;
     }
-    ps->reqs[(ps->req_head + ps->req_count++) % ps->req_cap] =
+    node->reqs[(node->req_head + node->req_count++) % node->req_cap] =
         (rlk_ps_req){.s = s, .sent_at = rlk_now_ms(), .subscribe = subscribe};
     return RLOCK_OK;
 }
 
 /* Takes the oldest request out: its reply arrived. NULL if none was outstanding. */
-rlk_ps_req *rlk_req_pop(rlk_pubsub *ps)
+rlk_ps_req *rlk_req_pop(rlk_ps_node *node)
 {
-    if (ps->req_count == 0) {
+    if (node->req_count == 0) {
         return NULL;
     }
-    rlk_ps_req *r = &ps->reqs[ps->req_head];
-    ps->req_head = (ps->req_head + 1) % ps->req_cap;
-    ps->req_count--;
+    rlk_ps_req *r = &node->reqs[node->req_head];
+    node->req_head = (node->req_head + 1) % node->req_cap;
+    node->req_count--;
     return r;
+}
+
+rlk_ps_req *rlk_req_head(rlk_ps_node *node)
+{
+    return node->req_count > 0 ? &node->reqs[node->req_head] : NULL;
 }
 
 /* Records why s's subscription failed and wakes its waiters. Mutex held. */
@@ -95,12 +101,35 @@ static void rlk_pattern_refused(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
     }
 }
 
+/* A sharded client's SSUBSCRIBE answered MOVED or ASK: the node does not serve the channel's
+ * slot (any more). Not a refusal: the entry is subscribed again where the map, read again, says
+ * (a MOVED's target is recorded for that refresh, which may not have heard of the move yet). 1
+ * if r was such a reply. Mutex held. */
+static int rlk_redirected(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
+{
+    rlk_redirect rd;
+    rlk_redirect_kind kind = rlk_cluster_parse_redirect(r->str, r->len, &rd);
+    if (kind == RLK_REDIRECT_NONE) {
+        return 0;
+    }
+    if (kind == RLK_REDIRECT_MOVED && rd.host[0] != '\0') {
+        ps->moved_slot = rd.slot;
+        snprintf(ps->moved_host, sizeof(ps->moved_host), "%s", rd.host);
+        ps->moved_port = rd.port;
+    }
+    if (s->pending > 0) {
+        s->pending--;
+    }
+    rlk_sub_moved(ps, s);
+    return 1;
+}
+
 /* Redis refused a SUBSCRIBE or UNSUBSCRIBE (an ACL without the command or the channel). A
  * refused SUBSCRIBE fails its waiters at once, instead of leaving them asleep without wake-ups
  * until their deadline; it is not sent again while they wait. */
-void rlk_on_refused(rlk_pubsub *ps, const redisReply *r)
+void rlk_on_refused(rlk_pubsub *ps, rlk_ps_node *node, const redisReply *r)
 {
-    rlk_ps_req *req = rlk_req_pop(ps);
+    rlk_ps_req *req = rlk_req_pop(node);
     if (req == NULL) {
         rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: unexpected error reply: %s", r->str);
         return;
@@ -108,6 +137,9 @@ void rlk_on_refused(rlk_pubsub *ps, const redisReply *r)
     rlk_sub *s = req->s;
     if (s->pattern && req->subscribe) {
         rlk_pattern_refused(ps, s, r);
+        return;
+    }
+    if (ps->sharded && rlk_redirected(ps, s, r)) {
         return;
     }
     rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s %s refused by Redis: %s",
@@ -132,11 +164,11 @@ void rlk_on_refused(rlk_pubsub *ps, const redisReply *r)
 /* Fails the waiters of every SUBSCRIBE that Redis has not confirmed within
  * subscription_timeout_ms (a paused or overloaded server), and returns how long the thread may
  * sleep before the next one is due. Mutex held. */
-int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
+static int64_t rlk_check_node(rlk_pubsub *ps, rlk_ps_node *node, int64_t now)
 {
     int64_t limit = ps->c->opts.subscription_timeout_ms;
-    for (size_t i = 0; i < ps->req_count; i++) {
-        rlk_ps_req *req = &ps->reqs[(ps->req_head + i) % ps->req_cap];
+    for (size_t i = 0; i < node->req_count; i++) {
+        rlk_ps_req *req = &node->reqs[(node->req_head + i) % node->req_cap];
         if (req->checked) {
             continue;
         }
@@ -156,4 +188,14 @@ int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
         }
     }
     return INT64_MAX;
+}
+
+int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
+{
+    int64_t due = INT64_MAX;
+    for (size_t i = 0; i < ps->n_nodes; i++) {
+        int64_t d = rlk_check_node(ps, ps->nodes[i], now);
+        due = d < due ? d : due;
+    }
+    return due;
 }

@@ -81,7 +81,8 @@ static int round_send_one(rlk_round *r, size_t i)
         io->stale = 0;
     }
     if (rc == RLOCK_OK && r->script >= 0) {
-        rc = rlk_script_append(io->conn, r->script, &io->keys, &io->args);
+        rc = rlk_script_append(io->conn, rlk_script_for(r->members[i]->client, r->script),
+                               &io->keys, &io->args);
     } else if (rc == RLOCK_OK) {
         rc = rlk_conn_append(io->conn, io->args.n, io->args.v, io->args.len);
     }
@@ -110,7 +111,7 @@ static void round_take_reply(rlk_round *r, size_t i, redisReply *rep)
         freeReplyObject(rep);
         io->retried = 1;
         (void)rlk_conn_set_timeout(io->conn, rlk_round_server_timeout(r->members[i]));
-        int rc = rlk_script_load(io->conn, r->script);
+        int rc = rlk_script_load(io->conn, rlk_script_for(r->members[i]->client, r->script));
         (void)rlk_conn_set_timeout(io->conn, r->members[i]->client->opts.command_timeout_ms);
         if (rc == RLOCK_OK) {
             (void)round_send_one(r, i);

@@ -15,10 +15,16 @@
 
 const rlk_script_src *rlk_script_get(int id)
 {
-    if (id < 0 || id >= RLK_SCRIPT__COUNT) {
+    int base = id & ~RLK_SCRIPT_SHARDED;
+    if (id < 0 || base >= RLK_SCRIPT__COUNT) {
         return NULL;
     }
-    return &rlk_script_table[id];
+    return (id & RLK_SCRIPT_SHARDED) ? &rlk_script_table_sharded[base] : &rlk_script_table[base];
+}
+
+int rlk_script_for(const rlock_client *c, int script)
+{
+    return c->sharded ? script | RLK_SCRIPT_SHARDED : script;
 }
 
 int rlk_reply_is_noscript(const redisReply *r)
@@ -96,7 +102,7 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
  * are synced by the watchdog's pipeline). */
 static int rlk_script_synced(int script)
 {
-    switch (script) {
+    switch (script & ~RLK_SCRIPT_SHARDED) {
     case RLK_SCRIPT_LOCK_ACQUIRE:
     case RLK_SCRIPT_LOCK_RELEASE:
     case RLK_SCRIPT_FAIR_ACQUIRE:
@@ -194,6 +200,7 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     size_t lens[RLK_EVAL_MAX];
     char nkeys[24];
     *out = NULL;
+    script = rlk_script_for(c, script);
     int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
         return n;

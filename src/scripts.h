@@ -10,7 +10,16 @@
 #include "pool.h"
 #include "rlock_scripts_gen.h"
 
+/* A script id with this bit set names the script's sharded pub/sub variant (SPUBLISH, PUBSUB
+ * SHARDNUMSUB; rlk_script_table_sharded): what rlk_script_for() gives a sharded cluster client.
+ * Every call below takes either form. */
+#define RLK_SCRIPT_SHARDED 0x10000
+
 const rlk_script_src *rlk_script_get(int id);
+/* The id of script as client c runs it: its sharded variant on a client in sharded pub/sub mode
+ * (rlock_options.cluster_pubsub), else script itself. rlk_script() applies it; callers of the
+ * lower-level calls below (pipelines, formatted attempts) apply it themselves. */
+int rlk_script_for(const rlock_client *c, int script);
 
 /* Runs script id by EVALSHA with the given keys and args on a pooled connection (flags as for
  * rlk_pool_run()). A NOSCRIPT reply loads the script (SCRIPT LOAD, checking the SHA) and

@@ -150,7 +150,8 @@ static int rlk_item_cmp_cluster(const void *a, const void *b)
 
 /* Queues one batch script call for items[ch->first ..] on conn. The entries describe
  * themselves straight into two arenas (keys, fields); argv points into them. */
-static int rlk_wd_append(rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk *ch)
+static int rlk_wd_append(rlock_client *c, rlk_conn *conn, rlk_wd_item *items,
+                         const rlk_wd_chunk *ch)
 {
     const rlk_renew_class *cls = items[ch->first].e->cls;
     size_t n = ch->n;
@@ -178,7 +179,9 @@ static int rlk_wd_append(rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk 
         }
         argv[n] = lease;
         lens[n] = (size_t)ln;
-        r = rlk_script_appendv(conn, cls->script, (int)n, (int)(2 * n + 1), argv, lens);
+        /* A sharded cluster client's variant: a fair waiter's heartbeat publishes with SPUBLISH. */
+        r = rlk_script_appendv(conn, rlk_script_for(c, cls->script), (int)n, (int)(2 * n + 1), argv,
+                               lens);
     }
     rlk_buf_free(&keys);
     rlk_buf_free(&fields);
@@ -225,7 +228,8 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
 /* Loads, once each, the scripts of the chunks that were answered NOSCRIPT. This runs before
  * anything is appended: SCRIPT LOAD is a synchronous command and would otherwise read the
  * reply of a batch still waiting in the pipeline. */
-static int rlk_wd_reload(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks, size_t nc)
+static int rlk_wd_reload(rlock_client *c, rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks,
+                         size_t nc)
 {
     for (size_t i = 0; i < nc; i++) {
         int script = items[chunks[i].first].e->cls->script;
@@ -234,7 +238,7 @@ static int rlk_wd_reload(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunk
             seen = chunks[j].retry && items[chunks[j].first].e->cls->script == script;
         }
         if (chunks[i].retry && !seen) {
-            int r = rlk_script_load(conn, script);
+            int r = rlk_script_load(conn, rlk_script_for(c, script));
             if (r != RLOCK_OK) {
                 return r;
             }
@@ -263,10 +267,10 @@ static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
 {
     rlk_sync sync;
     int r = rlk_sync_plan(wd->c, conn, &sync);
-    r = r ? r : only_retry ? rlk_wd_reload(conn, items, chunks, nc) : RLOCK_OK;
+    r = r ? r : only_retry ? rlk_wd_reload(wd->c, conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
-            r = rlk_wd_append(conn, items, &chunks[i]);
+            r = rlk_wd_append(wd->c, conn, items, &chunks[i]);
             /* Put each batch on the wire at once, so Redis runs batch k while this thread builds
              * batch k+1 instead of waiting for the whole sweep to be formatted. Redis buffers
              * the replies, so writing before reading cannot deadlock. */

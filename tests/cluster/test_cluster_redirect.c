@@ -24,64 +24,6 @@
 #include "tc_redis.h"
 #include "tc_thread.h"
 
-/* The node id of s (CLUSTER MYID), malloc()ed. */
-static char *node_id(rh_server *s)
-{
-    const char *argv[] = {"CLUSTER", "MYID", NULL};
-    char *id = rh_cmd_str(s, argv);
-    assert_non_null(id);
-    return id;
-}
-
-/* Runs a command (NULL-terminated argv) on s that must answer a status (+OK). */
-static void cmd_ok(rh_server *s, const char *const *argv)
-{
-    redisReply *r = rh_cmd(s, argv);
-    assert_non_null(r);
-    if (r->type != REDIS_REPLY_STATUS) {
-        fail_msg("%s %s: %s", argv[0], argv[1], r->type == REDIS_REPLY_ERROR ? r->str : "?");
-    }
-    freeReplyObject(r);
-}
-
-static void setslot(rh_server *s, const char *slot, const char *how, const char *id)
-{
-    const char *argv[] = {"CLUSTER", "SETSLOT", slot, how, id, NULL};
-    cmd_ok(s, argv);
-}
-
-/* MIGRATEs every key of slot from src to dst (at most 100: one lock has a handful). */
-static void migrate_keys(rh_server *src, rh_server *dst, const char *slot)
-{
-    const char *get[] = {"CLUSTER", "GETKEYSINSLOT", slot, "100", NULL};
-    redisReply *keys = rh_cmd(src, get);
-    assert_non_null(keys);
-    assert_int_equal(keys->type, REDIS_REPLY_ARRAY);
-    assert_true(keys->elements > 0);
-    char port[16];
-    snprintf(port, sizeof(port), "%d", rh_port(dst));
-    for (size_t i = 0; i < keys->elements; i++) {
-        const char *argv[] = {"MIGRATE", "127.0.0.1", port, keys->element[i]->str,
-                              "0",       "5000",      NULL};
-        cmd_ok(src, argv);
-    }
-    freeReplyObject(keys);
-}
-
-/* Another master than s. */
-static rh_server *other_master(rh_server *s)
-{
-    char name[32];
-    for (int i = 0; i < 3; i++) {
-        tc_cluster_name_on(i, "other-", name, sizeof(name));
-        if (tc_cluster_owner(name) != s) {
-            return tc_cluster_owner(name);
-        }
-    }
-    fail_msg("no other master");
-    return NULL;
-}
-
 static int lock_wait(void *arg)
 {
     int r = rlock_try_lock(arg, 20000, 10000);
@@ -95,8 +37,8 @@ static void test_migration_mid_hold(void **state)
     char slot[16];
     snprintf(slot, sizeof(slot), "%d", rlk_cluster_key_slot(name, strlen(name)));
     rh_server *src = tc_cluster_owner(name);
-    rh_server *dst = other_master(src);
-    char *src_id = node_id(src), *dst_id = node_id(dst);
+    rh_server *dst = tc_cluster_other_master(src);
+    char *src_id = tc_cluster_node_id(src), *dst_id = tc_cluster_node_id(dst);
 
     rlock_client *holder = tc_cluster_client(0);
     rlock_client *waiter = tc_cluster_client(0);
@@ -106,9 +48,9 @@ static void test_migration_mid_hold(void **state)
     tc_bg bg;
     tc_bg_start(&bg, lock_wait, w);
 
-    setslot(dst, slot, "IMPORTING", src_id);
-    setslot(src, slot, "MIGRATING", dst_id);
-    migrate_keys(src, dst, slot);
+    tc_cluster_setslot(dst, slot, "IMPORTING", src_id);
+    tc_cluster_setslot(src, slot, "MIGRATING", dst_id);
+    tc_cluster_migrate_keys(src, dst, slot);
     /* The key has left the old owner: a question about it is answered with ASK. */
     rlock *probe = rlock_open(waiter, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_is_locked(probe), 1);
@@ -118,8 +60,8 @@ static void test_migration_mid_hold(void **state)
     assert_int_equal(st.refreshes, 0);
 
     /* As redis-cli: the new owner first, then the old one; gossip tells the rest. */
-    setslot(dst, slot, "NODE", dst_id);
-    setslot(src, slot, "NODE", dst_id);
+    tc_cluster_setslot(dst, slot, "NODE", dst_id);
+    tc_cluster_setslot(src, slot, "NODE", dst_id);
     assert_int_equal(rlock_is_held(h), 1);
     /* The holder's map still names the old owner: MOVED, a refresh, the release on the new. */
     assert_int_equal(rlock_unlock(h), RLOCK_OK);
@@ -143,7 +85,7 @@ static void test_migration_mid_hold(void **state)
 static void slots_cmd(rh_server *s, const char *cmd, const char *slot)
 {
     const char *argv[] = {"CLUSTER", cmd, slot, NULL};
-    cmd_ok(s, argv);
+    tc_cluster_cmd_ok(s, argv);
 }
 
 /* A master that serves no more the slot it is asked about answers CLUSTERDOWN: the call keeps

@@ -15,6 +15,8 @@ rlock_add_test(NAME test_cluster_watchdog SOURCES cluster/test_cluster_watchdog.
                LABELS redis TIMEOUT 180)
 rlock_add_test(NAME test_cluster_stress SOURCES cluster/test_cluster_stress.c
                LABELS stress TIMEOUT 240)
+rlock_add_test(NAME test_cluster_pubsub SOURCES cluster/test_cluster_pubsub.c
+               LABELS redis TIMEOUT 180)
 
 # Replica sync per node: the WAIT count is the serving master's; a master whose replica is
 # stopped gives RLOCK_EREPLICA (lock, semaphore, latch, multi-lock) while the others grant.

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <hiredis.h>
 
 #include "cluster_slot.h"
 #include "tc_redis.h"
@@ -78,6 +79,81 @@ void tc_cluster_name_on(int i, const char *prefix, char *buf, size_t len)
             return;
         }
     }
+}
+
+/* The node id of s (CLUSTER MYID), malloc()ed. */
+char *tc_cluster_node_id(rh_server *s)
+{
+    const char *argv[] = {"CLUSTER", "MYID", NULL};
+    char *id = rh_cmd_str(s, argv);
+    assert_non_null(id);
+    return id;
+}
+
+/* Runs a command (NULL-terminated argv) on s that must answer a status (+OK). */
+void tc_cluster_cmd_ok(rh_server *s, const char *const *argv)
+{
+    redisReply *r = rh_cmd(s, argv);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_STATUS) {
+        fail_msg("%s %s: %s", argv[0], argv[1], r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    }
+    freeReplyObject(r);
+}
+
+void tc_cluster_setslot(rh_server *s, const char *slot, const char *how, const char *id)
+{
+    const char *argv[] = {"CLUSTER", "SETSLOT", slot, how, id, NULL};
+    tc_cluster_cmd_ok(s, argv);
+}
+
+/* MIGRATEs every key of slot from src to dst (at most 100: one lock has a handful). */
+void tc_cluster_migrate_keys(rh_server *src, rh_server *dst, const char *slot)
+{
+    const char *get[] = {"CLUSTER", "GETKEYSINSLOT", slot, "100", NULL};
+    redisReply *keys = rh_cmd(src, get);
+    assert_non_null(keys);
+    assert_int_equal(keys->type, REDIS_REPLY_ARRAY);
+    assert_true(keys->elements > 0);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", rh_port(dst));
+    for (size_t i = 0; i < keys->elements; i++) {
+        const char *argv[] = {"MIGRATE", "127.0.0.1", port, keys->element[i]->str,
+                              "0",       "5000",      NULL};
+        tc_cluster_cmd_ok(src, argv);
+    }
+    freeReplyObject(keys);
+}
+
+/* Another master than s. */
+rh_server *tc_cluster_other_master(rh_server *s)
+{
+    char name[32];
+    for (int i = 0; i < 3; i++) {
+        tc_cluster_name_on(i, "other-", name, sizeof(name));
+        if (tc_cluster_owner(name) != s) {
+            return tc_cluster_owner(name);
+        }
+    }
+    fail_msg("no other master");
+    return NULL;
+}
+
+void tc_cluster_move_slot(const char *key, rh_server *dst)
+{
+    char slot[16];
+    snprintf(slot, sizeof(slot), "%d", rlk_cluster_key_slot(key, strlen(key)));
+    rh_server *src = tc_cluster_owner(key);
+    char *src_id = tc_cluster_node_id(src);
+    char *dst_id = tc_cluster_node_id(dst);
+    tc_cluster_setslot(dst, slot, "IMPORTING", src_id);
+    tc_cluster_setslot(src, slot, "MIGRATING", dst_id);
+    tc_cluster_migrate_keys(src, dst, slot);
+    /* As redis-cli: the new owner first, then the old one; gossip tells the rest. */
+    tc_cluster_setslot(dst, slot, "NODE", dst_id);
+    tc_cluster_setslot(src, slot, "NODE", dst_id);
+    free(src_id);
+    free(dst_id);
 }
 
 void tc_cluster_proc_close(void *proc_ctx)

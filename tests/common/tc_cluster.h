@@ -30,6 +30,19 @@ long long tc_cluster_exists(const char *key);
  * for tests that need locks on different nodes. */
 void tc_cluster_name_on(int i, const char *prefix, char *buf, size_t len);
 
+/* Slot migration as `redis-cli --cluster reshard` does it, step by step (the slot is given as
+ * its decimal text): CLUSTER MYID of s (malloc()ed); a command (NULL-terminated argv) that must
+ * answer +OK; CLUSTER SETSLOT slot how id; MIGRATE of every key of slot from src to dst (at most
+ * 100); another master than s. Each fails the running test on an error. */
+char *tc_cluster_node_id(rh_server *s);
+void tc_cluster_cmd_ok(rh_server *s, const char *const *argv);
+void tc_cluster_setslot(rh_server *s, const char *slot, const char *how, const char *id);
+void tc_cluster_migrate_keys(rh_server *src, rh_server *dst, const char *slot);
+rh_server *tc_cluster_other_master(rh_server *s);
+/* The whole migration of key's slot to dst: IMPORTING, MIGRATING, the keys, then NODE on the new
+ * owner and the old one. */
+void tc_cluster_move_slot(const char *key, rh_server *dst);
+
 /* A stress process (tc_stress.h) on the cluster: a client on url with tc_options_url()'s options
  * (edited by tune when set) and n reentrant handles "<prefix><i>" its threads share. The spec's
  * arg is a tc_cluster_names, its proc_init and proc_fini these two. */

@@ -22,14 +22,9 @@
 
 #include "redis_harness.h"
 #include "rlock.h"
+#include "redisson_peer.h"
 #include "tc_redis.h"
 #include "tc_thread.h"
-
-/* Redisson's RLock acquire (tryLockInnerAsync): KEYS[1] name; ARGV[1] lease ms, ARGV[2] owner. */
-static const char *const peer_acquire =
-    "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) "
-    "then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; end; return redis.call('pttl', KEYS[1]);";
 
 /* Redisson's RLock unlock (without the idempotency latch): KEYS[1] name, KEYS[2] channel;
  * ARGV[1] message, ARGV[2] lease ms, ARGV[3] owner. */
@@ -39,8 +34,6 @@ static const char *const peer_release =
     "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
     "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; "
     "return nil;";
-
-#define PEER_OWNER "6f1c2b1e-0000-4000-8000-00000000beef:1"
 
 static rh_server *g_srv;
 

@@ -161,10 +161,7 @@ static void test_redlock_pauses_on_refused_subscribe(void **state)
 
 static int subscriber_connected(rlk_pubsub *ps)
 {
-    pthread_mutex_lock(&ps->mu);
-    int connected = ps->conn != NULL;
-    pthread_mutex_unlock(&ps->mu);
-    return connected;
+    return rlk_pubsub_connected(ps);
 }
 
 /* CLIENT PAUSE ALL holds every command, SUBSCRIBE included, until it ends: with a 300 ms

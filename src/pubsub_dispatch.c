@@ -1,0 +1,220 @@
+/*
+ * The subscriber's dispatch (see pubsub.c): what Redis pushes on a subscriber connection, decoded
+ * (a message, a pattern's message, a confirmation, an error reply) and turned into wake-up
+ * permits, armed attempts or named wake-ups for the channel's entry. Runs on the subscriber thread
+ * with the mutex held.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pubsub_impl.h"
+#include "reply_checks.h"
+
+int rlk_msg_permits(int mode, const redisReply *m)
+{
+    if (m->type != REDIS_REPLY_STRING || m->len == 0 || m->len > 20) {
+        return 0;
+    }
+    char buf[24];
+    memcpy(buf, m->str, m->len);
+    buf[m->len] = '\0';
+    char *end = NULL;
+    long long n = strtoll(buf, &end, 10);
+    if (*end != '\0') {
+        return 0;
+    }
+    if (mode == RLK_MSG_ZERO_ALL) {
+        return n == 0 ? INT_MAX : 0;
+    }
+    return n <= 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
+}
+
+/* 1 if the waiter a named wake-up names ("<uuid>:<tid>", tag_len bytes) is one of this
+ * client's threads. */
+static int rlk_named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
+{
+    size_t n = strlen(ps->c->uuid);
+    return tag_len > n && tag[n] == ':' && memcmp(tag, ps->c->uuid, n) == 0;
+}
+
+/* A message on this client's wake channel (RLK_MSG_NAMED): an rlock release names the one
+ * waiter it wakes, "<uuid>:<tid>", followed by " 0" when the release also publishes its "0" on
+ * the twin channel (someone subscribed there plainly: a Redisson client). That "0" comes next
+ * on this connection if the twin was subscribed when the release ran, which its confirmation
+ * having been read already proves, and is then no wake-up here (rlk_on_reply lets it pass): the
+ * name already woke its waiter. A named waiter that is not asleep with an armed attempt (between
+ * two attempts, or no idle connection) gets a permit of the twin instead. Mutex held. */
+static void rlk_on_named(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *n, const redisReply *m)
+{
+    rlk_sub *twin = rlk_twin_of(ps, n);
+    if (twin == NULL || m->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    size_t tag_len = m->len;
+    if (tag_len > 2 && memcmp(m->str + tag_len - 2, " 0", 2) == 0) {
+        tag_len -= 2;
+        if (twin->sent && twin->pending == 0) {
+            node->twin_next = twin;
+        }
+    }
+    if (!rlk_named_here(ps, m->str, tag_len) ||
+        rlk_claim_armed_tagged(ps, twin, m->str, tag_len) == RLOCK_OK) {
+        return;
+    }
+    rlk_give_later(ps, twin, 0);
+    twin->missed |= twin->refs == 0;
+}
+
+int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
+                   const redisReply **payload)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        return RLK_PUSH_ERROR;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
+        return RLK_PUSH_OTHER;
+    }
+    const char *kind = r->element[0]->str;
+    *channel = r->element[1]->str;
+    *len = r->element[1]->len;
+    *payload = r->element[2];
+    /* Sharded pub/sub's pushes ("smessage", "ssubscribe", "sunsubscribe") mean the same. */
+    kind += kind[0] == 's' && strcmp(kind, "subscribe") != 0;
+    if (strcmp(kind, "message") == 0) {
+        return RLK_PUSH_MESSAGE;
+    }
+    if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
+        return RLK_PUSH_CONFIRM;
+    }
+    if (strcmp(kind, "psubscribe") == 0 || strcmp(kind, "punsubscribe") == 0) {
+        return RLK_PUSH_PCONFIRM;
+    }
+    /* A pattern's message: pattern, the channel it was published on, payload. */
+    if (strcmp(kind, "pmessage") == 0 && r->elements >= 4 &&
+        r->element[2]->type == REDIS_REPLY_STRING) {
+        *channel = r->element[2]->str;
+        *len = r->element[2]->len;
+        *payload = r->element[3];
+        return RLK_PUSH_PMESSAGE;
+    }
+    return RLK_PUSH_OTHER;
+}
+
+int rlk_msg_wakes_all(const redisReply *m)
+{
+    return m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1';
+}
+
+/* The entry a push is about. A pattern's confirmation names the pattern: the channel with a
+ * backslash before each glob character. Mutex held. */
+static rlk_sub *rlk_find_push(rlk_pubsub *ps, int kind, const char *ch, size_t len)
+{
+    if (kind != RLK_PUSH_PCONFIRM) {
+        return kind == RLK_PUSH_OTHER ? NULL : rlk_find(ps, ch, len, kind == RLK_PUSH_PMESSAGE);
+    }
+    char *raw = malloc(len + 1);
+    size_t n = 0;
+    for (size_t i = 0; raw != NULL && i < len; i++) {
+        i += ch[i] == '\\' && i + 1 < len;
+        raw[n++] = ch[i];
+    }
+    rlk_sub *s = raw != NULL ? rlk_find(ps, raw, n, 1) : NULL;
+    free(raw);
+    return s;
+}
+
+/* Redis confirmed s's SUBSCRIBE or UNSUBSCRIBE (either kind) on node. Mutex held. */
+static void rlk_on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
+{
+    (void)rlk_req_pop(node); /* answered in order: the oldest request is this one */
+    if (s->pending > 0) {
+        s->pending--;
+    }
+    if (s->pending == 0 && s->sent && s->refs > 0) {
+        /* Confirmed: every waiter re-attempts now that no release can go unnoticed (a late
+         * confirmation also ends a subscription_timeout_ms failure, but not a refusal, which
+         * may be its wake channel's). A wake channel stands for its twin's waiters: a release
+         * that named one of them before it was live reached nobody, and an rlock release need
+         * not publish on the twin at all. */
+        if (s->fail_code == RLOCK_ECONN) {
+            s->fail_code = 0;
+            free(s->fail_msg);
+            s->fail_msg = NULL;
+        }
+        rlk_give_later(ps, s, 1);
+        rlk_sub *twin = s->mode == RLK_MSG_NAMED ? rlk_twin_of(ps, s) : NULL;
+        if (twin != NULL && twin->refs > 0) {
+            rlk_give_later(ps, twin, 1);
+        }
+    } else if (s->pending == 0 && s->sent) {
+        /* Confirmed while nobody waits: the next joiner re-attempts once instead. */
+        s->missed = 1;
+    }
+    if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
+        rlk_unlink_free(ps, s);
+    } else if (rlk_want(s) != s->sent) {
+        rlk_mark_dirty(ps, s);
+    }
+}
+
+/* 1 if r, a confirmation for s read on node, is an "sunsubscribe" this client did not ask for:
+ * Redis 7 drops a sharded subscription when its slot leaves the node. Mutex held. */
+static int rlk_dropped(rlk_ps_node *node, const rlk_sub *s, const redisReply *r)
+{
+    if (strcmp(r->element[0]->str, "sunsubscribe") != 0) {
+        return 0;
+    }
+    const rlk_ps_req *head = rlk_req_head(node);
+    return head == NULL || head->s != s || head->subscribe;
+}
+
+void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
+{
+    /* A named wake-up's "0" is the reply right after the name, or it does not come at all. */
+    rlk_sub *announced = node->twin_next;
+    node->twin_next = NULL;
+    const char *channel = NULL;
+    size_t len = 0;
+    const redisReply *m = NULL;
+    int kind = rlk_push_parse(r, &channel, &len, &m);
+    if (kind == RLK_PUSH_ERROR) {
+        rlk_on_refused(ps, node, r);
+        return;
+    }
+    rlk_sub *s = rlk_find_push(ps, kind, channel, len);
+    if (s == NULL) {
+        return;
+    }
+    if (kind == RLK_PUSH_MESSAGE || kind == RLK_PUSH_PMESSAGE) {
+        ps->messages++;
+        if (s->mode == RLK_MSG_NAMED) {
+            rlk_on_named(ps, node, s, m);
+            return;
+        }
+        if (s == announced && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '0') {
+            return; /* the wake-up it stands for was named just before */
+        }
+        if (s->mode != RLK_MSG_LOCK) {
+            rlk_give_n_later(ps, s, rlk_msg_permits(s->mode, m));
+            s->missed |= s->refs == 0;
+            return;
+        }
+        int all = rlk_msg_wakes_all(m);
+        if (!all && s->armed_head != NULL && rlk_claim_armed(ps, s) == RLOCK_OK) {
+            /* "0" wakes one waiter: the armed attempt answers it instead of a permit, so that
+             * a message arriving after this point (published after the attempt was sent) gives
+             * a new one. rlk_send_armed() wakes its owner alone. */
+        } else {
+            rlk_give_later(ps, s, all);
+        }
+        s->missed |= s->refs == 0;
+    } else if (rlk_dropped(node, s, r)) {
+        rlk_log(ps->c, RLOCK_LOG_INFO, "subscriber: %s dropped by its node (slot moved?)",
+                s->channel);
+        rlk_sub_moved(ps, s);
+    } else {
+        rlk_on_confirm(ps, node, s);
+    }
+}
