@@ -61,6 +61,18 @@ static int run(const char *const *argv, const char *out, const char *err)
     return rh_wait_child(spawn(argv, out, err), 60000);
 }
 
+/* Removes the temp-dir files a and b (what the script writes) and returns the shell script fmt
+ * with their paths for its %s, in order (one static buffer: one script at a time). */
+static const char *fresh_script(const char *fmt, const char *a, const char *b)
+{
+    static char script[512];
+    const char *pa = path(a), *pb = path(b);
+    unlink(pa);
+    unlink(pb);
+    snprintf(script, sizeof(script), fmt, pa, pb);
+    return script;
+}
+
 static char *slurp(const char *name)
 {
     static char buf[8192];
@@ -152,8 +164,7 @@ static void test_conflict(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "cli:busy", &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "cli:busy", &c);
     unlink(path("ran"));
     const char *nb[] = {"rlock", "run", "-n", "cli:busy", "--", "/bin/touch", path("ran"), NULL};
     assert_int_equal(run(nb, NULL, "err"), 1);
@@ -170,8 +181,7 @@ static void test_conflict(void **state)
     assert_true(took < 5000); /* gave up after its wait, not after the 30 s lease */
     assert_int_equal(access(path("ran"), F_OK), -1); /* nothing ran */
     rlock_unlock(l);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 /* `rlock --watchdog-timeout 900ms run OPTIONS... -- sh` (pre: the words from "run" to "--")
@@ -179,13 +189,9 @@ static void test_conflict(void **state)
  * SIGTERM and rlock exits 3 with a message containing msg. */
 static void lost_case(const char *const *pre, int npre, const char *del, const char *msg)
 {
-    unlink(path("started"));
-    unlink(path("term"));
-    char script[512];
-    snprintf(script, sizeof(script),
-             "trap 'echo TERM > \"%s\"; exit 0' TERM; touch \"%s\"; "
-             "while :; do sleep 0.05; done",
-             path("term"), path("started"));
+    const char *script = fresh_script("trap 'echo TERM > \"%s\"; exit 0' TERM; touch \"%s\"; "
+                                      "while :; do sleep 0.05; done",
+                                      "term", "started");
     const char *argv[16] = {"rlock", "--watchdog-timeout", "900ms"};
     int n = 3;
     for (int i = 0; i < npre && n < 12; i++) {
@@ -221,8 +227,7 @@ static void test_sigterm_while_waiting(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_FAIR, "cli:sigterm", &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold_own(g_srv, RLOCK_FAIR, "cli:sigterm", &c);
     const char *argv[] = {"rlock", "run", "-k", "fair", "cli:sigterm", "--", "/bin/true", NULL};
     pid_t pid = spawn(argv, NULL, NULL);
     await_len(c, "cli:sigterm", 1, 0);
@@ -231,16 +236,14 @@ static void test_sigterm_while_waiting(void **state)
     /* Gone from the queue at once, not after the 5 s waiter timeout. */
     assert_int_equal(queue_len(c, "cli:sigterm", 0), 0);
     rlock_unlock(l);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 static void test_token_increases(void **state)
 {
     (void)state;
-    unlink(path("tokens"));
-    char script[256];
-    snprintf(script, sizeof(script), "echo $RLOCK_NAME $RLOCK_TOKEN >> \"%s\"", path("tokens"));
+    const char *script =
+        fresh_script("echo $RLOCK_NAME $RLOCK_TOKEN >> \"%s\"", "tokens", "tokens");
     const char *argv[] = {"rlock", "run", "cli:token", "--", "/bin/sh", "-c", script, NULL};
     for (int i = 0; i < 3; i++) {
         assert_int_equal(run(argv, NULL, NULL), 0);
@@ -260,8 +263,7 @@ static void test_status_reentrant(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "cli:st:re", &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "cli:st:re", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "status", "--json", "cli:st:re", NULL};
     assert_int_equal(run(argv, "out", NULL), 0);
@@ -281,16 +283,14 @@ static void test_status_reentrant(void **state)
     assert_int_equal(rlock_hold_count(l), 2); /* status changed nothing */
     rlock_unlock(l);
     rlock_unlock(l);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 static void test_status_fair_queue(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_FAIR, "cli:st:fair", &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold_own(g_srv, RLOCK_FAIR, "cli:st:fair", &c);
     unlink(path("order"));
     pid_t pids[3];
     for (int i = 0; i < 3; i++) {
@@ -324,8 +324,7 @@ static void test_status_fair_queue(void **state)
         assert_int_equal(rh_wait_child(pids[i], 30000), 0);
     }
     assert_string_equal(slurp("order"), "1\n2\n3\n"); /* the queue's order was the real one */
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 static void test_status_rw_readers(void **state)
@@ -390,8 +389,7 @@ static void test_unlock_force(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "cli:force", &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "cli:force", &c);
     const char *argv[] = {"rlock", "unlock", "--force", "cli:force", "cli:force:free", NULL};
     assert_int_equal(run(argv, "out", NULL), 0);
     char *out = slurp("out");
@@ -406,8 +404,7 @@ static void test_unlock_force(void **state)
     assert_non_null(strstr(slurp("err"), "not a lock"));
     const char *noforce[] = {"rlock", "unlock", "cli:force", NULL};
     assert_int_equal(run(noforce, NULL, NULL), 2);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 static void test_errors_and_help(void **state)
@@ -465,12 +462,10 @@ static int max_inside(const char *log, int *entries)
 static void test_semaphore_at_most_n(void **state)
 {
     (void)state;
-    unlink(path("semlog"));
-    char script[512];
-    snprintf(script, sizeof(script),
-             "echo \"+ $RLOCK_NAME $RLOCK_PERMIT_ID\" >> \"%s\"; sleep 0.3; "
-             "echo \"- $RLOCK_PERMIT_ID\" >> \"%s\"",
-             path("semlog"), path("semlog"));
+    const char *script =
+        fresh_script("echo \"+ $RLOCK_NAME $RLOCK_PERMIT_ID\" >> \"%s\"; sleep 0.3; "
+                     "echo \"- $RLOCK_PERMIT_ID\" >> \"%s\"",
+                     "semlog", "semlog");
     const char *argv[] = {"rlock", "run",     "--semaphore", "2",    "cli:sem",
                           "--",    "/bin/sh", "-c",          script, NULL};
     pid_t pids[6];
@@ -525,7 +520,8 @@ static void test_semaphore_busy(void **state)
     assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
     assert_int_equal(run(nb, NULL, NULL), 0);
     assert_int_equal(access(path("ran"), F_OK), 0);
-    const char *bad[][8] = {{"rlock", "run", "--semaphore", "0", "x", "--", "/bin/true", NULL},
+    /* 9 slots: the last row has 8 words and needs its NULL (with 8, execv read past it). */
+    const char *bad[][9] = {{"rlock", "run", "--semaphore", "0", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "--semaphore", "2x", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "-k", "fair", "--semaphore", "2", "x", "--"}};
     for (int i = 0; i < 3; i++) {

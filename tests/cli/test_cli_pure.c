@@ -13,6 +13,7 @@
 
 #include "cli_pure.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 static void test_duration_units(void **state)
 {
@@ -59,18 +60,28 @@ static void test_duration_rejects(void **state)
 static void test_signals(void **state)
 {
     (void)state;
-    assert_int_equal(cli_parse_signal("TERM"), SIGTERM);
-    assert_int_equal(cli_parse_signal("SIGTERM"), SIGTERM);
-    assert_int_equal(cli_parse_signal("sigkill"), SIGKILL);
-    assert_int_equal(cli_parse_signal("int"), SIGINT);
-    assert_int_equal(cli_parse_signal("9"), 9);
-    assert_int_equal(cli_parse_signal("USR1"), SIGUSR1);
-    assert_int_equal(cli_parse_signal(""), -1);
-    assert_int_equal(cli_parse_signal("SIG"), -1);
-    assert_int_equal(cli_parse_signal("NOPE"), -1);
-    assert_int_equal(cli_parse_signal("0"), -1);
-    assert_int_equal(cli_parse_signal("99"), -1);
-    assert_int_equal(cli_parse_signal("15x"), -1);
+    static const struct {
+        const char *in;
+        int want; /* -1: refused */
+    } cases[] = {
+        {"TERM", SIGTERM},
+        {"SIGTERM", SIGTERM},
+        {"sigkill", SIGKILL},
+        {"int", SIGINT},
+        {"9", 9},
+        {"USR1", SIGUSR1},
+        {"", -1},
+        {"SIG", -1},
+        {"NOPE", -1},
+        {"0", -1},
+        {"99", -1},
+        {"15x", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cli_parse_signal(cases[i].in) != cases[i].want) {
+            fail_msg("'%s': %d, not %d", cases[i].in, cli_parse_signal(cases[i].in), cases[i].want);
+        }
+    }
     assert_string_equal(cli_signal_name(SIGTERM), "TERM");
     assert_string_equal(cli_signal_name(SIGKILL), "KILL");
     assert_null(cli_signal_name(0));
@@ -100,13 +111,5 @@ static void test_json_escaping(void **state)
     expect_json("", 0, "\"\"");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_units),
-        cmocka_unit_test(test_duration_rejects),
-        cmocka_unit_test(test_signals),
-        cmocka_unit_test(test_json_escaping),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TC_MAIN(NULL, NULL, cmocka_unit_test(test_duration_units), cmocka_unit_test(test_duration_rejects),
+        cmocka_unit_test(test_signals), cmocka_unit_test(test_json_escaping))

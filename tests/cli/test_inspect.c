@@ -54,6 +54,24 @@ static void await_waiters(rlock_client *c, const char *name, size_t n, int write
     fail_msg("%s: never saw %zu waiters", name, n);
 }
 
+/* Two clients on one lock: c's handle l holds it (a watchdog hold), cw's handle lw is to wait. */
+typedef struct held_and_waiting {
+    rlock_client *c, *cw;
+    rlock *l, *lw;
+} held_and_waiting;
+
+static void hw_open(held_and_waiting *h, rlock_kind held, rlock_kind waiting, const char *name)
+{
+    h->l = tc_hold_own(g_srv, held, name, &h->c);
+    h->lw = tc_open_own(g_srv, waiting, name, &h->cw);
+}
+
+static void hw_close(held_and_waiting *h)
+{
+    tc_close_own(h->lw, h->cw);
+    tc_close_own(h->l, h->c);
+}
+
 static void test_free_and_bad_input(void **state)
 {
     (void)state;
@@ -84,8 +102,7 @@ static void test_reentrant(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "inspect:re", &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "inspect:re", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     rlock_lock_info *in = inspect(c, "inspect:re");
     assert_int_equal(in->type, RLOCK_TYPE_REENTRANT);
@@ -101,29 +118,25 @@ static void test_reentrant(void **state)
     assert_int_equal(rlock_hold_count(l), 2);
     rlock_unlock(l);
     rlock_unlock(l);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 static void test_fair_queue_and_interrupt(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock_client *cw = tc_client_defaults(g_srv);
-    rlock *l = rlock_open(c, RLOCK_FAIR, "inspect:fair");
-    rlock *lw = rlock_open(cw, RLOCK_FAIR, "inspect:fair");
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    held_and_waiting h;
+    hw_open(&h, RLOCK_FAIR, RLOCK_FAIR, "inspect:fair");
     tc_bg w[3];
     for (int i = 0; i < 3; i++) {
-        tc_bg_start(&w[i], lock_and_unlock, lw);
-        await_waiters(c, "inspect:fair", (size_t)i + 1, 0);
+        tc_bg_start(&w[i], lock_and_unlock, h.lw);
+        await_waiters(h.c, "inspect:fair", (size_t)i + 1, 0);
     }
-    rlock_lock_info *in = inspect(c, "inspect:fair");
+    rlock_lock_info *in = inspect(h.c, "inspect:fair");
     assert_int_equal(in->type, RLOCK_TYPE_FAIR);
     assert_int_equal(in->locked, 1);
     assert_int_equal(in->n_queue, 3);
     for (size_t i = 0; i < 3; i++) {
-        assert_memory_equal(in->queue[i].owner, rlock_client_id(cw), 36);
+        assert_memory_equal(in->queue[i].owner, rlock_client_id(h.cw), 36);
         assert_true(in->queue[i].deadline_ms > in->server_time_ms);
     }
     /* Distinct owners, in arrival order: thread ids grow with the threads' first call. */
@@ -132,44 +145,38 @@ static void test_fair_queue_and_interrupt(void **state)
     rlock_lock_info_free(in);
 
     int64_t t0 = rh_now_ms();
-    rlock_client_interrupt(cw);
+    rlock_client_interrupt(h.cw);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(tc_bg_join(&w[i]), RLOCK_ETIMEDOUT);
     }
     assert_true(rh_now_ms() - t0 < 5000); /* not the 5 s waiter timeout: they left at once */
-    in = inspect(c, "inspect:fair");
+    in = inspect(h.c, "inspect:fair");
     assert_int_equal(in->n_queue, 0);
     rlock_lock_info_free(in);
     /* Sticky: a new wait of the interrupted client returns without waiting. */
-    assert_int_equal(rlock_try_lock(lw, RLOCK_WAIT_FOREVER, -1), RLOCK_ETIMEDOUT);
+    assert_int_equal(rlock_try_lock(h.lw, RLOCK_WAIT_FOREVER, -1), RLOCK_ETIMEDOUT);
     assert_non_null(strstr(rlock_last_error(), "interrupted"));
-    rlock_unlock(l);
+    rlock_unlock(h.l);
     /* A free lock is still taken by the first attempt. */
-    assert_int_equal(rlock_try_lock(lw, RLOCK_WAIT_FOREVER, -1), RLOCK_OK);
-    rlock_unlock(lw);
-    rlock_free(lw);
-    rlock_free(l);
-    rlock_client_free(cw);
-    rlock_client_free(c);
+    assert_int_equal(rlock_try_lock(h.lw, RLOCK_WAIT_FOREVER, -1), RLOCK_OK);
+    rlock_unlock(h.lw);
+    hw_close(&h);
 }
 
 static void test_rw_readers_and_writer(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_defaults(g_srv);
-    rlock_client *cw = tc_client_defaults(g_srv);
-    rlock *rd = rlock_open(c, RLOCK_READ, "inspect:rw");
-    rlock *wr = rlock_open(cw, RLOCK_WRITE, "inspect:rw");
-    assert_int_equal(rlock_lock(rd, -1), RLOCK_OK);
+    held_and_waiting h;
+    hw_open(&h, RLOCK_READ, RLOCK_WRITE, "inspect:rw");
     /* A second reader of the same client, on a thread of its own (another owner). */
     tc_holder r;
-    tc_holder_start(&r, rd, -1, -1, -1);
+    tc_holder_start(&r, h.l, -1, -1, -1);
     assert_int_equal(tc_holder_wait(&r, 10000), RLOCK_OK);
     tc_bg w;
-    tc_bg_start(&w, lock_and_unlock, wr);
-    await_waiters(c, "inspect:rw", 1, 1);
+    tc_bg_start(&w, lock_and_unlock, h.lw);
+    await_waiters(h.c, "inspect:rw", 1, 1);
 
-    rlock_lock_info *in = inspect(c, "inspect:rw");
+    rlock_lock_info *in = inspect(h.c, "inspect:rw");
     assert_int_equal(in->type, RLOCK_TYPE_RW);
     assert_string_equal(in->mode, "read");
     assert_int_equal(in->locked, 1);
@@ -178,28 +185,18 @@ static void test_rw_readers_and_writer(void **state)
     assert_int_equal(in->holders[0].count, 1);
     assert_int_equal(in->holders[1].count, 1);
     assert_int_equal(in->n_writers, 1);
-    assert_memory_equal(in->writers[0].owner, rlock_client_id(cw), 36);
+    assert_memory_equal(in->writers[0].owner, rlock_client_id(h.cw), 36);
     assert_non_null(strstr(in->writers[0].owner, ":write"));
     rlock_lock_info_free(in);
 
     tc_holder_join(&r);
-    rlock_unlock(rd);
+    rlock_unlock(h.l);
     assert_int_equal(tc_bg_join(&w), RLOCK_OK);
-    rlock_free(wr);
-    rlock_free(rd);
-    rlock_client_free(cw);
-    rlock_client_free(c);
+    hw_close(&h);
 }
 
 TC_SERVER_FIXTURE(g_srv)
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_free_and_bad_input),
-        cmocka_unit_test(test_reentrant),
-        cmocka_unit_test(test_fair_queue_and_interrupt),
-        cmocka_unit_test(test_rw_readers_and_writer),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_free_and_bad_input),
+        cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair_queue_and_interrupt),
+        cmocka_unit_test(test_rw_readers_and_writer))

@@ -294,6 +294,31 @@ rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_
     return tc_open(*c, kind, name);
 }
 
+rlock *tc_hold(rlock_client *c, rlock_kind kind, const char *name)
+{
+    rlock *l = tc_open(c, kind, name);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    return l;
+}
+
+rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    *c = tc_client_defaults(s);
+    return tc_hold(*c, kind, name);
+}
+
+void tc_close_own(rlock *l, rlock_client *c)
+{
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
+void tc_lock_unlock(rlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    assert_int_equal(rlock_try_lock(l, wait_ms, lease_ms), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+}
+
 rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,
                            const char *pw)
 {

@@ -127,6 +127,22 @@ rlock_client *tc_client_defaults(const rh_server *s);
 /* A client of its own on s (tc_client_defaults()) in *c, and its handle on name (tc_open()). */
 rlock *tc_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
 
+/* tc_open(c, kind, name) and the handle's watchdog hold (rlock_lock(l, -1)); fails the running
+ * test when the lock is not granted. */
+rlock *tc_hold(rlock_client *c, rlock_kind kind, const char *name);
+
+/* tc_open_own() and the handle's watchdog hold (rlock_lock(l, -1)); fails the running test when
+ * the lock is not granted. */
+rlock *tc_hold_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
+
+/* Frees l and then c, its client: the end of a handle and client a test made for itself (as
+ * tc_open_own() gives them). */
+void tc_close_own(rlock *l, rlock_client *c);
+
+/* rlock_try_lock(l, wait_ms, lease_ms) and then rlock_unlock(l), failing the running test unless
+ * both return RLOCK_OK: shows that the lock is free (again) for l's owner. */
+void tc_lock_unlock(rlock *l, int64_t wait_ms, int64_t lease_ms);
+
 /* A client from o, but logged in to s as ACL user (password pw); fails the running test with
  * rlock's message when there is none. */
 rlock_client *tc_client_as(const rlock_options *o, const rh_server *s, const char *user,

@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
@@ -15,6 +16,21 @@ static void *bg_main(void *p)
     b->done_at = rh_now_ms();
     atomic_store(&b->result, r);
     return NULL;
+}
+
+int tc_threads_run(int n, void *(*run)(void *arg), void *args, size_t size)
+{
+    pthread_t *t = calloc((size_t)n, sizeof(*t));
+    int started = 0;
+    while (t != NULL && started < n &&
+           pthread_create(&t[started], NULL, run, (char *)args + (size_t)started * size) == 0) {
+        started++;
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+    }
+    free(t);
+    return started;
 }
 
 void tc_bg_start(tc_bg *b, int (*call)(void *arg), void *arg)

@@ -29,6 +29,11 @@ void tc_bg_start(tc_bg *b, int (*call)(void *arg), void *arg);
 /* Waits for the call to return and gives its result. */
 int tc_bg_join(tc_bg *b);
 
+/* Runs run() on n threads, thread i given (char *)args + i * size (an array of the threads' own
+ * structs), and waits for all of them; stops starting threads at the first that cannot be made.
+ * Returns how many ran: n when all did. Fails no cmocka test, so child processes use it too. */
+int tc_threads_run(int n, void *(*run)(void *arg), void *args, size_t size);
+
 /* A thread that takes a lock and holds it: the waiter, holder or contender that many tests put
  * next to the test thread. It calls rlock_lock(l, lease_ms) when wait_ms < 0, otherwise
  * rlock_try_lock(l, wait_ms, lease_ms); when it got the lock it holds it for hold_ms (until

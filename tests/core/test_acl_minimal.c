@@ -107,6 +107,29 @@ static int latch_wait(void *obj)
     return rlock_latch_await(obj, 10000);
 }
 
+static int sem_release_one(void *obj)
+{
+    return rlock_semaphore_release(obj, 1);
+}
+
+static int latch_count_down_last(void *obj)
+{
+    EXPECT(rlock_latch_count(obj), 1);
+    return rlock_latch_count_down(obj);
+}
+
+/* The other client's waiter (wait(waiter_obj) on a thread) blocks until wake(waker_obj), called
+ * 300 ms later, lets it through: a subscription on one side, a publish on the other. */
+static void waiter_woken(int (*wait)(void *), void *waiter_obj, int (*wake)(void *),
+                         void *waker_obj)
+{
+    tc_bg w;
+    tc_bg_start(&w, wait, waiter_obj);
+    rh_sleep_ms(300);
+    EXPECT(wake(waker_obj), RLOCK_OK);
+    EXPECT(tc_bg_join(&w), RLOCK_OK);
+}
+
 /* holder takes the lock, waiter (another client) waits for it through 700 ms of renewals and
  * heartbeats, then gets it when holder releases (woken by the release's message). */
 static void contend(rlock *holder, rlock *other)
@@ -222,15 +245,11 @@ static void test_semaphore(void **state)
     char id[RLOCK_PERMIT_ID_LEN + 1];
     rlock_semaphore *sa = rlock_semaphore_open(g_a, "app:sem");
     rlock_semaphore *sb = rlock_semaphore_open(g_b, "app:sem");
-    tc_bg w;
     assert_non_null(sa);
     assert_non_null(sb);
     EXPECT(rlock_semaphore_try_set_permits(sa, 1), 1);
     EXPECT(rlock_semaphore_acquire(sa, 1, 0), RLOCK_OK);
-    tc_bg_start(&w, sem_acquire_wait, sb);
-    rh_sleep_ms(300);
-    EXPECT(rlock_semaphore_release(sa, 1), RLOCK_OK);
-    EXPECT(tc_bg_join(&w), RLOCK_OK);
+    waiter_woken(sem_acquire_wait, sb, sem_release_one, sa);
     EXPECT(rlock_semaphore_acquire_leased(sa, 0, -1, id), RLOCK_OK);
     rh_sleep_ms(700); /* renewals of the leased permit */
     EXPECT(rlock_semaphore_available(sa), 0);
@@ -246,15 +265,10 @@ static void test_latch(void **state)
     (void)state;
     rlock_latch *la = rlock_latch_open(g_a, "app:latch");
     rlock_latch *lb = rlock_latch_open(g_b, "app:latch");
-    tc_bg w;
     assert_non_null(la);
     assert_non_null(lb);
     EXPECT(rlock_latch_try_set_count(la, 1), 1);
-    tc_bg_start(&w, latch_wait, lb);
-    rh_sleep_ms(300);
-    EXPECT(rlock_latch_count(la), 1);
-    EXPECT(rlock_latch_count_down(la), RLOCK_OK);
-    EXPECT(tc_bg_join(&w), RLOCK_OK);
+    waiter_woken(latch_wait, lb, latch_count_down_last, la);
     rlock_latch_free(lb);
     rlock_latch_free(la);
 }
@@ -322,14 +336,7 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reentrant),    cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_rw),           cmocka_unit_test(test_multi),
-        cmocka_unit_test(test_redlock),      cmocka_unit_test(test_semaphore),
-        cmocka_unit_test(test_latch),        cmocka_unit_test(test_no_warnings),
-        cmocka_unit_test(test_without_info),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_rw), cmocka_unit_test(test_multi), cmocka_unit_test(test_redlock),
+        cmocka_unit_test(test_semaphore), cmocka_unit_test(test_latch),
+        cmocka_unit_test(test_no_warnings), cmocka_unit_test(test_without_info))

@@ -53,16 +53,23 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* Starts w's thread waiting on lock. */
+static void waiter_start(waiter *w, pthread_t *t, rlock *lock)
+{
+    w->lock = lock;
+    atomic_init(&w->started, 0);
+    atomic_init(&w->result, 1);
+    w->acquired_at = 0;
+    assert_int_equal(pthread_create(t, NULL, waiter_main, w), 0);
+}
+
 /* Starts n waiters on lock and returns once every one is asleep on its channel: subscribed, and
  * (a generous pause) past its first attempt and the re-attempt a join may cause. */
 static void start_waiters(rh_server *s, const char *channel, waiter *w, pthread_t *t, int n,
                           rlock *lock)
 {
     for (int i = 0; i < n; i++) {
-        w[i].lock = lock;
-        atomic_init(&w[i].started, 0);
-        atomic_init(&w[i].result, 1);
-        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
+        waiter_start(&w[i], &t[i], lock);
         while (!atomic_load(&w[i].started)) {
             rh_sleep_ms(1);
         }
@@ -122,14 +129,19 @@ static rlock *armed_open(rh_server *s, rlock_kind kind, const char *name, rlock_
     return l;
 }
 
-/* A waiting client c (pool_size connections) and a holder on its own client, holding name. */
+/* A waiting client c (pool_size connections) and a holder on its own client, holding name; one
+ * waiter w on c's handle l, asleep on the lock's channel. */
 typedef struct two_clients {
     rlock_client *c, *holder_c;
     rlock *l, *h;
+    waiter w[1];
+    pthread_t t[1];
 } two_clients;
 
 static void two_clients_open(rh_server *s, two_clients *t, int pool_size, const char *name)
 {
+    char channel[128];
+    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
     t->c = client(s, pool_size);
     t->holder_c = client(s, 2);
     if (pool_size >= 4) {
@@ -139,6 +151,7 @@ static void two_clients_open(rh_server *s, two_clients *t, int pool_size, const 
     t->h = rlock_open(t->holder_c, RLOCK_REENTRANT, name);
     assert_true(t->l != NULL && t->h != NULL);
     assert_int_equal(rlock_try_lock(t->h, 0, LEASE_MS), RLOCK_OK);
+    start_waiters(s, channel, t->w, t->t, 1, t->l);
 }
 
 static void two_clients_close(two_clients *t)
@@ -214,9 +227,6 @@ static void test_no_idle_connection(void **state)
     two_clients tc;
     two_clients_open(s, &tc, 1, "armed:pool");
     rlock_client *c = tc.c;
-    waiter w[1];
-    pthread_t t[1];
-    start_waiters(s, "redisson_lock__channel:{armed:pool}", w, t, 1, tc.l);
     uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
     uint64_t msgs0 = rlk_pubsub_messages(c->pubsub);
     rlk_conn *conn = NULL;
@@ -228,9 +238,9 @@ static void test_no_idle_connection(void **state)
     }
     assert_true(rlk_pubsub_messages(c->pubsub) > msgs0);
     rh_sleep_ms(50);
-    assert_int_equal(atomic_load(&w[0].result), 1); /* still waiting: for the connection */
+    assert_int_equal(atomic_load(&tc.w[0].result), 1); /* still waiting: for the connection */
     rlk_pool_return(c->pool, conn, 0);
-    join_waiters(w, t, 1);
+    join_waiters(tc.w, tc.t, 1);
     assert_int_equal(rlk_pubsub_armed_sent(c->pubsub), armed0);
     two_clients_close(&tc);
 }
@@ -247,10 +257,7 @@ static void test_connection_lost_in_flight(void **state)
     two_clients tc;
     two_clients_open(s, &tc, 8, "armed:lost");
     rlock_client *c = tc.c;
-    waiter w[1];
-    pthread_t t[1];
-    w[0].acquired_at = 0;
-    start_waiters(s, "redisson_lock__channel:{armed:lost}", w, t, 1, tc.l);
+    waiter *w = tc.w;
     uint64_t armed0 = rlk_pubsub_armed_sent(c->pubsub);
     /* Free the lock without a message (rlock_force_unlock would publish one, whose armed
      * attempt would run before the pause): only the PUBLISH below wakes the waiter. */
@@ -283,7 +290,7 @@ static void test_connection_lost_in_flight(void **state)
     assert_non_null(r);
     freeReplyObject(r);
     redisFree(raw);
-    pthread_join(t[0], NULL);
+    pthread_join(tc.t[0], NULL);
     assert_int_equal(atomic_load(&w[0].result), RLOCK_OK);
     assert_true(w[0].acquired_at > 0);
     assert_int_equal(rh_cmd_int(s, exists), 0); /* released, nothing left held */
@@ -304,10 +311,7 @@ static void test_fair_in_order(void **state)
     waiter w[N];
     pthread_t t[N];
     for (int i = 0; i < N; i++) {
-        w[i].lock = l;
-        atomic_init(&w[i].started, 0);
-        atomic_init(&w[i].result, 1);
-        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
+        waiter_start(&w[i], &t[i], l);
         const char *llen[] = {"LLEN", "redisson_lock_queue:{armed:fair}", NULL};
         int64_t deadline = rh_now_ms() + 5000;
         while (rh_cmd_int(s, llen) != i + 1 && rh_now_ms() < deadline) {
@@ -329,14 +333,6 @@ static void test_fair_in_order(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_one_attempt_per_handoff),
-        TC_SERVER_TEST(test_noscript_reattempts),
-        TC_SERVER_TEST(test_no_idle_connection),
-        TC_SERVER_TEST(test_connection_lost_in_flight),
-        TC_SERVER_TEST(test_fair_in_order),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_one_attempt_per_handoff),
+        TC_SERVER_TEST(test_noscript_reattempts), TC_SERVER_TEST(test_no_idle_connection),
+        TC_SERVER_TEST(test_connection_lost_in_flight), TC_SERVER_TEST(test_fair_in_order))

@@ -33,6 +33,15 @@ static int try_client(const char *url, int64_t timeout_ms, int64_t *elapsed_ms, 
     return r;
 }
 
+/* try_client() on the URL url_fmt gives with s's port for its one %d. */
+static int try_client_at(const rh_server *s, const char *url_fmt, int64_t timeout_ms,
+                         int64_t *elapsed_ms, rlock_client **out)
+{
+    char url[256];
+    snprintf(url, sizeof(url), url_fmt, rh_port(s));
+    return try_client(url, timeout_ms, elapsed_ms, out);
+}
+
 /* Runs one command through the client's pool and returns its reply as a string (malloc'd). */
 static char *client_cmd_str(rlock_client *c, const char *a0, const char *a1)
 {
@@ -166,12 +175,10 @@ static void test_password(void **state)
     const char *extra[] = {"--requirepass", "s3cret", NULL};
     rh_server *s = cu_start(extra);
     assert_non_null(s);
-    char url[256];
     rlock_client *c = NULL;
     int64_t dt = 0;
 
-    snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", rh_port(s));
-    assert_int_equal(try_client(url, 500, &dt, &c), RLOCK_EAUTH);
+    assert_int_equal(try_client_at(s, "redis://:wrong@127.0.0.1:%d", 500, &dt, &c), RLOCK_EAUTH);
     assert_null(c);
     assert_true(dt < 500);
     /* Redis' own text is part of the detail. */
@@ -179,21 +186,18 @@ static void test_password(void **state)
 
     /* No password at all against a server that requires one is an authentication failure too:
      * the client must not pretend to be usable. */
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rh_port(s));
-    int r = try_client(url, 500, &dt, &c);
+    int r = try_client_at(s, "redis://127.0.0.1:%d", 500, &dt, &c);
     if (r != RLOCK_EAUTH) {
         rlock_client_free(c);
         fail_msg("no password: expected RLOCK_EAUTH, got %d (%s)", r, rlock_last_error());
     }
 
-    snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d", rh_port(s));
-    assert_int_equal(try_client(url, 500, &dt, &c), RLOCK_OK);
+    assert_int_equal(try_client_at(s, "redis://:s3cret@127.0.0.1:%d", 500, &dt, &c), RLOCK_OK);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "pw-lock");
     assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
     assert_int_equal(rlock_is_locked(l), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
     rh_free(s);
 }
 
@@ -206,12 +210,11 @@ static void test_acl_user(void **state)
     assert_non_null(ok);
     assert_string_equal(ok, "OK");
     free(ok);
-    char url[256];
     rlock_client *c = NULL;
     int64_t dt = 0;
     /* The password is percent-encoded in the URL ("%25" is '%'). */
-    snprintf(url, sizeof(url), "redis://rlk_user:pw%%251@127.0.0.1:%d", rh_port(s));
-    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_OK);
+    assert_int_equal(try_client_at(s, "redis://rlk_user:pw%%251@127.0.0.1:%d", 1000, &dt, &c),
+                     RLOCK_OK);
     char *who = client_cmd_str(c, "ACL", "WHOAMI");
     assert_non_null(who);
     assert_string_equal(who, "rlk_user");
@@ -220,25 +223,22 @@ static void test_acl_user(void **state)
     assert_int_equal(rlock_lock(l, 5000), RLOCK_OK);
     assert_int_equal(rlock_hold_count(l), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 
-    snprintf(url, sizeof(url), "redis://rlk_user:nope@127.0.0.1:%d", rh_port(s));
-    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_EAUTH);
+    assert_int_equal(try_client_at(s, "redis://rlk_user:nope@127.0.0.1:%d", 1000, &dt, &c),
+                     RLOCK_EAUTH);
     assert_null(c);
-    snprintf(url, sizeof(url), "redis://nobody:pw%%251@127.0.0.1:%d", rh_port(s));
-    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_EAUTH);
+    assert_int_equal(try_client_at(s, "redis://nobody:pw%%251@127.0.0.1:%d", 1000, &dt, &c),
+                     RLOCK_EAUTH);
     assert_null(c);
 }
 
 static void test_db_selection(void **state)
 {
     rh_server *s = *state;
-    char url[256];
     rlock_client *c = NULL;
     int64_t dt = 0;
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/3", rh_port(s));
-    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_OK);
+    assert_int_equal(try_client_at(s, "redis://127.0.0.1:%d/3", 1000, &dt, &c), RLOCK_OK);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "db3-lock");
     assert_int_equal(rlock_lock(l, 20000), RLOCK_OK);
     assert_int_equal(cu_exists_in_db(s, 3, "db3-lock"), 1);
@@ -246,23 +246,19 @@ static void test_db_selection(void **state)
     assert_int_equal(cu_exists_in_db(s, 3, "redisson_lock_token:{db3-lock}"), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     assert_int_equal(cu_exists_in_db(s, 3, "db3-lock"), 0);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 
     /* The query form selects too. */
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d?db=5", rh_port(s));
-    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_OK);
+    assert_int_equal(try_client_at(s, "redis://127.0.0.1:%d?db=5", 1000, &dt, &c), RLOCK_OK);
     l = rlock_open(c, RLOCK_REENTRANT, "db5-lock");
     assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
     assert_int_equal(cu_exists_in_db(s, 5, "db5-lock"), 1);
     assert_int_equal(cu_exists_in_db(s, 3, "db5-lock"), 0);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 
     /* A database the server does not have: SELECT fails when connecting. */
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/99", rh_port(s));
-    assert_int_equal(try_client(url, 1000, &dt, &c), RLOCK_EAUTH);
+    assert_int_equal(try_client_at(s, "redis://127.0.0.1:%d/99", 1000, &dt, &c), RLOCK_EAUTH);
     assert_null(c);
     assert_non_null(strstr(rlock_last_error(), "DB index is out of range"));
 }
@@ -273,11 +269,9 @@ static void test_dead_port(void **state)
     rh_server *s = cu_start(NULL);
     assert_non_null(s);
     assert_int_equal(rh_stop(s), 0);
-    char url[128];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rh_port(s));
     rlock_client *c = NULL;
     int64_t dt = 0;
-    assert_int_equal(try_client(url, 2000, &dt, &c), RLOCK_ECONN);
+    assert_int_equal(try_client_at(s, "redis://127.0.0.1:%d", 2000, &dt, &c), RLOCK_ECONN);
     assert_null(c);
     assert_true(rlock_last_error()[0] != '\0');
     /* Connection refused is immediate: far below the 2 s connect timeout. */
@@ -301,11 +295,9 @@ static void test_paused_server(void **state)
     rlock *l = tc_open(live, RLOCK_REENTRANT, "paused-lock");
 
     assert_int_equal(rh_pause(s), 0);
-    char url[128];
     rlock_client *c = NULL;
     int64_t dt = 0;
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/1", rh_port(s));
-    int r_db = try_client(url, 300, &dt, &c);
+    int r_db = try_client_at(s, "redis://127.0.0.1:%d/1", 300, &dt, &c);
     int64_t dt_db = dt;
     int r_plain = try_client(rh_url(s), 300, &dt, &c);
     int64_t dt_plain = dt;
@@ -406,8 +398,7 @@ static void test_backoff_message(void **state)
         }
     }
     assert_true(backoff_seen);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
     rh_free(s);
 }
 

@@ -154,8 +154,7 @@ static void test_wrong_type(void **state)
     assert_int_equal(rlock_try_lock(l, 0, 5000), RLOCK_OK);
     assert_int_equal(rlock_hold_count(l), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 /* Argument errors never touch Redis and name the bad value. */
@@ -179,18 +178,10 @@ static void test_bad_arguments(void **state)
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_is_locked(l), 0);
     rlock_free(NULL);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
     rlock_client_free(NULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_paused_mid_flight),
-        TC_SERVER_TEST(test_use_after_client_free),
-        TC_SERVER_TEST(test_wrong_type),
-        TC_SERVER_TEST(test_bad_arguments),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_paused_mid_flight),
+        TC_SERVER_TEST(test_use_after_client_free), TC_SERVER_TEST(test_wrong_type),
+        TC_SERVER_TEST(test_bad_arguments))

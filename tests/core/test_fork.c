@@ -23,6 +23,7 @@
 
 #include "tc_redis.h"
 #include "tc_stress.h"
+#include "tc_thread.h"
 
 static rh_server *srv;
 static rlock_client *client;
@@ -337,7 +338,7 @@ typedef struct busy_arg {
 
 /* Keeps the pool, the subscriber and the watchdog busy: a watchdog hold of l, given up and taken
  * again (its wait goes through the subscriber) while the main thread forks. */
-static void *busy_worker(void *p)
+static int busy_worker(void *p)
 {
     busy_arg *b = p;
     while (!atomic_load(&b->stop)) {
@@ -346,7 +347,7 @@ static void *busy_worker(void *p)
         wrong += rlock_unlock(b->l) != RLOCK_OK;
         atomic_fetch_add(&b->errors, wrong);
     }
-    return NULL;
+    return 0;
 }
 
 static void test_parent_forks_while_busy(void **state)
@@ -355,9 +356,9 @@ static void test_parent_forks_while_busy(void **state)
     /* The atfork handlers take and give back every client mutex around each fork(), while two
      * threads contend for one lock: nothing may deadlock, fail or (under TSan) race. */
     busy_arg b = {.l = open_lock(client, "fork:busy")};
-    pthread_t t[2];
+    tc_bg t[2];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(pthread_create(&t[i], NULL, busy_worker, &b), 0);
+        tc_bg_start(&t[i], busy_worker, &b);
     }
     for (int i = 0; i < 20; i++) {
         run_child(child_does_nothing, NULL);
@@ -365,7 +366,7 @@ static void test_parent_forks_while_busy(void **state)
     }
     atomic_store(&b.stop, 1);
     for (int i = 0; i < 2; i++) {
-        pthread_join(t[i], NULL);
+        assert_int_equal(tc_bg_join(&t[i]), 0);
     }
     assert_int_equal(atomic_load(&b.errors), 0);
     rlock_free(b.l);

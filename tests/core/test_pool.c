@@ -351,13 +351,6 @@ static void test_fresh_connection_unchecked(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_stress_with_kills),
-        TC_SERVER_TEST(test_borrow_bound),
-        TC_SERVER_TEST(test_dead_idle_connection),
-        TC_SERVER_TEST(test_fresh_connection_unchecked),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_stress_with_kills),
+        TC_SERVER_TEST(test_borrow_bound), TC_SERVER_TEST(test_dead_idle_connection),
+        TC_SERVER_TEST(test_fresh_connection_unchecked))

@@ -47,8 +47,9 @@ static void acl_user(rh_server *s, const char *rule1, const char *rule2)
     free(ok);
 }
 
-/* A lock held by the default user (lease LEASE_MS), and a client of user rlk_acl, logging to
- * log_fn (or not), with its handle l on the same lock, that is to wait for it. */
+/* A lock held by the default user (lease LEASE_MS), and a client of user rlk_acl (made with
+ * acl_user()'s rules rule1 and rule2), logging to log_fn (or not), with its handle l on the same
+ * lock, that is to wait for it. */
 typedef struct acl_scene {
     rlock_client *holder_c;
     rlock *h;
@@ -56,9 +57,11 @@ typedef struct acl_scene {
     rlock *l;
 } acl_scene;
 
-static void acl_scene_open(acl_scene *sc, rh_server *s, rlock_kind kind, const char *name,
+static void acl_scene_open(acl_scene *sc, rh_server *s, const char *rule1, const char *rule2,
+                           rlock_kind kind, const char *name,
                            void (*log_fn)(int level, const char *msg, void *user_data))
 {
+    acl_user(s, rule1, rule2);
     rlock_options o;
     cu_opts(&o, s);
     sc->holder_c = tc_client(&o);
@@ -77,13 +80,13 @@ static void acl_scene_close(acl_scene *sc)
     rlock_client_free(sc->holder_c);
 }
 
-/* A lock held by the default user, and a waiter as rlk_acl: the wait must end with EREDIS long
- * before its deadline (the holder's lease is longer still), twice. */
-static void check_refused_wait(rh_server *s)
+/* A lock held by the default user, and a waiter as rlk_acl (rules rule1 and rule2): the wait
+ * must end with EREDIS long before its deadline (the holder's lease is longer still), twice. */
+static void check_refused_wait(rh_server *s, const char *rule1, const char *rule2)
 {
     acl_scene sc;
     atomic_store(&refusals, 0);
-    acl_scene_open(&sc, s, RLOCK_REENTRANT, "acl:held", on_log);
+    acl_scene_open(&sc, s, rule1, rule2, RLOCK_REENTRANT, "acl:held", on_log);
     rlock *l = sc.l;
     for (int round = 0; round < 2; round++) {
         int64_t t0 = rh_now_ms();
@@ -107,16 +110,12 @@ static void check_refused_wait(rh_server *s)
 
 static void test_user_without_subscribe(void **state)
 {
-    rh_server *s = *state;
-    acl_user(s, "-subscribe", "&*");
-    check_refused_wait(s);
+    check_refused_wait(*state, "-subscribe", "&*");
 }
 
 static void test_user_without_channels(void **state)
 {
-    rh_server *s = *state;
-    acl_user(s, "resetchannels", "&other:*");
-    check_refused_wait(s);
+    check_refused_wait(*state, "resetchannels", "&other:*");
 }
 
 /* A fair waiter joins the queue before it subscribes to its own channel; when that SUBSCRIBE
@@ -125,9 +124,8 @@ static void test_user_without_channels(void **state)
 static void test_fair_waiter_leaves_queue(void **state)
 {
     rh_server *s = *state;
-    acl_user(s, "-subscribe", "&*");
     acl_scene sc;
-    acl_scene_open(&sc, s, RLOCK_FAIR, "acl:fair", NULL);
+    acl_scene_open(&sc, s, "-subscribe", "&*", RLOCK_FAIR, "acl:fair", NULL);
     rlock *l = sc.l;
     assert_int_equal(rlock_try_lock(l, 8000, LEASE_MS), RLOCK_EREDIS);
     assert_non_null(strstr(rlock_last_error(), "NOPERM"));
@@ -144,9 +142,8 @@ static void test_fair_waiter_leaves_queue(void **state)
 static void test_redlock_pauses_on_refused_subscribe(void **state)
 {
     rh_server *s = *state;
-    acl_user(s, "-subscribe", "&*");
     acl_scene sc;
-    acl_scene_open(&sc, s, RLOCK_REENTRANT, "acl:redlock", NULL);
+    acl_scene_open(&sc, s, "-subscribe", "&*", RLOCK_REENTRANT, "acl:redlock", NULL);
     rlock *m = sc.l;
     rlock *rl = rlock_redlock_new(&m, 1);
     assert_non_null(rl);
@@ -164,21 +161,28 @@ static int subscriber_connected(rlk_pubsub *ps)
     return rlk_pubsub_connected(ps);
 }
 
-/* CLIENT PAUSE ALL holds every command, SUBSCRIBE included, until it ends: with a 300 ms
- * subscription timeout the wait fails long before the pause (or the wait's own 5 s) is over. */
-static void test_unconfirmed_subscribe(void **state)
+/* A client on s whose SUBSCRIBEs time out after subscription_timeout_ms, returned once its
+ * subscriber has connected (it does so by itself), so that a pause holds only SUBSCRIBEs. */
+static rlock_client *subscribed_client(rh_server *s, int64_t subscription_timeout_ms)
 {
-    rh_server *s = *state;
     rlock_options o;
     cu_opts(&o, s);
-    o.subscription_timeout_ms = 300;
+    o.subscription_timeout_ms = subscription_timeout_ms;
     rlock_client *c = tc_client(&o);
-    /* The subscriber connects by itself; wait until it did, so that only SUBSCRIBE is held. */
     int64_t deadline = rh_now_ms() + 5000;
     while (!subscriber_connected(c->pubsub) && rh_now_ms() < deadline) {
         rh_sleep_ms(5);
     }
     assert_true(subscriber_connected(c->pubsub));
+    return c;
+}
+
+/* CLIENT PAUSE ALL holds every command, SUBSCRIBE included, until it ends: with a 300 ms
+ * subscription timeout the wait fails long before the pause (or the wait's own 5 s) is over. */
+static void test_unconfirmed_subscribe(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = subscribed_client(s, 300);
     redisContext *raw = rh_connect(s);
     assert_non_null(raw);
     redisReply *rep = redisCommand(raw, "CLIENT PAUSE 2000 ALL");
@@ -206,14 +210,7 @@ static void test_unconfirmed_subscribe(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        TC_SERVER_TEST(test_user_without_subscribe),
-        TC_SERVER_TEST(test_user_without_channels),
-        TC_SERVER_TEST(test_fair_waiter_leaves_queue),
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_user_without_subscribe),
+        TC_SERVER_TEST(test_user_without_channels), TC_SERVER_TEST(test_fair_waiter_leaves_queue),
         TC_SERVER_TEST(test_unconfirmed_subscribe),
-        TC_SERVER_TEST(test_redlock_pauses_on_refused_subscribe),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+        TC_SERVER_TEST(test_redlock_pauses_on_refused_subscribe))

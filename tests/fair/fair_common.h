@@ -29,6 +29,7 @@
 #include "redis_harness.h"
 #include "rlock.h"
 #include "tc_redis.h"
+#include "tc_thread.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define FC_TSAN 1
@@ -93,6 +94,13 @@ static inline long long fc_zcard(rh_server *s, const char *name)
     const char *argv[] = {"ZCARD", k, NULL};
     return rh_cmd_int(s, argv);
 }
+
+/* Asserts (in a cmocka test) that name's queue and timeout zset are both empty: no waiter left. */
+#define FC_ASSERT_NO_WAITERS(s, name)                                                              \
+    do {                                                                                           \
+        assert_int_equal(fc_llen((s), (name)), 0);                                                 \
+        assert_int_equal(fc_zcard((s), (name)), 0);                                                \
+    } while (0)
 
 /* Copies up to max elements of LRANGE key 0 -1 into out (malloc()ed strings); returns the
  * count, or -1 on error. */
@@ -251,7 +259,6 @@ static inline int fc_child_main(int argc, char **argv)
         return 2;
     }
     fc_child_waiter w[FC_MAX_WAITERS];
-    pthread_t t[FC_MAX_WAITERS];
     int n = 0;
     memset(w, 0, sizeof(w));
     for (char *p = argv[6]; *p != '\0' && n < FC_MAX_WAITERS;) {
@@ -265,21 +272,27 @@ static inline int fc_child_main(int argc, char **argv)
             p++;
         }
     }
-    int started = 0;
-    for (; started < n; started++) {
-        if (pthread_create(&t[started], NULL, fc_child_thread, &w[started]) != 0) {
-            break;
-        }
-    }
+    int started = tc_threads_run(n, fc_child_thread, w, sizeof(w[0]));
     int errors = started == n ? 0 : 1;
     for (int i = 0; i < started; i++) {
-        pthread_join(t[i], NULL);
         errors += w[i].errors;
     }
     rlock_free(l);
     rlock_client_free(c);
     return errors == 0 ? 0 : 1;
 }
+
+/* A fair test program's main(): with --fair-child it is a worker child (fc_child_main());
+ * otherwise it runs the cmocka tests given after setup and teardown as one group. */
+#define FC_MAIN(setup, teardown, ...)                                                              \
+    int main(int argc, char **argv)                                                                \
+    {                                                                                              \
+        if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {                                    \
+            return fc_child_main(argc, argv);                                                      \
+        }                                                                                          \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
 
 /* Starts a worker child for the comma-separated waiter indices. */
 static inline pid_t fc_spawn_child(rh_server *s, const char *name, int64_t waiter_timeout_ms,

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "fair_common.h"
+#include "tc_steps.h"
 
 static rh_server *g_srv;
 static rlock_client *g_client;
@@ -67,6 +68,13 @@ static int other(rlock *l, int what, int64_t wait_ms, int64_t lease_ms)
     return o.rc;
 }
 
+/* other() as a TC_OTHER step: only TC_TRY, a try_lock waiting 0 ms under the watchdog. */
+static long long other_step(rlock *l, int call)
+{
+    assert_int_equal(call, TC_TRY);
+    return other(l, OP_TRY, 0, -1);
+}
+
 TC_FIXTURE(g_srv, g_client, NULL)
 
 /* ---- tests -------------------------------------------------------------------------------- */
@@ -75,25 +83,14 @@ static void test_lock_unlock_reentrancy(void **state)
 {
     (void)state;
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:basic");
-    assert_int_equal(rlock_is_locked(l), 0);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_is_locked(l), 1);
-    assert_int_equal(rlock_is_held(l), 1);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_is_locked(l), 0);
-
+    static const tc_step steps[] = {
+        {TC_IS_LOCKED, 0, 0, 0}, {TC_LOCK, -1, 0, RLOCK_OK},  {TC_IS_LOCKED, 0, 0, 1},
+        {TC_IS_HELD, 0, 0, 1},   {TC_UNLOCK, 0, 0, RLOCK_OK}, {TC_IS_LOCKED, 0, 0, 0},
+    };
+    TC_STEPS(l, steps, NULL);
     /* testReentrancy: two try_lock(0) holds; another thread fails until both are released. */
-    assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
-    assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
-    assert_int_equal(other(l, OP_TRY, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(other(l, OP_TRY, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    op o = {l, OP_TRY, 0, 60000, -1000, 0, {0}};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, op_main, &o), 0);
-    pthread_join(t, NULL);
-    assert_int_equal(o.rc, RLOCK_OK);
+    TC_STEPS(l, tc_steps_reentrancy, other_step);
+    assert_int_equal(other(l, OP_TRY, 0, 60000), RLOCK_OK);
     /* The other thread's hold is its own: this thread cannot release it... */
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_is_held(l), 0);
@@ -111,25 +108,13 @@ static void test_hold_count(void **state)
 {
     (void)state;
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:count");
-    static const int expect[] = {0, 1, 0, 1, 2, 1, 0};
-    assert_int_equal(rlock_hold_count(l), expect[0]);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), expect[1]);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), expect[2]);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), expect[3]);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), expect[4]);
+    TC_STEPS(l, tc_steps_count_up, NULL);
     /* Redisson's data: the owner field holds the count. */
     char owner[RLK_OWNER_MAX];
     fc_owner(g_client, owner);
     const char *hget[] = {"HGET", "fair:count", owner, NULL};
     assert_int_equal(rh_cmd_int(g_srv, hget), 2);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), expect[5]);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), expect[6]);
+    TC_STEPS(l, tc_steps_count_down, NULL);
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     rlock_free(l);
 }
@@ -138,10 +123,13 @@ static void test_force_unlock(void **state)
 {
     (void)state;
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:force");
-    assert_int_equal(rlock_force_unlock(l), 0);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_force_unlock(l), 1);
-    assert_int_equal(rlock_is_locked(l), 0);
+    static const tc_step steps[] = {
+        {TC_FORCE_UNLOCK, 0, 0, 0},
+        {TC_LOCK, -1, 0, RLOCK_OK},
+        {TC_FORCE_UNLOCK, 0, 0, 1},
+        {TC_IS_LOCKED, 0, 0, 0},
+    };
+    TC_STEPS(l, steps, NULL);
     rlock *fresh = rlock_open(g_client, RLOCK_FAIR, "fair:force");
     assert_int_equal(rlock_is_locked(fresh), 0);
     assert_int_equal(rlock_try_lock(fresh, 0, 5000), RLOCK_OK);
@@ -157,13 +145,10 @@ static void test_expire(void **state)
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:expire");
     assert_int_equal(rlock_lock(l, 2000), RLOCK_OK);
     int64_t t0 = rh_now_ms();
-    op o = {l, OP_LOCK, 0, 10000, -1000, 0, {0}};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, op_main, &o), 0);
-    pthread_join(t, NULL);
+    int rc = other(l, OP_LOCK, 0, 10000);
     int64_t took = rh_now_ms() - t0;
     print_message("second lock() after a 2000 ms lease: %lld ms\n", (long long)took);
-    assert_int_equal(o.rc, RLOCK_OK);
+    assert_int_equal(rc, RLOCK_OK);
     assert_true(took >= 1900 && took < 2300);
     /* The late unlock finds the hold gone on Redis. */
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
@@ -207,11 +192,9 @@ static void test_try_lock_zero(void **state)
     assert_int_equal(o.rc, RLOCK_ETIMEDOUT);
     assert_true(o.took_ms >= 190);
     /* The timed waiter left the queue before returning; a try_lock(0) never entered it. */
-    assert_int_equal(fc_llen(g_srv, "fair:try0"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:try0"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:try0");
     assert_int_equal(other(l, OP_TRY, 0, -1), RLOCK_ETIMEDOUT);
-    assert_int_equal(fc_llen(g_srv, "fair:try0"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:try0"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:try0");
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     assert_int_equal(other(l, OP_TRY, 0, 5000), RLOCK_OK);
     assert_int_equal(rlock_force_unlock(l), 1);
@@ -231,8 +214,7 @@ static void test_try_lock_zero(void **state)
     snprintf(score, sizeof(score), "%lld", (long long)(now - 1));
     assert_int_equal(rh_cmd_int(g_srv, zadd), 0);
     assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
-    assert_int_equal(fc_llen(g_srv, "fair:try0"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:try0"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:try0");
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
 }
@@ -285,8 +267,7 @@ static void test_data_layout_and_notify_head_only(void **state)
 {
     (void)state;
     const char *name = "fair:layout";
-    rlock *l = tc_open(g_client, RLOCK_FAIR, name);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold(g_client, RLOCK_FAIR, name);
     char me[RLK_OWNER_MAX];
     fc_owner(g_client, me);
     holder h[3];
@@ -369,8 +350,7 @@ static void test_data_layout_and_notify_head_only(void **state)
         assert_int_equal(h[i].rc, RLOCK_OK);
     }
     assert_true(h[0].got_at < h[1].got_at && h[1].got_at < h[2].got_at);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(l);
 }
 
@@ -447,29 +427,19 @@ static void test_bad_input(void **state)
     assert_null(rlock_open(NULL, RLOCK_FAIR, "x"));
     assert_null(rlock_open(g_client, RLOCK_FAIR, ""));
     assert_null(rlock_open(g_client, RLOCK_FAIR, NULL));
+    rlock_free(NULL);
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:bad");
     assert_int_equal(rlock_lock(l, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_try_lock(l, -5, -1), RLOCK_EINVAL);
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(rlock_remaining_ttl_ms(l), -2);
     rlock_free(l);
-    rlock_free(NULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_unlock_reentrancy),
-        cmocka_unit_test(test_hold_count),
-        cmocka_unit_test(test_force_unlock),
-        cmocka_unit_test(test_expire),
-        cmocka_unit_test(test_tokens),
-        cmocka_unit_test(test_try_lock_zero),
-        cmocka_unit_test(test_try_lock_wait),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lock_unlock_reentrancy),
+        cmocka_unit_test(test_hold_count), cmocka_unit_test(test_force_unlock),
+        cmocka_unit_test(test_expire), cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_try_lock_zero), cmocka_unit_test(test_try_lock_wait),
         cmocka_unit_test(test_data_layout_and_notify_head_only),
-        cmocka_unit_test(test_heartbeat_keeps_waiter),
-        cmocka_unit_test(test_auto_expire),
-        cmocka_unit_test(test_bad_input),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_heartbeat_keeps_waiter), cmocka_unit_test(test_auto_expire),
+        cmocka_unit_test(test_bad_input))

@@ -236,10 +236,4 @@ static void tune(rlock_options *o)
 
 TC_FIXTURE(g_srv, g_client, tune)
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grant_cost_independent_of_queue_length),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_grant_cost_independent_of_queue_length))

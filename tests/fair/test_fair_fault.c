@@ -32,16 +32,18 @@ static rlock_client *g_client;
 
 TC_FIXTURE(g_srv, g_client, NULL)
 
-/* Forks three worker children queued on name as the slot lists say, takes the lock first on the
- * group's client and waits until all n of their waiters joined the queue in order. */
-static rlock *queue_children(const char *name, const char *const slots[3], int n, pid_t pid[3])
+/* Forks three worker children queued on name as their slot lists say (waiter indices, comma
+ * separated), takes the lock first on the group's client and waits until all n of their waiters
+ * joined the queue in order. */
+static rlock *queue_children(const char *name, int n, pid_t pid[3], const char *slots0,
+                             const char *slots1, const char *slots2)
 {
+    const char *const slots[3] = {slots0, slots1, slots2};
     for (int i = 0; i < 3; i++) {
         pid[i] = fc_spawn_child(g_srv, name, WT, 1, slots[i]);
         assert_true(pid[i] > 0);
     }
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold(g_client, RLOCK_FAIR, name);
     assert_int_equal(fc_join_in_order(g_srv, name, 0, n), 0);
     return l;
 }
@@ -51,8 +53,7 @@ static void survivors_finish(rlock *l, const char *name, const pid_t pid[3])
 {
     assert_int_equal(rh_wait_child(pid[0], 10000), 0);
     assert_int_equal(rh_wait_child(pid[2], 10000), 0);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(l);
 }
 
@@ -60,9 +61,8 @@ static void test_crash_middle_waiters(void **state)
 {
     (void)state;
     const char *name = "fair:crash";
-    static const char *const slots[3] = {"0,1,2", "3,4,5", "6,7,8,9"};
     pid_t pid[3];
-    rlock *l = queue_children(name, slots, 10, pid);
+    rlock *l = queue_children(name, 10, pid, "0,1,2", "3,4,5", "6,7,8,9");
     char *q[16];
     assert_int_equal(fc_lrange(g_srv, "redisson_lock_queue:{fair:crash}", q, 16), 10);
     assert_int_equal(fc_zcard(g_srv, name), 10);
@@ -108,9 +108,8 @@ static void test_crash_next_in_line(void **state)
 {
     (void)state;
     const char *name = "fair:crash-next";
-    static const char *const slots[3] = {"0", "1", "2"};
     pid_t pid[3];
-    rlock *l = queue_children(name, slots, 3, pid);
+    rlock *l = queue_children(name, 3, pid, "0", "1", "2");
     int64_t killed = rh_now_ms();
     assert_int_equal(kill(pid[1], SIGKILL), 0);
     assert_int_equal(rh_wait_child(pid[1], 5000), 128 + SIGKILL);
@@ -161,8 +160,7 @@ static void test_give_up_in_the_middle(void **state)
 {
     (void)state;
     const char *name = "fair:giveup";
-    rlock *l = rlock_open(g_client, RLOCK_FAIR, name);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    rlock *l = tc_hold(g_client, RLOCK_FAIR, name);
     waiter w[3];
     pthread_t t[3];
     atomic_store(&g_slot, 0);
@@ -196,8 +194,7 @@ static void test_give_up_in_the_middle(void **state)
     assert_int_equal(w[2].rc, RLOCK_OK);
     assert_int_equal(w[0].slot, 0);
     assert_int_equal(w[2].slot, 1);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(l);
 }
 
@@ -243,8 +240,7 @@ static void test_client_pause_write(void **state)
         /* The leave waited for the pause to end instead of leaving the entry behind. */
         assert_true(took >= 3900);
     }
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(hl);
     rlock_free(wl);
     rlock_client_free(wc);
@@ -359,22 +355,12 @@ static void test_no_deadline_creep(void **state)
      * their deadlines have passed) and nothing is left behind. */
     rh_sleep_ms(WTD + 100);
     assert_int_equal(rlock_try_lock(l, 0, 1000), RLOCK_OK);
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
     rlock_client_free(cc);
 }
 
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {
-        return fc_child_main(argc, argv);
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crash_middle_waiters),  cmocka_unit_test(test_crash_next_in_line),
-        cmocka_unit_test(test_give_up_in_the_middle), cmocka_unit_test(test_client_pause_write),
-        cmocka_unit_test(test_no_deadline_creep),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+FC_MAIN(setup, teardown, cmocka_unit_test(test_crash_middle_waiters),
+        cmocka_unit_test(test_crash_next_in_line), cmocka_unit_test(test_give_up_in_the_middle),
+        cmocka_unit_test(test_client_pause_write), cmocka_unit_test(test_no_deadline_creep))

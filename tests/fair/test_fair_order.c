@@ -77,8 +77,7 @@ static void test_lease_timeout_order(void **state)
         assert_int_equal(w[i].rc, RLOCK_OK);
         assert_int_equal(w[i].slot, i);
     }
-    assert_int_equal(fc_llen(g_srv, "fair:lease-order"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:lease-order"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:lease-order");
     rlock_free(l);
 }
 
@@ -125,17 +124,12 @@ static int g_counter; /* non-atomic on purpose: lost updates reveal overlapping 
 /* How long each of the 500 threads holds the lock (shorter under TSan, which is slower). */
 #define MANY_SLEEP_MS (FC_TSAN ? 2 : 5)
 
-typedef struct many_waiter {
-    rlock *l;
-    int rc;
-} many_waiter;
-
-static void *many_main(void *arg)
+/* One of the 500 threads (a tc_bg call on the lock l): lock, count, unlock. */
+static int many_main(void *l)
 {
-    many_waiter *w = arg;
-    w->rc = rlock_lock(w->l, 5000);
-    if (w->rc != RLOCK_OK) {
-        return NULL;
+    int rc = rlock_lock(l, 5000);
+    if (rc != RLOCK_OK) {
+        return rc;
     }
     if (atomic_fetch_add(&g_inside, 1) != 0) {
         atomic_fetch_add(&g_overlaps, 1);
@@ -144,8 +138,7 @@ static void *many_main(void *arg)
     rh_sleep_ms(MANY_SLEEP_MS);
     g_counter = v + 1;
     atomic_fetch_sub(&g_inside, 1);
-    w->rc = rlock_unlock(w->l);
-    return NULL;
+    return rlock_unlock(l);
 }
 
 static void test_500_threads(void **state)
@@ -153,32 +146,24 @@ static void test_500_threads(void **state)
     (void)state;
     enum { N = 500 };
     rlock *l = tc_open(g_client, RLOCK_FAIR, "fair:500");
-    static many_waiter w[N];
-    static pthread_t t[N];
+    static tc_bg w[N];
     g_counter = 0;
     atomic_store(&g_inside, 0);
     atomic_store(&g_overlaps, 0);
     int64_t t0 = rh_now_ms();
-    int started = 0;
-    for (; started < N; started++) {
-        w[started] = (many_waiter){l, -1000};
-        if (pthread_create(&t[started], NULL, many_main, &w[started]) != 0) {
-            break;
-        }
-    }
-    for (int i = 0; i < started; i++) {
-        pthread_join(t[i], NULL);
-    }
-    print_message("%d threads lock/sleep %d ms/unlock: all done in %lld ms\n", started,
-                  MANY_SLEEP_MS, (long long)(rh_now_ms() - t0));
-    assert_int_equal(started, N);
     for (int i = 0; i < N; i++) {
-        assert_int_equal(w[i].rc, RLOCK_OK);
+        tc_bg_start(&w[i], many_main, l);
     }
+    int failed = 0;
+    for (int i = 0; i < N; i++) {
+        failed += tc_bg_join(&w[i]) != RLOCK_OK;
+    }
+    print_message("%d threads lock/sleep %d ms/unlock: all done in %lld ms\n", N, MANY_SLEEP_MS,
+                  (long long)(rh_now_ms() - t0));
+    assert_int_equal(failed, 0);
     assert_int_equal(atomic_load(&g_overlaps), 0);
     assert_int_equal(g_counter, N);
-    assert_int_equal(fc_llen(g_srv, "fair:500"), 0);
-    assert_int_equal(fc_zcard(g_srv, "fair:500"), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, "fair:500");
     rlock_free(l);
 }
 
@@ -226,21 +211,10 @@ static void test_fifo_50_waiters_4_processes(void **state)
     for (int p = 0; p < PROCS; p++) {
         assert_int_equal(rh_wait_child(kids[p], 20000), 0);
     }
-    assert_int_equal(fc_llen(g_srv, name), 0);
-    assert_int_equal(fc_zcard(g_srv, name), 0);
+    FC_ASSERT_NO_WAITERS(g_srv, name);
     rlock_free(l);
 }
 
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "--fair-child") == 0) {
-        return fc_child_main(argc, argv);
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lease_timeout_order),
-        cmocka_unit_test(test_multi_instance_order),
-        cmocka_unit_test(test_500_threads),
-        cmocka_unit_test(test_fifo_50_waiters_4_processes),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+FC_MAIN(setup, teardown, cmocka_unit_test(test_lease_timeout_order),
+        cmocka_unit_test(test_multi_instance_order), cmocka_unit_test(test_500_threads),
+        cmocka_unit_test(test_fifo_50_waiters_4_processes))

@@ -297,14 +297,7 @@ static int teardown(void **state)
     return tc_fixture_close(&g_srv, &g_client);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scoreless_head_dropped),
-        cmocka_unit_test(test_give_up_positions),
-        cmocka_unit_test(test_grant_and_release_notify),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_scoreless_head_dropped),
+        cmocka_unit_test(test_give_up_positions), cmocka_unit_test(test_grant_and_release_notify),
         cmocka_unit_test(test_heartbeat_refresh_wake_and_sweep),
-        cmocka_unit_test(test_free_lock_bound_capped),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_free_lock_bound_capped))

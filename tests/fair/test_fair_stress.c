@@ -44,10 +44,5 @@ static void test_mutual_exclusion(void **state)
     assert_int_equal(fc_zcard(srv, NAME), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_mutual_exclusion, tc_server_setup, tc_server_teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TC_MAIN(NULL, NULL,
+        cmocka_unit_test_setup_teardown(test_mutual_exclusion, tc_server_setup, tc_server_teardown))

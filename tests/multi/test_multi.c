@@ -372,19 +372,9 @@ static void test_bad_input(void **state)
     rlock_free(a);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_unlock),
-        cmocka_unit_test(test_ten_threads_one_wins),
-        cmocka_unit_test(test_second_lock_waits),
-        cmocka_unit_test(test_three_servers),
-        cmocka_unit_test(test_all_or_nothing),
-        cmocka_unit_test(test_opposite_orders),
-        cmocka_unit_test(test_lease),
-        cmocka_unit_test(test_sweep_outlasts_lease),
-        cmocka_unit_test(test_mixed_kinds),
-        cmocka_unit_test(test_bad_input),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lock_unlock),
+        cmocka_unit_test(test_ten_threads_one_wins), cmocka_unit_test(test_second_lock_waits),
+        cmocka_unit_test(test_three_servers), cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_opposite_orders), cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_sweep_outlasts_lease), cmocka_unit_test(test_mixed_kinds),
+        cmocka_unit_test(test_bad_input))

@@ -72,18 +72,44 @@ static rlock_client *client_with(int i, int64_t watchdog_ms, int64_t server_time
     return c;
 }
 
+/* A RedLock on name over the first three servers, on clients of its own (client_with()). */
+typedef struct rl_own {
+    rlock_client *c[3];
+    rl r;
+} rl_own;
+
+static void rl_own_open(rl_own *o, int64_t watchdog_ms, int64_t server_timeout_ms, const char *name)
+{
+    for (int i = 0; i < 3; i++) {
+        o->c[i] = client_with(i, watchdog_ms, server_timeout_ms);
+    }
+    rl_open(&o->r, o->c, first3, 3, name);
+}
+
+/* Frees the group, then the clients (a NULL one was freed by the test). */
+static void rl_own_close(rl_own *o)
+{
+    mu_group_close(&o->r);
+    for (int i = 0; i < 3; i++) {
+        rlock_client_free(o->c[i]);
+    }
+}
+
+/* Another thread's try_lock of g (wait_ms, lease_ms), given up at once when it succeeds. */
 typedef struct tryer {
     rlock *g;
-    int64_t wait_ms, took;
+    int64_t wait_ms, lease_ms;
     int rc;
+    int64_t took, got_at; /* how long the call took, and when it returned */
 } tryer;
 
 static void *tryer_main(void *arg)
 {
     tryer *t = arg;
     int64_t t0 = rh_now_ms();
-    t->rc = rlock_try_lock(t->g, t->wait_ms, 5000);
-    t->took = rh_now_ms() - t0;
+    t->rc = rlock_try_lock(t->g, t->wait_ms, t->lease_ms);
+    t->got_at = rh_now_ms();
+    t->took = t->got_at - t0;
     if (t->rc == RLOCK_OK) {
         rlock_unlock(t->g);
     }
@@ -103,7 +129,7 @@ static void test_basic(void **state)
     uint64_t t1 = rlock_token(r.g);
     assert_true(t1 > 0);
     /* Another thread cannot take it, neither at once nor within 200 ms. */
-    tryer t = {r.g, 200, 0, 0};
+    tryer t = {.g = r.g, .wait_ms = 200, .lease_ms = 5000};
     pthread_t th;
     pthread_create(&th, NULL, tryer_main, &t);
     pthread_join(th, NULL);
@@ -228,16 +254,13 @@ static void test_quorum_masks(void **state)
 static void test_validity(void **state)
 {
     (void)state;
-    rlock_client *slow[3];
-    for (int i = 0; i < 3; i++) {
-        slow[i] = client_with(i, 30000, 1000);
-    }
-    rl r;
-    rl_open(&r, slow, first3, 3, "rl_valid");
+    rl_own own;
+    rl_own_open(&own, 30000, 1000, "rl_valid");
+    rl *r = &own.r;
     /* Control: without the delay the same call succeeds. */
-    int rc = rlock_try_lock(r.g, 0, 200);
+    int rc = rlock_try_lock(r->g, 0, 200);
     assert_int_equal(rc, RLOCK_OK);
-    rc = rlock_unlock(r.g);
+    rc = rlock_unlock(r->g);
     assert_true(rc == RLOCK_OK || rc == RLOCK_ELOST);
     for (int i = 0; i < 2; i++) {
         const char *pause[] = {"CLIENT", "PAUSE", "300", "ALL", NULL};
@@ -246,15 +269,12 @@ static void test_validity(void **state)
         free(ok);
     }
     int64_t t0 = rh_now_ms();
-    assert_int_equal(rlock_try_lock(r.g, 0, 200), RLOCK_ETIMEDOUT);
+    assert_int_equal(rlock_try_lock(r->g, 0, 200), RLOCK_ETIMEDOUT);
     assert_true(rh_now_ms() - t0 >= 290);
-    assert_int_equal(rlock_is_held(r.g), 0);
-    assert_int_equal(rlock_token(r.g), 0);
+    assert_int_equal(rlock_is_held(r->g), 0);
+    assert_int_equal(rlock_token(r->g), 0);
     assert_int_equal(keys_on(first3, 3, "rl_valid"), 0);
-    mu_group_close(&r);
-    for (int i = 0; i < 3; i++) {
-        rlock_client_free(slow[i]);
-    }
+    rl_own_close(&own);
 }
 
 /* lease < 0: the watchdogs keep the grants; losing one of three is tolerated, losing two makes
@@ -262,24 +282,21 @@ static void test_validity(void **state)
 static void test_watchdog_majority(void **state)
 {
     (void)state;
-    rlock_client *wc[3];
-    for (int i = 0; i < 3; i++) {
-        wc[i] = client_with(i, 1200, SERVER_TIMEOUT);
-    }
-    rl r;
-    rl_open(&r, wc, first3, 3, "rl_wd");
+    rl_own own;
+    rl_own_open(&own, 1200, SERVER_TIMEOUT, "rl_wd");
+    rl *r = &own.r;
     atomic_store(&lost_calls, 0);
-    assert_int_equal(rlock_lock(r.g, -1), RLOCK_OK);
-    uint64_t token = rlock_token(r.g);
+    assert_int_equal(rlock_lock(r->g, -1), RLOCK_OK);
+    uint64_t token = rlock_token(r->g);
     assert_true(token > 0);
     mu_sleep_ms(1500);
-    assert_int_equal(rlock_is_held(r.g), 1);
+    assert_int_equal(rlock_is_held(r->g), 1);
     const char *del[] = {"DEL", "rl_wd", NULL};
     assert_int_equal(rh_cmd_int(srv[0], del), 1); /* one server loses the hold */
     mu_sleep_ms(1200);
     assert_int_equal(atomic_load(&lost_calls), 0);
-    assert_int_equal(rlock_is_held(r.g), 1);
-    assert_int_equal(rlock_token(r.g), token);    /* a majority still holds it */
+    assert_int_equal(rlock_is_held(r->g), 1);
+    assert_int_equal(rlock_token(r->g), token);   /* a majority still holds it */
     assert_int_equal(rh_cmd_int(srv[1], del), 1); /* a second one: no majority left */
     int64_t t0 = rh_now_ms();
     while (atomic_load(&lost_calls) == 0 && rh_now_ms() - t0 < 3000) {
@@ -288,17 +305,14 @@ static void test_watchdog_majority(void **state)
     assert_int_equal(atomic_load(&lost_calls), 1);
     /* rlock.h: a hold the watchdog found lost reports token 0 at once (it used to keep the old
      * token until unlock). */
-    assert_int_equal(rlock_token(r.g), 0);
-    assert_int_equal(rlock_is_held(r.g), 0);
-    assert_int_equal(rlock_lock(r.g, -1), RLOCK_ELOST); /* no re-entry into a lost hold */
-    assert_int_equal(rlock_unlock(r.g), RLOCK_ELOST);
+    assert_int_equal(rlock_token(r->g), 0);
+    assert_int_equal(rlock_is_held(r->g), 0);
+    assert_int_equal(rlock_lock(r->g, -1), RLOCK_ELOST); /* no re-entry into a lost hold */
+    assert_int_equal(rlock_unlock(r->g), RLOCK_ELOST);
     assert_int_equal(keys_on(first3, 3, "rl_wd"), 0);
     mu_sleep_ms(500);
     assert_int_equal(atomic_load(&lost_calls), 1);
-    mu_group_close(&r);
-    for (int i = 0; i < 3; i++) {
-        rlock_client_free(wc[i]);
-    }
+    rl_own_close(&own);
 }
 
 /* SCRIPT FLUSH on every server: the acquire loads the scripts and carries on. */
@@ -359,38 +373,17 @@ static void test_bad_input(void **state)
 static void test_client_closed(void **state)
 {
     (void)state;
-    rlock_client *c[3];
-    for (int i = 0; i < 3; i++) {
-        c[i] = client_with(i, 1500, SERVER_TIMEOUT);
-    }
-    rl r;
-    rl_open(&r, c, first3, 3, "rl_closed");
-    assert_int_equal(rlock_lock(r.g, -1), RLOCK_OK);
-    rlock_client_free(c[1]);
-    assert_int_equal(rlock_is_held(r.g), RLOCK_ECLOSED);
-    assert_int_equal(rlock_is_locked(r.g), RLOCK_ECLOSED);
-    assert_int_equal(rlock_unlock(r.g), RLOCK_ECLOSED);
-    assert_int_equal(rlock_try_lock(r.g, 0, 1000), RLOCK_ECLOSED);
-    mu_group_close(&r); /* stops the renewals; the keys expire with their lease */
-    rlock_client_free(c[0]);
-    rlock_client_free(c[2]);
-}
-
-typedef struct late {
-    rlock *g;
-    int64_t lease, got_at;
-    int rc;
-} late;
-
-static void *late_main(void *arg)
-{
-    late *l = arg;
-    l->rc = rlock_try_lock(l->g, 6000, l->lease);
-    l->got_at = rh_now_ms();
-    if (l->rc == RLOCK_OK) {
-        rlock_unlock(l->g);
-    }
-    return NULL;
+    rl_own own;
+    rl_own_open(&own, 1500, SERVER_TIMEOUT, "rl_closed");
+    rl *r = &own.r;
+    assert_int_equal(rlock_lock(r->g, -1), RLOCK_OK);
+    rlock_client_free(own.c[1]);
+    own.c[1] = NULL;
+    assert_int_equal(rlock_is_held(r->g), RLOCK_ECLOSED);
+    assert_int_equal(rlock_is_locked(r->g), RLOCK_ECLOSED);
+    assert_int_equal(rlock_unlock(r->g), RLOCK_ECLOSED);
+    assert_int_equal(rlock_try_lock(r->g, 0, 1000), RLOCK_ECLOSED);
+    rl_own_close(&own); /* stops the renewals; the keys expire with their lease */
 }
 
 /* H holds a bare majority {0, 1} (server 2 was down during its acquire). Server 1 then dies
@@ -410,18 +403,18 @@ static int64_t restart_scenario(const char *name, int64_t restart_delay_ms)
     int64_t h_valid_until = t0 + lease - (lease / 100 + 2);
     assert_int_equal(rh_restart(srv[2]), 0);
     assert_int_equal(rh_stop(srv[1]), 0);
-    late l = {g.g, lease, 0, -1};
+    tryer l = {.g = g.g, .wait_ms = 6000, .lease_ms = lease, .rc = -1};
     pthread_t th;
     /* With the delay, G already tries while server 1 is down (it must not get in before H's
      * validity ends). Without it, G starts once server 1 is back: started earlier, the pool's
      * reconnect back-off towards the dead server could hide the hazard by luck. */
     if (restart_delay_ms > 0) {
-        pthread_create(&th, NULL, late_main, &l);
+        pthread_create(&th, NULL, tryer_main, &l);
     }
     mu_sleep_ms(restart_delay_ms);
     assert_int_equal(rh_restart(srv[1]), 0);
     if (restart_delay_ms == 0) {
-        pthread_create(&th, NULL, late_main, &l);
+        pthread_create(&th, NULL, tryer_main, &l);
     }
     pthread_join(th, NULL);
     assert_int_equal(l.rc, RLOCK_OK);
@@ -463,19 +456,8 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic),
-        cmocka_unit_test(test_held_elsewhere),
-        cmocka_unit_test(test_quorum_masks),
-        cmocka_unit_test(test_validity),
-        cmocka_unit_test(test_watchdog_majority),
-        cmocka_unit_test(test_noscript),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_client_closed),
-        cmocka_unit_test(test_handoff_is_notified),
-        cmocka_unit_test(test_restart_rule),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_basic), cmocka_unit_test(test_held_elsewhere),
+        cmocka_unit_test(test_quorum_masks), cmocka_unit_test(test_validity),
+        cmocka_unit_test(test_watchdog_majority), cmocka_unit_test(test_noscript),
+        cmocka_unit_test(test_bad_input), cmocka_unit_test(test_client_closed),
+        cmocka_unit_test(test_handoff_is_notified), cmocka_unit_test(test_restart_rule))

@@ -257,12 +257,6 @@ static void test_calls_after_client_free(void **state)
     assert_true(ttl > 0 && ttl <= 30000);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_null_and_empty),    cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_unlock_twice),      cmocka_unit_test(test_binary_names),
-        cmocka_unit_test(test_name_length_limit), cmocka_unit_test(test_calls_after_client_free),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_null_and_empty), cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_unlock_twice), cmocka_unit_test(test_binary_names),
+        cmocka_unit_test(test_name_length_limit), cmocka_unit_test(test_calls_after_client_free))

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "re_common.h"
+#include "tc_steps.h"
 #include "tc_thread.h"
 
 typedef struct {
@@ -47,7 +48,9 @@ static int teardown(void **state)
 
 /* ---- one operation on another thread ---------------------------------------------------- */
 
-enum { OP_TRY0, OP_UNLOCK, OP_IS_LOCKED, OP_IS_HELD, OP_HOLD_COUNT, OP_LOCK_UNLOCK, OP_TOKEN };
+/* Another thread's operation: a tc_call of this thread's kind (TC_UNLOCK, TC_IS_LOCKED, ...), or
+ * one of these. */
+enum { OP_TRY0 = TC_TRY, OP_LOCK_UNLOCK = 100, OP_TOKEN };
 
 typedef struct {
     rlock *l;
@@ -67,18 +70,6 @@ static void *other_main(void *arg)
             rlock_unlock(o->l);
         }
         break;
-    case OP_UNLOCK:
-        r = rlock_unlock(o->l);
-        break;
-    case OP_IS_LOCKED:
-        r = rlock_is_locked(o->l);
-        break;
-    case OP_IS_HELD:
-        r = rlock_is_held(o->l);
-        break;
-    case OP_HOLD_COUNT:
-        r = rlock_hold_count(o->l);
-        break;
     case OP_LOCK_UNLOCK:
         r = rlock_lock(o->l, -1);
         o->done_at = rh_now_ms();
@@ -89,12 +80,15 @@ static void *other_main(void *arg)
     case OP_TOKEN:
         r = (intptr_t)rlock_token(o->l);
         break;
+    default:
+        r = (intptr_t)tc_step_call(o->l, (tc_call)o->op, 0, 0);
+        break;
     }
     snprintf(o->err, sizeof(o->err), "%s", rlock_last_error());
     return (void *)r;
 }
 
-static intptr_t other(rlock *l, int op)
+static long long other(rlock *l, int op)
 {
     other_op o = {.l = l, .op = op};
     return re_run_thread(other_main, &o);
@@ -135,12 +129,7 @@ static void test_reentrancy(void **state)
 {
     fixture *f = *state;
     rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:reent");
-    assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
-    assert_int_equal(rlock_try_lock(l, 0, -1), RLOCK_OK);
-    assert_int_equal(other(l, OP_TRY0), RLOCK_ETIMEDOUT);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(other(l, OP_TRY0), RLOCK_ETIMEDOUT);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    TC_STEPS(l, tc_steps_reentrancy, other);
     assert_int_equal(other(l, OP_TRY0), RLOCK_OK);
     rlock_free(l);
 }
@@ -150,20 +139,9 @@ static void test_hold_count(void **state)
 {
     fixture *f = *state;
     rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:count");
-    assert_int_equal(rlock_hold_count(l), 0);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), 1);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), 0);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), 1);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), 2);
-    assert_int_equal(other(l, OP_HOLD_COUNT), 0);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), 1);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(l), 0);
+    TC_STEPS(l, tc_steps_count_up, NULL);
+    assert_int_equal(other(l, TC_HOLD_COUNT), 0);
+    TC_STEPS(l, tc_steps_count_down, NULL);
     rlock_free(l);
 }
 
@@ -172,22 +150,21 @@ static void test_visibility_other_thread(void **state)
 {
     fixture *f = *state;
     rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:vis");
-    assert_int_equal(rlock_is_locked(l), 0);
-    assert_int_equal(rlock_is_held(l), 0);
-    assert_int_equal(other(l, OP_IS_LOCKED), 0);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_is_locked(l), 1);
-    assert_int_equal(rlock_is_held(l), 1);
-    assert_int_equal(other(l, OP_IS_LOCKED), 1);
-    assert_int_equal(other(l, OP_IS_HELD), 0);
+    static const tc_step held[] = {
+        {TC_IS_LOCKED, 0, 0, 0},        {TC_IS_HELD, 0, 0, 0},
+        {TC_OTHER, TC_IS_LOCKED, 0, 0}, {TC_LOCK, -1, 0, RLOCK_OK},
+        {TC_IS_LOCKED, 0, 0, 1},        {TC_IS_HELD, 0, 0, 1},
+        {TC_OTHER, TC_IS_LOCKED, 0, 1}, {TC_OTHER, TC_IS_HELD, 0, 0},
+    };
+    TC_STEPS(l, held, other);
     /* A second handle on the same name sees the same lock. */
     rlock *l2 = rlock_open(f->c, RLOCK_REENTRANT, "re:basic:vis");
-    assert_int_equal(rlock_is_locked(l2), 1);
-    assert_int_equal(other(l2, OP_IS_HELD), 0);
-    assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(other(l, OP_IS_LOCKED), 0);
-    assert_int_equal(rlock_is_held(l), 0);
+    static const tc_step second[] = {{TC_IS_LOCKED, 0, 0, 1}, {TC_OTHER, TC_IS_HELD, 0, 0}};
+    TC_STEPS(l2, second, other);
     rlock_free(l2);
+    static const tc_step released[] = {
+        {TC_UNLOCK, 0, 0, RLOCK_OK}, {TC_OTHER, TC_IS_LOCKED, 0, 0}, {TC_IS_HELD, 0, 0, 0}};
+    TC_STEPS(l, released, other);
     rlock_free(l);
 }
 
@@ -202,7 +179,7 @@ static void test_unlock_by_other_thread(void **state)
     const char *hgetall[] = {"HGETALL", "re:basic:unlockfail", NULL};
     redisReply *before = rh_cmd(f->srv, hgetall);
     assert_non_null(before);
-    other_op o = {.l = l, .op = OP_UNLOCK};
+    other_op o = {.l = l, .op = TC_UNLOCK};
     assert_int_equal(re_run_thread(other_main, &o), RLOCK_ENOTOWNER);
     assert_true(strlen(o.err) > 0);
     redisReply *after = rh_cmd(f->srv, hgetall);
@@ -231,14 +208,14 @@ static void test_force_unlock(void **state)
 {
     fixture *f = *state;
     rlock *l = tc_open(f->c, RLOCK_REENTRANT, "re:basic:force");
-    assert_int_equal(rlock_force_unlock(l), 0);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_is_locked(l), 1);
-    assert_int_equal(rlock_force_unlock(l), 1);
-    assert_int_equal(rlock_is_locked(l), 0);
+    static const tc_step forced[] = {
+        {TC_FORCE_UNLOCK, 0, 0, 0}, {TC_LOCK, -1, 0, RLOCK_OK}, {TC_IS_LOCKED, 0, 0, 1},
+        {TC_FORCE_UNLOCK, 0, 0, 1}, {TC_IS_LOCKED, 0, 0, 0},
+    };
+    TC_STEPS(l, forced, other);
     rlock *fresh = tc_open(f->c, RLOCK_REENTRANT, "re:basic:force");
-    assert_int_equal(rlock_is_locked(fresh), 0);
-    assert_int_equal(other(fresh, OP_TRY0), RLOCK_OK);
+    static const tc_step fresh_free[] = {{TC_IS_LOCKED, 0, 0, 0}, {TC_OTHER, OP_TRY0, 0, RLOCK_OK}};
+    TC_STEPS(fresh, fresh_free, other);
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
     assert_true(strlen(rlock_last_error()) > 0);
     rlock_free(fresh);
@@ -361,19 +338,8 @@ static void test_redis_down(void **state)
     rh_free(s);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_unlock),
-        cmocka_unit_test(test_reentrancy),
-        cmocka_unit_test(test_hold_count),
-        cmocka_unit_test(test_visibility_other_thread),
-        cmocka_unit_test(test_unlock_by_other_thread),
-        cmocka_unit_test(test_force_unlock),
-        cmocka_unit_test(test_expire),
-        cmocka_unit_test(test_remaining_ttl),
-        cmocka_unit_test(test_try_lock_wait),
-        cmocka_unit_test(test_redis_down),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lock_unlock), cmocka_unit_test(test_reentrancy),
+        cmocka_unit_test(test_hold_count), cmocka_unit_test(test_visibility_other_thread),
+        cmocka_unit_test(test_unlock_by_other_thread), cmocka_unit_test(test_force_unlock),
+        cmocka_unit_test(test_expire), cmocka_unit_test(test_remaining_ttl),
+        cmocka_unit_test(test_try_lock_wait), cmocka_unit_test(test_redis_down))

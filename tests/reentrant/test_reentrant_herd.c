@@ -50,6 +50,16 @@ static rlock_client *herd_client(int64_t waiter_timeout_ms)
     return tc_client(&o);
 }
 
+/* The holder: a client of its own in *hc (herd_client()) and its handle on name, holding it for
+ * LEASE_MS. */
+static rlock *herd_hold(const char *name, int64_t waiter_timeout_ms, rlock_client **hc)
+{
+    *hc = herd_client(waiter_timeout_ms);
+    rlock *h = tc_open(*hc, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    return h;
+}
+
 static void herd_start(herd_waiter *w, const char *name, int64_t waiter_timeout_ms)
 {
     memset(w, 0, sizeof(*w));
@@ -156,10 +166,9 @@ static void test_release_wakes_one_client(void **state)
 {
     g_srv = *state;
     const char *name = "re:herd";
-    rlock_client *hc = herd_client(60000);
-    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
-    /* Load the release script first, so that no NOSCRIPT reply is counted as a call. */
-    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    rlock_client *hc;
+    rlock *h = herd_hold(name, 60000, &hc);
+    /* This release loads the release script, so that no NOSCRIPT reply is counted as a call. */
     assert_int_equal(rlock_unlock(h), RLOCK_OK);
     assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
     herd_waiter w[WAITERS];
@@ -207,8 +216,7 @@ static void test_release_wakes_one_client(void **state)
         herd_stop(&w[i]);
     }
     assert_int_equal(zcard_waiters(name), 0);
-    rlock_free(h);
-    rlock_client_free(hc);
+    tc_close_own(h, hc);
 }
 
 /* A child process that, once go_fd reads end-of-file (the holder holds the lock), waits for name
@@ -247,9 +255,8 @@ static void test_killed_waiter_strands_nobody(void **state)
     assert_int_equal(pipe(go), 0);
     pid_t child = spawn_waiter(name, go);
     assert_true(child > 0);
-    rlock_client *hc = herd_client(1000);
-    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
-    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    rlock_client *hc;
+    rlock *h = herd_hold(name, 1000, &hc);
     close(go[1]);
     int64_t deadline = rh_now_ms() + 10000;
     while (zcard_waiters(name) != 1 && rh_now_ms() < deadline) {
@@ -281,8 +288,7 @@ static void test_killed_waiter_strands_nobody(void **state)
     for (int i = 0; i < 2; i++) {
         herd_stop(&w[i]);
     }
-    rlock_free(h);
-    rlock_client_free(hc);
+    tc_close_own(h, hc);
 }
 
 /* PUBLISH message on channel: the number of subscribers (plain or pattern) that received it. */
@@ -298,9 +304,8 @@ static void test_glob_name_pattern_is_literal(void **state)
 {
     g_srv = *state;
     const char *name = "re:glob*?[ab]";
-    rlock_client *hc = herd_client(60000);
-    rlock *h = rlock_open(hc, RLOCK_REENTRANT, name);
-    assert_int_equal(rlock_lock(h, LEASE_MS), RLOCK_OK);
+    rlock_client *hc;
+    rlock *h = herd_hold(name, 60000, &hc);
     herd_waiter w;
     herd_start(&w, name, 60000);
     wait_parked(name, 1);
@@ -313,8 +318,7 @@ static void test_glob_name_pattern_is_literal(void **state)
     int done = 0;
     assert_int_equal(herd_holder(&w, 1, &done), 0);
     herd_stop(&w);
-    rlock_free(h);
-    rlock_client_free(hc);
+    tc_close_own(h, hc);
 }
 
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_release_wakes_one_client),

@@ -73,33 +73,46 @@ static void assert_lost_state(rlock *l, uint64_t lost_token)
     assert_int_equal(atomic_load(&g_lost_other), 0);
 }
 
-/* A client with the test's watchdog timeout, the given command timeout (0: the default) and
- * on_lost counting into g_lost_calls (reset here), and its handle on name, the lock the test
- * expects on_lost to name. */
-static rlock *lost_open(const char *name, int64_t command_timeout_ms, rlock_client **c)
+/* A hold of the test: its client (the test's watchdog timeout, a command timeout, on_lost
+ * counting into g_lost_calls), its handle and the hold's fencing token. */
+typedef struct lost_hold {
+    rlock_client *c;
+    rlock *l;
+    uint64_t token;
+} lost_hold;
+
+/* Opens name, the lock the test expects on_lost to name, on a new client with the given command
+ * timeout (0: the default), with g_lost_calls reset, and takes it with lease_ms (-1: the
+ * watchdog's); the token must be one (> 0). */
+static lost_hold lost_take(const char *name, int64_t command_timeout_ms, int64_t lease_ms)
 {
+    lost_hold h;
     g_expect_name = name;
     atomic_store(&g_lost_calls, 0);
-    *c = tc_client_tuned(g_srv, WD_MS, command_timeout_ms, on_lost, &g_lost_calls);
-    return tc_open(*c, RLOCK_REENTRANT, name);
+    h.c = tc_client_tuned(g_srv, WD_MS, command_timeout_ms, on_lost, &g_lost_calls);
+    h.l = tc_open(h.c, RLOCK_REENTRANT, name);
+    assert_int_equal(rlock_lock(h.l, lease_ms), RLOCK_OK);
+    h.token = rlock_token(h.l);
+    assert_true(h.token > 0);
+    return h;
 }
 
-static void lost_close(rlock *l, rlock_client *c)
+/* The end of a lost watchdog hold whose on_lost fired took ms after the loss, within bound_ms:
+ * no second call while the record lingers, the state of assert_lost_state(), the client freed. */
+static void lost_finish(lost_hold *h, int64_t took, int64_t bound_ms)
 {
-    rlock_free(l);
-    rlock_client_free(c);
+    assert_true(took <= bound_ms);
+    rh_sleep_ms(WD_MS);
+    assert_lost_state(h->l, h->token);
+    tc_close_own(h->l, h->c);
 }
 
 /* (a) The key is deleted behind the holder's back (here held twice: reentrant). */
 static void test_lost_by_del(void **state)
 {
     (void)state;
-    rlock_client *c;
-    rlock *l = lost_open("re:lost:del", 0, &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    uint64_t token = rlock_token(l);
-    assert_true(token > 0);
+    lost_hold h = lost_take("re:lost:del", 0, -1);
+    assert_int_equal(rlock_lock(h.l, -1), RLOCK_OK);
 
     const char *del[] = {"DEL", g_expect_name, NULL};
     assert_int_equal(rh_cmd_int(g_srv, del), 1);
@@ -107,10 +120,7 @@ static void test_lost_by_del(void **state)
     int64_t took = wait_lost(1, 3000);
     print_message("DEL: on_lost fired %lld ms after the key was deleted\n", (long long)took);
     assert_int_equal(atomic_load(&g_lost_calls), 1);
-    assert_true(took <= WD_MS / 3 + 200);
-    rh_sleep_ms(WD_MS); /* No second call while the record lingers. */
-    assert_lost_state(l, token);
-    lost_close(l, c);
+    lost_finish(&h, took, WD_MS / 3 + 200);
 }
 
 /* (b) The server is paused past the lease: renewals time out, the watchdog judges the lease
@@ -118,27 +128,20 @@ static void test_lost_by_del(void **state)
 static void test_lost_by_pause(void **state)
 {
     (void)state;
-    rlock_client *c;
-    rlock *l = lost_open("re:lost:pause", 300, &c);
-    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
-    uint64_t token = rlock_token(l);
-    assert_true(token > 0);
+    lost_hold h = lost_take("re:lost:pause", 300, -1);
     rh_sleep_ms(WD_MS / 3 + 100); /* at least one successful renewal first */
 
     assert_int_equal(rh_pause(g_srv), 0);
     int64_t took = wait_lost(1, 2 * WD_MS + 1000);
     int fired_while_paused = atomic_load(&g_lost_calls);
     /* is_held answers from the lost mark without asking the stopped server. */
-    int held_while_paused = rlock_is_held(l);
+    int held_while_paused = rlock_is_held(h.l);
     rh_sleep_ms(500);
     assert_int_equal(rh_resume(g_srv), 0);
     print_message("SIGSTOP: on_lost fired %lld ms into the pause\n", (long long)took);
     assert_int_equal(fired_while_paused, 1);
     assert_int_equal(held_while_paused, 0);
-    assert_true(took <= WD_MS + 500);
-    rh_sleep_ms(WD_MS);
-    assert_lost_state(l, token);
-    lost_close(l, c);
+    lost_finish(&h, took, WD_MS + 500);
 }
 
 /* A hold with an explicit lease is not the watchdog's: it expires without on_lost, and its late
@@ -146,10 +149,8 @@ static void test_lost_by_pause(void **state)
 static void test_explicit_lease_expires_silently(void **state)
 {
     (void)state;
-    rlock_client *c;
-    rlock *l = lost_open("re:lost:lease", 0, &c);
-    assert_int_equal(rlock_lock(l, 300), RLOCK_OK);
-    uint64_t token = rlock_token(l);
+    lost_hold lh = lost_take("re:lost:lease", 0, 300);
+    rlock *l = lh.l;
     rh_sleep_ms(WD_MS);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(rlock_is_held(l), 0);
@@ -157,13 +158,13 @@ static void test_explicit_lease_expires_silently(void **state)
     tc_holder h;
     tc_holder_run(&h, l, 5000, -1, 0);
     assert_int_equal(h.rc, RLOCK_OK);
-    assert_true(h.token > token);
+    assert_true(h.token > lh.token);
     assert_int_equal(rlock_unlock(l), RLOCK_ELOST);
     assert_true(strlen(rlock_last_error()) > 0);
     assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(atomic_load(&g_lost_other), 0);
-    lost_close(l, c);
+    tc_close_own(l, lh.c);
 }
 
 /* A call that asks Redis and finds the hold gone updates the hold record: after rlock_is_held()
@@ -171,12 +172,10 @@ static void test_explicit_lease_expires_silently(void **state)
 static void test_is_held_clears_token(void **state)
 {
     (void)state;
-    rlock_client *c;
-    rlock *l = lost_open("re:lost:isheld", 0, &c);
+    lost_hold h = lost_take("re:lost:isheld", 0, 60000);
+    rlock *l = h.l;
+    uint64_t token = h.token;
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
-    assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
-    uint64_t token = rlock_token(l);
-    assert_true(token > 0);
     const char *del[] = {"DEL", g_expect_name, NULL};
     assert_int_equal(rh_cmd_int(g_srv, del), 1);
     assert_int_equal(rlock_token(l), token); /* nobody asked Redis yet */
@@ -193,16 +192,9 @@ static void test_is_held_clears_token(void **state)
     assert_int_equal(rlock_token(l), 0);
     assert_int_equal(atomic_load(&g_lost_calls), 0);
     assert_int_equal(atomic_load(&g_lost_other), 0);
-    lost_close(l, c);
+    tc_close_own(l, h.c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lost_by_del),
-        cmocka_unit_test(test_lost_by_pause),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_lost_by_del), cmocka_unit_test(test_lost_by_pause),
         cmocka_unit_test(test_explicit_lease_expires_silently),
-        cmocka_unit_test(test_is_held_clears_token),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_is_held_clears_token))

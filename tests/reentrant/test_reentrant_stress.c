@@ -47,11 +47,6 @@ static void test_mutual_exclusion_4x8(void **state)
     assert_int_equal(re_wait_no_channels(srv, 1000), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(NULL, NULL,
         cmocka_unit_test_setup_teardown(test_mutual_exclusion_4x8, tc_server_setup,
-                                        tc_server_teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+                                        tc_server_teardown))

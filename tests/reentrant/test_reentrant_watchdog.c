@@ -335,13 +335,6 @@ static void test_noscript_retry_with_two_batches(void **state)
     rh_free(srv);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sigkill_holder_frees_lock),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_sigkill_holder_frees_lock),
         cmocka_unit_test(test_noscript_retry_with_two_batches),
-        cmocka_unit_test(test_hold_10s_stays_held),
-        cmocka_unit_test(test_10000_holds_batched),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_hold_10s_stays_held), cmocka_unit_test(test_10000_holds_batched))

@@ -268,13 +268,8 @@ static void test_fair_queue_across_failover(void **state)
     rlock_client_free(hc);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(setup, teardown,
         /* The graceful switch first: Sentinel refuses another failover of the same master for
          * twice failover-timeout after one. */
         cmocka_unit_test(test_fair_queue_across_failover),
-        cmocka_unit_test(test_waiters_across_kill),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_waiters_across_kill))

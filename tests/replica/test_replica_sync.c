@@ -62,6 +62,13 @@ static rlock_client *client_on(rh_server *s, int sync)
     return tc_client(&o);
 }
 
+/* SIGCONT to replica i, and the master sees all NREP replicas again before the next test. */
+static void resume_replica(int i)
+{
+    assert_int_equal(rh_resume(g_rep[i]), 0);
+    assert_int_equal(tc_replicas_wait(g_master, NREP, 10000), 0);
+}
+
 static long long exists(rh_server *s, const char *key)
 {
     const char *argv[] = {"EXISTS", key, NULL};
@@ -122,11 +129,9 @@ static void test_stopped_replica_ereplica(void **state)
     /* An unlock the replicas miss still releases on the master. */
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     assert_int_equal(exists(g_master, "rs:stop"), 0);
-    assert_int_equal(rh_resume(g_rep[1]), 0);
-    assert_int_equal(tc_replicas_wait(g_master, NREP, 10000), 0);
+    resume_replica(1);
     rlock_free(f);
-    rlock_free(l);
-    rlock_client_free(c);
+    tc_close_own(l, c);
 }
 
 /* Semaphores and the latch with a replica stopped: an acquire (plain or leased) returns
@@ -153,8 +158,7 @@ static void test_sem_latch_stopped_replica(void **state)
     assert_int_equal(rlock_latch_count_down(latch), RLOCK_EREPLICA);
     assert_non_null(strstr(rlock_last_error(), "1 of 2 replicas acknowledged"));
     assert_int_equal(rlock_latch_count(latch), 1);
-    assert_int_equal(rh_resume(g_rep[1]), 0);
-    assert_int_equal(tc_replicas_wait(g_master, NREP, 10000), 0);
+    resume_replica(1);
     assert_int_equal(rlock_semaphore_acquire(sem, 2, 0), RLOCK_OK);
     assert_int_equal(rlock_semaphore_release(sem, 2), RLOCK_OK);
     assert_int_equal(rlock_latch_count_down(latch), RLOCK_OK);
@@ -278,17 +282,10 @@ static void test_aof_needs_72(void **state)
     assert_non_null(strstr(rlock_last_error(), "7.2"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grant_reaches_replicas),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_grant_reaches_replicas),
         cmocka_unit_test(test_stopped_replica_ereplica),
         cmocka_unit_test(test_sem_latch_stopped_replica),
         cmocka_unit_test(test_tokens_strictly_increasing),
         cmocka_unit_test(test_sync_off_sends_no_wait),
         cmocka_unit_test(test_no_replicas_then_one_joins),
-        cmocka_unit_test(test_renewal_unsynced_not_lost),
-        cmocka_unit_test(test_aof_needs_72),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_renewal_unsynced_not_lost), cmocka_unit_test(test_aof_needs_72))

@@ -116,13 +116,7 @@ static void test_cluster_url_not_a_cluster(void **state)
     assert_non_null(strstr(rlock_last_error(), "cluster support disabled"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_discovery_with_two_sentinels_down),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_discovery_with_two_sentinels_down),
         cmocka_unit_test(test_all_sentinels_down),
         cmocka_unit_test(test_nonsense_sentinels_skipped),
-        cmocka_unit_test(test_cluster_url_not_a_cluster),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_cluster_url_not_a_cluster))

@@ -189,12 +189,5 @@ static void test_next_sentinel_after_drop(void **state)
     assert_int_equal(rh_restart(g_d.sentinel[0]), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_idle_client_follows_switch),
-        cmocka_unit_test(test_waiter_resubscribed),
-        cmocka_unit_test(test_next_sentinel_after_drop),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_idle_client_follows_switch),
+        cmocka_unit_test(test_waiter_resubscribed), cmocka_unit_test(test_next_sentinel_after_drop))

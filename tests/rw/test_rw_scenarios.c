@@ -698,27 +698,15 @@ static void test_bad_input(void **state)
     scene_close(&sc);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_multi_read),
-        cmocka_unit_test(test_write_reentrancy),
-        cmocka_unit_test(test_downgrade),
-        cmocka_unit_test(test_no_upgrade),
-        cmocka_unit_test(test_write_release_wakes_readers),
-        cmocka_unit_test(test_downgrade_wakes_readers),
-        cmocka_unit_test(test_read_lease_windows),
+TC_MAIN(group_setup, group_teardown, cmocka_unit_test(test_multi_read),
+        cmocka_unit_test(test_write_reentrancy), cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_no_upgrade), cmocka_unit_test(test_write_release_wakes_readers),
+        cmocka_unit_test(test_downgrade_wakes_readers), cmocka_unit_test(test_read_lease_windows),
         cmocka_unit_test(test_expire_each_side),
         cmocka_unit_test(test_reentrant_write_shorter_lease),
         cmocka_unit_test(test_ttl_under_watchdog),
-        cmocka_unit_test(test_many_readers_past_watchdog),
-        cmocka_unit_test(test_force_unlock),
-        cmocka_unit_test(test_hash_tag_name),
-        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_many_readers_past_watchdog), cmocka_unit_test(test_force_unlock),
+        cmocka_unit_test(test_hash_tag_name), cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_writer_gives_up),
         cmocka_unit_test(test_waiting_writer_blocks_new_readers),
-        cmocka_unit_test(test_redisson_layout),
-        cmocka_unit_test(test_bad_input),
-    };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+        cmocka_unit_test(test_redisson_layout), cmocka_unit_test(test_bad_input))

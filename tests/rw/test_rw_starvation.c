@@ -146,11 +146,5 @@ static void test_reader_preferring_starves_writer(void **state)
 
 TC_SERVER_FIXTURE(g_srv)
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_writer_not_starved),
-        cmocka_unit_test(test_reader_preferring_starves_writer),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_writer_not_starved),
+        cmocka_unit_test(test_reader_preferring_starves_writer))

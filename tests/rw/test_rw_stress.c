@@ -126,10 +126,5 @@ static void test_rw_invariants(void **state)
     assert_int_equal(rw_exists(srv, "rlock_rwlock_writers:{" LOCK_NAME "}"), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_rw_invariants, tc_server_setup, tc_server_teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TC_MAIN(NULL, NULL,
+        cmocka_unit_test_setup_teardown(test_rw_invariants, tc_server_setup, tc_server_teardown))

@@ -23,4 +23,11 @@ static inline rlock_client *sc_client(const rh_server *s)
     return tc_client_ex(s, 0, 0, NULL, NULL);
 }
 
+/* Frees s and then c, its client (the end of a semaphore a test opened on a client of its own). */
+static inline void sc_close(rlock_semaphore *s, rlock_client *c)
+{
+    rlock_semaphore_free(s);
+    rlock_client_free(c);
+}
+
 #endif

@@ -173,10 +173,4 @@ static void test_latch_releases_waiters_of_other_processes(void **state)
     rh_free(g_srv);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_latch_releases_waiters_of_other_processes),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, cmocka_unit_test(test_latch_releases_waiters_of_other_processes))

@@ -146,15 +146,24 @@ static void start_waiter(waiter *w, rlock_semaphore *s, int64_t n, int64_t wait_
     assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
 }
 
+/* Opens name on c with no permits and starts w waiting there for n permits (for up to wait_ms);
+ * returns the semaphore once w has waited 200 ms without getting them. */
+static rlock_semaphore *open_blocked(rlock_client *c, const char *name, waiter *w, int64_t n,
+                                     int64_t wait_ms)
+{
+    rlock_semaphore *s = rlock_semaphore_open(c, name);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
+    start_waiter(w, s, n, wait_ms, 0);
+    rh_sleep_ms(200);
+    assert_int_equal(w->result, 99);
+    return s;
+}
+
 static void test_release_wakes_waiter(void **state)
 {
     (void)state;
-    rlock_semaphore *s = rlock_semaphore_open(g_c, "wake");
-    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
     waiter w;
-    start_waiter(&w, s, 2, 10000, 0);
-    rh_sleep_ms(200);
-    assert_int_equal(w.result, 99);
+    rlock_semaphore *s = open_blocked(g_c, "wake", &w, 2, 10000);
     int64_t t0 = rh_now_ms();
     assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
     rh_sleep_ms(100);
@@ -239,10 +248,18 @@ static void two_sides_open(two_sides *t, const char *name)
     assert_int_equal(rlock_semaphore_try_set_permits(t->s, 0), 1);
 }
 
+/* two_sides_open(), then n waiters w on t->s, each for one permit (for up to wait_ms). */
+static void two_sides_waiters(two_sides *t, const char *name, waiter *w, int n, int64_t wait_ms)
+{
+    two_sides_open(t, name);
+    for (int i = 0; i < n; i++) {
+        start_waiter(&w[i], t->s, 1, wait_ms, 0);
+    }
+}
+
 static void two_sides_close(two_sides *t)
 {
-    rlock_semaphore_free(t->s2);
-    rlock_client_free(t->c2);
+    sc_close(t->s2, t->c2);
     rlock_semaphore_free(t->s);
 }
 
@@ -251,14 +268,11 @@ static void test_release_wakes_at_most_k(void **state)
     (void)state;
     enum { N = 10 };
     two_sides t;
-    two_sides_open(&t, "herd");
-    rlock_semaphore *s = t.s, *s2 = t.s2;
-    assert_int_equal(rlock_semaphore_available(s2), 0); /* loads the scripts on c2's side */
     waiter w[N];
     atomic_store(&g_done, 0);
-    for (int i = 0; i < N; i++) {
-        start_waiter(&w[i], s, 1, 20000, 0);
-    }
+    two_sides_waiters(&t, "herd", w, N, 20000);
+    rlock_semaphore *s2 = t.s2;
+    assert_int_equal(rlock_semaphore_available(s2), 0); /* loads the scripts on c2's side */
     quiet_evalsha();
     assert_int_equal(atomic_load(&g_done), 0);
     assert_int_equal(rh_reset_stats(g_srv), 0);
@@ -305,15 +319,11 @@ static void test_no_lost_wakeup_between_attempt_and_wait(void **state)
 {
     (void)state;
     enum { N = 4 };
-    two_sides t;
-    two_sides_open(&t, "between");
-    rlock_semaphore *s = t.s, *s2 = t.s2;
     g_arrived = g_go = 0;
     rlk_wait_set_test_hook(hold_between, NULL);
+    two_sides t;
     waiter w[N];
-    for (int i = 0; i < N; i++) {
-        start_waiter(&w[i], s, 1, 30000, 0);
-    }
+    two_sides_waiters(&t, "between", w, N, 30000);
     pthread_mutex_lock(&g_mu);
     while (g_arrived < N) {
         pthread_cond_wait(&g_cv, &g_mu);
@@ -322,7 +332,7 @@ static void test_no_lost_wakeup_between_attempt_and_wait(void **state)
     /* Every waiter failed its attempt and is not asleep: release now, and let the subscriber
      * read the message before any of them sleeps. */
     uint64_t before = rlk_pubsub_messages(g_c->pubsub);
-    assert_int_equal(rlock_semaphore_release(s2, N), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_release(t.s2, N), RLOCK_OK);
     int64_t t0 = rh_now_ms();
     while (rlk_pubsub_messages(g_c->pubsub) == before && rh_now_ms() - t0 < 5000) {
         rh_sleep_ms(1);
@@ -428,12 +438,8 @@ static void test_interrupted_wait(void **state)
 {
     (void)state;
     rlock_client *c = sc_client(g_srv);
-    rlock_semaphore *s = rlock_semaphore_open(c, "interrupted");
-    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
     waiter w;
-    start_waiter(&w, s, 1, 20000, 0);
-    rh_sleep_ms(200);
-    assert_int_equal(w.result, 99);
+    rlock_semaphore *s = open_blocked(c, "interrupted", &w, 1, 20000);
     int64_t t0 = rh_now_ms();
     rlock_client_interrupt(c);
     pthread_join(w.t, NULL);
@@ -441,8 +447,7 @@ static void test_interrupted_wait(void **state)
     assert_true(w.done_at - t0 < 10000); /* ended by the interrupt, not by the 20 s wait */
     assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
     assert_int_equal(rlock_semaphore_available(s), 1);
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
 }
 
 static void test_closed_client(void **state)
@@ -463,19 +468,10 @@ static void test_closed_client(void **state)
     rlock_latch_free(l);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_plain_permits),
-        cmocka_unit_test(test_release_wakes_waiter),
-        cmocka_unit_test(test_leased_permits),
+TC_MAIN(setup, teardown, cmocka_unit_test(test_bad_input), cmocka_unit_test(test_plain_permits),
+        cmocka_unit_test(test_release_wakes_waiter), cmocka_unit_test(test_leased_permits),
         cmocka_unit_test(test_release_wakes_at_most_k),
         cmocka_unit_test(test_no_lost_wakeup_between_attempt_and_wait),
         cmocka_unit_test(test_blocked_waiter_sends_few_commands),
-        cmocka_unit_test(test_latch_basics),
-        cmocka_unit_test(test_interrupted_wait),
-        cmocka_unit_test(test_closed_client),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_latch_basics), cmocka_unit_test(test_interrupted_wait),
+        cmocka_unit_test(test_closed_client))

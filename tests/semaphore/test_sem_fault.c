@@ -101,8 +101,7 @@ static void test_watchdog_permit_survives_and_returns_after_sigkill(void **state
     assert_int_equal(rlock_semaphore_release_leased(s, mine), RLOCK_OK);
     assert_int_equal(rh_wait_child(kid, 5000), 128 + SIGKILL);
     redisFree(raw);
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     rh_free(g_srv);
 }
 
@@ -140,8 +139,7 @@ static void test_removed_permit_is_reported_lost(void **state)
     assert_true((a == RLOCK_ELOST && b == RLOCK_OK) || (a == RLOCK_OK && b == RLOCK_ELOST));
     rh_sleep_ms(800);
     assert_int_equal(atomic_load(&g_lost), 1);
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     rh_free(g_srv);
 }
 
@@ -193,8 +191,7 @@ static void test_release_during_subscriber_reconnect(void **state)
         print_message("waiter %d acquired %lld ms after the lost release\n", i,
                       (long long)(w[i].done_at - killed_at));
     }
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     rh_free(g_srv);
 }
 

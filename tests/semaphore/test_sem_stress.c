@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "sem_common.h"
+#include "tc_thread.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define SC_TSAN 1
@@ -147,25 +148,19 @@ static int child_main(void *arg)
         return 2;
     }
     worker w[THREADS];
-    pthread_t t[THREADS];
     memset(w, 0, sizeof(w));
-    int started = 0;
-    for (; started < THREADS; started++) {
-        w[started].s = s;
-        if (pthread_create(&t[started], NULL, worker_main, &w[started]) != 0) {
-            break;
-        }
+    for (int i = 0; i < THREADS; i++) {
+        w[i].s = s;
     }
+    int started = tc_threads_run(THREADS, worker_main, w, sizeof(w[0]));
     int errors = started == THREADS ? 0 : 1;
     for (int i = 0; i < started; i++) {
-        pthread_join(t[i], NULL);
         errors += w[i].errors;
         if (w[i].errors > 0) {
             fprintf(stderr, "child thread %d: %d errors, last: %s\n", i, w[i].errors, w[i].err);
         }
     }
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     return errors == 0 ? 0 : 2;
 }
 
@@ -216,15 +211,8 @@ static void test_at_most_n_inside(void **state)
     assert_int_equal(done, total);
     assert_int_equal(rlock_semaphore_available(s), PERMITS);
     assert_int_equal(rh_cmd_int(g_srv, zcard), 0);
-    rlock_semaphore_free(s);
-    rlock_client_free(c);
+    sc_close(s, c);
     rh_free(g_srv);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_at_most_n_inside),
-    };
-    return cmocka_run_group_tests(tests, tc_require_server, NULL);
-}
+TC_MAIN(tc_require_server, NULL, cmocka_unit_test(test_at_most_n_inside))

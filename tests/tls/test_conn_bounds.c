@@ -274,13 +274,7 @@ static void test_huge_bulk_refused(void **state)
     expect_refused("$99999999999\r\n", "a bulk string of more than 536870912 bytes");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(NULL, NULL,
         /* First: the child is forked while this process has no thread of its own yet. */
-        cmocka_unit_test(test_resolver_bounded),
-        cmocka_unit_test(test_huge_array_refused),
-        cmocka_unit_test(test_huge_bulk_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_resolver_bounded), cmocka_unit_test(test_huge_array_refused),
+        cmocka_unit_test(test_huge_bulk_refused))

@@ -13,6 +13,7 @@
 
 #include "internal.h"
 #include "resp_guard.h"
+#include "tc_redis.h"
 
 /* Scans s whole in one call and, on a fresh guard, split into pieces of every length from 1 to
  * 7; every way must give the same answer, which is returned. */
@@ -91,14 +92,6 @@ static void test_refusal_sticks(void **state)
     assert_int_equal(rlk_resp_guard_scan(&g, "+OK\r\n", 5), RLOCK_EPROTO);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_redis_replies_pass),
-        cmocka_unit_test(test_bulk_payload_is_skipped),
-        cmocka_unit_test(test_caps),
-        cmocka_unit_test(test_malformed_headers),
-        cmocka_unit_test(test_refusal_sticks),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TC_MAIN(NULL, NULL, cmocka_unit_test(test_redis_replies_pass),
+        cmocka_unit_test(test_bulk_payload_is_skipped), cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_malformed_headers), cmocka_unit_test(test_refusal_sticks))

@@ -29,22 +29,52 @@ static const char *cert_path(int slot, const char *name)
     return paths[slot];
 }
 
-static rh_server *start(const char *cert, const char *key, int auth_clients)
+/* The server a test gets: its certificate and key (NULL: the test CA's server pair), and whether
+ * it asks clients for a certificate. */
+typedef struct server_kind {
+    const char *cert, *key;
+    int auth_clients;
+} server_kind;
+
+static const server_kind k_default = {NULL, NULL, 0}, k_mutual = {NULL, NULL, 1},
+                         k_other_ca = {"other_server.crt", "other_server.key", 0},
+                         k_expired = {"expired.crt", "expired.key", 0};
+
+/* A test's TLS server s and options o for it that trust the test CA, with short timeouts so
+ * that a failure is quick. */
+typedef struct tls_case {
+    rh_server *s;
+    rlock_options o;
+} tls_case;
+
+/* cmocka setup: *state, a server_kind (the test's prestate), becomes a tls_case. */
+static int case_setup(void **state)
 {
-    rh_tls t = {.dir = certs, .cert = cert, .key = key, .auth_clients = auth_clients};
-    rh_server *s = rh_start_tls(&t, NULL);
-    assert_non_null(s);
-    assert_true(rh_tls_port(s) > 0);
-    return s;
+    const server_kind *k = *state;
+    static tls_case t;
+    rh_tls spec = {.dir = certs, .cert = k->cert, .key = k->key, .auth_clients = k->auth_clients};
+    t.s = rh_start_tls(&spec, NULL);
+    if (t.s == NULL || rh_tls_port(t.s) <= 0) {
+        rh_free(t.s);
+        return -1;
+    }
+    tc_options(&t.o, t.s);
+    t.o.tls_ca_file = cert_path(0, "ca.crt");
+    t.o.connect_timeout_ms = 2000;
+    *state = &t;
+    return 0;
 }
 
-/* Options for s trusting the test CA, with short timeouts so that a failure is quick. */
-static void tls_opts(rlock_options *o, const rh_server *s)
+static int case_teardown(void **state)
 {
-    tc_options(o, s);
-    o->tls_ca_file = cert_path(0, "ca.crt");
-    o->connect_timeout_ms = 2000;
+    tls_case *t = *state;
+    rh_free(t->s);
+    return 0;
 }
+
+/* A test on a server of kind k (its state a tls_case). */
+#define TLS_TEST(f, k)                                                                             \
+    cmocka_unit_test_prestate_setup_teardown(f, case_setup, case_teardown, (void *)&(k))
 
 /* rlock_client_new's code; the client, if any, is freed. */
 static int try_new(const rlock_options *o)
@@ -63,14 +93,18 @@ static void assert_error_has(const char *needle)
     }
 }
 
+/* try_new(o) gives want, with needle in rlock's message. */
+static void expect_new(const rlock_options *o, int want, const char *needle)
+{
+    assert_int_equal(try_new(o), want);
+    assert_error_has(needle);
+}
+
 /* A lock works over TLS, and the TLS port really speaks only TLS: a plain client there fails. */
 static void test_lock_over_tls(void **state)
 {
-    (void)state;
-    rh_server *s = start(NULL, NULL, 0);
-    rlock_options o;
-    tls_opts(&o, s);
-    rlock_client *c = tc_client(&o);
+    tls_case *t = *state;
+    rlock_client *c = tc_client(&t->o);
     rlock *l = rlock_open(c, RLOCK_REENTRANT, "tls-basic");
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"HEXISTS", "tls-basic", NULL, NULL};
@@ -78,84 +112,63 @@ static void test_lock_over_tls(void **state)
     snprintf(owner, sizeof(owner), "%s:%llu", rlock_client_id(c),
              (unsigned long long)rlk_thread_id());
     argv[2] = owner;
-    assert_int_equal(rh_cmd_int(s, argv), 1);
+    assert_int_equal(rh_cmd_int(t->s, argv), 1);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
     rlock_client_free(c);
 
     char plain[64];
-    snprintf(plain, sizeof(plain), "redis://127.0.0.1:%d", rh_tls_port(s));
-    o.url = plain;
-    o.tls_ca_file = NULL;
-    assert_int_equal(try_new(&o), RLOCK_ECONN);
-    rh_free(s);
+    snprintf(plain, sizeof(plain), "redis://127.0.0.1:%d", rh_tls_port(t->s));
+    t->o.url = plain;
+    t->o.tls_ca_file = NULL;
+    assert_int_equal(try_new(&t->o), RLOCK_ECONN);
 }
 
 static void test_mutual_tls(void **state)
 {
-    (void)state;
-    rh_server *s = start(NULL, NULL, 1);
-    rlock_options o;
-    tls_opts(&o, s);
-    assert_int_equal(try_new(&o), RLOCK_ETLS);
-    assert_error_has("certificate");
-    o.tls_cert_file = cert_path(1, "client.crt");
-    o.tls_key_file = cert_path(2, "client.key");
-    assert_int_equal(try_new(&o), RLOCK_OK);
+    tls_case *t = *state;
+    expect_new(&t->o, RLOCK_ETLS, "certificate");
+    t->o.tls_cert_file = cert_path(1, "client.crt");
+    t->o.tls_key_file = cert_path(2, "client.key");
+    assert_int_equal(try_new(&t->o), RLOCK_OK);
     /* A client certificate of another CA is refused too. */
-    o.tls_cert_file = cert_path(1, "other_server.crt");
-    o.tls_key_file = cert_path(2, "other_server.key");
-    assert_int_equal(try_new(&o), RLOCK_ETLS);
-    rh_free(s);
+    t->o.tls_cert_file = cert_path(1, "other_server.crt");
+    t->o.tls_key_file = cert_path(2, "other_server.key");
+    assert_int_equal(try_new(&t->o), RLOCK_ETLS);
 }
 
 static void test_other_ca(void **state)
 {
-    (void)state;
-    rh_server *s = start("other_server.crt", "other_server.key", 0);
-    rlock_options o;
-    tls_opts(&o, s);
-    assert_int_equal(try_new(&o), RLOCK_ETLS);
-    assert_error_has("certificate verify failed");
+    tls_case *t = *state;
+    expect_new(&t->o, RLOCK_ETLS, "certificate verify failed");
     /* tls_insecure connects all the same (and nothing else changed). */
-    o.tls_insecure = 1;
-    assert_int_equal(try_new(&o), RLOCK_OK);
+    t->o.tls_insecure = 1;
+    assert_int_equal(try_new(&t->o), RLOCK_OK);
     /* Trusting that CA instead works too. */
-    o.tls_insecure = 0;
-    o.tls_ca_file = cert_path(0, "other_ca.crt");
-    assert_int_equal(try_new(&o), RLOCK_OK);
-    rh_free(s);
+    t->o.tls_insecure = 0;
+    t->o.tls_ca_file = cert_path(0, "other_ca.crt");
+    assert_int_equal(try_new(&t->o), RLOCK_OK);
 }
 
 static void test_server_name(void **state)
 {
-    (void)state;
-    rh_server *s = start(NULL, NULL, 0);
-    rlock_options o;
-    tls_opts(&o, s);
-    o.tls_server_name = "redis.example.com";
-    assert_int_equal(try_new(&o), RLOCK_ETLS);
-    assert_error_has("certificate verify failed");
-    o.tls_server_name = "localhost"; /* in the certificate's SAN */
-    assert_int_equal(try_new(&o), RLOCK_OK);
-    o.tls_server_name = "127.0.0.2"; /* an address the certificate does not carry */
-    assert_int_equal(try_new(&o), RLOCK_ETLS);
-    o.tls_server_name = NULL;
-    o.tls_insecure = 1;
-    o.tls_ca_file = NULL; /* the system store does not know the test CA: insecure skips it */
-    assert_int_equal(try_new(&o), RLOCK_OK);
-    rh_free(s);
+    tls_case *t = *state;
+    t->o.tls_server_name = "redis.example.com";
+    expect_new(&t->o, RLOCK_ETLS, "certificate verify failed");
+    t->o.tls_server_name = "localhost"; /* in the certificate's SAN */
+    assert_int_equal(try_new(&t->o), RLOCK_OK);
+    t->o.tls_server_name = "127.0.0.2"; /* an address the certificate does not carry */
+    assert_int_equal(try_new(&t->o), RLOCK_ETLS);
+    t->o.tls_server_name = NULL;
+    t->o.tls_insecure = 1;
+    t->o.tls_ca_file = NULL; /* the system store does not know the test CA: insecure skips it */
+    assert_int_equal(try_new(&t->o), RLOCK_OK);
 }
 
 static void test_expired(void **state)
 {
-    (void)state;
-    rh_server *s = start("expired.crt", "expired.key", 0);
-    rlock_options o;
-    tls_opts(&o, s);
-    assert_int_equal(try_new(&o), RLOCK_ETLS);
-    assert_error_has("expired");
-    rh_free(s);
+    tls_case *t = *state;
+    expect_new(&t->o, RLOCK_ETLS, "expired");
 }
 
 /* Bad file options fail at rlock_client_new with RLOCK_EINVAL naming the file, before any
@@ -167,24 +180,18 @@ static void test_bad_files(void **state)
     rlock_options_init(&o);
     o.url = "rediss://127.0.0.1:1";
     o.tls_ca_file = "/nonexistent/ca.pem";
-    assert_int_equal(try_new(&o), RLOCK_EINVAL);
-    assert_error_has("/nonexistent/ca.pem");
+    expect_new(&o, RLOCK_EINVAL, "/nonexistent/ca.pem");
     o.tls_ca_file = cert_path(0, "ca.key"); /* a key is not a certificate */
-    assert_int_equal(try_new(&o), RLOCK_EINVAL);
-    assert_error_has("tls_ca_file");
+    expect_new(&o, RLOCK_EINVAL, "tls_ca_file");
     o.tls_ca_file = cert_path(0, "ca.crt");
     o.tls_cert_file = cert_path(1, "client.crt");
-    assert_int_equal(try_new(&o), RLOCK_EINVAL); /* no key */
-    assert_error_has("tls_key_file");
-    o.tls_key_file = cert_path(2, "server.key"); /* not the certificate's key */
-    assert_int_equal(try_new(&o), RLOCK_EINVAL);
-    assert_error_has("server.key");
+    expect_new(&o, RLOCK_EINVAL, "tls_key_file"); /* no key */
+    o.tls_key_file = cert_path(2, "server.key");  /* not the certificate's key */
+    expect_new(&o, RLOCK_EINVAL, "server.key");
     o.tls_key_file = cert_path(2, "missing.key");
-    assert_int_equal(try_new(&o), RLOCK_EINVAL);
-    assert_error_has("missing.key");
+    expect_new(&o, RLOCK_EINVAL, "missing.key");
     o.tls_key_file = cert_path(2, "client.crt"); /* a certificate is not a key */
-    assert_int_equal(try_new(&o), RLOCK_EINVAL);
-    assert_error_has("tls_key_file");
+    expect_new(&o, RLOCK_EINVAL, "tls_key_file");
     /* With good files the failure is the connection's, no longer the options'. */
     o.tls_key_file = cert_path(2, "client.key");
     assert_int_equal(try_new(&o), RLOCK_ECONN);
@@ -229,9 +236,9 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_over_tls),   cmocka_unit_test(test_mutual_tls),
-        cmocka_unit_test(test_other_ca),        cmocka_unit_test(test_server_name),
-        cmocka_unit_test(test_expired),         cmocka_unit_test(test_bad_files),
+        TLS_TEST(test_lock_over_tls, k_default), TLS_TEST(test_mutual_tls, k_mutual),
+        TLS_TEST(test_other_ca, k_other_ca),     TLS_TEST(test_server_name, k_default),
+        TLS_TEST(test_expired, k_expired),       cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_silent_listener),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

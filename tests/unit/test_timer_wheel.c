@@ -45,6 +45,17 @@ static size_t collect(rlk_timer *due, rlk_timer **out, size_t cap)
     return n;
 }
 
+/* rlk_timer_init() on each timer of the NULL-terminated list. */
+static void init_timers(rlk_timer *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    for (rlk_timer *t = first; t != NULL; t = va_arg(ap, rlk_timer *)) {
+        rlk_timer_init(t);
+    }
+    va_end(ap);
+}
+
 static size_t expire_into(rlk_wheel *w, uint64_t now, rlk_timer **out, size_t cap)
 {
     rlk_timer *due = (rlk_timer *)&due; /* poison: expire must overwrite it */
@@ -88,10 +99,7 @@ static void test_add_expire_order(void **state)
     rlk_timer *out[8];
 
     (void)state;
-    rlk_timer_init(&a);
-    rlk_timer_init(&b);
-    rlk_timer_init(&c);
-    rlk_timer_init(&d);
+    init_timers(&a, &b, &c, &d, NULL);
     rlk_wheel_init(&w, 1000, 10);
     rlk_wheel_add(&w, &a, 1050);
     rlk_wheel_add(&w, &b, 1021);
@@ -141,13 +149,9 @@ static void test_cancel(void **state)
 {
     rlk_wheel w;
     rlk_timer a, b, c, never;
-    rlk_timer *out[8];
 
     (void)state;
-    rlk_timer_init(&a);
-    rlk_timer_init(&b);
-    rlk_timer_init(&c);
-    rlk_timer_init(&never);
+    init_timers(&a, &b, &c, &never, NULL);
     rlk_wheel_init(&w, 0, 10);
 
     /* Cancel of a timer that was never added, and of one already cancelled, is a no-op. */
@@ -163,6 +167,7 @@ static void test_cancel(void **state)
     assert_int_equal(rlk_wheel_count(&w), 2);
     rlk_wheel_cancel(&w, &b);
     assert_int_equal(rlk_wheel_count(&w), 2);
+    rlk_timer *out[8];
     assert_int_equal(expire_into(&w, 1000, out, 8), 2);
     assert_ptr_equal(out[0], &a);
     assert_ptr_equal(out[1], &c);
@@ -188,8 +193,7 @@ typedef struct two_timers {
 
 static void two_timers_init(two_timers *t, uint64_t now)
 {
-    rlk_timer_init(&t->a);
-    rlk_timer_init(&t->b);
+    init_timers(&t->a, &t->b, NULL);
     rlk_wheel_init(&t->w, now, 10);
 }
 
@@ -237,9 +241,7 @@ static void test_far_future_rounds(void **state)
     uint64_t now;
 
     (void)state;
-    rlk_timer_init(&near);
-    rlk_timer_init(&far);
-    rlk_timer_init(&never);
+    init_timers(&near, &far, &never, NULL);
     rlk_wheel_init(&w, 0, 1);
     rlk_wheel_add(&w, &near, 7); /* same bucket as far, zero rounds */
     rlk_wheel_add(&w, &far, far_at);
