@@ -240,11 +240,5 @@ static void test_waiters_across_cluster_failover(void **state)
     rlock_client_free(b);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_switches_under_stress),
-        cmocka_unit_test(test_waiters_across_cluster_failover),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+TC_MAIN(setup, teardown, cmocka_unit_test(test_switches_under_stress),
+        cmocka_unit_test(test_waiters_across_cluster_failover))

@@ -173,13 +173,8 @@ static void test_cluster_and_single_servers(void **state)
     rh_free(srv[1]);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(tc_cluster_setup, tc_cluster_teardown,
         cmocka_unit_test(test_one_cluster_client_is_not_a_quorum),
         cmocka_unit_test(test_members_go_to_their_masters),
         cmocka_unit_test(test_cluster_and_single_servers),
-        cmocka_unit_test(test_redlock_across_cluster_failover),
-    };
-    return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
-}
+        cmocka_unit_test(test_redlock_across_cluster_failover))

@@ -216,11 +216,6 @@ static void test_new_master_starts_from_the_old_count(void **state)
     rlock_client_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TC_MAIN(tc_cluster_setup, tc_cluster_teardown,
         cmocka_unit_test(test_wait_counts_the_serving_master),
-        cmocka_unit_test(test_new_master_starts_from_the_old_count),
-    };
-    return cmocka_run_group_tests(tests, tc_cluster_setup, tc_cluster_teardown);
-}
+        cmocka_unit_test(test_new_master_starts_from_the_old_count))
