@@ -101,8 +101,12 @@ typedef struct rlock_options {
      * "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#MASTER" (Sentinel
      * port default 26379; user and password are the data nodes'; "rediss-sentinel://" = TLS
      * everywhere). Default "redis://127.0.0.1:6379". User and password may be
-     * percent-encoded. The cluster forms "redis-cluster://host[:port][,...]" parse, but a
-     * client on one answers RLOCK_ENOTSUP. */
+     * percent-encoded. A Redis Cluster:
+     * "redis-cluster://[[user]:password@]host[:port][,host[:port]...]" (seed nodes, port
+     * default 6379; "rediss-cluster://" = TLS): the client reads the slot map from the seeds,
+     * keeps a pool of pool_size connections per master and sends every call on a lock,
+     * semaphore or latch to the master of its name's slot, following MOVED/ASK and failovers
+     * (README "Deployments"). */
     const char *url;
     /* Connections in the pool, dialled on demand. Default 64 (Redisson's connectionPoolSize). */
     int pool_size;
@@ -163,7 +167,8 @@ typedef struct rlock_options {
      * (WAIT, pipelined behind the script) until all of them acknowledged it. A grant fewer
      * replicas acknowledged within replica_sync_timeout_ms is undone and the call returns
      * RLOCK_EREPLICA; see README "Deployments" for what this does and does not guarantee.
-     * 0 = no waiting (a failover may then lose a grant). */
+     * On a cluster the replicas counted are those of the master that served the call, each
+     * master's own. 0 = no waiting (a failover may then lose a grant). */
     int replica_sync;
     /* Bound on the replicas' acknowledgement. Default 1000 (Redisson slavesSyncTimeout). */
     int64_t replica_sync_timeout_ms;
@@ -203,10 +208,12 @@ typedef struct rlock_client rlock_client;
  * connect_timeout_ms), so a wrong password or an unreachable server is reported here. With a
  * redis-sentinel:// URL it first asks the Sentinels in turn for the master (a Sentinel that is
  * down or answers nonsense is skipped) and checks with ROLE that the node is a master; all
- * Sentinels unreachable is RLOCK_ECONN naming them. Starts the watchdog thread and the
- * subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or option), RLOCK_ECONN,
- * RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (a cluster URL; replica_sync_aof on a server older
- * than 7.2); *out is NULL on failure. Thread-safe. */
+ * Sentinels unreachable is RLOCK_ECONN naming them. With a redis-cluster:// URL it asks the
+ * seeds in turn for the slot map (CLUSTER SHARDS, or CLUSTER SLOTS), then checks one master;
+ * no seed answering with a map is RLOCK_ECONN naming the last failure. Starts the watchdog
+ * thread and the subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or
+ * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (replica_sync_aof on a server
+ * older than 7.2); *out is NULL on failure. Thread-safe. */
 RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
 
 /* Stops the background threads, closes every connection and frees the client. Holds still
@@ -271,6 +278,13 @@ RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n);
  * a random delay (or earlier, on the busy server's unlock message) while wait time is left.
  * Members must be RLOCK_REENTRANT handles (else RLOCK_ENOTSUP), 1 <= n <= 16, each on its own
  * client (else RLOCK_EINVAL). Same borrowing rules as rlock_multi_new().
+ * Cluster: a member on a cluster client goes to the master of its name's slot (a MOVED refreshes
+ * that client's map for the next attempt), so a RedLock over clients of separate clusters (or of
+ * a cluster and standalone servers) works. Names of one cluster client are refused like any
+ * shared client: the masters of one cluster are not independent servers for a quorum, as a
+ * reshard may move two members' slots onto one master, whose crash would then take a majority;
+ * on one cluster use a plain lock (one master, replica_sync for its replicas), or a multi-lock
+ * when every name must be held.
  * With lease_ms < 0 each member client's watchdog renews its server's hold; when fewer than a
  * majority remain alive the group is lost: on_lost fires once (through member 0's client, with
  * member 0's name) and rlock_unlock() returns RLOCK_ELOST, as it does after the validity ran out.

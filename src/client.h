@@ -26,6 +26,19 @@ typedef int (*rlk_route_fn)(rlock_client *c, int slot, int flags,
                             int (*fn)(struct rlk_conn *, void *, struct redisReply **), void *arg,
                             struct redisReply **out);
 
+/* A master's replica count as replica.c keeps it: the client's master's in rlock_client, and each
+ * cluster node's in that node's pool (pool.c), which the pool's connections point at
+ * (rlk_conn.replicas), so that a synced exchange waits for the replicas of the node it ran on. */
+typedef struct rlk_replicas {
+    atomic_int n;           /* replicas online */
+    atomic_llong due;       /* monotonic ms of the next refresh */
+    atomic_llong low_since; /* since when fewer replicas are online (0: not) */
+    /* 0: never read, 1: current, 2: the node left the cluster's masters (its count is kept
+     * for the master that takes over its slots); a cluster node's first synced exchange
+     * reads it when not 1. */
+    atomic_int known;
+} rlk_replicas;
+
 /* Longest owner string: 36-char UUID, ':', 20-digit thread id, ":write", NUL. */
 #define RLK_OWNER_MAX 72
 
@@ -57,11 +70,9 @@ struct rlock_client {
     /* Raised by every rlk_client_set_master(): a connection dialled under an older value goes to
      * a node that is no longer the master (the subscriber compares it with its own). */
     atomic_uint master_gen;
-    atomic_llong recheck_at;         /* monotonic ms before which no failover recheck runs */
-    atomic_int replicas;             /* replicas online on the master (replica.c) */
-    atomic_llong replicas_due;       /* monotonic ms of the next replica count refresh */
-    atomic_llong replicas_low_since; /* since when fewer replicas are online (0: not) */
-    atomic_int replicas_unknown;     /* 1: the user may not run INFO, so replicas are not counted */
+    atomic_llong recheck_at;     /* monotonic ms before which no failover recheck runs */
+    rlk_replicas replicas;       /* the master's replicas (replica.c) */
+    atomic_int replicas_unknown; /* 1: the user may not run INFO, so replicas are not counted */
     atomic_int closed;           /* set by rlock_client_free(); handles then return RLOCK_ECLOSED */
     atomic_int refs;             /* 1 for the client itself + 1 per open handle */
     atomic_int warned_nopublish; /* 1 once a refused PUBLISH was logged (release_reply.c) */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "replica.h"
 
 /* A master's pool, kept for the client's lifetime: a node that leaves the map keeps its pool
  * (its idle connections are dropped), and gets it back if it returns. */
@@ -28,6 +29,10 @@ struct rlk_cluster {
     int n_pools, cap_pools;
     int refreshing;
     uint64_t epoch; /* raised by every map change */
+    /* The pool that last served each slot (an index into pools, -1: none yet): whose replica
+     * count a master that takes the slot over starts from, even when the slot was unserved in
+     * between (a map read while its dead master was not replaced yet). */
+    int16_t last_pool[RLK_CLUSTER_SLOTS];
     rlk_cluster_stats stats;
 };
 
@@ -142,6 +147,51 @@ static int cluster_get_pool(rlk_cluster *cl, const char *host, int port)
     return cl->n_pools++;
 }
 
+/* A node that is no longer a master in the map m forgets its replica count: when it serves
+ * slots again (a failover back), its replicas are not those it had then. Mutex held. */
+static void cluster_forget_replicas(rlk_cluster *cl, const rlk_cluster_map *m)
+{
+    for (int p = 0; p < cl->n_pools; p++) {
+        int master = 0;
+        for (int i = 0; i < m->n_nodes && !master; i++) {
+            master = m->nodes[i].port == cl->pools[p].port &&
+                     strcmp(m->nodes[i].host, cl->pools[p].host) == 0;
+        }
+        if (!master) {
+            rlk_replica_forget(rlk_pool_replicas(cl->pools[p].pool));
+        }
+    }
+}
+
+/* A master that took over slots from another one (a failover inside the cluster) starts from
+ * the replica count its predecessor had, as a Sentinel client keeps the old master's: fewer
+ * replicas on the new master then count only after RLK_REPLICA_SHRINK_MS, and a grant meanwhile
+ * fails closed instead of passing unsynced while the old master has not yet rejoined as its
+ * replica. Its pool is made now for that (no I/O). Mutex held; m is the new map. */
+static void cluster_inherit_replicas(rlk_cluster *cl, const rlk_cluster_map *m)
+{
+    if (m->n_nodes <= 0) {
+        return; /* no master to take anything over */
+    }
+    for (int slot = 0; slot < RLK_CLUSTER_SLOTS; slot++) {
+        int before = cl->last_pool[slot];
+        int now = before >= 0 ? m->owner[slot] : -1;
+        if (now < 0) {
+            continue;
+        }
+        const rlk_cluster_node *b = &m->nodes[now];
+        if (cl->pools[before].port == b->port && strcmp(cl->pools[before].host, b->host) == 0) {
+            continue;
+        }
+        /* By index: making the pool may move cl->pools. */
+        int p = cluster_get_pool(cl, b->host, b->port);
+        if (p >= 0) {
+            rlk_replica_inherit(rlk_pool_replicas(cl->pools[p].pool),
+                                rlk_pool_replicas(cl->pools[before].pool));
+        }
+    }
+}
+
 /* Puts a new map in place (mutex held): the pool of each node is looked up on first use. */
 static int cluster_install(rlk_cluster *cl, rlk_cluster_map *m)
 {
@@ -153,6 +203,9 @@ static int cluster_install(rlk_cluster *cl, rlk_cluster_map *m)
     for (int i = 0; i < m->n_nodes; i++) {
         np[i] = cluster_find_pool(cl, m->nodes[i].host, m->nodes[i].port);
     }
+    /* Inherited first: the old master's count is forgotten once it left the masters. */
+    cluster_inherit_replicas(cl, m);
+    cluster_forget_replicas(cl, m);
     rlk_cluster_map_free(&cl->map);
     free(cl->node_pool);
     cl->map = *m;
@@ -196,6 +249,7 @@ int rlk_cluster_new(rlock_client *c, int64_t deadline_ms)
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the cluster state");
     }
     cl->c = c;
+    memset(cl->last_pool, 0xff, sizeof(cl->last_pool)); /* -1 everywhere */
     pthread_mutex_init(&cl->mu, NULL);
     rlk_cond_init_monotonic(&cl->cv);
     rlk_cluster_map m;
@@ -263,6 +317,7 @@ void rlk_cluster_abandon_pools(rlk_cluster *cl)
     for (int i = 0; i < cl->map.n_nodes; i++) {
         cl->node_pool[i] = -1;
     }
+    memset(cl->last_pool, 0xff, sizeof(cl->last_pool));
     cl->refreshing = 0;
 }
 
@@ -278,6 +333,7 @@ rlk_pool *rlk_cluster_pool(rlk_cluster *cl, int slot, uint64_t *epoch)
             cl->node_pool[node] = cluster_get_pool(cl, n->host, n->port);
         }
         p = cl->node_pool[node] >= 0 ? cl->pools[cl->node_pool[node]].pool : NULL;
+        cl->last_pool[slot] = (int16_t)cl->node_pool[node];
     }
     pthread_mutex_unlock(&cl->mu);
     return node >= 0 ? p : cl->c->pool;

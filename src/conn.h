@@ -38,6 +38,9 @@ typedef struct rlk_conn {
     int err;                 /* RLK_CONN_E*, 0 while usable */
     int sys_errno;           /* errno of the failure that broke the connection */
     uint64_t gen;            /* the pool's generation (its master) when it was dialled */
+    /* The replica count of the node dialled: a cluster node's, set by its pool; NULL for the
+     * client's data node (rlock_client.replicas). */
+    rlk_replicas *replicas;
 } rlk_conn;
 
 /* What broke a connection (rlk_conn.err). */

@@ -57,7 +57,14 @@ struct rlk_pool {
     /* A cluster node's pool dials this node (rlk_pool_new_at); NULL: the client's data node. */
     char *node_host;
     int node_port;
+    rlk_replicas node_replicas; /* a cluster node's replica count (replica.c) */
 };
+
+/* The replica count a connection of p syncs with: its cluster node's, or (NULL) the client's. */
+static rlk_replicas *rlk_pool_conn_replicas(rlk_pool *p)
+{
+    return p->node_host != NULL ? &p->node_replicas : NULL;
+}
 
 int rlk_pool_new(rlock_client *c, rlk_pool **out)
 {
@@ -218,6 +225,7 @@ static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
         p->backoff_ms = 0;
         p->next_dial_at = 0;
         conn->gen = gen;
+        conn->replicas = rlk_pool_conn_replicas(p);
         rlk_pool_track(p, conn);
         *out = conn;
     }
@@ -341,6 +349,11 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
     rlk_conn_close(conn);
 }
 
+rlk_replicas *rlk_pool_replicas(rlk_pool *p)
+{
+    return rlk_pool_conn_replicas(p);
+}
+
 long rlk_pool_checks(rlk_pool *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -354,6 +367,7 @@ void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn)
     pthread_mutex_lock(&p->mu);
     p->open++;
     conn->gen = p->gen;
+    conn->replicas = rlk_pool_conn_replicas(p);
     rlk_pool_track(p, conn);
     pthread_mutex_unlock(&p->mu);
     rlk_pool_return(p, conn, 0);

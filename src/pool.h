@@ -40,6 +40,9 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken);
 /* How many idle connections were checked for liveness (polled) when borrowed: one returned
  * within the last millisecond is not. For tests. */
 long rlk_pool_checks(rlk_pool *p);
+/* A cluster node's pool: the replica count its connections sync with (replica.c); NULL for the
+ * client's own pool, whose connections use the client's. */
+rlk_replicas *rlk_pool_replicas(rlk_pool *p);
 /* Adds a connection dialled outside the pool (rlock_client_new()'s probe) as an idle one. */
 void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn);
 /* The data node moved (a Sentinel failover): closes the idle connections, forgets the dial

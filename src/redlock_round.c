@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <string.h>
 
+#include "cluster.h"
+#include "cluster_slot.h"
 #include "redlock_round.h"
 #include "scripts.h"
 
@@ -45,6 +47,18 @@ void rlk_round_prepare(rlk_round *r, int script)
     }
 }
 
+/* The pool that serves member i: its client's, or on a cluster client the pool of the master
+ * that serves the slot of the member's name (every key of one lock lives in that slot). */
+static rlk_pool *round_pool(rlk_round *r, size_t i)
+{
+    const rlock *m = r->members[i];
+    rlk_cluster *cl = m->client->cluster;
+    if (cl == NULL) {
+        return m->client->pool;
+    }
+    return rlk_cluster_pool(cl, rlk_cluster_key_slot(m->name, m->name_len), &r->io[i].epoch);
+}
+
 static int round_flush(rlk_conn *conn)
 {
     int done = 0;
@@ -59,8 +73,11 @@ static int round_send_one(rlk_round *r, size_t i)
     if (io->conn == NULL) {
         /* A dial (a TLS handshake with a stopped server waits) gets the per-server timeout:
          * the servers are served one after the other here, so one must not delay the rest. */
-        rc = rlk_pool_borrow_dial(r->members[i]->client->pool,
-                                  rlk_round_server_timeout(r->members[i]), &io->conn);
+        io->pool = round_pool(r, i);
+        rc =
+            io->pool != NULL
+                ? rlk_pool_borrow_dial(io->pool, rlk_round_server_timeout(r->members[i]), &io->conn)
+                : RLOCK_ENOMEM;
         io->stale = 0;
     }
     if (rc == RLOCK_OK && r->script >= 0) {
@@ -72,8 +89,9 @@ static int round_send_one(rlk_round *r, size_t i)
     rc = rc == RLOCK_OK ? round_flush(io->conn) : rc;
     if (rc != RLOCK_OK) {
         io->err = rc;
+        io->refresh |= rc == RLOCK_ECONN;
         if (io->conn != NULL) {
-            rlk_pool_return(r->members[i]->client->pool, io->conn, 1);
+            rlk_pool_return(io->pool, io->conn, 1);
             io->conn = NULL;
         }
         return rc;
@@ -104,6 +122,9 @@ static void round_take_reply(rlk_round *r, size_t i, redisReply *rep)
         return;
     }
     if (rep->type == REDIS_REPLY_ERROR) {
+        rlk_redirect rd;
+        io->refresh |= r->members[i]->client->cluster != NULL &&
+                       rlk_cluster_parse_redirect(rep->str, rep->len, &rd) == RLK_REDIRECT_MOVED;
         io->err = rlk_err(RLOCK_EREDIS, "RedLock: server %zu: %s", i, rep->str);
         freeReplyObject(rep);
         return;
@@ -206,9 +227,14 @@ void rlk_round_end(rlk_round *r)
             io->reply = NULL;
         }
         if (io->conn != NULL) {
-            rlk_pool_return(r->members[i]->client->pool, io->conn, io->stale || io->waiting);
+            rlk_pool_return(io->pool, io->conn, io->stale || io->waiting);
             io->conn = NULL;
         }
+        rlk_cluster *cl = r->members[i]->client->cluster;
+        if (io->refresh && cl != NULL) {
+            (void)rlk_cluster_refresh(cl, io->epoch);
+        }
+        io->refresh = 0;
     }
 }
 

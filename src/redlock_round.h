@@ -19,6 +19,11 @@ typedef struct rlk_round_io {
     int stale;   /* an earlier reply never came: the connection is only written to now */
     int retried; /* NOSCRIPT handled once */
     int err;     /* RLOCK_OK or this server's error in this round */
+    /* The pool conn came from: the member client's, or on a cluster client the pool of the
+     * master that served the member's name when it was borrowed (at map epoch). */
+    rlk_pool *pool;
+    uint64_t epoch;
+    int refresh; /* a cluster member was redirected or unreachable: read the map again */
     int64_t deadline;
     redisReply *reply;
     rlk_args keys, args;
@@ -45,7 +50,9 @@ void rlk_round_init(rlk_round *r, rlock *const *members, size_t n);
 void rlk_round_prepare(rlk_round *r, int script);
 /* Sends to every active server, then reads the replies (io[i].reply, or io[i].err). */
 void rlk_round_run(rlk_round *r);
-/* Returns every connection to its pool (closing those with a reply outstanding). */
+/* Returns every connection to its pool (closing those with a reply outstanding); a cluster
+ * member that answered MOVED or could not be reached has its client's slot map read again, so
+ * that the next attempt goes to the master that serves its name now. */
 void rlk_round_end(rlk_round *r);
 /* Outside acquisition a slow majority is waited for, up to the largest command timeout of the
  * members, before the per-server timeouts apply: a release or a query needs answers, not speed

@@ -64,21 +64,36 @@ static int replica_info(rlk_conn *conn, const char *section, redisReply **out)
 
 /* Records a replica count read from INFO: a higher one at once, a lower one once it has been
  * seen for RLK_REPLICA_SHRINK_MS (replica.h). */
-static void replica_observe(rlock_client *c, int online)
+static void replica_observe(rlk_replicas *st, int online)
 {
-    if (online >= atomic_load(&c->replicas)) {
-        atomic_store(&c->replicas, online);
-        atomic_store(&c->replicas_low_since, 0);
+    if (online >= atomic_load(&st->n)) {
+        atomic_store(&st->n, online);
+        atomic_store(&st->low_since, 0);
         return;
     }
     long long now = rlk_now_ms();
-    long long since = atomic_load(&c->replicas_low_since);
+    long long since = atomic_load(&st->low_since);
     if (since == 0) {
-        atomic_store(&c->replicas_low_since, now);
+        atomic_store(&st->low_since, now);
     } else if (now - since >= RLK_REPLICA_SHRINK_MS) {
-        atomic_store(&c->replicas, online);
-        atomic_store(&c->replicas_low_since, 0);
+        atomic_store(&st->n, online);
+        atomic_store(&st->low_since, 0);
     }
+}
+
+/* Sets a count read when nothing was known of the node: taken as it is, with no delay. */
+static void replica_learn(rlk_replicas *st, int online)
+{
+    atomic_store(&st->n, online);
+    atomic_store(&st->low_since, 0);
+    atomic_store(&st->due, rlk_now_ms() + RLK_REPLICA_REFRESH_MS);
+    atomic_store(&st->known, 1);
+}
+
+/* The count a connection syncs with: its cluster node's, else the client's master's. */
+static rlk_replicas *replica_of(rlock_client *c, rlk_conn *conn)
+{
+    return conn != NULL && conn->replicas != NULL ? conn->replicas : &c->replicas;
 }
 
 int rlk_replica_refresh(rlock_client *c, rlk_conn *conn)
@@ -86,23 +101,42 @@ int rlk_replica_refresh(rlock_client *c, rlk_conn *conn)
     redisReply *rep = NULL;
     int r = c->opts.replica_sync ? replica_info(conn, "replication", &rep) : RLOCK_OK;
     if (rep != NULL) {
-        replica_observe(c, replica_count_online(rep->str));
+        replica_observe(&c->replicas, replica_count_online(rep->str));
         freeReplyObject(rep);
     }
     return r;
 }
 
+void rlk_replica_forget(rlk_replicas *st)
+{
+    int current = 1;
+    if (st != NULL) {
+        atomic_compare_exchange_strong(&st->known, &current, 2);
+    }
+}
+
+void rlk_replica_inherit(rlk_replicas *to, const rlk_replicas *from)
+{
+    if (to == NULL || from == NULL || atomic_load(&to->known) == 1 ||
+        atomic_load(&from->known) == 0) {
+        return;
+    }
+    atomic_store(&to->n, atomic_load(&from->n));
+    atomic_store(&to->low_since, 0);
+    atomic_store(&to->due, 0); /* the new master's own count is read on its first synced call */
+    atomic_store(&to->known, 1);
+}
+
 int rlk_replica_init(rlock_client *c, rlk_conn *conn)
 {
-    atomic_store(&c->replicas, 0);
-    atomic_store(&c->replicas_due, rlk_now_ms() + RLK_REPLICA_REFRESH_MS);
+    replica_learn(&c->replicas, 0);
     if (!c->opts.replica_sync) {
         return RLOCK_OK;
     }
     redisReply *rep = NULL;
     int r = replica_info(conn, "replication", &rep);
     if (r == RLOCK_OK && rep != NULL) {
-        atomic_store(&c->replicas, replica_count_online(rep->str));
+        replica_learn(&c->replicas, replica_count_online(rep->str));
         freeReplyObject(rep);
         rep = NULL;
     } else if (r == RLOCK_EREDIS && !c->opts.replica_sync_aof) {
@@ -133,25 +167,48 @@ int rlk_sync_target(const rlock_client *c)
     if (!c->opts.replica_sync || rlk_sync_tls.suppress) {
         return 0;
     }
-    return atomic_load(&c->replicas);
+    /* A cluster's masters each have their own count, and the caller does not know yet which
+     * one a request will reach: it is told that grants are synced. */
+    return c->cluster != NULL ? 1 : atomic_load(&c->replicas.n);
 }
 
-void rlk_sync_plan(rlock_client *c, rlk_sync *s)
+/* A cluster node seen for the first time (or again after it was not a master): its replicas
+ * are read on conn now, one round trip once per node, rather than waiting for as many replicas
+ * as another node has. */
+static int replica_first_look(rlock_client *c, rlk_conn *conn, rlk_replicas *st)
+{
+    if (atomic_load(&st->known) == 1 || atomic_load(&c->replicas_unknown)) {
+        return RLOCK_OK;
+    }
+    redisReply *rep = NULL;
+    int r = replica_info(conn, "replication", &rep);
+    if (rep != NULL) {
+        replica_learn(st, replica_count_online(rep->str));
+        freeReplyObject(rep);
+    }
+    return r;
+}
+
+int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s)
 {
     memset(s, 0, sizeof(*s));
     if (!c->opts.replica_sync || rlk_sync_tls.suppress) {
-        return;
+        return RLOCK_OK;
     }
-    s->n = atomic_load(&c->replicas);
-    if (atomic_load(&c->replicas_unknown)) {
-        return;
+    rlk_replicas *st = replica_of(c, conn);
+    s->node = st;
+    int r = replica_first_look(c, conn, st);
+    s->n = atomic_load(&st->n);
+    if (r != RLOCK_OK || atomic_load(&c->replicas_unknown)) {
+        return r;
     }
-    long long due = atomic_load(&c->replicas_due);
+    long long due = atomic_load(&st->due);
     long long now = rlk_now_ms();
-    /* One thread claims each refresh, so a busy client sends one INFO a second, not one per
-     * call. */
-    s->refresh = now >= due && atomic_compare_exchange_strong(&c->replicas_due, &due,
-                                                              now + RLK_REPLICA_REFRESH_MS);
+    /* One thread claims each refresh, so a busy client sends one INFO a second per node, not
+     * one per call. */
+    s->refresh =
+        now >= due && atomic_compare_exchange_strong(&st->due, &due, now + RLK_REPLICA_REFRESH_MS);
+    return RLOCK_OK;
 }
 
 int rlk_sync_append(const rlock_client *c, rlk_conn *conn, const rlk_sync *s)
@@ -221,13 +278,13 @@ int rlk_sync_read(rlock_client *c, rlk_conn *conn, rlk_sync *s)
         redisReply *rep = NULL;
         r = rlk_conn_read(conn, &rep);
         if (r == RLOCK_OK && rep->type == REDIS_REPLY_STRING) {
-            replica_observe(c, replica_count_online(rep->str));
+            replica_observe(s->node, replica_count_online(rep->str));
         }
         freeReplyObject(rep);
     }
     if (r == RLOCK_OK && s->acked < s->n) {
         /* A replica that stopped answering may also have left: look again on the next call. */
-        atomic_store(&c->replicas_due, 0);
+        atomic_store(&s->node->due, 0);
     }
     return r;
 }

@@ -28,16 +28,29 @@ int rlk_replica_init(rlock_client *c, rlk_conn *conn);
  * takes RLK_REPLICA_SHRINK_MS to count, as for any refresh. */
 int rlk_replica_refresh(rlock_client *c, rlk_conn *conn);
 
+/* Marks a cluster node's count stale (it left the map's masters): it is read again when the
+ * node serves slots again, and kept meanwhile for the master that takes its slots over
+ * (rlk_replica_inherit). NULL is fine. */
+void rlk_replica_forget(rlk_replicas *st);
+
+/* A cluster master that took over its slots from another (a failover) starts from that one's
+ * count, unless its own is known: a lower count of its own then counts only after
+ * RLK_REPLICA_SHRINK_MS, as after a Sentinel failover. NULLs are fine. */
+void rlk_replica_inherit(rlk_replicas *to, const rlk_replicas *from);
+
 /* What a synced exchange appends behind its script: WAIT for n replicas (none when n is 0) and
  * INFO replication when refresh is set. */
 typedef struct rlk_sync {
-    int n;       /* replicas to wait for */
-    int refresh; /* 1: INFO replication follows */
-    int acked;   /* out of rlk_sync_read(): replicas that acknowledged */
+    rlk_replicas *node; /* the count of the node the exchange runs on (set by rlk_sync_plan) */
+    int n;              /* replicas to wait for */
+    int refresh;        /* 1: INFO replication follows */
+    int acked;          /* out of rlk_sync_read(): replicas that acknowledged */
 } rlk_sync;
 
-/* Decides what to append for the next synced exchange (claims the refresh when one is due). */
-void rlk_sync_plan(rlock_client *c, rlk_sync *s);
+/* Decides what to append for the next synced exchange on conn, with the replica count of the
+ * node conn is on (claims the refresh when one is due). A cluster node's count is read on conn
+ * first (INFO replication) when nothing is known of it yet. RLOCK_OK or conn's error. */
+int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s);
 /* Replicas a synced exchange would wait for now, without claiming a refresh (0: none). */
 int rlk_sync_target(const rlock_client *c);
 /* Appends WAIT/WAITAOF and INFO as planned. */

@@ -141,8 +141,8 @@ static int rlk_eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
     if (e->sync_client == NULL) {
         return rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
     }
-    rlk_sync_plan(e->sync_client, &e->sync);
-    int r = rlk_conn_append(conn, e->argc, e->argv, e->lens);
+    int r = rlk_sync_plan(e->sync_client, conn, &e->sync);
+    r = r ? r : rlk_conn_append(conn, e->argc, e->argv, e->lens);
     r = r ? r : rlk_sync_append(e->sync_client, conn, &e->sync);
     r = r ? r : rlk_conn_read(conn, out);
     r = r ? r : rlk_sync_read(e->sync_client, conn, &e->sync);

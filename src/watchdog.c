@@ -266,8 +266,8 @@ static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
                            rlk_wd_chunk *chunks, size_t nc, int only_retry)
 {
     rlk_sync sync;
-    rlk_sync_plan(wd->c, &sync);
-    int r = only_retry ? rlk_wd_reload(wd->c, conn, items, chunks, nc) : RLOCK_OK;
+    int r = rlk_sync_plan(wd->c, conn, &sync);
+    r = r ? r : only_retry ? rlk_wd_reload(wd->c, conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
             r = rlk_wd_append(wd->c, conn, items, &chunks[i]);

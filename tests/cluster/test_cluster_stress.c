@@ -22,49 +22,10 @@
 #define NAMES   200
 #define ITERS   600 /* per thread: 9,600 acquisitions in all */
 
-typedef struct cs_proc {
-    rlock_client *c;
-    rlock *h[NAMES];
-} cs_proc;
-
-static void cs_proc_close(void *ctx)
-{
-    cs_proc *p = ctx;
-    for (int i = 0; p != NULL && i < NAMES; i++) {
-        rlock_free(p->h[i]);
-    }
-    if (p != NULL) {
-        rlock_client_free(p->c);
-    }
-    free(p);
-}
-
-static void *cs_proc_open(int proc, void *url)
-{
-    (void)proc;
-    rlock_options o;
-    tc_options_url(&o, url);
-    cs_proc *p = calloc(1, sizeof(*p));
-    p->c = p != NULL ? tc_client_try(&o) : NULL;
-    for (int i = 0; p != NULL && p->c != NULL && i < NAMES; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "cs-%d", i);
-        p->h[i] = rlock_open(p->c, RLOCK_REENTRANT, name);
-        if (p->h[i] == NULL) {
-            break;
-        }
-    }
-    if (p == NULL || p->c == NULL || p->h[NAMES - 1] == NULL) {
-        cs_proc_close(p);
-        return NULL;
-    }
-    return p;
-}
-
 static int cs_step(tc_worker *w, long i)
 {
     int k = rand_r(&w->seed) % NAMES;
-    rlock *l = ((cs_proc *)w->proc_ctx)->h[k];
+    rlock *l = ((tc_cluster_proc *)w->proc_ctx)->h[k];
     int r = rlock_lock(l, i % 2 ? 10000 : -1);
     if (r != RLOCK_OK) {
         return tc_step_fail(w, "lock", r);
@@ -78,13 +39,14 @@ static int cs_step(tc_worker *w, long i)
 static void test_stress_200_names_4x4(void **state)
 {
     (void)state;
+    tc_cluster_names names = {.url = rc_seed_url(tc_cl), .prefix = "cs-", .n = NAMES};
     tc_stress_spec spec = {.procs = PROCS,
                            .threads = THREADS,
                            .iters = ITERS,
-                           .proc_init = cs_proc_open,
-                           .proc_fini = cs_proc_close,
+                           .proc_init = tc_cluster_proc_open,
+                           .proc_fini = tc_cluster_proc_close,
                            .step = cs_step,
-                           .arg = (void *)rc_seed_url(tc_cl)};
+                           .arg = &names};
     tc_stress_report r;
     tc_stress_run(&spec, &r);
     long sections = 0;

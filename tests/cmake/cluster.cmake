@@ -17,3 +17,23 @@ rlock_add_test(NAME test_cluster_stress SOURCES cluster/test_cluster_stress.c
                LABELS stress TIMEOUT 240)
 rlock_add_test(NAME test_cluster_pubsub SOURCES cluster/test_cluster_pubsub.c
                LABELS redis TIMEOUT 180)
+
+# Replica sync per node: the WAIT count is the serving master's; a master whose replica is
+# stopped gives RLOCK_EREPLICA (lock, semaphore, latch, multi-lock) while the others grant.
+rlock_add_test(NAME test_cluster_replica_sync SOURCES cluster/test_cluster_replica_sync.c
+               LABELS redis fault TIMEOUT 120)
+
+# Failover inside the cluster under stress (4 x 4, replica_sync = 1): CLUSTER FAILOVER of one
+# master, then kill -9 of another (its replica promoted by the cluster, the old master back as a
+# replica): 0 violations, tokens strictly increasing per name, every process continues; waiters
+# on a master that fails over all acquire, the holder's watchdog renews on the new master.
+# plain_only: about 25 s a run of failover logic (as the long Sentinel suites), and three
+# variants of it would take tests/run.sh past its 40 minutes.
+rlock_add_test(NAME test_cluster_failover SOURCES cluster/test_cluster_failover.c
+               LABELS redis stress fault plain_only TIMEOUT 240)
+
+# RedLock with cluster clients: one cluster client is not a quorum (RLOCK_EINVAL); over three
+# cluster clients each member goes to its name's master, the watchdog keeps the hold, and a
+# CLUSTER FAILOVER of one member's master is followed (renewals, release, the next RedLock).
+rlock_add_test(NAME test_cluster_redlock SOURCES cluster/test_cluster_redlock.c
+               LABELS redis fault TIMEOUT 120)

@@ -155,3 +155,38 @@ void tc_cluster_move_slot(const char *key, rh_server *dst)
     free(src_id);
     free(dst_id);
 }
+
+void tc_cluster_proc_close(void *proc_ctx)
+{
+    tc_cluster_proc *p = proc_ctx;
+    for (int i = 0; p != NULL && i < TC_CLUSTER_NAMES_MAX; i++) {
+        rlock_free(p->h[i]);
+    }
+    if (p != NULL) {
+        rlock_client_free(p->c);
+    }
+    free(p);
+}
+
+void *tc_cluster_proc_open(int proc, void *names)
+{
+    (void)proc;
+    const tc_cluster_names *nm = names;
+    rlock_options o;
+    tc_options_url(&o, nm->url);
+    if (nm->tune != NULL) {
+        nm->tune(&o);
+    }
+    tc_cluster_proc *p = calloc(1, sizeof(*p));
+    p->c = p != NULL && nm->n <= TC_CLUSTER_NAMES_MAX ? tc_client_try(&o) : NULL;
+    for (int i = 0; p != NULL && p->c != NULL && i < nm->n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%d", nm->prefix, i);
+        p->h[i] = rlock_open(p->c, RLOCK_REENTRANT, name);
+    }
+    if (p == NULL || p->c == NULL || p->h[nm->n - 1] == NULL) {
+        tc_cluster_proc_close(p);
+        return NULL;
+    }
+    return p;
+}

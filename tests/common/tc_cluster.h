@@ -43,4 +43,23 @@ rh_server *tc_cluster_other_master(rh_server *s);
  * owner and the old one. */
 void tc_cluster_move_slot(const char *key, rh_server *dst);
 
+/* A stress process (tc_stress.h) on the cluster: a client on url with tc_options_url()'s options
+ * (edited by tune when set) and n reentrant handles "<prefix><i>" its threads share. The spec's
+ * arg is a tc_cluster_names, its proc_init and proc_fini these two. */
+#define TC_CLUSTER_NAMES_MAX 256
+typedef struct tc_cluster_names {
+    const char *url;
+    const char *prefix;
+    int n;
+    void (*tune)(rlock_options *o);
+} tc_cluster_names;
+
+typedef struct tc_cluster_proc {
+    rlock_client *c;
+    rlock *h[TC_CLUSTER_NAMES_MAX];
+} tc_cluster_proc;
+
+void *tc_cluster_proc_open(int proc, void *names);
+void tc_cluster_proc_close(void *proc_ctx);
+
 #endif

@@ -80,6 +80,25 @@ static int rc__create(rc_cluster *cl, int replicas)
     return 0;
 }
 
+/* The integer after field (e.g. "master_port:") in an INFO text, or -1. */
+static long rc__info_field(const char *info, const char *field)
+{
+    const char *f = info != NULL ? strstr(info, field) : NULL;
+    return f != NULL ? strtol(f + strlen(field), NULL, 10) : -1;
+}
+
+/* The "slaveN:...state=online" lines of a master's INFO replication. */
+static long rc__count_online(const char *info)
+{
+    long n = 0;
+    for (const char *p = info; (p = strstr(p, "\nslave")) != NULL; p++) {
+        const char *eol = strchr(p + 1, '\n');
+        const char *st = strstr(p, "state=online");
+        n += st != NULL && (eol == NULL || st < eol);
+    }
+    return n;
+}
+
 static int rc__node_ok(rh_server *s)
 {
     const char *info_argv[] = {"CLUSTER", "INFO", NULL};
@@ -95,6 +114,10 @@ static int rc__node_ok(rh_server *s)
     char *repl = rh_cmd_str(s, repl_argv);
     ok = repl != NULL &&
          (strstr(repl, "role:master") != NULL || strstr(repl, "master_link_status:up") != NULL);
+    /* A master counts a replica whose link is up as online only after its first
+     * acknowledgement: until then a client reading INFO would count one replica less. */
+    ok = ok && (strstr(repl, "role:master") == NULL ||
+                rc__count_online(repl) == rc__info_field(repl, "connected_slaves:"));
     free(repl);
     return ok;
 }
@@ -227,4 +250,137 @@ rh_server *rc_slot_owner(rc_cluster *cl, int slot)
         }
     }
     return NULL;
+}
+
+/* INFO replication of s (malloc()ed), NULL when it does not answer. */
+static char *rc__replication(rh_server *s)
+{
+    const char *argv[] = {"INFO", "replication", NULL};
+    return rh_pid(s) != 0 ? rh_cmd_str(s, argv) : NULL;
+}
+
+/* 1 when s is a replica of master with its link up. */
+static int rc__replicates(rh_server *s, rh_server *master)
+{
+    char *info = rc__replication(s);
+    int yes = info != NULL && strstr(info, "role:slave") != NULL &&
+              strstr(info, "master_link_status:up") != NULL &&
+              rc__info_field(info, "master_port:") == rh_port(master);
+    free(info);
+    return yes;
+}
+
+/* 1 when s says it is a master. */
+static int rc__is_master(rh_server *s)
+{
+    char *info = rc__replication(s);
+    int yes = info != NULL && strstr(info, "role:master") != NULL;
+    free(info);
+    return yes;
+}
+
+rh_server *rc_replica_of(rc_cluster *cl, rh_server *master)
+{
+    for (int i = 0; i < cl->n; i++) {
+        char *info = cl->nodes[i] != master ? rc__replication(cl->nodes[i]) : NULL;
+        int yes = info != NULL && strstr(info, "role:slave") != NULL &&
+                  rc__info_field(info, "master_port:") == rh_port(master);
+        free(info);
+        if (yes) {
+            return cl->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+int rc_online_replicas(rh_server *master)
+{
+    char *info = rc__replication(master);
+    int n = info != NULL ? rc__count_online(info) : -1;
+    free(info);
+    return n;
+}
+
+/* The node replica follows now, or NULL. */
+static rh_server *rc__master_of(rc_cluster *cl, rh_server *replica)
+{
+    char *info = rc__replication(replica);
+    long port = rc__info_field(info, "master_port:");
+    free(info);
+    for (int i = 0; i < cl->n; i++) {
+        if (rh_port(cl->nodes[i]) == port) {
+            return cl->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+/* Waits until cond(s, arg) holds, until deadline; 0 or -1 after printing what. */
+static int rc__wait(int (*cond)(rh_server *, rh_server *), rh_server *s, rh_server *arg,
+                    int64_t deadline, const char *what)
+{
+    while (!cond(s, arg)) {
+        if (rh_now_ms() >= deadline) {
+            fprintf(stderr, "redis_cluster: port %d %s\n", rh_port(s), what);
+            return -1;
+        }
+        rh_sleep_ms(20);
+    }
+    return 0;
+}
+
+static int rc__promoted(rh_server *s, rh_server *unused)
+{
+    (void)unused;
+    return rc__is_master(s);
+}
+
+int rc_failover(rc_cluster *cl, rh_server *replica, int64_t timeout_ms)
+{
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    rh_server *old = rc__master_of(cl, replica);
+    const char *argv[] = {"CLUSTER", "FAILOVER", NULL};
+    char *ok = old != NULL ? rh_cmd_str(replica, argv) : NULL;
+    int sent = ok != NULL && strcmp(ok, "OK") == 0;
+    free(ok);
+    if (!sent) {
+        fprintf(stderr, "redis_cluster: CLUSTER FAILOVER refused on port %d\n", rh_port(replica));
+        return -1;
+    }
+    /* The old master becomes a replica of the new one: its link must be up too, so that the
+     * next switch finds a replica to promote. */
+    if (rc__wait(rc__promoted, replica, NULL, deadline, "was not promoted") != 0 ||
+        rc__wait(rc__replicates, old, replica, deadline, "did not follow the new master") != 0) {
+        return -1;
+    }
+    int64_t left = deadline - rh_now_ms();
+    return rc_wait_ok(cl, left > 0 ? left : 0);
+}
+
+rh_server *rc_kill_master_only(rc_cluster *cl, rh_server *master, int64_t timeout_ms)
+{
+    rh_server *replica = rc_replica_of(cl, master);
+    if (replica == NULL || rh_stop(master) != 0) {
+        fprintf(stderr, "redis_cluster: port %d has no replica to promote\n", rh_port(master));
+        return NULL;
+    }
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    return rc__wait(rc__promoted, replica, NULL, deadline, "was not promoted") == 0 ? replica
+                                                                                    : NULL;
+}
+
+rh_server *rc_kill_master(rc_cluster *cl, rh_server *master, int64_t timeout_ms)
+{
+    int64_t deadline = rh_now_ms() + timeout_ms;
+    rh_server *replica = rc_kill_master_only(cl, master, timeout_ms);
+    if (replica == NULL || rh_restart(master) != 0) {
+        return NULL;
+    }
+    /* Its nodes.conf still gives it the slots under an older epoch; the cluster tells it
+     * otherwise and it follows the new master. */
+    if (rc__wait(rc__replicates, master, replica, deadline, "did not rejoin as a replica") != 0) {
+        return NULL;
+    }
+    int64_t left = deadline - rh_now_ms();
+    return rc_wait_ok(cl, left > 0 ? left : 0) == 0 ? replica : NULL;
 }

@@ -31,4 +31,25 @@ rh_server *rc_slot_owner(rc_cluster *cl, int slot);
 /* Polls every running node until cluster_state:ok on all of them, up to timeout_ms. 0 or -1. */
 int rc_wait_ok(rc_cluster *cl, int64_t timeout_ms);
 
+/* The running node that replicates master now (its INFO replication names master's port), or
+ * NULL. */
+rh_server *rc_replica_of(rc_cluster *cl, rh_server *master);
+/* The number of replicas master lists as online in INFO replication, -1 on error. */
+int rc_online_replicas(rh_server *master);
+/* Runs CLUSTER FAILOVER on replica (a graceful switch: its master pauses writers until the
+ * replica caught up, then the replica takes the slots) and waits until replica is a master and
+ * every node, the old master now a replica of it with its link up, reports cluster_state:ok.
+ * 0, or -1 after timeout_ms. */
+int rc_failover(rc_cluster *cl, rh_server *replica, int64_t timeout_ms);
+/* A crash: kill -9 of master by PID, waits until the cluster promoted its replica (no
+ * command: the replicas elect one after cluster-node-timeout), then starts master again on its
+ * port with its nodes.conf and no data, where it rejoins as a replica of the new master, and
+ * waits until its link is up and every node reports cluster_state:ok. The new master, or NULL
+ * after timeout_ms. */
+rh_server *rc_kill_master(rc_cluster *cl, rh_server *master, int64_t timeout_ms);
+/* The first half of rc_kill_master(): kill -9 of master, then waits until its replica is
+ * promoted; master stays down (rh_restart() brings it back as a replica). The new master, or
+ * NULL. */
+rh_server *rc_kill_master_only(rc_cluster *cl, rh_server *master, int64_t timeout_ms);
+
 #endif /* RLOCK_TESTS_REDIS_CLUSTER_H */
