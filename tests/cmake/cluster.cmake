@@ -20,8 +20,10 @@ rlock_add_test(NAME test_cluster_pubsub SOURCES cluster/test_cluster_pubsub.c
 
 # Replica sync per node: the WAIT count is the serving master's; a master whose replica is
 # stopped gives RLOCK_EREPLICA (lock, semaphore, latch, multi-lock) while the others grant.
+# Replica sync per master: a replica stopped, a master killed and restarted (~26 s, failover
+# logic rather than memory or races): plain build only, to keep tests/run.sh within 40 minutes.
 rlock_add_test(NAME test_cluster_replica_sync SOURCES cluster/test_cluster_replica_sync.c
-               LABELS redis fault TIMEOUT 120)
+               LABELS redis fault plain_only TIMEOUT 120)
 
 # Failover inside the cluster under stress (4 x 4, replica_sync = 1): CLUSTER FAILOVER of one
 # master, then kill -9 of another (its replica promoted by the cluster, the old master back as a
