@@ -158,8 +158,9 @@ int rc_wait_ok(rc_cluster *cl, int64_t timeout_ms)
 
 static void rc__build_url(rc_cluster *cl)
 {
-    size_t off = (size_t)snprintf(cl->url, sizeof(cl->url), "%s://",
-                                  rh_tls_port(cl->nodes[0]) > 0 ? "rediss-cluster" : "redis-cluster");
+    size_t off =
+        (size_t)snprintf(cl->url, sizeof(cl->url), "%s://",
+                         rh_tls_port(cl->nodes[0]) > 0 ? "rediss-cluster" : "redis-cluster");
     for (int i = 0; i < cl->n; i++) {
         off += (size_t)snprintf(cl->url + off, sizeof(cl->url) - off, "%s127.0.0.1:%d",
                                 i > 0 ? "," : "", rc__client_port(cl->nodes[i]));
