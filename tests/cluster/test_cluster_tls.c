@@ -130,6 +130,14 @@ static void test_waiter_woken_by_sharded_release(void **state)
     rlock_client_free(h);
 }
 
+/* c's redirection and refresh counts now. */
+static rlk_cluster_stats stats_of(rlock_client *c)
+{
+    rlk_cluster_stats st;
+    rlk_cluster_get_stats(c->cluster, &st);
+    return st;
+}
+
 /* The slot of a held lock migrates (MIGRATE over the TLS cluster): the release is answered
  * MOVED by the old owner, which names the new owner's TLS port to a TLS client; the client
  * follows it and the lock is released there. */
@@ -144,12 +152,9 @@ static void test_moved_after_migration_followed(void **state)
     rh_server *dst = tc_cluster_other_master(src);
     tc_cluster_move_slot(name, dst);
     assert_ptr_equal(tc_cluster_owner(name), dst);
-    rlk_cluster_stats before;
-    rlk_cluster_get_stats(c->cluster, &before);
+    rlk_cluster_stats before = stats_of(c);
     assert_int_equal(rlock_unlock(l), RLOCK_OK);
-    rlk_cluster_stats after;
-    rlk_cluster_get_stats(c->cluster, &after);
-    assert_true(after.moved > before.moved);
+    assert_true(stats_of(c).moved > before.moved);
     assert_int_equal(tc_cluster_exists(name), 0);
     assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
     assert_int_equal(tc_cluster_exists(name), 1);
@@ -170,12 +175,10 @@ static void test_stale_map_followed(void **state)
     rh_server *other = tc_cluster_other_master(owner);
     rlk_cluster_note_moved(c->cluster, rlk_cluster_key_slot(name, strlen(name)), "127.0.0.1",
                            rh_tls_port(other));
-    rlk_cluster_stats before;
-    rlk_cluster_get_stats(c->cluster, &before);
+    rlk_cluster_stats before = stats_of(c);
     rlock *l = tc_open(c, RLOCK_FAIR, name);
     assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
-    rlk_cluster_stats after;
-    rlk_cluster_get_stats(c->cluster, &after);
+    rlk_cluster_stats after = stats_of(c);
     assert_true(after.moved > before.moved);
     assert_true(after.refreshes > before.refreshes);
     assert_int_equal(tc_cluster_exists(name), 1);
