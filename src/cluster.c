@@ -28,7 +28,8 @@ struct rlk_cluster {
     cluster_pool *pools;
     int n_pools, cap_pools;
     int refreshing;
-    uint64_t epoch; /* raised by every map change */
+    int64_t refreshed_at; /* when the last refresh ended (rlk_now_ms), successful or not */
+    uint64_t epoch;       /* raised by every map change */
     /* The pool that last served each slot (an index into pools, -1: none yet): whose replica
      * count a master that takes the slot over starts from, even when the slot was unserved in
      * between (a map read while its dead master was not replaced yet). */
@@ -400,6 +401,7 @@ int rlk_cluster_refresh(rlk_cluster *cl, uint64_t epoch)
     r = r ? r : cluster_install(cl, &m);
     cl->stats.refreshes += r == RLOCK_OK;
     cl->refreshing = 0;
+    cl->refreshed_at = rlk_now_ms();
     if (r != RLOCK_OK) {
         cl->epoch++; /* waiters must not start a refresh of their own right after this one */
     }
@@ -409,6 +411,15 @@ int rlk_cluster_refresh(rlk_cluster *cl, uint64_t epoch)
         cluster_pick_home(cl);
     }
     return r;
+}
+
+int rlk_cluster_refresh_after_failure(rlk_cluster *cl, uint64_t epoch)
+{
+    pthread_mutex_lock(&cl->mu);
+    int recent = !cl->refreshing && cl->refreshed_at != 0 &&
+                 rlk_now_ms() - cl->refreshed_at < RLK_CLUSTER_FAILURE_REFRESH_GAP_MS;
+    pthread_mutex_unlock(&cl->mu);
+    return recent ? RLOCK_OK : rlk_cluster_refresh(cl, epoch);
 }
 
 void rlk_cluster_note_moved(rlk_cluster *cl, int slot, const char *host, int port)

@@ -47,6 +47,14 @@ int rlk_cluster_node_of(rlk_cluster *cl, int slot);
  * most one refresh is in flight; callers that come while it runs wait for it. A failed refresh
  * keeps the old map. RLOCK_OK or the refresh's error. */
 int rlk_cluster_refresh(rlk_cluster *cl, uint64_t epoch);
+/* How often a refused or failed node may make the client read the map again. Until the cluster
+ * notices a dead master (cluster-node-timeout) every map still names it, and every request to it
+ * fails at once: without a gap each of them would ask the cluster for the same map again. */
+#define RLK_CLUSTER_FAILURE_REFRESH_GAP_MS 100
+/* rlk_cluster_refresh() after a node could not be reached, unless a refresh ended less than
+ * RLK_CLUSTER_FAILURE_REFRESH_GAP_MS ago (then RLOCK_OK without one). A MOVED or READONLY
+ * answer is news about the map and refreshes at once (rlk_cluster_refresh). */
+int rlk_cluster_refresh_after_failure(rlk_cluster *cl, uint64_t epoch);
 /* Records that host:port serves slot now (a MOVED), after a refresh that did not say so yet
  * (the node asked may not have heard of the move). */
 void rlk_cluster_note_moved(rlk_cluster *cl, int slot, const char *host, int port);

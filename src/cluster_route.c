@@ -123,7 +123,7 @@ int rlk_cluster_run(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, vo
             /* A node that cannot be reached may have failed over or left: the next request
              * should find the map as the cluster sees it now. */
             if (r == RLOCK_ECONN) {
-                (void)rlk_cluster_refresh(cl, epoch);
+                (void)rlk_cluster_refresh_after_failure(cl, epoch);
             }
             return r;
         }

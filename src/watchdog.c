@@ -366,12 +366,14 @@ static void rlk_wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
         uint64_t epoch = 0;
         rlk_pool *pool = rlk_cluster_pool(cl, items[chunks[i].first].slot, &epoch);
         int r = pool != NULL ? rlk_wd_send(wd, pool, items, chunks + i, j - i) : RLOCK_ENOMEM;
-        int moved = r == RLOCK_ECONN;
+        int moved = 0;
         for (size_t k = i; k < j; k++) {
             moved |= chunks[k].moved;
         }
         if (moved) {
             (void)rlk_cluster_refresh(cl, epoch);
+        } else if (r == RLOCK_ECONN) {
+            (void)rlk_cluster_refresh_after_failure(cl, epoch);
         }
         i = j;
     }

@@ -13,6 +13,11 @@
  * - Waiters: a hold under the watchdog on one master, three waiters on another client, CLUSTER
  *   FAILOVER of that master: the hold is still renewed on the new master past its lease, and
  *   after the unlock every waiter acquires (none is stranded on the old master).
+ * - A refused master: until the cluster promotes the replica of a killed master, every map still
+ *   names the dead one and every request to it fails at once. Four threads retrying without a
+ *   pause must not make their client read the map more than once per
+ *   RLK_CLUSTER_FAILURE_REFRESH_GAP_MS (before the gap: one refresh per failed request, hundreds
+ *   a second), and once the replica is promoted the client finds it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cmocka.h>
@@ -240,5 +246,78 @@ static void test_waiters_across_cluster_failover(void **state)
     rlock_client_free(b);
 }
 
+/* A thread of the refused-master case: lock attempts without a pause until told to stop. */
+typedef struct spinner {
+    rlock *l;
+    atomic_int *stop;
+    long attempts, refused;
+} spinner;
+
+static void *spin(void *arg)
+{
+    spinner *s = arg;
+    while (!atomic_load(s->stop)) {
+        int r = rlock_try_lock(s->l, 0, 10000);
+        s->attempts++;
+        s->refused += r == RLOCK_ECONN;
+        if (r == RLOCK_OK) {
+            (void)rlock_unlock(s->l);
+        }
+    }
+    return NULL;
+}
+
+static void test_refused_master_refresh_gap(void **state)
+{
+    (void)state;
+    rlock_options o;
+    tc_options_url(&o, rc_seed_url(tc_cl));
+    failover_tune(&o);
+    o.replica_sync = 0; /* the promoted master has no replica until the old one rejoins */
+    rlock_client *c = tc_client(&o);
+    char name[32];
+    tc_cluster_name_on(2, "fo-gap-", name, sizeof(name));
+    rh_server *master = tc_cluster_owner(name);
+    atomic_int stop = 0;
+    spinner sp[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        sp[i] = (spinner){.l = rlock_open(c, RLOCK_REENTRANT, name), .stop = &stop};
+        assert_non_null(sp[i].l);
+        assert_int_equal(pthread_create(&th[i], NULL, spin, &sp[i]), 0);
+    }
+    rh_sleep_ms(200);
+    rlk_cluster_stats before, after;
+    rlk_cluster_get_stats(c->cluster, &before);
+    int64_t t0 = rh_now_ms();
+    rh_server *promoted = rc_kill_master_only(tc_cl, master, 30000);
+    rh_sleep_ms(500);
+    atomic_store(&stop, 1);
+    long attempts = 0, refused = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        attempts += sp[i].attempts;
+        refused += sp[i].refused;
+    }
+    int64_t elapsed = rh_now_ms() - t0;
+    rlk_cluster_get_stats(c->cluster, &after);
+    uint64_t refreshes = after.refreshes - before.refreshes;
+    uint64_t moved = after.moved - before.moved;
+    printf("refused master: %lld ms, %ld attempts, %ld refused, %llu map refreshes, %llu MOVED\n",
+           (long long)elapsed, attempts, refused, (unsigned long long)refreshes,
+           (unsigned long long)moved);
+    assert_non_null(promoted);
+    assert_true(refused > 0);
+    assert_true(refreshes <= (uint64_t)(elapsed / RLK_CLUSTER_FAILURE_REFRESH_GAP_MS) + 3 + moved);
+    /* The promoted replica serves the name now, and the client found it. */
+    assert_int_equal(rlock_try_lock(sp[0].l, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(sp[0].l), RLOCK_OK);
+    for (int i = 0; i < 4; i++) {
+        rlock_free(sp[i].l);
+    }
+    rlock_client_free(c);
+}
+
 TC_MAIN(setup, teardown, cmocka_unit_test(test_switches_under_stress),
-        cmocka_unit_test(test_waiters_across_cluster_failover))
+        cmocka_unit_test(test_waiters_across_cluster_failover),
+        cmocka_unit_test(test_refused_master_refresh_gap))
