@@ -44,10 +44,12 @@ static int64_t cluster_left(int64_t deadline_ms)
     return left < 1 ? 1 : left;
 }
 
-/* Decodes the topology reply of the command that was asked (shards or slots). */
-static int cluster_decode(const redisReply *r, int shards, const char *host, rlk_cluster_map *out)
+/* Decodes the topology reply of the command that was asked (shards or slots) over a TLS
+ * connection or not. */
+static int cluster_decode(const redisReply *r, int shards, const char *host, int tls,
+                          rlk_cluster_map *out)
 {
-    return shards ? rlk_cluster_map_from_shards(r, host, out)
+    return shards ? rlk_cluster_map_from_shards_tls(r, host, tls, out)
                   : rlk_cluster_map_from_slots(r, host, out);
 }
 
@@ -67,7 +69,7 @@ static int cluster_ask(rlock_client *c, const char *host, int port, int64_t dead
         const char *argv[2] = {"CLUSTER", shards ? "SHARDS" : "SLOTS"};
         r = rlk_conn_command(conn, 2, argv, NULL, &rep);
         if (r == RLOCK_OK && rep->type != REDIS_REPLY_ERROR) {
-            r = cluster_decode(rep, shards, host, out);
+            r = cluster_decode(rep, shards, host, ep.tls, out);
             break;
         }
         if (r == RLOCK_OK && shards == 0) {

@@ -167,7 +167,7 @@ static const redisReply *shard_master(const redisReply *nodes)
     return NULL;
 }
 
-static int shard(rlk_cluster_map *m, const redisReply *sh, const char *asked_host)
+static int shard(rlk_cluster_map *m, const redisReply *sh, const char *asked_host, int tls)
 {
     const redisReply *slots = field(sh, "slots");
     if (slots == NULL || slots->type != REDIS_REPLY_ARRAY || slots->elements % 2 != 0) {
@@ -177,10 +177,11 @@ static int shard(rlk_cluster_map *m, const redisReply *sh, const char *asked_hos
     if (master == NULL || slots->elements == 0) {
         return RLOCK_OK;
     }
-    /* A TLS cluster announces tls-port; a plain one port. */
-    const redisReply *port = field(master, "port");
+    /* A TLS cluster announces tls-port, and port too when its nodes keep a plain port: a TLS
+     * client must dial the first, a plain one the second; either falls back to the other. */
+    const redisReply *port = field(master, tls ? "tls-port" : "port");
     if (!is_int(port)) {
-        port = field(master, "tls-port");
+        port = field(master, tls ? "port" : "tls-port");
     }
     const redisReply *host = field(master, "endpoint");
     if (!is_str(host) || host->len == 0 || str_is(host, "?")) {
@@ -201,12 +202,18 @@ static int shard(rlk_cluster_map *m, const redisReply *sh, const char *asked_hos
 
 int rlk_cluster_map_from_shards(const redisReply *r, const char *asked_host, rlk_cluster_map *out)
 {
+    return rlk_cluster_map_from_shards_tls(r, asked_host, 0, out);
+}
+
+int rlk_cluster_map_from_shards_tls(const redisReply *r, const char *asked_host, int tls,
+                                    rlk_cluster_map *out)
+{
     map_init(out);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
         return rlk_err(RLOCK_EPROTO, "CLUSTER SHARDS: expected an array reply");
     }
     for (size_t i = 0; i < r->elements; i++) {
-        int rc = shard(out, r->element[i], asked_host);
+        int rc = shard(out, r->element[i], asked_host, tls);
         if (rc != RLOCK_OK) {
             rlk_cluster_map_free(out);
             return rc;

@@ -31,6 +31,12 @@ typedef struct rlk_cluster_map {
  * reached at asked_host, the host the question went to. RLOCK_OK, RLOCK_EPROTO (a reply of
  * another shape, with a message) or RLOCK_ENOMEM; out is left empty on failure. */
 int rlk_cluster_map_from_shards(const redisReply *r, const char *asked_host, rlk_cluster_map *out);
+/* The same for a client that dials its nodes with TLS when tls is 1: a node that announces both
+ * tls-port and port (a TLS cluster whose nodes keep a plain port) is reached at its tls-port;
+ * with tls 0 (what rlk_cluster_map_from_shards does) at its port. CLUSTER SLOTS needs no such
+ * choice: a node answers it with the port of the connection's kind. */
+int rlk_cluster_map_from_shards_tls(const redisReply *r, const char *asked_host, int tls,
+                                    rlk_cluster_map *out);
 /* The same from a CLUSTER SLOTS reply: [start, end, [host, port, id, ...], replicas...] rows. */
 int rlk_cluster_map_from_slots(const redisReply *r, const char *asked_host, rlk_cluster_map *out);
 void rlk_cluster_map_free(rlk_cluster_map *m);

@@ -116,6 +116,35 @@ static void test_unknown_endpoint_uses_asked_host(void **state)
     freeReplyObject(r);
 }
 
+/* A TLS cluster whose nodes keep a plain port announces both: a TLS client must get the
+ * tls-port (the plain port would fail its handshake), a plain client the port. */
+static void test_tls_cluster_ports(void **state)
+{
+    (void)state;
+    static const char resp[] =
+        "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n*12\r\n"
+        "$8\r\ntls-port\r\n:27001\r\n$4\r\nport\r\n:17001\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+        "$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+        "$6\r\nhealth\r\n$6\r\nonline\r\n";
+    redisReply *r = parse(resp);
+    rlk_cluster_map m;
+    assert_int_equal(rlk_cluster_map_from_shards_tls(r, "seed", 1, &m), RLOCK_OK);
+    assert_int_equal(owner_port(&m, 16383), 27001);
+    rlk_cluster_map_free(&m);
+    assert_int_equal(rlk_cluster_map_from_shards_tls(r, "seed", 0, &m), RLOCK_OK);
+    assert_int_equal(owner_port(&m, 16383), 17001);
+    rlk_cluster_map_free(&m);
+    freeReplyObject(r);
+
+    /* A node that announces one port alone (a plain node, or a TLS node with port 0) is
+     * reached there by either client. */
+    r = parse("*1\r\n" SHARD("0", "16383", "9", "127.0.0.1", "17001", "6", "online"));
+    assert_int_equal(rlk_cluster_map_from_shards_tls(r, "seed", 1, &m), RLOCK_OK);
+    assert_int_equal(owner_port(&m, 0), 17001);
+    rlk_cluster_map_free(&m);
+    freeReplyObject(r);
+}
+
 static void test_failed_master_leaves_slots_unserved(void **state)
 {
     (void)state;
@@ -210,6 +239,7 @@ int main(void)
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_unknown_endpoint_uses_asked_host),
         cmocka_unit_test(test_failed_master_leaves_slots_unserved),
+        cmocka_unit_test(test_tls_cluster_ports),
         cmocka_unit_test(test_malformed_topologies),
         cmocka_unit_test(test_redirects),
         cmocka_unit_test(test_not_redirects),

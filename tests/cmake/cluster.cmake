@@ -39,3 +39,11 @@ rlock_add_test(NAME test_cluster_failover SOURCES cluster/test_cluster_failover.
 # CLUSTER FAILOVER of one member's master is followed (renewals, release, the next RedLock).
 rlock_add_test(NAME test_cluster_redlock SOURCES cluster/test_cluster_redlock.c
                LABELS redis fault TIMEOUT 120)
+
+# rediss-cluster:// on a TLS cluster (RH_TLS_DIR: every node tls-port, tls-cluster and
+# tls-replication on, created with redis-cli --tls): every lock kind and a multi-lock over the
+# three masters, a waiter woken through sharded pub/sub, MOVED followed to the TLS port, a wrong
+# CA is RLOCK_ECONN. The certificates are tls.cmake's (included after this file, hence the path
+# spelled out; the fixture is resolved when ctest runs).
+rlock_add_test(NAME test_cluster_tls SOURCES cluster/test_cluster_tls.c LABELS redis TIMEOUT 120
+               ENV "RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs" FIXTURES_REQUIRED tls_certs)

@@ -116,7 +116,8 @@ void tc_cluster_migrate_keys(rh_server *src, rh_server *dst, const char *slot)
     assert_int_equal(keys->type, REDIS_REPLY_ARRAY);
     assert_true(keys->elements > 0);
     char port[16];
-    snprintf(port, sizeof(port), "%d", rh_port(dst));
+    /* A TLS cluster's MIGRATE dials the target over TLS, on its TLS port. */
+    snprintf(port, sizeof(port), "%d", rh_tls_port(dst) > 0 ? rh_tls_port(dst) : rh_port(dst));
     for (size_t i = 0; i < keys->elements; i++) {
         const char *argv[] = {"MIGRATE", "127.0.0.1", port, keys->element[i]->str,
                               "0",       "5000",      NULL};

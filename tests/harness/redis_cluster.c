@@ -34,22 +34,36 @@ static void rc__cli_path(char *out, size_t outlen)
     snprintf(out, outlen, "redis-cli");
 }
 
-/* Runs `redis-cli --cluster create <nodes> --cluster-replicas R --cluster-yes`, its output going
- * to create.log in the first node's directory. 0 when it exited with status 0. */
+/* The port clients and the cluster bus use: the TLS one on a TLS cluster, where every node's
+ * cluster bus listens on its TLS port + 10000. */
+static int rc__client_port(const rh_server *s)
+{
+    return rh_tls_port(s) > 0 ? rh_tls_port(s) : rh_port(s);
+}
+
+/* Runs `redis-cli --cluster create <nodes> --cluster-replicas R --cluster-yes` (with --tls and
+ * the test CA on a TLS cluster: CLUSTER MEET must name the TLS ports), its output going to
+ * create.log in the first node's directory. 0 when it exited with status 0. */
 static int rc__create(rc_cluster *cl, int replicas)
 {
-    char cli[PATH_MAX], log[PATH_MAX], reps[16], addrs[RC_MAX_NODES][32];
-    const char *argv[RC_MAX_NODES + 8];
+    char cli[PATH_MAX], log[PATH_MAX], ca[PATH_MAX], reps[16], addrs[RC_MAX_NODES][32];
+    const char *argv[RC_MAX_NODES + 12];
     int a = 0;
 
     rc__cli_path(cli, sizeof(cli));
     snprintf(log, sizeof(log), "%s/create.log", rh_dir(cl->nodes[0]));
     snprintf(reps, sizeof(reps), "%d", replicas);
     argv[a++] = cli;
+    if (rh_tls_port(cl->nodes[0]) > 0) {
+        snprintf(ca, sizeof(ca), "%s/ca.crt", rh_tls_dir());
+        argv[a++] = "--tls";
+        argv[a++] = "--cacert";
+        argv[a++] = ca;
+    }
     argv[a++] = "--cluster";
     argv[a++] = "create";
     for (int i = 0; i < cl->n; i++) {
-        snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", rh_port(cl->nodes[i]));
+        snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", rc__client_port(cl->nodes[i]));
         argv[a++] = addrs[i];
     }
     argv[a++] = "--cluster-replicas";
@@ -144,10 +158,12 @@ int rc_wait_ok(rc_cluster *cl, int64_t timeout_ms)
 
 static void rc__build_url(rc_cluster *cl)
 {
-    size_t off = (size_t)snprintf(cl->url, sizeof(cl->url), "redis-cluster://");
+    size_t off =
+        (size_t)snprintf(cl->url, sizeof(cl->url), "%s://",
+                         rh_tls_port(cl->nodes[0]) > 0 ? "rediss-cluster" : "redis-cluster");
     for (int i = 0; i < cl->n; i++) {
         off += (size_t)snprintf(cl->url + off, sizeof(cl->url) - off, "%s127.0.0.1:%d",
-                                i > 0 ? "," : "", rh_port(cl->nodes[i]));
+                                i > 0 ? "," : "", rc__client_port(cl->nodes[i]));
     }
 }
 
@@ -162,6 +178,12 @@ rc_cluster *rc_start(int masters, int replicas)
                           "1000",
                           "--appendonly",
                           "no",
+                          /* On a TLS node (RH_TLS_DIR) the cluster bus and the replication
+                           * links talk TLS too; a plain node stops reading here. */
+                          rh_tls_dir() != NULL ? "--tls-cluster" : NULL,
+                          "yes",
+                          "--tls-replication",
+                          "yes",
                           NULL};
     int n = masters * (1 + replicas);
     if (masters < 3 || replicas < 0 || n > RC_MAX_NODES) {
@@ -265,7 +287,7 @@ static int rc__replicates(rh_server *s, rh_server *master)
     char *info = rc__replication(s);
     int yes = info != NULL && strstr(info, "role:slave") != NULL &&
               strstr(info, "master_link_status:up") != NULL &&
-              rc__info_field(info, "master_port:") == rh_port(master);
+              rc__info_field(info, "master_port:") == rc__client_port(master);
     free(info);
     return yes;
 }
@@ -284,7 +306,7 @@ rh_server *rc_replica_of(rc_cluster *cl, rh_server *master)
     for (int i = 0; i < cl->n; i++) {
         char *info = cl->nodes[i] != master ? rc__replication(cl->nodes[i]) : NULL;
         int yes = info != NULL && strstr(info, "role:slave") != NULL &&
-                  rc__info_field(info, "master_port:") == rh_port(master);
+                  rc__info_field(info, "master_port:") == rc__client_port(master);
         free(info);
         if (yes) {
             return cl->nodes[i];
@@ -308,7 +330,7 @@ static rh_server *rc__master_of(rc_cluster *cl, rh_server *replica)
     long port = rc__info_field(info, "master_port:");
     free(info);
     for (int i = 0; i < cl->n; i++) {
-        if (rh_port(cl->nodes[i]) == port) {
+        if (rc__client_port(cl->nodes[i]) == port) {
             return cl->nodes[i];
         }
     }

@@ -6,6 +6,9 @@
  * with `redis-cli --cluster create ... --cluster-replicas R --cluster-yes` (the tool users run,
  * so the slot layout is the one they get), and returns once every node reports cluster_state:ok
  * with all 16384 slots assigned and every replica's link to its master is up.
+ * When RH_TLS_DIR is set (redis_harness.h), every node is a TLS node with tls-cluster and
+ * tls-replication on, the cluster is created over TLS, and rc_seed_url() is rediss-cluster://
+ * with the TLS ports; the harness's own admin commands still use each node's plain port.
  * Call it from the main thread (see redis_harness.h on PR_SET_PDEATHSIG).
  */
 #ifndef RLOCK_TESTS_REDIS_CLUSTER_H
@@ -24,7 +27,8 @@ void rc_free(rc_cluster *cl);
 
 int rc_node_count(const rc_cluster *cl);
 rh_server *rc_node(rc_cluster *cl, int i);
-/* "redis-cluster://127.0.0.1:P1,127.0.0.1:P2,..." listing every node as a seed. */
+/* "redis-cluster://127.0.0.1:P1,127.0.0.1:P2,..." listing every node as a seed
+ * ("rediss-cluster://" and the TLS ports on a TLS cluster). */
 const char *rc_seed_url(const rc_cluster *cl);
 /* The node that currently serves slot as master (asked with CLUSTER SLOTS), or NULL. */
 rh_server *rc_slot_owner(rc_cluster *cl, int slot);
