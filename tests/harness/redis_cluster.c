@@ -170,21 +170,12 @@ static void rc__build_url(rc_cluster *cl)
 rc_cluster *rc_start(int masters, int replicas)
 {
     /* Short node timeouts make failovers in tests take about a second, not fifteen. */
-    const char *args[] = {"--cluster-enabled",
-                          "yes",
-                          "--cluster-config-file",
-                          "nodes.conf",
-                          "--cluster-node-timeout",
-                          "1000",
-                          "--appendonly",
-                          "no",
+    const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                          "--cluster-node-timeout", "1000", "--appendonly", "no",
                           /* On a TLS node (RH_TLS_DIR) the cluster bus and the replication
                            * links talk TLS too; a plain node stops reading here. */
-                          rh_tls_dir() != NULL ? "--tls-cluster" : NULL,
-                          "yes",
-                          "--tls-replication",
-                          "yes",
-                          NULL};
+                          rh_tls_dir() != NULL ? "--tls-cluster" : NULL, "yes", "--tls-replication",
+                          "yes", NULL};
     int n = masters * (1 + replicas);
     if (masters < 3 || replicas < 0 || n > RC_MAX_NODES) {
         fprintf(stderr, "redis_cluster: unsupported shape %d masters x %d replicas\n", masters,
