@@ -17,7 +17,7 @@
 #   RLOCK_SKIP_APT=1                   never call apt-get
 #   RLOCK_JOBS=2                       parallel build / unit-test jobs
 #   RLOCK_CTEST_ARGS="..."             extra arguments for every ctest call (e.g. -R url)
-#   RLOCK_FUZZ_SECONDS=30              run time of each libFuzzer target (tests/fuzz), after the
+#   RLOCK_FUZZ_SECONDS=20              run time of each libFuzzer target (tests/fuzz), after the
 #                                      variants, built with clang in build/fuzz; 0 skips fuzzing
 #   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
 #
@@ -155,7 +155,7 @@ run_variant() {
 # Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for RLOCK_FUZZ_SECONDS on
 # its committed corpus; every target counts as one test, a crash as one failure.
 run_fuzz() {
-    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-30} out
+    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-20} out
     [ "$secs" -gt 0 ] || return 0
     log "fuzz: configure and build ($dir)"
     mkdir -p "$dir"
