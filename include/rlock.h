@@ -188,7 +188,9 @@ typedef struct rlock_options {
      * channels are disjoint, and a waiter in the other mode hears no release (it then waits for
      * the lease to run out). Any other value is RLOCK_EINVAL in rlock_client_new(). */
     int cluster_pubsub;
-    void *reserved[3]; /* for future options without an ABI break; keep zero */
+    /* For future options without an ABI break; keep zero. cluster_pubsub took the place of one
+     * of three pointers (an int and its padding), so the struct keeps its size and layout. */
+    void *reserved[2];
 } rlock_options;
 
 /* Values of rlock_options.cluster_pubsub. */
