@@ -238,7 +238,7 @@ static int fair_wait_begin(rlk_acq *a)
 
 /* Ends a wait: the heartbeat stops before the entry goes, so it cannot be put back afterwards.
  * A granted waiter was taken off the queue by the grant itself. */
-static void fair_wait_end(rlk_acq *a, int acquired)
+static int fair_wait_end(rlk_acq *a, int acquired)
 {
     rlk_waiter_hb *w = a->scratch;
 
@@ -247,6 +247,7 @@ static void fair_wait_end(rlk_acq *a, int acquired)
     if (!acquired && a->may_queue) {
         fair_leave(a);
     }
+    return 0;
 }
 
 static int fair_release(rlk_acq *a)

@@ -68,6 +68,29 @@ int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
     return RLOCK_ECONN;
 }
 
+int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len, uint64_t wait,
+                           uint64_t token)
+{
+    for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
+        if (a->tag_len == len && memcmp(a->tag, tag, len) == 0) {
+            if (a->wait != wait) {
+                return RLOCK_EINVAL;
+            }
+            /* Queued like a claimed attempt without a connection: rlk_send_armed() wakes the
+             * owner after the mutex is dropped and sends nothing. */
+            rlk_armed_unlink(s, a);
+            a->conn = NULL;
+            a->token = token;
+            a->state = RLK_ARMED_GRANTED;
+            a->inflight = 1;
+            a->next = ps->sending;
+            ps->sending = a;
+            return RLOCK_OK;
+        }
+    }
+    return RLOCK_ECONN;
+}
+
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
  * while Redis runs the attempt; it waits for the hand-back below (rlk_armed_settle()), then reads
@@ -86,7 +109,9 @@ void rlk_send_armed(rlk_pubsub *ps)
          * failed send leaves a broken connection, on which the owner's read fails too
          * (RLOCK_ECONN, like a failed attempt of its own). */
         pthread_cond_signal(&a->cv);
-        (void)rlk_conn_send(a->conn, a->cmd, a->len);
+        if (a->conn != NULL) {
+            (void)rlk_conn_send(a->conn, a->cmd, a->len);
+        }
     }
     /* Hand the records back (rlk_armed_settle): their owners may now reuse or free them. */
     pthread_mutex_lock(&ps->mu);
@@ -113,6 +138,9 @@ static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
 int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a)
 {
     rlk_armed_settle(ps, a);
+    if (a->state == RLK_ARMED_GRANTED) {
+        return RLK_WAIT_GRANTED;
+    }
     int r = rlk_conn_read(a->conn, &a->reply);
     /* A failed read is like a failed attempt of the waiter's own: the outcome is unknown, so
      * the attempt is not resent, and the connection is closed. */
@@ -135,12 +163,18 @@ int rlk_armed_new(char *cmd, size_t len, rlk_armed **out)
     return RLOCK_OK;
 }
 
-void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len)
+void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait)
 {
     if (a != NULL && len < sizeof(a->tag)) {
         memcpy(a->tag, tag, len);
         a->tag_len = len;
+        a->wait = wait;
     }
+}
+
+uint64_t rlk_armed_token(const rlk_armed *a)
+{
+    return a->token;
 }
 
 redisReply *rlk_armed_take_reply(rlk_armed *a)
