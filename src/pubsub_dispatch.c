@@ -68,7 +68,8 @@ int rlk_grant_parse(const char *msg, size_t len, uint64_t *token, uint64_t *wait
 }
 
 /* A grant on this client's wake channel ("grant <token> <wait> <uuid>:<tid>",
- * lua/lock_release.lua): the named waiter holds the lock already. Asleep with the armed record of
+ * lua/lock_release.lua), or on a fair waiter's own channel (lua/fair_release.lua), for a waiter of
+ * the lock channel twin: the named waiter holds the lock already. Asleep with the armed record of
  * that wait, it is woken alone with the grant. Asleep in another wait, it ignores the message: a
  * grant read late, after its waiter found it by an attempt of its own and has since released the
  * lock and waits again. Otherwise (between two attempts, not armed) it gets a permit of twin, and
@@ -254,6 +255,9 @@ void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
         }
         if (s == announced && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '0') {
             return; /* the wake-up it stands for was named just before */
+        }
+        if (s->mode == RLK_MSG_LOCK && m->type == REDIS_REPLY_STRING && rlk_on_grant(ps, s, m)) {
+            return; /* a fair waiter's grant */
         }
         if (s->mode != RLK_MSG_LOCK) {
             rlk_give_n_later(ps, s, rlk_msg_permits(s->mode, m));
