@@ -308,8 +308,8 @@ int64_t rlk_grant_ttl(const rlk_acq *a)
 }
 
 /* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
- * TTL only, so a longer lease is renewed at once, by the watchdog for good (watchdog holds) or
- * once (explicit leases). Neither delays the caller. */
+ * TTL only, so a longer lease is renewed within a third of it, by the watchdog for good (watchdog
+ * holds) or once (explicit leases). Neither delays the caller (watchdog.h, rlk_wd_add_soon). */
 static int rlk_grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
 {
     rlock_client *c = a->lock->client;
@@ -320,6 +320,18 @@ static int rlk_grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
         return rlk_wd_add_once(c->watchdog, &h->wd, a->lease_ms, a->granted_ttl);
     }
     return RLOCK_OK;
+}
+
+int rlk_leave_granted(rlk_acq *a, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 2 ||
+        r->element[1]->type != REDIS_REPLY_INTEGER) {
+        return 0;
+    }
+    a->token = (uint64_t)r->element[1]->integer;
+    a->granted_ttl = rlk_grant_ttl(a);
+    return 1;
 }
 
 void rlk_acq_init(rlk_acq *a, rlock *l)

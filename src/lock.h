@@ -135,7 +135,7 @@ struct rlk_acq {
     uint64_t wait_id; /* unique in the process: a grant names the lock call it is for */
     int64_t ttl_ms; /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
-     * lease is renewed at once (rlk_grant in lock.c). */
+     * lease is renewed within a third of it (rlk_grant in lock.c). */
     int64_t granted_ttl;
     uint64_t token; /* out of attempt() */
     void *scratch;  /* type-specific */
@@ -147,9 +147,13 @@ rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const 
 /* The TTL a release that grants the lock to this waiter gives it (registered by the waiter's
  * attempt): min(lease, waiter_timeout_ms), so that a waiter that died just before its grant
  * stalls the lock no longer than a dead fair waiter stalls the queue. A longer lease is renewed
- * right after the grant: by the watchdog (watchdog holds), or by a one-shot renewal (explicit
- * leases). 0 for a single attempt (it never waits). */
+ * soon after the grant (within a third of the grant TTL): by the watchdog (watchdog holds), or by
+ * a one-shot renewal (explicit leases). 0 for a single attempt (it never waits). */
 int64_t rlk_grant_ttl(const rlk_acq *a);
+/* A give-up script's reply (lock_waiter_leave.lua, fair_leave.lua): {2, token} when a release
+ * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
+ * (an integer: it left, or was not waiting). */
+int rlk_leave_granted(rlk_acq *a, const redisReply *r);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
 /* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */

@@ -211,24 +211,10 @@ static int fair_attempt_done(rlk_acq *a, redisReply *r)
     return rc;
 }
 
-/* fair_leave.lua's reply: {2, token} when a release granted this waiter the lock before it left
- * (then 1, with a->token and a->granted_ttl set), else 0. */
-static int fair_leave_reply(rlk_acq *a, const redisReply *r)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 2 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER) {
-        return 0;
-    }
-    a->token = (uint64_t)r->element[1]->integer;
-    a->granted_ttl = rlk_grant_ttl(a);
-    return 1;
-}
-
 /* Runs fair_leave.lua, retrying a failed call (the server may be paused or briefly away) until
  * it succeeds or the entry must have expired on its own: waiter_timeout_ms after the last
  * heartbeat, which has stopped before this is called. Returns 1 when the waiter turned out to be
- * granted the lock (fair_leave_reply), else 0. */
+ * granted the lock (rlk_leave_granted), else 0. */
 static int fair_leave(rlk_acq *a)
 {
     rlk_args keys;
@@ -245,7 +231,7 @@ static int fair_leave(rlk_acq *a)
     for (;;) {
         int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
         if (rc == RLOCK_OK) {
-            int granted = fair_leave_reply(a, r);
+            int granted = rlk_leave_granted(a, r);
             freeReplyObject(r);
             return granted;
         }

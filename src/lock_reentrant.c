@@ -213,20 +213,6 @@ static int reentrant_wait_begin(rlk_acq *a)
     return r;
 }
 
-/* The give-up's reply: 1 or 0 (left, or was not waiting), or {2, token} when a release granted
- * the lock to this waiter before it left (lock_waiter_leave.lua): then 1 with a->token set. */
-static int reentrant_leave_reply(rlk_acq *a, const redisReply *rep)
-{
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-        rep->element[0]->type != REDIS_REPLY_INTEGER || rep->element[0]->integer != 2 ||
-        rep->element[1]->type != REDIS_REPLY_INTEGER) {
-        return 0;
-    }
-    a->token = (uint64_t)rep->element[1]->integer;
-    a->granted_ttl = rlk_grant_ttl(a);
-    return 1;
-}
-
 /* Ends a wait on every way out: the heartbeat stops before the zset entry goes, so it cannot be
  * put back afterwards; a waiter that gives up leaves the zset and passes on a wake-up it may
  * have been named for. A grant already took the waiter out of the zset; a grant that came as
@@ -258,7 +244,7 @@ static int reentrant_wait_end(rlk_acq *a, int acquired)
     /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
     if (rlk_script(a->client, RLK_SCRIPT_LOCK_WAITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &rep) ==
         RLOCK_OK) {
-        granted = reentrant_leave_reply(a, rep);
+        granted = rlk_leave_granted(a, rep);
         freeReplyObject(rep);
     }
     reentrant_names_free(&n);

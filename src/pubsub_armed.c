@@ -76,8 +76,8 @@ int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
             if (a->wait != wait) {
                 return RLOCK_EINVAL;
             }
-            /* Queued like a claimed attempt without a connection: rlk_send_armed() wakes the
-             * owner after the mutex is dropped and sends nothing. */
+            /* Queued like a claimed attempt without a connection: rlk_send_armed() sends
+             * nothing, and hands it back and wakes the owner in one step. */
             rlk_armed_unlink(s, a);
             a->conn = NULL;
             a->token = token;
@@ -91,6 +91,55 @@ int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
     return RLOCK_ECONN;
 }
 
+/* Hands a grant (nothing to send) back to its owner and wakes it, in one step: the owner, woken
+ * with the record already handed back, returns at once instead of sleeping again until a second
+ * signal. The signal goes out with the mutex held, which the thread drops right away; the owner
+ * may free the record as soon as it holds the mutex, so the record is not touched after. */
+static void armed_hand_grant(rlk_pubsub *ps, rlk_armed *a)
+{
+    pthread_mutex_lock(&ps->mu);
+    a->next = NULL;
+    a->inflight = 0;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token)
+{
+    rlk_pending_grant *slot = NULL;
+    for (unsigned i = 0; i < RLK_PENDING_GRANTS && slot == NULL; i++) {
+        rlk_pending_grant *p = &s->grants[i];
+        slot = p->tag_len == len && memcmp(p->tag, tag, len) == 0 ? p : NULL;
+    }
+    if (slot == NULL) {
+        /* The oldest slot goes: a grant left there was found by its waiter's own attempt. */
+        slot = &s->grants[s->grants_next++ % RLK_PENDING_GRANTS];
+    }
+    if (len < sizeof(slot->tag)) {
+        memcpy(slot->tag, tag, len);
+        slot->tag_len = len;
+        slot->wait = wait;
+        slot->token = token;
+    }
+}
+
+int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed)
+{
+    for (unsigned i = 0; armed != NULL && i < RLK_PENDING_GRANTS; i++) {
+        rlk_pending_grant *p = &s->grants[i];
+        if (p->tag_len != armed->tag_len || memcmp(p->tag, armed->tag, p->tag_len) != 0) {
+            continue;
+        }
+        p->tag_len = 0;
+        if (p->wait == armed->wait) {
+            armed->token = p->token;
+            armed->state = RLK_ARMED_GRANTED;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
  * while Redis runs the attempt; it waits for the hand-back below (rlk_armed_settle()), then reads
@@ -99,19 +148,24 @@ int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
  * until the hand-back, before which its owner neither reads nor reuses nor frees it. */
 void rlk_send_armed(rlk_pubsub *ps)
 {
-    rlk_armed *list = ps->sending;
+    rlk_armed *claimed = ps->sending, *list = NULL;
     ps->sending = NULL;
-    if (list == NULL) {
-        return;
-    }
-    for (rlk_armed *a = list; a != NULL; a = a->next) {
+    for (rlk_armed *a = claimed, *next; a != NULL; a = next) {
+        next = a->next;
+        if (a->conn == NULL) {
+            armed_hand_grant(ps, a);
+            continue;
+        }
+        a->next = list;
+        list = a;
         /* Wake the owner first, then send, so that its scheduling overlaps Redis' work. A
          * failed send leaves a broken connection, on which the owner's read fails too
          * (RLOCK_ECONN, like a failed attempt of its own). */
         pthread_cond_signal(&a->cv);
-        if (a->conn != NULL) {
-            (void)rlk_conn_send(a->conn, a->cmd, a->len);
-        }
+        (void)rlk_conn_send(a->conn, a->cmd, a->len);
+    }
+    if (list == NULL) {
+        return;
     }
     /* Hand the records back (rlk_armed_settle): their owners may now reuse or free them. */
     pthread_mutex_lock(&ps->mu);

@@ -72,9 +72,13 @@ int rlk_grant_parse(const char *msg, size_t len, uint64_t *token, uint64_t *wait
  * the lock channel twin: the named waiter holds the lock already. Asleep with the armed record of
  * that wait, it is woken alone with the grant. Asleep in another wait, it ignores the message: a
  * grant read late, after its waiter found it by an attempt of its own and has since released the
- * lock and waits again. Otherwise (between two attempts, not armed) it gets a permit of twin, and
- * its next attempt finds its own field in the lock hash and returns the grant
- * (lua/lock_acquire.lua). Returns 0 when m is not a grant. Mutex held. */
+ * lock and waits again. Otherwise (between two attempts) the grant is kept on twin for that waiter
+ * (rlk_grant_pending): its next rlk_sub_wait() returns it, unless its attempt in flight finds the
+ * grant first (its own field in the lock hash, lua/lock_acquire.lua). Every waiter of twin gets
+ * a permit too, for a waiter that sleeps without an armed record: a permit for one would go to
+ * whichever local waiter takes it first, maybe not the granted one, which would then sleep until
+ * its wait bound, by which its grant may have expired. Returns 0 when m is not a grant. Mutex
+ * held. */
 static int rlk_on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
 {
     uint64_t token = 0, wait = 0;
@@ -89,7 +93,8 @@ static int rlk_on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
     }
     int r = rlk_grant_armed_tagged(ps, twin, tag, tag_len, wait, token);
     if (r == RLOCK_ECONN) {
-        rlk_give_later(ps, twin, 0);
+        rlk_grant_pending(twin, tag, tag_len, wait, token);
+        rlk_give_later(ps, twin, 1);
         twin->missed |= twin->refs == 0;
     }
     return 1;

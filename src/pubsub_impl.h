@@ -43,6 +43,16 @@ struct rlk_armed {
 
 typedef struct rlk_ps_node rlk_ps_node;
 
+/* A grant (RLK_WAIT_GRANTED) read while its waiter was not asleep with its armed record (between
+ * two attempts): kept on the entry until that waiter's next rlk_sub_wait() takes it, so that it
+ * is delivered to that waiter and no other (a permit could be taken by any local waiter). */
+#define RLK_PENDING_GRANTS 4
+typedef struct rlk_pending_grant {
+    char tag[RLK_OWNER_MAX];
+    size_t tag_len; /* 0: a free slot */
+    uint64_t wait, token;
+} rlk_pending_grant;
+
 struct rlk_sub {
     struct rlk_sub *next; /* hash chain */
     /* The node whose connection carries the entry's (un)subscriptions; NULL until the thread
@@ -76,6 +86,8 @@ struct rlk_sub {
     char *pat;
     size_t pat_len;
     pthread_cond_t cv;
+    rlk_pending_grant grants[RLK_PENDING_GRANTS]; /* grants for waiters not asleep */
+    unsigned grants_next;                         /* the slot the next one replaces */
 };
 
 /* A SUBSCRIBE or UNSUBSCRIBE sent and not answered yet. Redis answers them in order, so the
@@ -197,6 +209,12 @@ int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
 int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len, uint64_t wait,
                            uint64_t token);
 void rlk_send_armed(rlk_pubsub *ps);
+/* Keeps a grant for the waiter of s tagged tag, wait wait, who is not asleep (rlk_pending_grant).
+ * Mutex held. */
+void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token);
+/* Takes a grant kept for armed's waiter (its tag and wait) off s: 1 with armed's state GRANTED and
+ * its token set, else 0; a kept grant of an earlier wait of the same tag is dropped. Mutex held. */
+int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed);
 /* The owner's side after the thread sent its attempt: reads the reply on a->conn into
  * a->reply, waits until the thread no longer touches the record, and returns the connection to
  * the pool. RLK_WAIT_REPLY, or RLOCK_ECONN. */

@@ -89,12 +89,12 @@ int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms)
 
 int rlk_wd_add_soon(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms)
 {
-    return wd_add(wd, e, lease_ms, held_ms, 0, 0);
+    return wd_add(wd, e, lease_ms, held_ms, rlk_wd_period(held_ms), 0);
 }
 
 int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms)
 {
-    return wd_add(wd, e, lease_ms, held_ms, 0, 1);
+    return wd_add(wd, e, lease_ms, held_ms, rlk_wd_period(held_ms), 1);
 }
 
 void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e)

@@ -66,19 +66,6 @@ static void fg_stop(fg_waiter *w)
     rlock_client_free(w->c);
 }
 
-/* The one value of name's lock hash (its holder's hold count), or -1. */
-static long long fg_hold_count(const char *name)
-{
-    const char *argv[] = {"HVALS", name, NULL};
-    redisReply *r = rh_cmd(g_srv, argv);
-    long long v = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
-        v = strtoll(r->element[0]->str, NULL, 10);
-    }
-    freeReplyObject(r);
-    return v;
-}
-
 /* Nothing of name is left: no lock, no queue, no grant entry. */
 static void fg_assert_clean(const char *name)
 {
@@ -117,7 +104,7 @@ static void test_release_grants_first_waiter(void **state)
     assert_int_equal(evalsha, 2);
     assert_int_equal(rlk_pubsub_armed_sent(w[0].c->pubsub) - armed0, 0);
     assert_int_equal(w[0].h.token, token0 + 1);
-    assert_int_equal(fg_hold_count(name), 1);
+    assert_int_equal(tc_hash_only_value(g_srv, name), 1);
     for (int i = 0; i < WAITERS; i++) {
         fg_stop(&w[i]); /* each release grants the next in line */
     }
@@ -152,7 +139,7 @@ static void test_grant_as_wait_runs_out_is_taken(void **state)
     assert_int_equal(tc_holder_wait(&w.h, 5000), RLOCK_OK);
     rh_sleep_ms(50); /* the holder thread records its token right after the call */
     assert_int_equal(w.h.token, token0 + 1);
-    assert_int_equal(fg_hold_count(name), 1);
+    assert_int_equal(tc_hash_only_value(g_srv, name), 1);
     fg_stop(&w);
     fg_assert_clean(name);
     tc_close_own(h, hc);
@@ -176,7 +163,7 @@ static void test_grant_survives_subscriber_kill(void **state)
     assert_int_equal(tc_holder_wait(&w.h, 10000), RLOCK_OK);
     rh_sleep_ms(50);
     assert_int_equal(w.h.token, token0 + 1);
-    assert_int_equal(fg_hold_count(name), 1);
+    assert_int_equal(tc_hash_only_value(g_srv, name), 1);
     fg_stop(&w);
     fg_assert_clean(name);
     tc_close_own(h, hc);

@@ -462,19 +462,6 @@ static void test_glob_name_pattern_is_literal(void **state)
 
 /* ---- grants whose message is not seen, and the grant's limits ------------------------------ */
 
-/* The one value of name's lock hash (its holder's hold count), or -1. */
-static long long hold_count_on_redis(const char *name)
-{
-    const char *argv[] = {"HVALS", name, NULL};
-    redisReply *r = rh_cmd(g_srv, argv);
-    long long v = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
-        v = strtoll(r->element[0]->str, NULL, 10);
-    }
-    freeReplyObject(r);
-    return v;
-}
-
 /* The holder (client hc, this thread) releases name through lock_release.lua sent raw, with a wake
  * channel prefix nobody listens on: the release grants the lock as ever (its flag key is set so
  * that the script sees rlock waiters), but the grant's message reaches no subscriber. */
@@ -527,7 +514,7 @@ static int64_t grant_unseen_case(const char *name, int64_t wt_ms, int64_t lease_
     int64_t took = rh_now_ms() - released;
     rh_sleep_ms(50); /* the holder thread records its token right after the call */
     assert_int_equal(w.h.token, token0 + 1);
-    assert_int_equal(hold_count_on_redis(name), 1);
+    assert_int_equal(tc_hash_only_value(g_srv, name), 1);
     herd_stop(&w);
     const char *exists[] = {"EXISTS", name, NULL};
     assert_int_equal(rh_cmd_int(g_srv, exists), 0);
@@ -583,15 +570,16 @@ static void test_grant_survives_subscriber_kill(void **state)
     assert_int_equal(tc_holder_wait(&w.h, 10000), RLOCK_OK);
     rh_sleep_ms(50);
     assert_int_equal(w.h.token, token0 + 1);
-    assert_int_equal(hold_count_on_redis(name), 1);
+    assert_int_equal(tc_hash_only_value(g_srv, name), 1);
     herd_stop(&w);
     tc_close_own(h, hc);
 }
 
-/* A waiter with a lease longer than its waiter timeout (1 s) registers a grant TTL of 1 s: right
- * after the grant its client extends the hold to the lease, without the lock call waiting for it,
- * so the hold outlives the grant TTL. A watchdog hold (lease_ms < 0) is renewed by the watchdog
- * from then on (30 s); an explicit lease by one renewal, after which the watchdog holds nothing. */
+/* A waiter with a lease longer than its waiter timeout (1 s) registers a grant TTL of 1 s: within a
+ * third of it after the grant its client extends the hold to the lease, without the lock call
+ * waiting for it, so the hold outlives the grant TTL. A watchdog hold (lease_ms < 0) is renewed by
+ * the watchdog from then on (30 s); an explicit lease by one renewal, after which the watchdog
+ * holds nothing. */
 static void grant_extended_case(const char *name, int64_t lease_ms)
 {
     rlock_client *hc;
@@ -602,13 +590,13 @@ static void grant_extended_case(const char *name, int64_t lease_ms)
     rh_sleep_ms(100);
     assert_int_equal(rlock_unlock(h), RLOCK_OK);
     assert_int_equal(tc_holder_wait(&w.h, 5000), RLOCK_OK);
-    rh_sleep_ms(300);
+    rh_sleep_ms(700); /* the renewal is due 333 ms after the grant */
     const char *pttl[] = {"PTTL", name, NULL};
     long long left = rh_cmd_int(g_srv, pttl);
-    print_message("a hold (lease %lld) granted with a 1 s grant TTL: PTTL %lld ms 300 ms later\n",
+    print_message("a hold (lease %lld) granted with a 1 s grant TTL: PTTL %lld ms 700 ms later\n",
                   (long long)lease_ms, left);
     assert_true(left > 5000);
-    rh_sleep_ms(1000); /* past the grant TTL */
+    rh_sleep_ms(600); /* past the grant TTL */
     assert_true(held_by(name, w.c));
     rlk_wd_stats st;
     rlk_wd_get_stats(w.c->watchdog, &st);
