@@ -42,6 +42,17 @@ if(TARGET rlock_harness)
   if(TEST test_latch_procs_tls)
     set_property(TEST test_latch_procs_tls APPEND PROPERTY LABELS plain_only)
   endif()
+  # plain_only as well: the twins whose subject is a lock type's logic rather than the transport.
+  # Their plain-TCP twins run that logic under ASan and TSan, and the transport under the
+  # sanitizers is covered by test_tls, test_cluster_tls, core_subscriber_tls, core_armed_tls and
+  # the reentrant twins (threads sharing TLS connections). About 70 s a sanitizer variant, which
+  # tests/run.sh needs to stay within its 40 minutes.
+  foreach(_t test_fair_order test_fair_stress test_rw_scenarios test_multi test_redlock_stress
+             test_sem_basic test_sem_stress test_sem_fault)
+    if(TEST ${_t}_tls)
+      set_property(TEST ${_t}_tls APPEND PROPERTY LABELS plain_only)
+    endif()
+  endforeach()
 endif()
 
 # The reply stream's guard against announced sizes hiredis would allocate up front (no server).
