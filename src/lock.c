@@ -561,6 +561,7 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         }
         r = rlk_wait_recover(a, r, deadline);
     }
+    rlk_armed_end_wait(ps, sub, armed);
     rlk_armed_free(armed);
     if (l->single->wait_end != NULL && l->single->wait_end(a, r == 1) == 1) {
         r = rlk_wait_granted_late(a, r);

@@ -29,6 +29,10 @@ void rlk_armed_free(rlk_armed *a);
  * unique in the process, rlk_acq.wait_id), so that a grant made in an earlier wait of the same
  * thread is never taken for one of this wait. */
 void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait);
+/* Drops a grant kept on s for armed's waiter (pubsub_impl.h, rlk_pending_grant) when its wait
+ * ends otherwise (its own attempt found the grant): a kept grant is for one wait only, and the
+ * few slots of an entry must stay free for the one grant of the lock that may be outstanding. */
+void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed);
 /* After rlk_sub_wait() returned RLK_WAIT_GRANTED: the fencing token of the grant. */
 uint64_t rlk_armed_token(const rlk_armed *a);
 /* After rlk_sub_wait() returned RLK_WAIT_REPLY: the reply to the attempt (an error reply

@@ -106,14 +106,16 @@ static void armed_hand_grant(rlk_pubsub *ps, rlk_armed *a)
 
 void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token)
 {
-    rlk_pending_grant *slot = NULL;
+    rlk_pending_grant *slot = NULL, *empty = NULL;
     for (unsigned i = 0; i < RLK_PENDING_GRANTS && slot == NULL; i++) {
         rlk_pending_grant *p = &s->grants[i];
         slot = p->tag_len == len && memcmp(p->tag, tag, len) == 0 ? p : NULL;
+        empty = empty == NULL && p->tag_len == 0 ? p : empty;
     }
     if (slot == NULL) {
-        /* The oldest slot goes: a grant left there was found by its waiter's own attempt. */
-        slot = &s->grants[s->grants_next++ % RLK_PENDING_GRANTS];
+        /* A lock has one grant outstanding at a time and ended waits drop theirs
+         * (rlk_armed_end_wait): a slot still taken is an unarmed waiter's, replaced in turn. */
+        slot = empty != NULL ? empty : &s->grants[s->grants_next++ % RLK_PENDING_GRANTS];
     }
     if (len < sizeof(slot->tag)) {
         memcpy(slot->tag, tag, len);
@@ -224,6 +226,16 @@ void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait)
         a->tag_len = len;
         a->wait = wait;
     }
+}
+
+void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed)
+{
+    if (armed == NULL || s == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ps->mu);
+    (void)rlk_grant_take_pending(s, armed);
+    pthread_mutex_unlock(&ps->mu);
 }
 
 uint64_t rlk_armed_token(const rlk_armed *a)
