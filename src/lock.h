@@ -133,7 +133,7 @@ struct rlk_acq {
     int may_queue;
     int watchdog;     /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
     uint64_t wait_id; /* unique in the process: a grant names the lock call it is for */
-    int64_t ttl_ms; /* out of attempt() */
+    int64_t ttl_ms;   /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (rlk_grant in lock.c). */
     int64_t granted_ttl;
