@@ -59,11 +59,12 @@ static void *holder_main(void *p)
     if (h->order != NULL) {
         h->place = atomic_fetch_add(h->order, 1);
     }
+    /* The token before got: a reader that saw got sees the token too. */
+    h->token = h->rc == RLOCK_OK ? rlock_token(h->l) : 0;
     atomic_store(&h->got, 1);
     if (h->rc != RLOCK_OK) {
         return NULL;
     }
-    h->token = rlock_token(h->l);
     if (h->hold_ms >= 0) {
         rh_sleep_ms(h->hold_ms);
     }
