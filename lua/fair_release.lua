@@ -66,7 +66,7 @@ if head and head ~= first then
     err = notify(KEYS[4] .. ':' .. head, msg)
 end
 local nxt = ttl and redis.call('lindex', KEYS[2], 0)
-if nxt then
+if nxt and redis.call('hexists', KEYS[6], nxt) == 0 then
     -- The grant's notice to the new first waiter (it re-arms its wait bound), after the grant.
     redis.pcall('publish', KEYS[4] .. ':' .. nxt, '0')
 end

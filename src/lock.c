@@ -308,8 +308,9 @@ int64_t rlk_grant_ttl(const rlk_acq *a)
 }
 
 /* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
- * TTL only, so a longer lease is renewed at once, by the watchdog for good (watchdog holds) or
- * once (explicit leases). Neither delays the caller. */
+ * TTL only, so a longer lease is renewed a third of the grant TTL later (the watchdog's usual
+ * margin), by the watchdog for good (watchdog holds) or once (explicit leases). Neither delays
+ * the caller. */
 static int rlk_grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
 {
     rlock_client *c = a->lock->client;

@@ -51,11 +51,12 @@ void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls);
  * O(1). Returns RLOCK_OK or RLOCK_ECLOSED (stopped, or wd NULL: the client was freed). */
 int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms);
 /* rlk_wd_add() for a hold that Redis keeps for held_ms only (a release granted it with a grant
- * TTL shorter than lease_ms): the first renewal, to lease_ms, is due at once, and the lease is
- * judged from held_ms until it is confirmed. */
+ * TTL shorter than lease_ms): the first renewal, to lease_ms, is due held_ms/3 from now, and the
+ * lease is judged from held_ms until it is confirmed. */
 int rlk_wd_add_soon(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms);
-/* rlk_wd_add_soon() for a hold with an explicit lease: the one renewal extends it to lease_ms,
- * and the entry then leaves the wheel by itself (rlk_wd_active() turns 0; a cancel is a no-op). */
+/* rlk_wd_add_soon() for a hold with an explicit lease (lease_ms > held_ms): the one renewal,
+ * due held_ms/3 from now, sets the rest of lease_ms, and the entry then leaves the wheel by
+ * itself (rlk_wd_active() turns 0; a cancel is a no-op). */
 int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms);
 /* Unregisters e. Synchronous: when it returns no renewal of e is in flight, none will be sent,
  * and the watchdog holds no reference to e (it may be freed). No-op if not registered, and
