@@ -82,6 +82,11 @@ if bound == -2 then
     bound = tonumber(redis.call('zscore', KEYS[3], head)) - now
     bound = math.max(1, math.min(bound, tonumber(ARGV[3])))
 end
+-- A waiter that registers for grants is not re-armed when the waiter before it is granted the
+-- lock (fair_release.lua), so it re-attempts at least once per waiter timeout.
+if tonumber(ARGV[5] or '0') > 0 and (bound < 0 or bound > tonumber(ARGV[3])) then
+    bound = tonumber(ARGV[3])
+end
 if ARGV[4] ~= '1' then
     return {0, bound, 0}
 end

@@ -15,11 +15,11 @@
 -- KEYS[6]  the grant hash, rlock_grant:{name} (waiter -> "<grant TTL in ms>:<wait>")
 -- On full release, a first live waiter that registered a grant (an rlock waiter, fair_acquire.lua)
 -- is GRANTED the lock here, as its attempt would take it (LPOP, ZREM, hash field = owner, count 1,
--- PEXPIRE grant TTL, INCR of the token, then "0" to the next waiter, as fair_acquire's grant
--- sends), and its channel gets "grant <token> <wait> <owner>" instead of "0": it returns without
--- a command of its own. The "0" re-arms the next waiter's wait bound on the new holder's lease,
--- which is the grant TTL until the granted waiter extends it: if the granted waiter died, the next
--- one takes the lock when that TTL runs out (test_fair_fault, a crash next in line).
+-- PEXPIRE grant TTL, INCR of the token), and its channel gets "grant <token> <wait> <owner>"
+-- instead of "0": it returns without a command of its own. The next waiter gets the "0" with
+-- which an attempt's grant re-arms it only if it registered no grant (a Redisson waiter): an
+-- rlock waiter's wait bound is capped at the waiter timeout instead (fair_acquire.lua), which
+-- spares it an attempt per hand-off, run just as the granted waiter is being woken.
 -- Returns -1  the owner holds nothing (if the lock is free, the first waiter is notified anyway,
 --             since its holder's lease ran out without a message)
 --          0  one hold released, the owner still holds the lock
@@ -69,8 +69,9 @@ if head and head ~= first then
     err = notify(KEYS[4] .. ':' .. head, msg)
 end
 local nxt = ttl and redis.call('lindex', KEYS[2], 0)
-if nxt then
-    -- The grant's notice to the new first waiter, after the grant itself.
+if nxt and redis.call('hexists', KEYS[6], nxt) == 0 then
+    -- The grant's notice to a new first waiter that is not an rlock waiter (it re-arms its wait
+    -- bound), after the grant.
     redis.pcall('publish', KEYS[4] .. ':' .. nxt, '0')
 end
 if err then

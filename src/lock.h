@@ -59,7 +59,7 @@ typedef struct rlk_single_ops {
      * channel or wait_begin failed (so it must cope with a missing wait_begin). The fair lock
      * registers/cancels its liveness heartbeat here and leaves the queue on give-up. wait_end
      * returns 1 when the give-up found the waiter granted the lock by a release (a->token set,
-     * a->granted_ttl too when the hold must be extended at once), else 0. */
+     * a->granted_ttl too when the hold must be extended), else 0. */
     int (*wait_begin)(rlk_acq *a);
     int (*wait_end)(rlk_acq *a, int acquired);
     /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),

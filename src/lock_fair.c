@@ -37,7 +37,9 @@
  *
  * Whoever changes who is first in line (a grant, a give-up, dropping dead heads) publishes "0"
  * to the new first waiter, so the first waiter's wait bound is always re-armed on the current
- * holder's lease; a release notifies only the first waiter (no thundering herd).
+ * holder's lease; a release notifies only the first waiter (no thundering herd). One exception:
+ * a release's direct grant (below) does not notify a next waiter registered for grants, whose
+ * wait bound is capped at waiter_timeout_ms instead (one attempt fewer per hand-off).
  *
  * Direct grants (issue 18): an rlock waiter registers, when it queues, the TTL a grant must give
  * it (rlock_grant:{name}, lock.h rlk_grant_ttl). A full release whose first live waiter has one

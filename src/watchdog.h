@@ -57,8 +57,9 @@ int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms);
  * on a 2-vCPU box cost the hand-off about 60 us (tests/bench handoff); with other waiters of the
  * client beating every third of their waiter timeout, the thread is due by then anyway. */
 int rlk_wd_add_soon(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms);
-/* rlk_wd_add_soon() for a hold with an explicit lease: the one renewal extends it to lease_ms,
- * and the entry then leaves the wheel by itself (rlk_wd_active() turns 0; a cancel is a no-op). */
+/* rlk_wd_add_soon() for a hold with an explicit lease (lease_ms > held_ms): the one renewal,
+ * due held_ms/3 from now, sets the rest of lease_ms, and the entry then leaves the wheel by
+ * itself (rlk_wd_active() turns 0; a cancel is a no-op). */
 int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms);
 /* Unregisters e. Synchronous: when it returns no renewal of e is in flight, none will be sent,
  * and the watchdog holds no reference to e (it may be freed). No-op if not registered, and
