@@ -563,12 +563,7 @@ static void test_grant_survives_subscriber_kill(void **state)
     herd_waiter w;
     rlock *h = hold_with_waiter(name, &hc, &w);
     uint64_t token0 = rlock_token(h);
-    const char *kill_cmd[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
-    assert_true(rh_cmd_int(g_srv, kill_cmd) >= 1);
-    assert_int_equal(rlock_unlock(h), RLOCK_OK);
-    assert_int_equal(tc_holder_wait(&w.h, 10000), RLOCK_OK);
-    assert_int_equal(w.h.token, token0 + 1);
-    assert_int_equal(tc_hash_only_value(g_srv, name), 1);
+    tc_assert_grant_survives_pubsub_kill(g_srv, h, name, &w.h, token0);
     herd_stop(&w);
     tc_close_own(h, hc);
 }
