@@ -301,11 +301,16 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
         armed->state = RLK_ARMED_IDLE;
         armed->conn = NULL;
         armed->listed = 0;
+        if (rlk_grant_take_pending(s, armed)) {
+            /* Granted while this waiter was between two attempts (pubsub_dispatch.c). */
+            pthread_mutex_unlock(&ps->mu);
+            return RLK_WAIT_GRANTED;
+        }
     }
     /* A claimed attempt (state SENT; the claim unlinked it) wakes without a permit: permits
      * given meanwhile answer later messages and stay for the next wait. */
     while (s->permits == 0 && s->fail_code == 0 &&
-           (armed == NULL || armed->state != RLK_ARMED_SENT) && !ps->interrupted) {
+           (armed == NULL || armed->state == RLK_ARMED_IDLE) && !ps->interrupted) {
         if (armed != NULL && !armed->listed) {
             rlk_armed_link(s, armed); /* offered while asleep only */
         }
@@ -323,7 +328,7 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
         pthread_cond_timedwait(cv, &ps->mu, &ts);
     }
     rlk_armed_unlink(s, armed);
-    if (armed != NULL && armed->state == RLK_ARMED_SENT) {
+    if (armed != NULL && armed->state != RLK_ARMED_IDLE) {
         pthread_mutex_unlock(&ps->mu);
         return rlk_armed_finish(ps, armed);
     }
