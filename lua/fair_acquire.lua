@@ -17,7 +17,7 @@
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  waiter timeout in ms: the caller's new deadline is server now + this
 -- ARGV[4]  "1": join (or stay in) the queue when busy; "0": single attempt, never joins
--- KEYS[6]  the grant hash, rlock_grant:{name} (rlock only: owner -> "<ttl>:<wait>", the TTL in
+-- KEYS[6]  the grant hash, rlock_lock_waiters:{name}:grants (rlock only: owner -> "<ttl>:<wait>", the TTL in
 --          ms a release that grants the lock to this waiter gives it and the id of the waiting
 --          lock call, see fair_release.lua); may be absent (no grant is registered then)
 -- ARGV[5]  the grant TTL in ms to register when the caller queues (0 or absent: none)

@@ -11,7 +11,7 @@
 -- ARGV[1]  owner "<client-uuid>:<thread-id>"
 -- ARGV[2]  message to publish ("0" = unlock)
 -- KEYS[5]  the fencing counter, redisson_lock_token:{name}; may be absent with KEYS[6]
--- KEYS[6]  the grant hash, rlock_grant:{name} (the owner's field goes); may be absent
+-- KEYS[6]  the grant hash, rlock_lock_waiters:{name}:grants (the owner's field goes); may be absent
 -- Returns 1 if the owner was queued (list or zset), 0 if it was not, {2, token} if a release
 -- granted it the lock (fair_release.lua) before it left: it holds the lock, with the counter's
 -- value as its token.

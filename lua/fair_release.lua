@@ -12,7 +12,7 @@
 -- ARGV[3]  message to publish ("0" = unlock)
 -- KEYS[5]  the fencing counter, redisson_lock_token:{name}; KEYS[5] and KEYS[6] may be absent
 --          (no grant is made then)
--- KEYS[6]  the grant hash, rlock_grant:{name} (waiter -> "<grant TTL in ms>:<wait>")
+-- KEYS[6]  the grant hash, rlock_lock_waiters:{name}:grants (waiter -> "<grant TTL in ms>:<wait>")
 -- On full release, a first live waiter that registered a grant (an rlock waiter, fair_acquire.lua)
 -- is GRANTED the lock here, as its attempt would take it (LPOP, ZREM, hash field = owner, count 1,
 -- PEXPIRE grant TTL, INCR of the token), and its channel gets "grant <token> <wait> <owner>"

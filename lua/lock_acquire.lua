@@ -11,7 +11,7 @@
 --          as the zset): a release deletes it with the lock hash, and DEL's count tells it that
 --          rlock waiters may be recorded without one more command; may be absent (then a
 --          release wakes this waiter through Redisson's "0")
--- KEYS[5]  the grant hash, rlock_grant:{name} (rlock only: owner field -> "<ttl>:<wait>", the
+-- KEYS[5]  the grant hash, rlock_lock_waiters:{name}:grants (rlock only: owner field -> "<ttl>:<wait>", the
 --          TTL in ms a release that grants the lock to this waiter gives it and the id of the
 --          lock call that waits, see lock_release.lua; lives as long as the zset); may be absent
 --          (no grant is registered then)

@@ -24,7 +24,7 @@
 --          flag with it, so a release nobody waits for runs Redisson's commands and no more.
 -- KEYS[5]  the fencing counter, redisson_lock_token:{name}; KEYS[5] and KEYS[6] may be absent
 --          (no grant is made then)
--- KEYS[6]  the grant hash, rlock_grant:{name} (waiter -> "<grant TTL in ms>:<wait>")
+-- KEYS[6]  the grant hash, rlock_lock_waiters:{name}:grants (waiter -> "<grant TTL in ms>:<wait>")
 -- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)

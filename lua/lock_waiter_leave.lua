@@ -7,7 +7,7 @@
 -- KEYS[1]  the waiters zset, rlock_lock_waiters:{name}
 -- KEYS[2]  the prefix of rlock's wake channels, rlock_lock_wake:{name} (":<uuid>" appended)
 -- KEYS[3]  the lock hash (the lock name)
--- KEYS[4]  the grant hash, rlock_grant:{name} (its field of the thread goes); may be absent
+-- KEYS[4]  the grant hash, rlock_lock_waiters:{name}:grants (its field of the thread goes); may be absent
 -- KEYS[5]  the fencing counter, redisson_lock_token:{name}; may be absent with KEYS[4]
 -- ARGV[1]  owner field "<client-uuid>:<thread-id>"
 -- Returns 1 if the thread was waiting, 0 if not, {2, token} if a release granted it the lock

@@ -298,10 +298,15 @@ static uint64_t rlk_next_wait_id(void)
     return (uint64_t)atomic_fetch_add(&next, 1);
 }
 
+int rlk_grants_on(const rlock_client *c)
+{
+    return rlk_sync_target(c) == 0;
+}
+
 int64_t rlk_grant_ttl(const rlk_acq *a)
 {
     int64_t wt = a->client->opts.waiter_timeout_ms;
-    if (!a->may_queue) {
+    if (!a->may_queue || !rlk_grants_on(a->client)) {
         return 0;
     }
     return a->lease_ms < wt ? a->lease_ms : wt;

@@ -150,6 +150,13 @@ rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const 
  * soon after the grant (within a third of the grant TTL): by the watchdog (watchdog holds), or by
  * a one-shot renewal (explicit leases). 0 for a single attempt (it never waits). */
 int64_t rlk_grant_ttl(const rlk_acq *a);
+/* 1 if c takes part in direct grants: as a waiter that registers a grant TTL, and as a releaser
+ * that passes the grant keys. A client that syncs its grants to replicas (replica_sync) does not:
+ * a release script publishes its grant before the client's WAIT, so a failover right then could
+ * lose a hold whose new owner already acts on it, and a later token could repeat. It goes by the
+ * replicas counted now (rlk_sync_target): a waiter registered before replicas attached is not
+ * granted by a release that syncs, and one whose client syncs registers nothing. */
+int rlk_grants_on(const rlock_client *c);
 /* A give-up script's reply (lock_waiter_leave.lua, fair_leave.lua): {2, token} when a release
  * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
  * (an integer: it left, or was not waiting). */

@@ -42,11 +42,11 @@
  * wait bound is capped at waiter_timeout_ms instead (one attempt fewer per hand-off).
  *
  * Direct grants (issue 18): an rlock waiter registers, when it queues, the TTL a grant must give
- * it (rlock_grant:{name}, lock.h rlk_grant_ttl). A full release whose first live waiter has one
- * grants it the lock inside fair_release.lua and tells it on its channel ("grant <token> <wait>
- * <owner>"), so the waiter returns without an attempt of its own; a grant whose message is not
- * seen is found by the waiter's next attempt or by its give-up. Redisson waiters register nothing
- * and are notified as before.
+ * it (rlock_lock_waiters:{name}:grants, lock.h rlk_grant_ttl). A full release whose first live
+ * waiter has one grants it the lock inside fair_release.lua and tells it on its channel ("grant
+ * <token> <wait> <owner>"), so the waiter returns without an attempt of its own; a grant whose
+ * message is not seen is found by the waiter's next attempt or by its give-up. Redisson waiters
+ * register nothing and are notified as before.
  *
  * Mixed queues (rlock and Redisson clients on one fair lock) keep mutual exclusion, because both
  * take the lock only through the hash and respect each other's first waiter, and each wakes the
@@ -81,7 +81,7 @@ typedef struct fair_impl {
     rlk_buf zset;    /* redisson_lock_timeout:{name} */
     rlk_buf token;   /* redisson_lock_token:{name} */
     rlk_buf channel; /* redisson_lock__channel:{name}; a waiter's channel adds ":<owner>" */
-    rlk_buf grant;   /* rlock_grant:{name}, the grant TTLs of rlock waiters */
+    rlk_buf grant;   /* rlock_lock_waiters:{name}:grants, the grant TTLs of rlock waiters */
 } fair_impl;
 
 static fair_impl *fair_of(const rlock *l)
@@ -289,7 +289,9 @@ static int fair_release(rlk_acq *a)
     long long v = 0;
 
     fair_queue_keys(a->lock, &keys);
-    fair_grant_keys(a->lock, &keys);
+    if (rlk_grants_on(a->client)) {
+        fair_grant_keys(a->lock, &keys); /* without them the release grants nothing */
+    }
     rlk_args_init(&args);
     rlk_args_addi(&args, a->lease_ms);
     rlk_args_add(&args, a->owner, a->owner_len);
@@ -383,7 +385,7 @@ static fair_impl *fair_impl_new(const char *name, size_t len)
     rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->zset, "redisson_lock_timeout", name, len);
     rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->token, "redisson_lock_token", name, len);
     rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->channel, "redisson_lock__channel", name, len);
-    rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->grant, "rlock_grant", name, len);
+    rc = rc != RLOCK_OK ? rc : rlk_grant_name(&f->grant, name, len);
     if (rc != RLOCK_OK) {
         fair_impl_free(f);
         return NULL;

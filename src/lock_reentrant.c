@@ -36,7 +36,7 @@ typedef struct reentrant_names {
     rlk_buf waiters; /* rlock_lock_waiters:{name} */
     rlk_buf wake;    /* rlock_lock_wake:{name}, the prefix of every client's wake channel */
     rlk_buf token;   /* redisson_lock_token:{name} */
-    rlk_buf grant;   /* rlock_grant:{name}, the grant TTLs of waiters */
+    rlk_buf grant;   /* rlock_lock_waiters:{name}:grants, the grant TTLs */
 } reentrant_names;
 
 static void reentrant_names_free(reentrant_names *n)
@@ -59,7 +59,7 @@ static int reentrant_names_make(const rlock *l, reentrant_names *n)
     r = r ? r : rlk_prefix_name(&n->waiters, "rlock_lock_waiters", l->name, l->name_len);
     r = r ? r : rlk_prefix_name(&n->wake, "rlock_lock_wake", l->name, l->name_len);
     r = r ? r : rlk_prefix_name(&n->token, "redisson_lock_token", l->name, l->name_len);
-    r = r ? r : rlk_prefix_name(&n->grant, "rlock_grant", l->name, l->name_len);
+    r = r ? r : rlk_grant_name(&n->grant, l->name, l->name_len);
     if (r != RLOCK_OK) {
         reentrant_names_free(n);
     }
@@ -80,11 +80,13 @@ static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *
 {
     rlock *l = a->lock;
     size_t end[4];
-    static const char *const prefixes[4] = {"redisson_lock_token", "rlock_lock_waiters",
-                                            "rlock_lock_wake", "rlock_grant"};
+    static const char *const prefixes[3] = {"redisson_lock_token", "rlock_lock_waiters",
+                                            "rlock_lock_wake"};
     int r = RLOCK_OK;
     for (int i = 0; i < 4; i++) {
-        r = r ? r : rlk_prefix_name(names, prefixes[i], l->name, l->name_len);
+        r = r       ? r
+            : i < 3 ? rlk_prefix_name(names, prefixes[i], l->name, l->name_len)
+                    : rlk_grant_name(names, l->name, l->name_len);
         end[i] = names->len;
     }
     rlk_args_init(keys);
@@ -161,8 +163,10 @@ static int reentrant_release(rlk_acq *a)
     rlk_args_add(&keys, n.channel.p, n.channel.len);
     rlk_args_add(&keys, n.waiters.p, n.waiters.len);
     rlk_args_add(&keys, n.wake.p, n.wake.len);
-    rlk_args_add(&keys, n.token.p, n.token.len);
-    rlk_args_add(&keys, n.grant.p, n.grant.len);
+    if (rlk_grants_on(a->client)) { /* without them the release grants nothing */
+        rlk_args_add(&keys, n.token.p, n.token.len);
+        rlk_args_add(&keys, n.grant.p, n.grant.len);
+    }
     rlk_args_init(&args);
     rlk_args_addi(&args, a->lease_ms);
     rlk_args_add(&args, a->field, a->field_len);

@@ -1,6 +1,6 @@
 /*
  * Direct grants on the fair lock (issue 18). A full release whose first live waiter is an rlock
- * waiter that registered a grant TTL (rlock_grant:{name}) grants it the lock inside
+ * waiter that registered a grant TTL (rlock_lock_waiters:{name}:grants) grants it the lock inside
  * fair_release.lua and tells it on its own channel, so the waiter returns without an attempt.
  * Counted on the server (INFO commandstats: the waiters' heartbeats are 20 s apart, so every
  * EVALSHA here is an attempt or a release). A grant whose message is not seen is still taken
@@ -70,7 +70,7 @@ static void fg_stop(fg_waiter *w)
 static void fg_assert_clean(const char *name)
 {
     char grant[128];
-    snprintf(grant, sizeof(grant), "rlock_grant:{%s}", name);
+    snprintf(grant, sizeof(grant), "rlock_lock_waiters:{%s}:grants", name);
     const char *exists[] = {"EXISTS", name, NULL};
     const char *hlen[] = {"HLEN", grant, NULL};
     assert_int_equal(rh_cmd_int(g_srv, exists), 0);
@@ -133,7 +133,7 @@ static void test_grant_as_wait_runs_out_is_taken(void **state)
     fc_zset_key(name, zset, sizeof(zset));
     snprintf(unheard, sizeof(unheard), "rlock_unheard:{%s}", name);
     snprintf(token, sizeof(token), "redisson_lock_token:{%s}", name);
-    snprintf(grant, sizeof(grant), "rlock_grant:{%s}", name);
+    snprintf(grant, sizeof(grant), "rlock_lock_waiters:{%s}:grants", name);
     const char *sha = rlk_script_table[RLK_SCRIPT_FAIR_RELEASE].sha1;
     const char *argv[] = {"EVALSHA", sha,   "6",     name,  queue, zset, unheard,
                           token,     grant, "20000", owner, "0",   NULL};

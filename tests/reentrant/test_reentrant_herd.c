@@ -471,7 +471,7 @@ static void release_unheard(const rlock_client *hc, const char *name)
     snprintf(owner, sizeof(owner), "%s:%llu", hc->uuid, (unsigned long long)rlk_thread_id());
     snprintf(wake, sizeof(wake), "rlock_lock_unheard:{%s}", name);
     snprintf(zset, sizeof(zset), "rlock_lock_waiters:{%s}", name);
-    snprintf(grant, sizeof(grant), "rlock_grant:{%s}", name);
+    snprintf(grant, sizeof(grant), "rlock_lock_waiters:{%s}:grants", name);
     re_token_key(name, token, sizeof(token));
     re_channel(name, ch, sizeof(ch));
     const char *set[] = {"SET", wake, "1", NULL};
@@ -519,7 +519,7 @@ static int64_t grant_unseen_case(const char *name, int64_t wt_ms, int64_t lease_
     assert_int_equal(rh_cmd_int(g_srv, exists), 0);
     assert_int_equal(zcard_waiters(name), 0);
     char grant[128];
-    snprintf(grant, sizeof(grant), "rlock_grant:{%s}", name);
+    snprintf(grant, sizeof(grant), "rlock_lock_waiters:{%s}:grants", name);
     const char *hlen[] = {"HLEN", grant, NULL};
     assert_int_equal(rh_cmd_int(g_srv, hlen), 0);
     tc_close_own(h, hc);
