@@ -537,6 +537,12 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         r = l->single->wait_begin(a);
     }
     rlk_armed *armed = r == RLOCK_OK ? rlk_arm(a) : NULL;
+    /* A subscription confirmed since the first attempt went out may have come after a release it
+     * did not hear (its wake-up, or a grant to this waiter, published before the confirmation),
+     * and a joiner of a live subscription gets no permit: the wait then attempts before it
+     * sleeps. Rare (a confirmation inside one round trip), and it makes the joins race-free. */
+    rlk_armed_begin(ps, sub, armed);
+    int again = rlk_pubsub_confirms(ps) != a->confirms;
     while (r == RLOCK_OK) {
         int64_t now = rlk_now_ms();
         if (now >= deadline) {
@@ -546,7 +552,8 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
-        int w = rlk_sub_wait(ps, sub, bound, armed);
+        int w = again ? RLK_WAIT_WOKEN : rlk_sub_wait(ps, sub, bound, armed);
+        again = 0;
         if (w == RLK_WAIT_INTERRUPTED) {
             r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
             break;
@@ -626,6 +633,7 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         return r;
     }
     rlk_sync_clear();
+    a.confirms = rlk_pubsub_confirms(l->client->pubsub);
     r = rlk_keep_synced(&a, l->single->attempt(&a));
     if (r == 0 && wait_ms != 0) {
         r = rlk_wait_loop(&a, deadline);

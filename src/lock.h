@@ -131,9 +131,10 @@ struct rlk_acq {
     int64_t lease_ms; /* effective lease: the caller's, or watchdog_timeout_ms */
     int64_t wait_ms;  /* the caller's wait (< 0 none), for fair queue deadlines */
     int may_queue;
-    int watchdog;     /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
-    uint64_t wait_id; /* unique in the process: a grant names the lock call it is for */
-    int64_t ttl_ms;   /* out of attempt() */
+    int watchdog;      /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
+    uint64_t wait_id;  /* unique in the process: a grant names the lock call it is for */
+    uint64_t confirms; /* rlk_pubsub_confirms() before the first attempt (rlk_wait_loop) */
+    int64_t ttl_ms;    /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (rlk_grant in lock.c). */
     int64_t granted_ttl;

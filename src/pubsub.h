@@ -29,6 +29,10 @@ void rlk_armed_free(rlk_armed *a);
  * unique in the process, rlk_acq.wait_id), so that a grant made in an earlier wait of the same
  * thread is never taken for one of this wait. */
 void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait);
+/* Starts a's wait on s: from now on, every wake-up of all of s's waiters (a confirmation, a
+ * reconnect, a "1") wakes a's owner once, even when faster waiters took the permits it gave. A
+ * release may have granted the lock to exactly that waiter unheard, so it must attempt again. */
+void rlk_armed_begin(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a);
 /* Drops a grant kept on s for armed's waiter (pubsub_impl.h, rlk_pending_grant) when its wait
  * ends otherwise (its own attempt found the grant): a kept grant is for one wait only, and the
  * few slots of an entry must stay free for the one grant of the lock that may be outstanding. */
@@ -53,6 +57,13 @@ void rlk_pubsub_fork_unlock(rlk_pubsub *ps);
  * next rlk_sub_wait() returns right after it and the waiter re-attempts (this closes the race of
  * an unlock published before the subscription existed). */
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out);
+
+/* How many SUBSCRIBE confirmations the subscriber has read so far. A waiter reads it before its
+ * first attempt; when it has grown by the time the waiter has joined its channels, a confirmation
+ * came in between, after which the joiner gets no permit (it joined a live subscription), yet a
+ * release published before that confirmation reached nobody: the waiter attempts once more
+ * instead of sleeping (lock.c, rlk_wait_loop). */
+uint64_t rlk_pubsub_confirms(rlk_pubsub *ps);
 
 /* How a channel's messages become wake-up permits. Locks use RLK_MSG_LOCK ("1" wakes every
  * local waiter, anything else one, possibly through an armed attempt). Semaphores use

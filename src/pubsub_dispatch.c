@@ -197,6 +197,9 @@ static void rlk_on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
     if (s->pending > 0) {
         s->pending--;
     }
+    if (s->pending == 0 && s->sent) {
+        atomic_fetch_add(&ps->confirms, 1);
+    }
     if (s->pending == 0 && s->sent && s->refs > 0) {
         /* Confirmed: every waiter re-attempts now that no release can go unnoticed (a late
          * confirmation also ends a subscription_timeout_ms failure, but not a refusal, which

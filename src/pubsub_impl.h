@@ -7,6 +7,7 @@
 #define RLK_PUBSUB_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "client.h"
@@ -39,6 +40,7 @@ struct rlk_armed {
     char tag[RLK_OWNER_MAX]; /* who the waiter is (rlk_armed_set_tag), for named wake-ups */
     size_t tag_len;
     uint64_t wait; /* the wait's id (rlk_armed_set_tag), which a grant's message repeats */
+    uint64_t seen; /* the entry's wake_alls this waiter has answered (rlk_armed_begin) */
 };
 
 typedef struct rlk_ps_node rlk_ps_node;
@@ -86,6 +88,10 @@ struct rlk_sub {
     char *pat;
     size_t pat_len;
     pthread_cond_t cv;
+    /* Wake-ups of every waiter given so far (a confirmation, a reconnect, a "1"). Each also
+     * gives a permit per waiter, but a fast waiter may take two before a slow one wakes; an
+     * armed waiter wakes on the count as well, so each one waiting then attempts again. */
+    uint64_t wake_alls;
     rlk_pending_grant grants[RLK_PENDING_GRANTS]; /* grants for waiters not asleep */
     unsigned grants_next;                         /* the slot the next one replaces */
 };
@@ -142,12 +148,13 @@ struct rlk_pubsub {
     rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
     int64_t linger_ms;              /* RLK_PS_LINGER_MS; tests change it */
     size_t entries;                 /* entries allocated (live, lingering or unsubscribing) */
-    rlk_sub *wakes;      /* entries given permits by the read in progress (thread only) */
-    rlk_armed *sending;  /* armed attempts claimed by the read in progress (thread only) */
-    uint64_t armed_sent; /* armed attempts sent (for tests) */
-    uint64_t messages;   /* messages read (for tests) */
-    size_t live;         /* entries with waiters */
-    int interrupted;     /* rlk_pubsub_interrupt(): every wait returns at once */
+    rlk_sub *wakes;            /* entries given permits by the read in progress (thread only) */
+    rlk_armed *sending;        /* armed attempts claimed by the read in progress (thread only) */
+    uint64_t armed_sent;       /* armed attempts sent (for tests) */
+    uint64_t messages;         /* messages read (for tests) */
+    _Atomic uint64_t confirms; /* SUBSCRIBE confirmations read (rlk_pubsub_confirms) */
+    size_t live;               /* entries with waiters */
+    int interrupted;           /* rlk_pubsub_interrupt(): every wait returns at once */
     /* Redis refused a PSUBSCRIBE (an ACL without it), or the client uses sharded pub/sub, which
      * has no patterns: pattern joins subscribe plainly. */
     int no_patterns;
