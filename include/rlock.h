@@ -124,7 +124,10 @@ typedef struct rlock_options {
     int64_t fair_wait_ms;
     /* Fair lock and waiting writers: a waiter whose process stopped refreshing its liveness for
      * this long is removed from the queue. The watchdog refreshes every third of it.
-     * Default 5000. */
+     * Default 5000. Also the bound of a direct grant (reentrant and fair locks): a release may
+     * grant the lock to a waiting rlock thread with a TTL of min(its lease, this), and the
+     * waiter's client extends a longer lease (watchdog or explicit) a third of this later; a
+     * waiter whose process died just before such a grant holds the lock at most this long. */
     int64_t waiter_timeout_ms;
     /* Bound on a SUBSCRIBE being confirmed once sent; a wait whose subscription is not confirmed
      * in time fails with RLOCK_ECONN. Default 7500 (Redisson subscriptionTimeout). */
@@ -334,7 +337,12 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
  * the queue), RLOCK_WAIT_FOREVER or anything above RLOCK_MAX_DURATION_MS = no limit, < 0 =
  * RLOCK_EINVAL. Returns RLOCK_OK or RLOCK_ETIMEDOUT (not acquired), or an error as rlock_lock().
- * A waiter that gives up (timeout or error) has left every queue before the call returns. */
+ * A waiter that gives up (timeout or error) has left every queue before the call returns.
+ * Reentrant and fair locks: a release may grant the lock directly to a waiting rlock thread (no
+ * attempt of its own follows; rlock_options.waiter_timeout_ms). A wait that runs out just as
+ * such a grant arrives returns RLOCK_OK (the caller holds the lock, with the grant's token),
+ * slightly after wait_ms; a wait that ends with an error as the grant arrives releases it (the
+ * next waiter gets it) and returns the error. */
 RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
 
 /* Releases one hold of the calling thread (the lock is free when the count reaches 0; waiters

@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- fair_heartbeat.lua: the watchdog's batch liveness refresh of fair-lock waiters, and the sweep
 -- that removes dead waiters from anywhere in a queue within a bounded time.
--- Each live waiter's deadline becomes server now + the waiter timeout; a waiter that is no
+-- Each live waiter's deadline becomes server now + the waiter timeout (and rlock's grant hash
+-- rlock_lock_waiters:{name}:grants lives two waiter timeouts more, if it exists); a waiter that is no
 -- longer in the zset (swept after missed heartbeats, or dropped by a Redisson client's purge after
 -- its grant shifted every score) is sent "0" on its own channel so that it joins again at once
 -- instead of sleeping until its wait bound. Then, once per lock, up to 100 waiters whose
@@ -30,6 +31,8 @@ for i = 1, #KEYS do
     local zset = 'redisson_lock_timeout:' .. tag(KEYS[i])
     if redis.call('zscore', zset, ARGV[i + 1]) then
         redis.call('zadd', zset, now + tonumber(ARGV[1]), ARGV[i + 1])
+        -- rlock's grant hash (fair_acquire.lua) lives while its waiters do.
+        redis.call('pexpire', 'rlock_lock_waiters:' .. tag(KEYS[i]) .. ':grants', 2 * tonumber(ARGV[1]))
         result[i] = 1
     else
         redis.pcall('publish', 'redisson_lock__channel:' .. tag(KEYS[i]) .. ':' .. ARGV[i + 1], '0')

@@ -10,10 +10,20 @@
 -- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish ("0" = unlock)
+-- KEYS[5]  the fencing counter, redisson_lock_token:{name}; KEYS[5] and KEYS[6] may be absent
+--          (no grant is made then)
+-- KEYS[6]  the grant hash, rlock_lock_waiters:{name}:grants (waiter -> "<grant TTL in ms>:<wait>")
+-- On full release, a first live waiter that registered a grant (an rlock waiter, fair_acquire.lua)
+-- is GRANTED the lock here, as its attempt would take it (LPOP, ZREM, hash field = owner, count 1,
+-- PEXPIRE grant TTL, INCR of the token), and its channel gets "grant <token> <wait> <owner>"
+-- instead of "0": it returns without a command of its own. The next waiter gets the "0" with
+-- which an attempt's grant re-arms it only if it registered no grant (a Redisson waiter): an
+-- rlock waiter's wait bound is capped at the waiter timeout instead (fair_acquire.lua), which
+-- spares it an attempt per hand-off, run just as the granted waiter is being woken.
 -- Returns -1  the owner holds nothing (if the lock is free, the first waiter is notified anyway,
 --             since its holder's lease ran out without a message)
 --          0  one hold released, the owner still holds the lock
---          1  fully released; the first live waiter (if any) was notified
+--          1  fully released; the first live waiter (if any) was notified (or granted the lock)
 --         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
 --                   happened, waiters wake only when their wait bound (the lease) runs out
 -- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
@@ -43,9 +53,26 @@ else
     first = nil
     result = 1
 end
+local msg = ARGV[3]
+local g = (result == 1 and head and KEYS[6]) and redis.call('hget', KEYS[6], head)
+local ttl, wait = string.match(g or '', '^(%d+):(%d+)$')
+if ttl then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    redis.call('hdel', KEYS[6], head)
+    redis.call('hset', KEYS[1], head, 1)
+    redis.call('pexpire', KEYS[1], ttl)
+    msg = 'grant ' .. redis.call('incr', KEYS[5]) .. ' ' .. wait .. ' ' .. head
+end
 local err = nil
 if head and head ~= first then
-    err = notify(KEYS[4] .. ':' .. head, ARGV[3])
+    err = notify(KEYS[4] .. ':' .. head, msg)
+end
+local nxt = ttl and redis.call('lindex', KEYS[2], 0)
+if nxt and redis.call('hexists', KEYS[6], nxt) == 0 then
+    -- The grant's notice to a new first waiter that is not an rlock waiter (it re-arms its wait
+    -- bound), after the grant.
+    redis.pcall('publish', KEYS[4] .. ':' .. nxt, '0')
 end
 if err then
     return {result, err}

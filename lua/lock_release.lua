@@ -9,6 +9,11 @@
 -- Redisson's "0" published too, announced by " 0" after the name (the named client lets that
 -- "0" pass). A Redisson release sends no name: its "0" wakes one waiter per rlock client, as in
 -- Redisson.
+-- A named waiter that registered a grant TTL (KEYS[6], lock_acquire.lua) is GRANTED the lock here
+-- when no plain subscriber listens: the script does what that waiter's attempt would do (hash
+-- field = its owner, count 1, PEXPIRE the grant TTL, INCR of the token, out of the zset and the
+-- grant hash) and the name on its wake channel becomes "grant <token> <wait> <owner>" (<wait>:
+-- the waiting lock call's id), so the waiter returns without a command of its own. With a Redisson waiter listening, nothing is granted.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_lock__channel:{name}
 -- KEYS[3]  the waiters zset, rlock_lock_waiters:{name}; KEYS[3] and KEYS[4] may be absent
@@ -17,12 +22,15 @@
 --          the named waiter's member "<uuid>:<tid>" up to its last ':'); as a key, the waiting
 --          flag that lock_acquire.lua sets beside the zset. The DEL of the lock hash takes the
 --          flag with it, so a release nobody waits for runs Redisson's commands and no more.
+-- KEYS[5]  the fencing counter, redisson_lock_token:{name}; KEYS[5] and KEYS[6] may be absent
+--          (no grant is made then)
+-- KEYS[6]  the grant hash, rlock_lock_waiters:{name}:grants (waiter -> "<grant TTL in ms>:<wait>")
 -- ARGV[1]  lease in ms to keep when holds remain (only if longer than the PTTL)
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  message to publish on full release ("0" = wake one waiter)
 -- Returns -1  the owner holds nothing (not the owner, or the lease ran out); nothing changed
 --          0  one hold released, the owner still holds the lock
---          1  fully released and published
+--          1  fully released and published (the lock may have been granted to a waiter)
 --         {r, err}  the same r, but the PUBLISH was refused (err: Redis' NOPERM text): the release
 --                   happened, waiters wake only when their wait bound (the lease) runs out
 -- Publishing goes through redis.pcall (inc/notify.lua): a user without the publish permission
@@ -59,7 +67,17 @@ if w then
     -- A NUMSUB refused (an ACL without it) counts as a plain subscriber: publish as Redisson.
     local subs = redis.pcall('pubsub', 'numsub', KEYS[2])
     local plain = type(subs) ~= 'table' or subs.err ~= nil or subs[2] ~= 0
-    err = notify(KEYS[4] .. ':' .. string.match(w, '^(.*):'), plain and (w .. ' 0') or w)
+    local msg = plain and (w .. ' 0') or w
+    local grant = (not plain and KEYS[6]) and redis.call('hget', KEYS[6], w)
+    local ttl, wait = string.match(grant or '', '^(%d+):(%d+)$')
+    if ttl then
+        redis.call('hset', KEYS[1], w, 1)
+        redis.call('pexpire', KEYS[1], ttl)
+        redis.call('zrem', KEYS[3], w)
+        redis.call('hdel', KEYS[6], w)
+        msg = 'grant ' .. redis.call('incr', KEYS[5]) .. ' ' .. wait .. ' ' .. w
+    end
+    err = notify(KEYS[4] .. ':' .. string.match(w, '^(.*):'), msg)
     if plain then
         err = notify(KEYS[2], ARGV[3]) or err
     end

@@ -7,6 +7,7 @@
  * is never held across Redis I/O or a watchdog cancel.
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -290,6 +291,54 @@ size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char 
     return owner_len;
 }
 
+/* A process-wide sequence: each lock call's own id for the grants made to it. */
+static uint64_t rlk_next_wait_id(void)
+{
+    static atomic_uint_fast64_t next = 1;
+    return (uint64_t)atomic_fetch_add(&next, 1);
+}
+
+int rlk_grants_on(const rlock_client *c)
+{
+    return rlk_sync_target(c) == 0;
+}
+
+int64_t rlk_grant_ttl(const rlk_acq *a)
+{
+    int64_t wt = a->client->opts.waiter_timeout_ms;
+    if (!a->may_queue || !rlk_grants_on(a->client)) {
+        return 0;
+    }
+    return a->lease_ms < wt ? a->lease_ms : wt;
+}
+
+/* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
+ * TTL only, so a longer lease is renewed within a third of it, by the watchdog for good (watchdog
+ * holds) or once (explicit leases). Neither delays the caller (watchdog.h, rlk_wd_add_soon). */
+static int rlk_grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
+{
+    rlock_client *c = a->lock->client;
+    if (watchdog) {
+        return rlk_wd_add_soon(c->watchdog, &h->wd, c->opts.watchdog_timeout_ms, a->granted_ttl);
+    }
+    if (a->lease_ms > a->granted_ttl && !rlk_wd_active(c->watchdog, &h->wd)) {
+        return rlk_wd_add_once(c->watchdog, &h->wd, a->lease_ms, a->granted_ttl);
+    }
+    return RLOCK_OK;
+}
+
+int rlk_leave_granted(rlk_acq *a, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 2 ||
+        r->element[1]->type != REDIS_REPLY_INTEGER) {
+        return 0;
+    }
+    a->token = (uint64_t)r->element[1]->integer;
+    a->granted_ttl = rlk_grant_ttl(a);
+    return 1;
+}
+
 void rlk_acq_init(rlk_acq *a, rlock *l)
 {
     memset(a, 0, sizeof(*a));
@@ -327,6 +376,14 @@ static int rlk_grant(rlk_acq *a, int watchdog)
         h->lease_ms = a->lease_ms;
     }
     h->count++;
+    if (a->granted_ttl > 0) {
+        return rlk_grant_extend(a, h, watchdog);
+    }
+    if (watchdog && h->count > 1 && h->wd.once) {
+        /* A re-entry under the watchdog of a hold whose one-shot renewal may still be due. */
+        rlk_wd_cancel(l->client->watchdog, &h->wd);
+        h->wd.once = 0;
+    }
     if (watchdog && (h->count == 1 || !rlk_wd_active(l->client->watchdog, &h->wd))) {
         return rlk_wd_add(l->client->watchdog, &h->wd, l->client->opts.watchdog_timeout_ms);
     }
@@ -364,7 +421,7 @@ static rlk_armed *rlk_arm(rlk_acq *a)
     if (rlk_sync_target(a->client) == 0 && a->lock->single->attempt_format != NULL &&
         a->lock->single->attempt_format(a, &cmd, &len) == RLOCK_OK) {
         (void)rlk_armed_new(cmd, len, &armed);
-        rlk_armed_set_tag(armed, a->field, a->field_len); /* for named wake-ups */
+        rlk_armed_set_tag(armed, a->field, a->field_len, a->wait_id); /* named wake-ups */
     }
     return armed;
 }
@@ -444,6 +501,22 @@ static int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
     return r;
 }
 
+/* A release granted the lock to this waiter as it gave up (wait_end() found it so). A wait that
+ * ran out (r == 0) takes the grant: the caller holds the lock (rlock.h). A wait that ended with
+ * an error gives the grant on, so that the lock is not left held by a thread that returns an
+ * error; that release grants or wakes the next waiter. */
+static int rlk_wait_granted_late(rlk_acq *a, int r)
+{
+    if (r == 0) {
+        return 1;
+    }
+    char saved[256];
+    snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+    (void)a->lock->single->release(a);
+    rlk_err_restore(saved);
+    return r;
+}
+
 /* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
  * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
  * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
@@ -464,6 +537,12 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         r = l->single->wait_begin(a);
     }
     rlk_armed *armed = r == RLOCK_OK ? rlk_arm(a) : NULL;
+    /* A subscription confirmed since the first attempt went out may have come after a release it
+     * did not hear (its wake-up, or a grant to this waiter, published before the confirmation),
+     * and a joiner of a live subscription gets no permit: the wait then attempts before it
+     * sleeps. Rare (a confirmation inside one round trip), and it makes the joins race-free. */
+    rlk_armed_begin(ps, sub, armed);
+    int again = rlk_pubsub_confirms(ps) != a->confirms;
     while (r == RLOCK_OK) {
         int64_t now = rlk_now_ms();
         if (now >= deadline) {
@@ -473,9 +552,17 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
-        int w = rlk_sub_wait(ps, sub, bound, armed);
+        int w = again ? RLK_WAIT_WOKEN : rlk_sub_wait(ps, sub, bound, armed);
+        again = 0;
         if (w == RLK_WAIT_INTERRUPTED) {
             r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
+            break;
+        }
+        if (w == RLK_WAIT_GRANTED) {
+            /* A release granted the lock to this waiter and said so: no command to send. */
+            a->token = rlk_armed_token(armed);
+            a->granted_ttl = rlk_grant_ttl(a);
+            r = 1;
             break;
         }
         if (w == RLK_WAIT_REPLY) {
@@ -486,9 +573,10 @@ static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         }
         r = rlk_wait_recover(a, r, deadline);
     }
+    rlk_armed_end_wait(ps, sub, armed);
     rlk_armed_free(armed);
-    if (l->single->wait_end != NULL) {
-        l->single->wait_end(a, r == 1);
+    if (l->single->wait_end != NULL && l->single->wait_end(a, r == 1) == 1) {
+        r = rlk_wait_granted_late(a, r);
     }
     rlk_sub_leave(ps, sub);
     return r;
@@ -534,6 +622,8 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     rlk_acq a;
     rlk_acq_init(&a, l);
     a.lease_ms = lease_ms > 0 ? lease_ms : l->client->opts.watchdog_timeout_ms;
+    a.watchdog = lease_ms < 0;
+    a.wait_id = rlk_next_wait_id();
     a.wait_ms = wait_ms;
     a.may_queue = wait_ms != 0;
     int64_t start = rlk_now_ms();
@@ -543,6 +633,7 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
         return r;
     }
     rlk_sync_clear();
+    a.confirms = rlk_pubsub_confirms(l->client->pubsub);
     r = rlk_keep_synced(&a, l->single->attempt(&a));
     if (r == 0 && wait_ms != 0) {
         r = rlk_wait_loop(&a, deadline);

@@ -57,9 +57,11 @@ typedef struct rlk_single_ops {
     /* Optional: wait_begin is called once before the first wait; wait_end once when waiting
      * ends (acquired or not), on every path after a busy first attempt, even if joining the
      * channel or wait_begin failed (so it must cope with a missing wait_begin). The fair lock
-     * registers/cancels its liveness heartbeat here and leaves the queue on give-up. */
+     * registers/cancels its liveness heartbeat here and leaves the queue on give-up. wait_end
+     * returns 1 when the give-up found the waiter granted the lock by a release (a->token set,
+     * a->granted_ttl too when the hold must be extended), else 0. */
     int (*wait_begin)(rlk_acq *a);
-    void (*wait_end)(rlk_acq *a, int acquired);
+    int (*wait_end)(rlk_acq *a, int acquired);
     /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),
      * RLK_NOT_HELD if Redis says the owner holds nothing, or a negative error. */
     int (*release)(rlk_acq *a);
@@ -129,7 +131,13 @@ struct rlk_acq {
     int64_t lease_ms; /* effective lease: the caller's, or watchdog_timeout_ms */
     int64_t wait_ms;  /* the caller's wait (< 0 none), for fair queue deadlines */
     int may_queue;
-    int64_t ttl_ms; /* out of attempt() */
+    int watchdog;      /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
+    uint64_t wait_id;  /* unique in the process: a grant names the lock call it is for */
+    uint64_t confirms; /* rlk_pubsub_confirms() before the first attempt (rlk_wait_loop) */
+    int64_t ttl_ms;    /* out of attempt() */
+    /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
+     * lease is renewed within a third of it (rlk_grant in lock.c). */
+    int64_t granted_ttl;
     uint64_t token; /* out of attempt() */
     void *scratch;  /* type-specific */
 };
@@ -137,6 +145,23 @@ struct rlk_acq {
 /* Creates a handle of a single-key type (called by rlock_open()). */
 rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const rlk_lock_ops *ops,
                       const rlk_single_ops *single);
+/* The TTL a release that grants the lock to this waiter gives it (registered by the waiter's
+ * attempt): min(lease, waiter_timeout_ms), so that a waiter that died just before its grant
+ * stalls the lock no longer than a dead fair waiter stalls the queue. A longer lease is renewed
+ * soon after the grant (within a third of the grant TTL): by the watchdog (watchdog holds), or by
+ * a one-shot renewal (explicit leases). 0 for a single attempt (it never waits). */
+int64_t rlk_grant_ttl(const rlk_acq *a);
+/* 1 if c takes part in direct grants: as a waiter that registers a grant TTL, and as a releaser
+ * that passes the grant keys. A client that syncs its grants to replicas (replica_sync) does not:
+ * a release script publishes its grant before the client's WAIT, so a failover right then could
+ * lose a hold whose new owner already acts on it, and a later token could repeat. It goes by the
+ * replicas counted now (rlk_sync_target): a waiter registered before replicas attached is not
+ * granted by a release that syncs, and one whose client syncs registers nothing. */
+int rlk_grants_on(const rlock_client *c);
+/* A give-up script's reply (lock_waiter_leave.lua, fair_leave.lua): {2, token} when a release
+ * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
+ * (an integer: it left, or was not waiting). */
+int rlk_leave_granted(rlk_acq *a, const redisReply *r);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
 /* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */

@@ -37,7 +37,16 @@
  *
  * Whoever changes who is first in line (a grant, a give-up, dropping dead heads) publishes "0"
  * to the new first waiter, so the first waiter's wait bound is always re-armed on the current
- * holder's lease; a release notifies only the first waiter (no thundering herd).
+ * holder's lease; a release notifies only the first waiter (no thundering herd). One exception:
+ * a release's direct grant (below) does not notify a next waiter registered for grants, whose
+ * wait bound is capped at waiter_timeout_ms instead (one attempt fewer per hand-off).
+ *
+ * Direct grants (issue 18): an rlock waiter registers, when it queues, the TTL a grant must give
+ * it (rlock_lock_waiters:{name}:grants, lock.h rlk_grant_ttl). A full release whose first live
+ * waiter has one grants it the lock inside fair_release.lua and tells it on its channel ("grant
+ * <token> <wait> <owner>"), so the waiter returns without an attempt of its own; a grant whose
+ * message is not seen is found by the waiter's next attempt or by its give-up. Redisson waiters
+ * register nothing and are notified as before.
  *
  * Mixed queues (rlock and Redisson clients on one fair lock) keep mutual exclusion, because both
  * take the lock only through the hash and respect each other's first waiter, and each wakes the
@@ -72,6 +81,7 @@ typedef struct fair_impl {
     rlk_buf zset;    /* redisson_lock_timeout:{name} */
     rlk_buf token;   /* redisson_lock_token:{name} */
     rlk_buf channel; /* redisson_lock__channel:{name}; a waiter's channel adds ":<owner>" */
+    rlk_buf grant;   /* rlock_lock_waiters:{name}:grants, the grant TTLs of rlock waiters */
 } fair_impl;
 
 static fair_impl *fair_of(const rlock *l)
@@ -109,6 +119,16 @@ static void fair_queue_keys(const rlock *l, rlk_args *keys)
     rlk_args_add(keys, f->channel.p, f->channel.len);
 }
 
+/* Appends the keys a release or a give-up needs to grant, or to find a grant: the fencing
+ * counter and the grant hash. */
+static void fair_grant_keys(const rlock *l, rlk_args *keys)
+{
+    const fair_impl *f = fair_of(l);
+
+    rlk_args_add(keys, f->token.p, f->token.len);
+    rlk_args_add(keys, f->grant.p, f->grant.len);
+}
+
 /* Decodes fair_acquire's reply: 1 acquired, 0 busy (*joined = 1 if appended just now). */
 static int fair_attempt_reply(rlk_acq *a, redisReply *r, int *joined)
 {
@@ -137,11 +157,17 @@ static void fair_attempt_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
     rlk_args_add(keys, f->zset.p, f->zset.len);
     rlk_args_add(keys, f->token.p, f->token.len);
     rlk_args_add(keys, f->channel.p, f->channel.len);
+    rlk_args_add(keys, f->grant.p, f->grant.len);
     rlk_args_init(args);
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->owner, a->owner_len);
     rlk_args_addi(args, a->client->opts.waiter_timeout_ms);
     rlk_args_adds(args, a->may_queue ? "1" : "0");
+    /* The grant a release may make to this waiter (lock.h, rlk_grant_ttl), for this lock call;
+     * and whether it waits already (wait_begin ran), when its own field means granted. */
+    rlk_args_addi(args, rlk_grant_ttl(a));
+    rlk_args_addi(args, (int64_t)a->wait_id);
+    rlk_args_adds(args, a->scratch != NULL ? "1" : "0");
 }
 
 static int fair_attempt_format(rlk_acq *a, char **cmd, size_t *len)
@@ -189,8 +215,9 @@ static int fair_attempt_done(rlk_acq *a, redisReply *r)
 
 /* Runs fair_leave.lua, retrying a failed call (the server may be paused or briefly away) until
  * it succeeds or the entry must have expired on its own: waiter_timeout_ms after the last
- * heartbeat, which has stopped before this is called. */
-static void fair_leave(rlk_acq *a)
+ * heartbeat, which has stopped before this is called. Returns 1 when the waiter turned out to be
+ * granted the lock (rlk_leave_granted), else 0. */
+static int fair_leave(rlk_acq *a)
 {
     rlk_args keys;
     rlk_args args;
@@ -199,21 +226,23 @@ static void fair_leave(rlk_acq *a)
     int64_t nap = 10;
 
     fair_queue_keys(a->lock, &keys);
+    fair_grant_keys(a->lock, &keys);
     rlk_args_init(&args);
     rlk_args_add(&args, a->owner, a->owner_len);
     rlk_args_adds(&args, "0");
     for (;;) {
         int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
         if (rc == RLOCK_OK) {
+            int granted = rlk_leave_granted(a, r);
             freeReplyObject(r);
-            return;
+            return granted;
         }
         if (rc != RLOCK_ECONN || atomic_load(&a->client->closed) || rlk_now_ms() >= give_up) {
             rlk_log(a->client, RLOCK_LOG_WARN,
                     "fair lock '%s': could not leave the queue (%s); "
                     "the entry expires after waiter_timeout_ms",
                     a->lock->name, rlock_last_error());
-            return;
+            return 0;
         }
         struct timespec ts = {0, (long)nap * 1000000L};
         nanosleep(&ts, NULL);
@@ -229,7 +258,8 @@ static int fair_wait_begin(rlk_acq *a)
     rlk_waiter_hb *w = NULL;
     int rc = rlk_waiter_hb_start(a, &fair_waiter_class, a->owner, a->owner_len, &w);
     if (rc != RLOCK_OK) {
-        fair_leave(a);
+        /* Granted as it left: the wait loop's wait_end finds nothing more to do. */
+        (void)fair_leave(a);
         return rc;
     }
     a->scratch = w;
@@ -237,16 +267,18 @@ static int fair_wait_begin(rlk_acq *a)
 }
 
 /* Ends a wait: the heartbeat stops before the entry goes, so it cannot be put back afterwards.
- * A granted waiter was taken off the queue by the grant itself. */
-static void fair_wait_end(rlk_acq *a, int acquired)
+ * A granted waiter was taken off the queue by the grant itself; a give-up that finds a grant
+ * reports it (1) for the wait loop to keep or pass on. */
+static int fair_wait_end(rlk_acq *a, int acquired)
 {
     rlk_waiter_hb *w = a->scratch;
 
     rlk_waiter_hb_stop(a, &w);
     a->scratch = NULL;
     if (!acquired && a->may_queue) {
-        fair_leave(a);
+        return fair_leave(a);
     }
+    return 0;
 }
 
 static int fair_release(rlk_acq *a)
@@ -257,6 +289,9 @@ static int fair_release(rlk_acq *a)
     long long v = 0;
 
     fair_queue_keys(a->lock, &keys);
+    if (rlk_grants_on(a->client)) {
+        fair_grant_keys(a->lock, &keys); /* without them the release grants nothing */
+    }
     rlk_args_init(&args);
     rlk_args_addi(&args, a->lease_ms);
     rlk_args_add(&args, a->owner, a->owner_len);
@@ -310,6 +345,7 @@ static void fair_impl_free(fair_impl *f)
         rlk_buf_free(&f->zset);
         rlk_buf_free(&f->token);
         rlk_buf_free(&f->channel);
+        rlk_buf_free(&f->grant);
         free(f);
     }
 }
@@ -344,10 +380,12 @@ static fair_impl *fair_impl_new(const char *name, size_t len)
     rlk_buf_init(&f->zset);
     rlk_buf_init(&f->token);
     rlk_buf_init(&f->channel);
+    rlk_buf_init(&f->grant);
     int rc = rlk_prefix_name(&f->queue, "redisson_lock_queue", name, len);
     rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->zset, "redisson_lock_timeout", name, len);
     rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->token, "redisson_lock_token", name, len);
     rc = rc != RLOCK_OK ? rc : rlk_prefix_name(&f->channel, "redisson_lock__channel", name, len);
+    rc = rc != RLOCK_OK ? rc : rlk_grant_name(&f->grant, name, len);
     if (rc != RLOCK_OK) {
         fair_impl_free(f);
         return NULL;

@@ -35,6 +35,8 @@ typedef struct reentrant_names {
     rlk_buf channel; /* redisson_lock__channel:{name} */
     rlk_buf waiters; /* rlock_lock_waiters:{name} */
     rlk_buf wake;    /* rlock_lock_wake:{name}, the prefix of every client's wake channel */
+    rlk_buf token;   /* redisson_lock_token:{name} */
+    rlk_buf grant;   /* rlock_lock_waiters:{name}:grants, the grant TTLs */
 } reentrant_names;
 
 static void reentrant_names_free(reentrant_names *n)
@@ -42,6 +44,8 @@ static void reentrant_names_free(reentrant_names *n)
     rlk_buf_free(&n->channel);
     rlk_buf_free(&n->waiters);
     rlk_buf_free(&n->wake);
+    rlk_buf_free(&n->token);
+    rlk_buf_free(&n->grant);
 }
 
 static int reentrant_names_make(const rlock *l, reentrant_names *n)
@@ -49,9 +53,13 @@ static int reentrant_names_make(const rlock *l, reentrant_names *n)
     rlk_buf_init(&n->channel);
     rlk_buf_init(&n->waiters);
     rlk_buf_init(&n->wake);
+    rlk_buf_init(&n->token);
+    rlk_buf_init(&n->grant);
     int r = rlk_prefix_name(&n->channel, "redisson_lock__channel", l->name, l->name_len);
     r = r ? r : rlk_prefix_name(&n->waiters, "rlock_lock_waiters", l->name, l->name_len);
     r = r ? r : rlk_prefix_name(&n->wake, "rlock_lock_wake", l->name, l->name_len);
+    r = r ? r : rlk_prefix_name(&n->token, "redisson_lock_token", l->name, l->name_len);
+    r = r ? r : rlk_grant_name(&n->grant, l->name, l->name_len);
     if (r != RLOCK_OK) {
         reentrant_names_free(n);
     }
@@ -63,28 +71,38 @@ static int reentrant_channel(rlk_acq *a, rlk_buf *ch)
     return rlk_prefix_name(ch, "redisson_lock__channel", a->lock->name, a->lock->name_len);
 }
 
-/* The attempt's call: KEYS lock name, token counter, waiters zset and waiting flag (the last
- * three named in names, one after the other), ARGV lease, field and the liveness timeout of a
- * waiter (0 for a single attempt, which does not wait and so is not recorded). */
+/* The attempt's call: KEYS lock name, token counter, waiters zset, waiting flag and grant hash
+ * (the last four named in names, one after the other), ARGV lease, field, the liveness timeout of
+ * a waiter (0 for a single attempt, which does not wait and so is not recorded), whether the
+ * caller waits already, the TTL a release's grant gives it (rlk_grant_ttl) and the lock call's
+ * id, which the grant's message repeats. */
 static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
-    int r = rlk_prefix_name(names, "redisson_lock_token", l->name, l->name_len);
-    size_t token_len = names->len;
-    r = r ? r : rlk_prefix_name(names, "rlock_lock_waiters", l->name, l->name_len);
-    size_t zset_end = names->len;
-    r = r ? r : rlk_prefix_name(names, "rlock_lock_wake", l->name, l->name_len);
+    size_t end[4];
+    static const char *const prefixes[3] = {"redisson_lock_token", "rlock_lock_waiters",
+                                            "rlock_lock_wake"};
+    int r = RLOCK_OK;
+    for (int i = 0; i < 4; i++) {
+        r = r       ? r
+            : i < 3 ? rlk_prefix_name(names, prefixes[i], l->name, l->name_len)
+                    : rlk_grant_name(names, l->name, l->name_len);
+        end[i] = names->len;
+    }
     rlk_args_init(keys);
     rlk_args_add(keys, l->name, l->name_len);
-    rlk_args_add(keys, names->p, token_len);
-    rlk_args_add(keys, names->p + token_len, zset_end - token_len);
-    rlk_args_add(keys, names->p + zset_end, names->len - zset_end);
+    for (int i = 0; i < 4 && r == RLOCK_OK; i++) {
+        size_t start = i == 0 ? 0 : end[i - 1];
+        rlk_args_add(keys, names->p + start, end[i] - start);
+    }
     rlk_args_init(args);
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->field, a->field_len);
     rlk_args_addi(args, a->may_queue ? a->client->opts.waiter_timeout_ms : 0);
     /* Waiting (wait_begin ran): a grant must take this thread out of the waiters zset. */
     rlk_args_adds(args, a->scratch != NULL ? "1" : "0");
+    rlk_args_addi(args, rlk_grant_ttl(a));
+    rlk_args_addi(args, (int64_t)a->wait_id);
     return r;
 }
 
@@ -145,6 +163,10 @@ static int reentrant_release(rlk_acq *a)
     rlk_args_add(&keys, n.channel.p, n.channel.len);
     rlk_args_add(&keys, n.waiters.p, n.waiters.len);
     rlk_args_add(&keys, n.wake.p, n.wake.len);
+    if (rlk_grants_on(a->client)) { /* without them the release grants nothing */
+        rlk_args_add(&keys, n.token.p, n.token.len);
+        rlk_args_add(&keys, n.grant.p, n.grant.len);
+    }
     rlk_args_init(&args);
     rlk_args_addi(&args, a->lease_ms);
     rlk_args_add(&args, a->field, a->field_len);
@@ -197,8 +219,9 @@ static int reentrant_wait_begin(rlk_acq *a)
 
 /* Ends a wait on every way out: the heartbeat stops before the zset entry goes, so it cannot be
  * put back afterwards; a waiter that gives up leaves the zset and passes on a wake-up it may
- * have been named for. A grant already took the waiter out of the zset. */
-static void reentrant_wait_end(rlk_acq *a, int acquired)
+ * have been named for. A grant already took the waiter out of the zset; a grant that came as
+ * the waiter gave up is reported (1) for the wait loop to keep or pass on. */
+static int reentrant_wait_end(rlk_acq *a, int acquired)
 {
     reentrant_wait *w = a->scratch;
     reentrant_names n;
@@ -210,21 +233,26 @@ static void reentrant_wait_end(rlk_acq *a, int acquired)
         free(w);
     }
     if (acquired || reentrant_names_make(a->lock, &n) != RLOCK_OK) {
-        return;
+        return 0;
     }
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, n.waiters.p, n.waiters.len);
     rlk_args_add(&keys, n.wake.p, n.wake.len);
     rlk_args_add(&keys, a->lock->name, a->lock->name_len);
+    rlk_args_add(&keys, n.grant.p, n.grant.len);
+    rlk_args_add(&keys, n.token.p, n.token.len);
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
+    int granted = 0;
     /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
     if (rlk_script(a->client, RLK_SCRIPT_LOCK_WAITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &rep) ==
         RLOCK_OK) {
+        granted = rlk_leave_granted(a, rep);
         freeReplyObject(rep);
     }
     reentrant_names_free(&n);
+    return granted;
 }
 
 static int reentrant_force_unlock(rlock *l)

@@ -232,7 +232,7 @@ static int rw_write_wait_begin(rlk_acq *a)
 
 /* Ends a writer's wait: the heartbeat stops before the zset entry goes, so it cannot be put back
  * afterwards. A writer that gives up leaves the zset and wakes the readers queued behind it. */
-static void rw_write_wait_end(rlk_acq *a, int acquired)
+static int rw_write_wait_end(rlk_acq *a, int acquired)
 {
     rlk_waiter_hb *w = a->scratch;
     const rw_impl *rw = rw_of(a->lock);
@@ -243,7 +243,7 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
     rlk_waiter_hb_stop(a, &w);
     a->scratch = NULL;
     if (acquired || !rw_writer_preferring(a->lock) || !a->may_queue) {
-        return;
+        return 0;
     }
     rlk_args_init(&keys);
     rlk_args_add(&keys, rw->writers.p, rw->writers.len);
@@ -256,6 +256,7 @@ static void rw_write_wait_end(rlk_acq *a, int acquired)
         RLOCK_OK) {
         freeReplyObject(r);
     }
+    return 0;
 }
 
 /* Maps the -1/0/1 reply of both release scripts onto the rlk_single_ops contract. */

@@ -111,6 +111,7 @@ void rlk_poke(rlk_pubsub *ps)
  * are signalled here, with the mutex held; the others by the caller, on the entry's. */
 static void rlk_set_permits(rlk_sub *s, int all)
 {
+    s->wake_alls += (uint64_t)(all != 0);
     int target = all ? s->refs : s->permits + 1;
     s->permits = target > s->refs ? s->refs : target;
     for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
@@ -301,11 +302,17 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
         armed->state = RLK_ARMED_IDLE;
         armed->conn = NULL;
         armed->listed = 0;
+        if (rlk_grant_take_pending(s, armed)) {
+            /* Granted while this waiter was between two attempts (pubsub_dispatch.c). */
+            pthread_mutex_unlock(&ps->mu);
+            return RLK_WAIT_GRANTED;
+        }
     }
     /* A claimed attempt (state SENT; the claim unlinked it) wakes without a permit: permits
      * given meanwhile answer later messages and stay for the next wait. */
     while (s->permits == 0 && s->fail_code == 0 &&
-           (armed == NULL || armed->state != RLK_ARMED_SENT) && !ps->interrupted) {
+           (armed == NULL || (armed->state == RLK_ARMED_IDLE && armed->seen == s->wake_alls)) &&
+           !ps->interrupted) {
         if (armed != NULL && !armed->listed) {
             rlk_armed_link(s, armed); /* offered while asleep only */
         }
@@ -323,17 +330,22 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
         pthread_cond_timedwait(cv, &ps->mu, &ts);
     }
     rlk_armed_unlink(s, armed);
-    if (armed != NULL && armed->state == RLK_ARMED_SENT) {
+    if (armed != NULL && armed->state != RLK_ARMED_IDLE) {
         pthread_mutex_unlock(&ps->mu);
         return rlk_armed_finish(ps, armed);
     }
     int r = RLK_WAIT_WOKEN;
+    /* Woken by a wake-up of every waiter: it counts as this waiter's permit. */
+    int woken_all = armed != NULL && armed->seen != s->wake_alls;
+    if (armed != NULL) {
+        armed->seen = s->wake_alls;
+    }
     if (s->fail_code != 0) {
         r = rlk_sub_failure(s);
-    } else if (s->permits == 0) {
-        r = RLK_WAIT_INTERRUPTED; /* the permits stay for the waiters that are not */
-    } else {
+    } else if (s->permits > 0) {
         s->permits--;
+    } else if (!woken_all) {
+        r = RLK_WAIT_INTERRUPTED; /* the permits stay for the waiters that are not */
     }
     pthread_mutex_unlock(&ps->mu);
     return r;
@@ -457,4 +469,19 @@ void rlk_sub_moved(rlk_pubsub *ps, rlk_sub *s)
     } else if (s->pending == 0 && s->refs == 0 && !s->lingering && !s->dirty) {
         rlk_unlink_free(ps, s);
     }
+}
+
+uint64_t rlk_pubsub_confirms(rlk_pubsub *ps)
+{
+    return atomic_load(&ps->confirms);
+}
+
+void rlk_armed_begin(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ps->mu);
+    a->seen = s->wake_alls;
+    pthread_mutex_unlock(&ps->mu);
 }

@@ -25,8 +25,20 @@ typedef struct rlk_armed rlk_armed;
 int rlk_armed_new(char *cmd, size_t len, rlk_armed **out);
 void rlk_armed_free(rlk_armed *a);
 /* Names the armed waiter (its owner field, at most RLK_OWNER_MAX - 1 bytes), so that a named
- * wake-up (RLK_MSG_NAMED) reaches it and no other waiter of its channel. */
-void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len);
+ * wake-up (RLK_MSG_NAMED) reaches it and no other waiter of its channel, and its wait (an id
+ * unique in the process, rlk_acq.wait_id), so that a grant made in an earlier wait of the same
+ * thread is never taken for one of this wait. */
+void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait);
+/* Starts a's wait on s: from now on, every wake-up of all of s's waiters (a confirmation, a
+ * reconnect, a "1") wakes a's owner once, even when faster waiters took the permits it gave. A
+ * release may have granted the lock to exactly that waiter unheard, so it must attempt again. */
+void rlk_armed_begin(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a);
+/* Drops a grant kept on s for armed's waiter (pubsub_impl.h, rlk_pending_grant) when its wait
+ * ends otherwise (its own attempt found the grant): a kept grant is for one wait only, and the
+ * few slots of an entry must stay free for the one grant of the lock that may be outstanding. */
+void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed);
+/* After rlk_sub_wait() returned RLK_WAIT_GRANTED: the fencing token of the grant. */
+uint64_t rlk_armed_token(const rlk_armed *a);
 /* After rlk_sub_wait() returned RLK_WAIT_REPLY: the reply to the attempt (an error reply
  * included, such as NOSCRIPT), which the caller now owns and frees. */
 redisReply *rlk_armed_take_reply(rlk_armed *a);
@@ -45,6 +57,13 @@ void rlk_pubsub_fork_unlock(rlk_pubsub *ps);
  * next rlk_sub_wait() returns right after it and the waiter re-attempts (this closes the race of
  * an unlock published before the subscription existed). */
 int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out);
+
+/* How many SUBSCRIBE confirmations the subscriber has read so far. A waiter reads it before its
+ * first attempt; when it has grown by the time the waiter has joined its channels, a confirmation
+ * came in between, after which the joiner gets no permit (it joined a live subscription), yet a
+ * release published before that confirmation reached nobody: the waiter attempts once more
+ * instead of sleeping (lock.c, rlk_wait_loop). */
+uint64_t rlk_pubsub_confirms(rlk_pubsub *ps);
 
 /* How a channel's messages become wake-up permits. Locks use RLK_MSG_LOCK ("1" wakes every
  * local waiter, anything else one, possibly through an armed attempt). Semaphores use
@@ -66,14 +85,15 @@ int rlk_sub_join_pattern(rlk_pubsub *ps, const char *channel, size_t len, rlk_su
 
 /* Joins channel as a wake channel (RLK_MSG_NAMED) of the lock channel twin, which the caller
  * has joined first (rlk_sub_join_pattern or rlk_sub_join). A message on it names the one waiter
- * ("<uuid>:<tid>", then " 0" if the release's "0" on twin follows on the same connection) a
- * release wakes: this client wakes the named waiter (through its armed attempt, or a permit of
- * twin) and, when the name says a "0" follows, lets that "0" pass. The wake channel is this
- * client's own (the reentrant lock names it after the client's UUID), so a release reaches one
- * client, not every client that waits. A "0" on twin not announced so (a Redisson client's release)
- * wakes one waiter as before. The wake channel's SUBSCRIBE confirmation gives every waiter of twin
- * a permit, as twin's own does. Nobody waits on the returned entry; rlk_sub_leave() it with the
- * twin. */
+ * ("<uuid>:<tid>", then " 0" if the release's "0" on twin follows on the same connection; or
+ * "grant <token> <wait> <uuid>:<tid>" when the release granted it the lock, which reaches the
+ * named armed waiter as RLK_WAIT_GRANTED, or else as a permit of twin) a release wakes: this client
+ * wakes the named waiter (through its armed attempt, or a permit of twin) and, when the name says a
+ * "0" follows, lets that "0" pass. The wake channel is this client's own (the reentrant lock names
+ * it after the client's UUID), so a release reaches one client, not every client that waits. A "0"
+ * on twin not announced so (a Redisson client's release) wakes one waiter as before. The wake
+ * channel's SUBSCRIBE confirmation gives every waiter of twin a permit, as twin's own does. Nobody
+ * waits on the returned entry; rlk_sub_leave() it with the twin. */
 int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
                        size_t twin_len, rlk_sub **out);
 
@@ -82,6 +102,10 @@ int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const ch
 #define RLK_WAIT_WOKEN       1 /* a permit: a message, a subscription confirmation or a reconnect */
 #define RLK_WAIT_REPLY       2 /* the armed attempt was sent: rlk_armed_take_reply() has the reply */
 #define RLK_WAIT_INTERRUPTED 3 /* rlk_pubsub_interrupt() was called: no permit consumed */
+/* A release granted the lock to the armed waiter and said so on its wake channel ("grant
+ * <token> <wait> <owner>", lua/lock_release.lua): the waiter holds the lock, rlk_armed_token() has
+ * the token; no attempt was sent. */
+#define RLK_WAIT_GRANTED 4
 
 /* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it. armed (may be NULL)
  * is offered to the subscriber thread while this waiter sleeps; when the thread sent it, the

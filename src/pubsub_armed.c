@@ -68,6 +68,80 @@ int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
     return RLOCK_ECONN;
 }
 
+int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len, uint64_t wait,
+                           uint64_t token)
+{
+    for (rlk_armed *a = s->armed_head; a != NULL; a = a->anext) {
+        if (a->tag_len == len && memcmp(a->tag, tag, len) == 0) {
+            if (a->wait != wait) {
+                return RLOCK_EINVAL;
+            }
+            /* Queued like a claimed attempt without a connection: rlk_send_armed() sends
+             * nothing, and hands it back and wakes the owner in one step. */
+            rlk_armed_unlink(s, a);
+            a->conn = NULL;
+            a->token = token;
+            a->state = RLK_ARMED_GRANTED;
+            a->inflight = 1;
+            a->next = ps->sending;
+            ps->sending = a;
+            return RLOCK_OK;
+        }
+    }
+    return RLOCK_ECONN;
+}
+
+/* Hands a grant (nothing to send) back to its owner and wakes it, in one step: the owner, woken
+ * with the record already handed back, returns at once instead of sleeping again until a second
+ * signal. The signal goes out with the mutex held, which the thread drops right away; the owner
+ * may free the record as soon as it holds the mutex, so the record is not touched after. */
+static void armed_hand_grant(rlk_pubsub *ps, rlk_armed *a)
+{
+    pthread_mutex_lock(&ps->mu);
+    a->next = NULL;
+    a->inflight = 0;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token)
+{
+    rlk_pending_grant *slot = NULL, *empty = NULL;
+    for (unsigned i = 0; i < RLK_PENDING_GRANTS && slot == NULL; i++) {
+        rlk_pending_grant *p = &s->grants[i];
+        slot = p->tag_len == len && memcmp(p->tag, tag, len) == 0 ? p : NULL;
+        empty = empty == NULL && p->tag_len == 0 ? p : empty;
+    }
+    if (slot == NULL) {
+        /* A lock has one grant outstanding at a time and ended waits drop theirs
+         * (rlk_armed_end_wait): a slot still taken is an unarmed waiter's, replaced in turn. */
+        slot = empty != NULL ? empty : &s->grants[s->grants_next++ % RLK_PENDING_GRANTS];
+    }
+    if (len < sizeof(slot->tag)) {
+        memcpy(slot->tag, tag, len);
+        slot->tag_len = len;
+        slot->wait = wait;
+        slot->token = token;
+    }
+}
+
+int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed)
+{
+    for (unsigned i = 0; armed != NULL && i < RLK_PENDING_GRANTS; i++) {
+        rlk_pending_grant *p = &s->grants[i];
+        if (p->tag_len != armed->tag_len || memcmp(p->tag, armed->tag, p->tag_len) != 0) {
+            continue;
+        }
+        p->tag_len = 0;
+        if (p->wait == armed->wait) {
+            armed->token = p->token;
+            armed->state = RLK_ARMED_GRANTED;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
  * while Redis runs the attempt; it waits for the hand-back below (rlk_armed_settle()), then reads
@@ -76,17 +150,24 @@ int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
  * until the hand-back, before which its owner neither reads nor reuses nor frees it. */
 void rlk_send_armed(rlk_pubsub *ps)
 {
-    rlk_armed *list = ps->sending;
+    rlk_armed *claimed = ps->sending, *list = NULL;
     ps->sending = NULL;
-    if (list == NULL) {
-        return;
-    }
-    for (rlk_armed *a = list; a != NULL; a = a->next) {
+    for (rlk_armed *a = claimed, *next; a != NULL; a = next) {
+        next = a->next;
+        if (a->conn == NULL) {
+            armed_hand_grant(ps, a);
+            continue;
+        }
+        a->next = list;
+        list = a;
         /* Wake the owner first, then send, so that its scheduling overlaps Redis' work. A
          * failed send leaves a broken connection, on which the owner's read fails too
          * (RLOCK_ECONN, like a failed attempt of its own). */
         pthread_cond_signal(&a->cv);
         (void)rlk_conn_send(a->conn, a->cmd, a->len);
+    }
+    if (list == NULL) {
+        return;
     }
     /* Hand the records back (rlk_armed_settle): their owners may now reuse or free them. */
     pthread_mutex_lock(&ps->mu);
@@ -113,6 +194,9 @@ static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
 int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a)
 {
     rlk_armed_settle(ps, a);
+    if (a->state == RLK_ARMED_GRANTED) {
+        return RLK_WAIT_GRANTED;
+    }
     int r = rlk_conn_read(a->conn, &a->reply);
     /* A failed read is like a failed attempt of the waiter's own: the outcome is unknown, so
      * the attempt is not resent, and the connection is closed. */
@@ -135,12 +219,28 @@ int rlk_armed_new(char *cmd, size_t len, rlk_armed **out)
     return RLOCK_OK;
 }
 
-void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len)
+void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait)
 {
     if (a != NULL && len < sizeof(a->tag)) {
         memcpy(a->tag, tag, len);
         a->tag_len = len;
+        a->wait = wait;
     }
+}
+
+void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed)
+{
+    if (armed == NULL || s == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ps->mu);
+    (void)rlk_grant_take_pending(s, armed);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+uint64_t rlk_armed_token(const rlk_armed *a)
+{
+    return a->token;
 }
 
 redisReply *rlk_armed_take_reply(rlk_armed *a)

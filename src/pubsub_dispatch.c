@@ -38,6 +38,68 @@ static int rlk_named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
     return tag_len > n && tag[n] == ':' && memcmp(tag, ps->c->uuid, n) == 0;
 }
 
+/* Reads a decimal number and the space after it at msg[*p] (advanced past both): 1, or 0 when
+ * there is no digit, more than 19, or no space after them with a byte after it. */
+static int rlk_grant_number(const char *msg, size_t len, size_t *p, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i = *p, digits = 0;
+    for (; i < len && msg[i] >= '0' && msg[i] <= '9' && digits < 19; i++, digits++) {
+        v = v * 10 + (uint64_t)(msg[i] - '0');
+    }
+    if (digits == 0 || i + 1 >= len || msg[i] != ' ') {
+        return 0;
+    }
+    *out = v;
+    *p = i + 1;
+    return 1;
+}
+
+int rlk_grant_parse(const char *msg, size_t len, uint64_t *token, uint64_t *wait, size_t *tag_at)
+{
+    static const char prefix[] = "grant ";
+    size_t p = sizeof(prefix) - 1;
+    if (len <= p || memcmp(msg, prefix, p) != 0 || !rlk_grant_number(msg, len, &p, token) ||
+        !rlk_grant_number(msg, len, &p, wait)) {
+        return 0;
+    }
+    *tag_at = p;
+    return 1;
+}
+
+/* A grant on this client's wake channel ("grant <token> <wait> <uuid>:<tid>",
+ * lua/lock_release.lua), or on a fair waiter's own channel (lua/fair_release.lua), for a waiter of
+ * the lock channel twin: the named waiter holds the lock already. Asleep with the armed record of
+ * that wait, it is woken alone with the grant. Asleep in another wait, it ignores the message: a
+ * grant read late, after its waiter found it by an attempt of its own and has since released the
+ * lock and waits again. Otherwise (between two attempts) the grant is kept on twin for that waiter
+ * (rlk_grant_pending): its next rlk_sub_wait() returns it, unless its attempt in flight finds the
+ * grant first (its own field in the lock hash, lua/lock_acquire.lua). Every waiter of twin gets
+ * a permit too, for a waiter that sleeps without an armed record: a permit for one would go to
+ * whichever local waiter takes it first, maybe not the granted one, which would then sleep until
+ * its wait bound, by which its grant may have expired. Returns 0 when m is not a grant. Mutex
+ * held. */
+static int rlk_on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
+{
+    uint64_t token = 0, wait = 0;
+    size_t at = 0;
+    if (!rlk_grant_parse(m->str, m->len, &token, &wait, &at)) {
+        return 0;
+    }
+    const char *tag = m->str + at;
+    size_t tag_len = m->len - at;
+    if (!rlk_named_here(ps, tag, tag_len)) {
+        return 1;
+    }
+    int r = rlk_grant_armed_tagged(ps, twin, tag, tag_len, wait, token);
+    if (r == RLOCK_ECONN) {
+        rlk_grant_pending(twin, tag, tag_len, wait, token);
+        rlk_give_later(ps, twin, 1);
+        twin->missed |= twin->refs == 0;
+    }
+    return 1;
+}
+
 /* A message on this client's wake channel (RLK_MSG_NAMED): an rlock release names the one
  * waiter it wakes, "<uuid>:<tid>", followed by " 0" when the release also publishes its "0" on
  * the twin channel (someone subscribed there plainly: a Redisson client). That "0" comes next
@@ -49,6 +111,9 @@ static void rlk_on_named(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *n, co
 {
     rlk_sub *twin = rlk_twin_of(ps, n);
     if (twin == NULL || m->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    if (rlk_on_grant(ps, twin, m)) {
         return;
     }
     size_t tag_len = m->len;
@@ -132,6 +197,9 @@ static void rlk_on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
     if (s->pending > 0) {
         s->pending--;
     }
+    if (s->pending == 0 && s->sent) {
+        atomic_fetch_add(&ps->confirms, 1);
+    }
     if (s->pending == 0 && s->sent && s->refs > 0) {
         /* Confirmed: every waiter re-attempts now that no release can go unnoticed (a late
          * confirmation also ends a subscription_timeout_ms failure, but not a refusal, which
@@ -195,6 +263,9 @@ void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
         }
         if (s == announced && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '0') {
             return; /* the wake-up it stands for was named just before */
+        }
+        if (s->mode == RLK_MSG_LOCK && m->type == REDIS_REPLY_STRING && rlk_on_grant(ps, s, m)) {
+            return; /* a fair waiter's grant */
         }
         if (s->mode != RLK_MSG_LOCK) {
             rlk_give_n_later(ps, s, rlk_msg_permits(s->mode, m));

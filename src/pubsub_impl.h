@@ -7,6 +7,7 @@
 #define RLK_PUBSUB_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "client.h"
@@ -22,12 +23,14 @@
 
 /* An armed attempt (pubsub.h). cmd, len and cv are set up once per wait; the rest is guarded by
  * the mutex. */
-enum { RLK_ARMED_IDLE = 0, RLK_ARMED_SENT };
+enum { RLK_ARMED_IDLE = 0, RLK_ARMED_SENT, RLK_ARMED_GRANTED };
 struct rlk_armed {
     char *cmd;
     size_t len;
     pthread_cond_t cv;      /* an armed waiter sleeps here */
-    int state;              /* RLK_ARMED_SENT: the attempt was sent on conn */
+    int state;              /* RLK_ARMED_SENT: the attempt was sent on conn; GRANTED: a
+                               release granted the lock (token), nothing is sent */
+    uint64_t token;         /* RLK_ARMED_GRANTED: the grant's fencing token */
     int inflight;           /* the subscriber thread still uses cmd and cv */
     rlk_conn *conn;         /* borrowed from the pool; the owner reads the reply and returns it */
     struct rlk_armed *next; /* the subscriber thread's list of attempts to send */
@@ -36,9 +39,21 @@ struct rlk_armed {
     redisReply *reply;       /* the reply read by rlk_armed_finish(), until taken */
     char tag[RLK_OWNER_MAX]; /* who the waiter is (rlk_armed_set_tag), for named wake-ups */
     size_t tag_len;
+    uint64_t wait; /* the wait's id (rlk_armed_set_tag), which a grant's message repeats */
+    uint64_t seen; /* the entry's wake_alls this waiter has answered (rlk_armed_begin) */
 };
 
 typedef struct rlk_ps_node rlk_ps_node;
+
+/* A grant (RLK_WAIT_GRANTED) read while its waiter was not asleep with its armed record (between
+ * two attempts): kept on the entry until that waiter's next rlk_sub_wait() takes it, so that it
+ * is delivered to that waiter and no other (a permit could be taken by any local waiter). */
+#define RLK_PENDING_GRANTS 4
+typedef struct rlk_pending_grant {
+    char tag[RLK_OWNER_MAX];
+    size_t tag_len; /* 0: a free slot */
+    uint64_t wait, token;
+} rlk_pending_grant;
 
 struct rlk_sub {
     struct rlk_sub *next; /* hash chain */
@@ -73,6 +88,12 @@ struct rlk_sub {
     char *pat;
     size_t pat_len;
     pthread_cond_t cv;
+    /* Wake-ups of every waiter given so far (a confirmation, a reconnect, a "1"). Each also
+     * gives a permit per waiter, but a fast waiter may take two before a slow one wakes; an
+     * armed waiter wakes on the count as well, so each one waiting then attempts again. */
+    uint64_t wake_alls;
+    rlk_pending_grant grants[RLK_PENDING_GRANTS]; /* grants for waiters not asleep */
+    unsigned grants_next;                         /* the slot the next one replaces */
 };
 
 /* A SUBSCRIBE or UNSUBSCRIBE sent and not answered yet. Redis answers them in order, so the
@@ -127,12 +148,13 @@ struct rlk_pubsub {
     rlk_sub *idle_head, *idle_tail; /* lingering entries, oldest first */
     int64_t linger_ms;              /* RLK_PS_LINGER_MS; tests change it */
     size_t entries;                 /* entries allocated (live, lingering or unsubscribing) */
-    rlk_sub *wakes;      /* entries given permits by the read in progress (thread only) */
-    rlk_armed *sending;  /* armed attempts claimed by the read in progress (thread only) */
-    uint64_t armed_sent; /* armed attempts sent (for tests) */
-    uint64_t messages;   /* messages read (for tests) */
-    size_t live;         /* entries with waiters */
-    int interrupted;     /* rlk_pubsub_interrupt(): every wait returns at once */
+    rlk_sub *wakes;            /* entries given permits by the read in progress (thread only) */
+    rlk_armed *sending;        /* armed attempts claimed by the read in progress (thread only) */
+    uint64_t armed_sent;       /* armed attempts sent (for tests) */
+    uint64_t messages;         /* messages read (for tests) */
+    _Atomic uint64_t confirms; /* SUBSCRIBE confirmations read (rlk_pubsub_confirms) */
+    size_t live;               /* entries with waiters */
+    int interrupted;           /* rlk_pubsub_interrupt(): every wait returns at once */
     /* Redis refused a PSUBSCRIBE (an ACL without it), or the client uses sharded pub/sub, which
      * has no patterns: pattern joins subscribe plainly. */
     int no_patterns;
@@ -187,7 +209,19 @@ int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s);
 /* rlk_claim_armed() for the sleeping armed waiter of s tagged tag (len bytes), if any:
  * RLOCK_ECONN when there is none or no idle connection. */
 int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len);
+/* A release granted the lock to the sleeping armed waiter of s tagged tag (len bytes) in its wait
+ * wait (rlk_armed_set_tag): it is woken alone with RLK_WAIT_GRANTED and token, sending nothing
+ * (no connection needed, so cluster clients too). RLOCK_ECONN when no waiter so tagged sleeps
+ * armed; RLOCK_EINVAL when it sleeps in another wait (the grant was for an earlier one). */
+int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len, uint64_t wait,
+                           uint64_t token);
 void rlk_send_armed(rlk_pubsub *ps);
+/* Keeps a grant for the waiter of s tagged tag, wait wait, who is not asleep (rlk_pending_grant).
+ * Mutex held. */
+void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token);
+/* Takes a grant kept for armed's waiter (its tag and wait) off s: 1 with armed's state GRANTED and
+ * its token set, else 0; a kept grant of an earlier wait of the same tag is dropped. Mutex held. */
+int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed);
 /* The owner's side after the thread sent its attempt: reads the reply on a->conn into
  * a->reply, waits until the thread no longer touches the record, and returns the connection to
  * the pool. RLK_WAIT_REPLY, or RLOCK_ECONN. */

@@ -45,6 +45,11 @@ int rlk_push_parse(const redisReply *r, const char **channel, size_t *len,
                    const redisReply **payload);
 int rlk_msg_permits(int mode, const redisReply *m);
 int rlk_msg_wakes_all(const redisReply *m);
+/* A grant on a wake channel, "grant <token> <wait> <owner>" (lua/lock_release.lua): 1 with
+ * *token, the waiter's wait id *wait and the offset of the owner in msg (*tag_at; at least one
+ * byte follows), 0 for any other message (a plain name "<uuid>:<tid>[ 0]" never starts with
+ * "grant "). */
+int rlk_grant_parse(const char *msg, size_t len, uint64_t *token, uint64_t *wait, size_t *tag_at);
 
 /* rlock_inspect()'s decoder (inspect.c): fills info (whose name is set) from inspect.lua's reply;
  * RLOCK_OK, RLOCK_EPROTO or RLOCK_EINVAL (not a lock). The caller frees info's arrays. */

@@ -145,6 +145,12 @@ int rlk_prefix_name(rlk_buf *b, const char *prefix, const char *name, size_t nam
     return r ? r : (tagged ? 0 : rlk_buf_appends(b, "}"));
 }
 
+int rlk_grant_name(rlk_buf *b, const char *name, size_t name_len)
+{
+    int r = rlk_prefix_name(b, "rlock_lock_waiters", name, name_len);
+    return r ? r : rlk_buf_appends(b, ":grants");
+}
+
 int rlk_suffix_name(rlk_buf *b, const char *name, size_t name_len, const char *suffix)
 {
     int tagged = memchr(name, '{', name_len) != NULL;

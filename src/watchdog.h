@@ -34,6 +34,7 @@ struct rlk_wd_entry {
     int64_t lease_ms;   /* PEXPIRE value sent with each renewal */
     int64_t expires_at; /* private: monotonic end of the last confirmed lease */
     int state;          /* private */
+    int once;           /* renewed once, then unregistered (rlk_wd_add_once) */
 };
 
 int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out);
@@ -49,6 +50,17 @@ void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls);
 /* Registers e (not registered yet): first renewal at now + lease_ms/3; lease judged from now.
  * O(1). Returns RLOCK_OK or RLOCK_ECLOSED (stopped, or wd NULL: the client was freed). */
 int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms);
+/* rlk_wd_add() for a hold that Redis keeps for held_ms only (a release granted it with a grant
+ * TTL shorter than lease_ms): the first renewal, to lease_ms, is due after a third of held_ms,
+ * as if held_ms were the lease, and the lease is judged from held_ms until it is confirmed. Not
+ * at once: an immediate renewal wakes the watchdog thread while the granted caller returns, which
+ * on a 2-vCPU box cost the hand-off about 60 us (tests/bench handoff); with other waiters of the
+ * client beating every third of their waiter timeout, the thread is due by then anyway. */
+int rlk_wd_add_soon(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms);
+/* rlk_wd_add_soon() for a hold with an explicit lease (lease_ms > held_ms): the one renewal,
+ * due held_ms/3 from now, sets the rest of lease_ms, and the entry then leaves the wheel by
+ * itself (rlk_wd_active() turns 0; a cancel is a no-op). */
+int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms);
 /* Unregisters e. Synchronous: when it returns no renewal of e is in flight, none will be sent,
  * and the watchdog holds no reference to e (it may be freed). No-op if not registered, and
  * with wd NULL: rlock_client_free() clears the client's watchdog pointer, and the freed

@@ -6,8 +6,11 @@
 -- after its process stalled) is put back, since it is demonstrably alive; a waiter that already
 -- holds the lock is left out. flag_prefix (may be nil) names a string key flag_prefix .. ':{' ..
 -- name .. '}' kept as long as the zset (the reentrant lock's waiting flag, see lock_release.lua).
+-- grants (may be nil): the zset has a grant hash, its name .. ':grants' (waiter -> grant TTL and
+-- wait, lock_acquire.lua), kept as long as the zset too; a granted waiter holds the lock and so is
+-- never put back.
 -- Returns an array of N integers, all 1 (a waiter is never "lost").
-local function waiter_heartbeat(prefix, flag_prefix)
+local function waiter_heartbeat(prefix, flag_prefix, grants)
     local timeout = tonumber(ARGV[1])
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -26,6 +29,9 @@ local function waiter_heartbeat(prefix, flag_prefix)
             redis.call('pexpire', zset, keep)
             if flag_prefix then
                 redis.call('set', flag_prefix .. ':' .. tagged, '1', 'px', keep)
+            end
+            if grants then
+                redis.call('pexpire', zset .. ':grants', keep)
             end
         end
         result[i] = 1

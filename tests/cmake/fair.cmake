@@ -32,3 +32,8 @@ if(RLOCK_BUILD_EXAMPLES)
   rlock_add_test(NAME test_fair_example SOURCES fair/test_fair_example.c LABELS redis TIMEOUT 60
                  ARGS "$<TARGET_FILE:example_fifo_jobs>")
 endif()
+
+# Direct grants (issue 18): a release grants the lock to the first rlock waiter (no attempt after
+# it but the next waiter's re-arm), a grant whose message is lost is taken once (the wait running
+# out, a killed subscriber). ~3 s.
+rlock_add_test(NAME test_fair_grant SOURCES fair/test_fair_grant.c LABELS redis fault TIMEOUT 60)

@@ -45,8 +45,10 @@ if(RLOCK_BUILD_EXAMPLES AND EXISTS "${PROJECT_SOURCE_DIR}/examples/counter.c")
                  LABELS redis TIMEOUT 90 ARGS $<TARGET_FILE:example_counter>)
 endif()
 
-# No thundering herd (issue 18): with 16 waiting clients one release causes 1 (at most 2) acquire
-# attempt (INFO commandstats), the crowd drains at most two per release; a waiter killed while
-# waiting strands nobody.
+# No thundering herd (issue 18): with 16 waiting clients one release grants the lock to one of
+# them and causes no acquire attempt (INFO commandstats); grants whose message is lost (the wait
+# running out, the next attempt, a killed subscriber) are still taken once; a grant to a waiter
+# killed while waiting stalls the lock at most its grant TTL; leases longer than the grant TTL are
+# extended at once; a Redisson subscriber means no grant. ~10 s.
 rlock_add_test(NAME test_reentrant_herd SOURCES reentrant/test_reentrant_herd.c
                LABELS redis fault TIMEOUT 120)

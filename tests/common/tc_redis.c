@@ -49,6 +49,19 @@ long long tc_array_len(rh_server *s, const char *const *argv)
     return n;
 }
 
+long long tc_hash_only_value(rh_server *s, const char *key)
+{
+    const char *argv[] = {"HVALS", key, NULL};
+    redisReply *r = rh_cmd(s, argv);
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+        r->element[0]->type == REDIS_REPLY_STRING) {
+        v = strtoll(r->element[0]->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    return v;
+}
+
 long long tc_numsub(rh_server *s, const char *channel)
 {
     const char *argv[] = {"PUBSUB", "NUMSUB", channel, NULL};

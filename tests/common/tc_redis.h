@@ -25,6 +25,10 @@ void tc_tls_options(rlock_options *o);
  * connection) gets, as from KEYS or PUBSUB CHANNELS; -1 on any other reply. */
 long long tc_array_len(rh_server *s, const char *const *argv);
 
+/* The value of the one field of the hash at key (a lock's hold count), or -1 when the hash does
+ * not have exactly one field. */
+long long tc_hash_only_value(rh_server *s, const char *key);
+
 /* PUBSUB NUMSUB: the number of subscribers of channel on s, or -1. */
 long long tc_numsub(rh_server *s, const char *channel);
 

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "redis_harness.h"
+#include "tc_redis.h"
 
 static void *bg_main(void *p)
 {
@@ -59,11 +60,12 @@ static void *holder_main(void *p)
     if (h->order != NULL) {
         h->place = atomic_fetch_add(h->order, 1);
     }
+    /* The token before got: a reader that saw got sees the token too. */
+    h->token = h->rc == RLOCK_OK ? rlock_token(h->l) : 0;
     atomic_store(&h->got, 1);
     if (h->rc != RLOCK_OK) {
         return NULL;
     }
-    h->token = rlock_token(h->l);
     if (h->hold_ms >= 0) {
         rh_sleep_ms(h->hold_ms);
     }
@@ -123,4 +125,15 @@ int tc_holder_run(tc_holder *h, rlock *l, int64_t wait_ms, int64_t lease_ms, int
 {
     tc_holder_start(h, l, wait_ms, lease_ms, hold_ms);
     return tc_holder_join(h);
+}
+
+void tc_assert_grant_survives_pubsub_kill(struct rh_server *srv, rlock *h, const char *name,
+                                          tc_holder *w, uint64_t token0)
+{
+    const char *kill_cmd[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
+    assert_true(rh_cmd_int(srv, kill_cmd) >= 1);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    assert_int_equal(tc_holder_wait(w, 10000), RLOCK_OK);
+    assert_int_equal(w->token, token0 + 1);
+    assert_int_equal(tc_hash_only_value(srv, name), 1);
 }

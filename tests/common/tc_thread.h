@@ -68,6 +68,14 @@ int tc_holder_wait(tc_holder *h, int64_t ms);
  * result when it failed, else the unlock's. */
 int tc_holder_join(tc_holder *h);
 
+/* Direct grants (issue 18): kills every pub/sub connection of srv, releases h (which holds the
+ * lock name, held once, with token token0) and asserts that w, waiting for that lock, still
+ * returns acquired, with the next token and one hold count: the lost grant message is found by
+ * the waiter's next attempt. */
+struct rh_server;
+void tc_assert_grant_survives_pubsub_kill(struct rh_server *srv, rlock *h, const char *name,
+                                          tc_holder *w, uint64_t token0);
+
 /* Starts the holder and joins it: the whole call on another thread (another owner). */
 int tc_holder_run(tc_holder *h, rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t hold_ms);
 

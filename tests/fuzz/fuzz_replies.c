@@ -120,6 +120,12 @@ static void check_push(const redisReply *r)
         }
     }
     (void)rlk_msg_wakes_all(m);
+    uint64_t token = 0, wait = 0;
+    size_t at = 0;
+    if (m->type == REDIS_REPLY_STRING && rlk_grant_parse(m->str, m->len, &token, &wait, &at) &&
+        at >= m->len) {
+        abort(); /* a grant always names an owner after its token */
+    }
 }
 
 static void check_inspect(const redisReply *r)
