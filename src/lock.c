@@ -1,6 +1,6 @@
 /*
- * Lock handles, per-thread hold records, the public entry points and the shared acquire/wait
- * loop used by every single-key lock type.
+ * Lock handles, per-thread hold records, the public entry points, and the acquire and release
+ * of every single-key lock type around them (the wait between attempts is lock_wait.c's).
  *
  * A hold record belongs to one (handle, thread). Only its thread changes count, token and
  * lease; the watchdog only sets `lost`. Records are linked in the handle under its mutex, which
@@ -298,20 +298,6 @@ static uint64_t rlk_next_wait_id(void)
     return (uint64_t)atomic_fetch_add(&next, 1);
 }
 
-int rlk_grants_on(const rlock_client *c)
-{
-    return rlk_sync_target(c) == 0;
-}
-
-int64_t rlk_grant_ttl(const rlk_acq *a)
-{
-    int64_t wt = a->client->opts.waiter_timeout_ms;
-    if (!a->may_queue || !rlk_grants_on(a->client)) {
-        return 0;
-    }
-    return a->lease_ms < wt ? a->lease_ms : wt;
-}
-
 /* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
  * TTL only, so a longer lease is renewed within a third of it, by the watchdog for good (watchdog
  * holds) or once (explicit leases). Neither delays the caller (watchdog.h, rlk_wd_add_soon). */
@@ -325,18 +311,6 @@ static int rlk_grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
         return rlk_wd_add_once(c->watchdog, &h->wd, a->lease_ms, a->granted_ttl);
     }
     return RLOCK_OK;
-}
-
-int rlk_leave_granted(rlk_acq *a, const redisReply *r)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 2 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER) {
-        return 0;
-    }
-    a->token = (uint64_t)r->element[1]->integer;
-    a->granted_ttl = rlk_grant_ttl(a);
-    return 1;
 }
 
 void rlk_acq_init(rlk_acq *a, rlock *l)
@@ -388,198 +362,6 @@ static int rlk_grant(rlk_acq *a, int watchdog)
         return rlk_wd_add(l->client->watchdog, &h->wd, l->client->opts.watchdog_timeout_ms);
     }
     return RLOCK_OK;
-}
-
-/* Decodes the reply to the attempt the subscriber thread sent for this waiter, as attempt()
- * would. A NOSCRIPT reply means the script did not run, so the waiter simply attempts itself
- * (which loads it). */
-static int rlk_armed_reply(rlk_acq *a, redisReply *rep)
-{
-    const rlk_single_ops *ops = a->lock->single;
-    int r;
-    if (rlk_reply_is_noscript(rep)) {
-        r = ops->attempt(a);
-    } else if (rep->type == REDIS_REPLY_ERROR) {
-        r = rlk_err(RLOCK_EREDIS, "lock attempt on '%s': %s", a->lock->name, rep->str);
-    } else {
-        r = ops->attempt_reply(a, rep);
-    }
-    freeReplyObject(rep);
-    return r;
-}
-
-/* The next attempt, formatted once for the whole wait (its arguments do not change), so that
- * the subscriber thread can send it the moment the notification arrives. NULL when the type
- * cannot arm or there is no memory to: the waiter then waits as without arming. */
-static rlk_armed *rlk_arm(rlk_acq *a)
-{
-    char *cmd = NULL;
-    size_t len = 0;
-    rlk_armed *armed = NULL;
-    /* An armed attempt is sent by the subscriber thread without a WAIT behind it, so a client
-     * that syncs its grants to replicas attempts itself. */
-    if (rlk_sync_target(a->client) == 0 && a->lock->single->attempt_format != NULL &&
-        a->lock->single->attempt_format(a, &cmd, &len) == RLOCK_OK) {
-        (void)rlk_armed_new(cmd, len, &armed);
-        rlk_armed_set_tag(armed, a->field, a->field_len, a->wait_id); /* named wake-ups */
-    }
-    return armed;
-}
-
-/* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
- * failover to one of them would forget it while this thread believed it held the lock. The
- * release is best effort and waits for no replica (it would fall short the same way). */
-static int rlk_undo_unsynced(rlk_acq *a)
-{
-    int acked = 0, n = 0;
-    if (!rlk_sync_short(&acked, &n)) {
-        return 0;
-    }
-    rlk_sync_suppress(1);
-    (void)a->lock->single->release(a);
-    rlk_sync_suppress(0);
-    return rlk_sync_error(acked, n, "lock", a->lock->name);
-}
-
-/* A grant (r == 1) stays only when its replicas acknowledged it; otherwise RLOCK_EREPLICA. */
-static int rlk_keep_synced(rlk_acq *a, int r)
-{
-    int u = r == 1 ? rlk_undo_unsynced(a) : 0;
-    return u ? u : r;
-}
-
-/* Pauses a waiter after a connection failure: 10 ms, doubling up to 1 s, never past its deadline,
- * in slices that notice rlock_client_interrupt() and a closed client. Returns 1 to try again, 0
- * when the wait ends instead. */
-static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
-{
-    int64_t now = rlk_now_ms();
-    if (now >= deadline) {
-        return 0;
-    }
-    if (*pause == 0) {
-        rlk_log(a->client, RLOCK_LOG_WARN,
-                "waiting for lock '%s': %s; trying again while the wait lasts", a->lock->name,
-                rlock_last_error());
-    }
-    *pause = *pause == 0 ? 10 : (*pause >= 500 ? 1000 : *pause * 2);
-    int64_t until = rlk_add_sat(now, *pause);
-    until = until < deadline ? until : deadline;
-    while ((now = rlk_now_ms()) < until) {
-        if (rlk_pubsub_interrupted(a->client->pubsub) || rlk_client_check(a->client) != RLOCK_OK) {
-            return 0;
-        }
-        int64_t step = until - now < 50 ? until - now : 50;
-        struct timespec ts = {0, (long)step * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return 1;
-}
-
-/* A waiter whose attempt (or wait) failed with a connection error, or whose grant fewer replicas
- * acknowledged (given back already), keeps waiting while it has time left: a failover or a
- * restart must not end a wait that would have been granted after it. An attempt that failed on
- * the connection may have been granted with its reply lost, so the waiter first gives that grant
- * back (the type's release of its own field changes nothing when there is none), then attempts
- * again; the subscriber meanwhile reconnects and its new SUBSCRIBE confirmation wakes the wait.
- * Returns the outcome to go on with: a grant, busy (0), or the error that ends the wait. */
-static int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
-{
-    int64_t pause = 0;
-    r = rlk_keep_synced(a, r);
-    while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && rlk_wait_pause(a, deadline, &pause)) {
-        int back = r == RLOCK_ECONN ? a->lock->single->release(a) : RLK_NOT_HELD;
-        if (back == 0 || back == 1) {
-            rlk_log(a->client, RLOCK_LOG_INFO,
-                    "waiting for lock '%s': gave back a grant whose reply was lost", a->lock->name);
-        }
-        r = rlk_keep_synced(a, back == RLOCK_ECONN ? back : a->lock->single->attempt(a));
-    }
-    if (r < 0 && pause > 0 && rlk_pubsub_interrupted(a->client->pubsub)) {
-        return rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", a->lock->name);
-    }
-    return r;
-}
-
-/* A release granted the lock to this waiter as it gave up (wait_end() found it so). A wait that
- * ran out (r == 0) takes the grant: the caller holds the lock (rlock.h). A wait that ended with
- * an error gives the grant on, so that the lock is not left held by a thread that returns an
- * error; that release grants or wakes the next waiter. */
-static int rlk_wait_granted_late(rlk_acq *a, int r)
-{
-    if (r == 0) {
-        return 1;
-    }
-    char saved[256];
-    snprintf(saved, sizeof(saved), "%s", rlock_last_error());
-    (void)a->lock->single->release(a);
-    rlk_err_restore(saved);
-    return r;
-}
-
-/* Waits for wake-ups and re-attempts until acquired, the deadline passes, or an error.
- * wait_end() runs on every way out, also when joining the channel or wait_begin() failed: the
- * first attempt may already have queued the waiter (fair queue, waiting writers), and a waiter
- * that gives up must have left every queue when the call returns. */
-static int rlk_wait_loop(rlk_acq *a, int64_t deadline)
-{
-    rlock *l = a->lock;
-    rlk_pubsub *ps = l->client->pubsub;
-    rlk_buf ch;
-    rlk_buf_init(&ch);
-    rlk_sub *sub = NULL;
-    int r = l->single->channel(a, &ch);
-    r = r                            ? r
-        : l->single->channel_pattern ? rlk_sub_join_pattern(ps, ch.p, ch.len, &sub)
-                                     : rlk_sub_join(ps, ch.p, ch.len, &sub);
-    rlk_buf_free(&ch);
-    if (r == RLOCK_OK && l->single->wait_begin != NULL) {
-        r = l->single->wait_begin(a);
-    }
-    rlk_armed *armed = r == RLOCK_OK ? rlk_arm(a) : NULL;
-    /* A subscription confirmed since the first attempt went out may have come after a release it
-     * did not hear (its wake-up, or a grant to this waiter, published before the confirmation),
-     * and a joiner of a live subscription gets no permit: the wait then attempts before it
-     * sleeps. Rare (a confirmation inside one round trip), and it makes the joins race-free. */
-    rlk_armed_begin(ps, sub, armed);
-    int again = rlk_pubsub_confirms(ps) != a->confirms;
-    while (r == RLOCK_OK) {
-        int64_t now = rlk_now_ms();
-        if (now >= deadline) {
-            break;
-        }
-        int64_t bound = deadline == INT64_MAX ? -1 : deadline - now;
-        if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
-            bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
-        }
-        int w = again ? RLK_WAIT_WOKEN : rlk_sub_wait(ps, sub, bound, armed);
-        again = 0;
-        if (w == RLK_WAIT_INTERRUPTED) {
-            r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
-            break;
-        }
-        if (w == RLK_WAIT_GRANTED) {
-            /* A release granted the lock to this waiter and said so: no command to send. */
-            a->token = rlk_armed_token(armed);
-            a->granted_ttl = rlk_grant_ttl(a);
-            r = 1;
-            break;
-        }
-        if (w == RLK_WAIT_REPLY) {
-            r = rlk_armed_reply(a, rlk_armed_take_reply(armed));
-        } else {
-            r = w < 0 ? w : rlk_client_check(l->client);
-            r = r ? r : l->single->attempt(a);
-        }
-        r = rlk_wait_recover(a, r, deadline);
-    }
-    rlk_armed_end_wait(ps, sub, armed);
-    rlk_armed_free(armed);
-    if (l->single->wait_end != NULL && l->single->wait_end(a, r == 1) == 1) {
-        r = rlk_wait_granted_late(a, r);
-    }
-    rlk_sub_leave(ps, sub);
-    return r;
 }
 
 /* A thread that locks again after an unlock with an unknown outcome has moved on from that hold:

@@ -162,6 +162,12 @@ int rlk_grants_on(const rlock_client *c);
  * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
  * (an integer: it left, or was not waiting). */
 int rlk_leave_granted(rlk_acq *a, const redisReply *r);
+/* Waits for wake-ups and re-attempts until acquired (1), the deadline passes (0) or an error
+ * (lock_wait.c). a has had its first attempt, which found the lock busy. */
+int rlk_wait_loop(rlk_acq *a, int64_t deadline);
+/* A grant (r == 1) stays only when its replicas acknowledged it; otherwise it is given back and
+ * RLOCK_EREPLICA returned. Any other r is returned as it is. */
+int rlk_keep_synced(rlk_acq *a, int r);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
 /* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */

@@ -3,7 +3,7 @@
  * "<uuid>:<tid>", write owner "<uuid>:<tid>:write", one key per read hold
  * `{name}:<owner>:rwlock_timeout:<n>`, channel `redisson_rwlock:{name}`; a write release
  * publishes "1", a read release that frees the lock "0"), opened as two handles, RLOCK_READ and
- * RLOCK_WRITE, that share the generic wait loop of lock.c.
+ * RLOCK_WRITE, that share the generic wait loop of lock_wait.c.
  *
  * Beyond Redisson:
  *  - Writers are not starved (default): a writer that waits records itself in the zset

@@ -62,7 +62,7 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
  * first attempt; when it has grown by the time the waiter has joined its channels, a confirmation
  * came in between, after which the joiner gets no permit (it joined a live subscription), yet a
  * release published before that confirmation reached nobody: the waiter attempts once more
- * instead of sleeping (lock.c, rlk_wait_loop). */
+ * instead of sleeping (lock_wait.c, rlk_wait_loop). */
 uint64_t rlk_pubsub_confirms(rlk_pubsub *ps);
 
 /* How a channel's messages become wake-up permits. Locks use RLK_MSG_LOCK ("1" wakes every

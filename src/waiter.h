@@ -1,7 +1,7 @@
 /*
  * The notification-driven wait shared by the semaphore and the latch: attempt, and while the
  * attempt says "not yet", sleep on the object's channel until a message (or a hint's deadline)
- * and attempt again. Locks have their own loop in lock.c (armed attempts, queues, hold TTLs).
+ * and attempt again. Locks have their own loop in lock_wait.c (armed attempts, queues, hold TTLs).
  */
 #ifndef RLK_WAITER_H
 #define RLK_WAITER_H
