@@ -58,9 +58,10 @@ void rlk_sem_req_free(rlk_sem_req *q)
 
 int64_t rlk_sem_req_ttl(const rlock_client *c)
 {
-    /* The last resend starts within one command timeout of the first and runs within another;
-     * the margin covers copies that a stalled server runs late, once it runs again. */
-    return rlk_add_sat(rlk_add_sat(c->opts.command_timeout_ms, c->opts.command_timeout_ms), 10000);
+    /* A call's last resend runs within 3 command timeouts of its first copy, and an acquire's
+     * settlement within 3 more; the margin covers copies that a stalled server runs late. */
+    int64_t ct = c->opts.command_timeout_ms;
+    return rlk_add_sat(ct > RLOCK_MAX_DURATION_MS / 6 ? RLOCK_MAX_DURATION_MS : 6 * ct, 10000);
 }
 
 /* The text of the last error (code's) without the "<code's message>: " that rlk_err() put in
@@ -86,7 +87,7 @@ static void rlk_sem_pause(int64_t ms)
 int rlk_sem_run(rlock_client *c, rlk_sem_req *q, int script, const rlk_args *keys,
                 const rlk_args *args, redisReply **out, const char *what, const char *name)
 {
-    int64_t deadline = rlk_add_sat(rlk_now_ms(), c->opts.command_timeout_ms);
+    int64_t deadline = INT64_MAX;
     int64_t pause = 2;
     for (int tries = 1;; tries++) {
         int r = rlk_script(c, script, 0, keys, args, out);
@@ -94,11 +95,16 @@ int rlk_sem_run(rlock_client *c, rlk_sem_req *q, int script, const rlk_args *key
             return r;
         }
         q->lost = 1;
+        /* Resends start within command_timeout_ms of the first lost reply (the try that lost
+         * it may have used a whole command timeout already). */
+        if (deadline == INT64_MAX) {
+            deadline = rlk_add_sat(rlk_now_ms(), c->opts.command_timeout_ms);
+        }
         int64_t left = deadline - rlk_now_ms();
         if (left <= 0 || rlk_client_check(c) != RLOCK_OK) {
             char last[256];
-            return rlk_err(r, "%s of '%s': no reply after %d tries in %lld ms (%s)", what, name,
-                           tries, (long long)c->opts.command_timeout_ms,
+            return rlk_err(r, "%s of '%s': no reply after %d tries, resent for %lld ms (%s)", what,
+                           name, tries, (long long)c->opts.command_timeout_ms,
                            rlk_sem_detail(r, last, sizeof(last)));
         }
         /* The pool dials again at once after a broken connection, and answers at once while its

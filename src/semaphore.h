@@ -52,8 +52,8 @@ void rlk_sem_req_free(rlk_sem_req *q);
 /* How long a request key is kept (ms): beyond every resend of the call that made it. */
 int64_t rlk_sem_req_ttl(const rlock_client *c);
 /* Runs script, which q's key makes safe to run twice, and sends it again after each lost reply
- * (RLOCK_ECONN, RLOCK_ETLS; q->lost set) for up to command_timeout_ms. RLOCK_OK with *out, or
- * the last error (what and name in its text). */
+ * (RLOCK_ECONN, RLOCK_ETLS; q->lost set) for up to command_timeout_ms after the first one.
+ * RLOCK_OK with *out, or the last error (what and name in its text). */
 int rlk_sem_run(rlock_client *c, rlk_sem_req *q, int script, const rlk_args *keys,
                 const rlk_args *args, redisReply **out, const char *what, const char *name);
 /* Writes id as 32 lower-case hex digits and a NUL. */

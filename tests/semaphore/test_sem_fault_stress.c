@@ -1,12 +1,13 @@
 /*
  * Two permits, 8 threads on 2 clients (4 each), for SEM_FAULT_MS (default 5 s a case) while a
  * side connection kills connections every 20-100 ms (CLIENT KILL TYPE normal, TYPE pubsub, or
- * both at once) and now and then pauses writes (CLIENT PAUSE WRITE, 50-300 ms). Each thread acquires one permit (wait 10 s), enters an independent in-memory
- * checker (tc_checker.h, read sections: at most 2 inside at once), stays a moment and releases.
- * Passing means the bound was never exceeded, no acquire timed out for lack of permits (a release
- * or acquire whose reply was lost neither lost a permit nor made one), no call failed, and the
- * semaphore ends with its 2 permits and no leased permit. One case for plain permits, one for
- * leased permits (watchdog and 10 s leases alternating).
+ * both at once) and now and then pauses writes (CLIENT PAUSE WRITE, 50-300 ms). Each thread
+ * acquires one permit (wait 10 s), enters an independent in-memory checker (tc_checker.h, read
+ * sections: at most 2 inside at once), stays a moment and releases. Passing means the bound was
+ * never exceeded, no acquire timed out for lack of permits (a release or acquire whose reply was
+ * lost neither lost a permit nor made one), no call failed, and the semaphore ends with its 2
+ * permits and no leased permit. One case for plain permits, one for leased permits (watchdog and 10
+ * s leases alternating).
  */
 #include <pthread.h>
 #include <setjmp.h>

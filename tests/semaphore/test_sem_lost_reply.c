@@ -19,8 +19,8 @@
 #include "sem_common.h"
 #include "tc_thread.h"
 
-#define CT_MS    600 /* the client's command timeout: resends stop after it */
-#define STALL_MS 900 /* a stop that the resend outlasts (< 2 x CT_MS) */
+#define CT_MS    600  /* the client's command timeout: resends stop after it */
+#define STALL_MS 900  /* a stop that the resend outlasts (< 2 x CT_MS) */
 #define LONG_MS  2100 /* a stop longer than the resends (3 x CT_MS): the call settles */
 
 static rh_server *g_srv;
