@@ -26,7 +26,7 @@ rlock_add_test(NAME test_latch_procs SOURCES semaphore/test_latch_procs.c LABELS
 # against the same keys as rlock.
 rlock_add_test(NAME test_sem_compat SOURCES semaphore/test_sem_compat.c LABELS redis TIMEOUT 60)
 
-# Lost replies (600 ms command timeout; CLIENT PAUSE + CLIENT KILL before a command runs, the
+# Lost replies (800 ms command timeout; CLIENT PAUSE + CLIENT KILL before a command runs, the
 # server stopped while it is in flight): releases, leased releases and count-downs are resent and
 # applied once; acquires are kept and reported, or cancelled on Redis (~10 s).
 rlock_add_test(NAME test_sem_lost_reply SOURCES semaphore/test_sem_lost_reply.c LABELS redis fault

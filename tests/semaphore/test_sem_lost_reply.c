@@ -1,5 +1,5 @@
 /*
- * Semaphore and latch calls whose reply is lost, on a client with a 600 ms command timeout:
+ * Semaphore and latch calls whose reply is lost, on a client with an 800 ms command timeout:
  * "before" a command runs (CLIENT PAUSE WRITE holds it, CLIENT KILL drops its connection) and
  * "after" (the server is stopped while the command is in flight: the client gives up on that
  * connection, and the server runs the command when it runs again, its reply going nowhere). A
@@ -19,9 +19,9 @@
 #include "sem_common.h"
 #include "tc_thread.h"
 
-#define CT_MS    600  /* the client's command timeout: resends stop after it */
-#define STALL_MS 900  /* a stop that the resend outlasts (< 2 x CT_MS) */
-#define LONG_MS  2100 /* a stop longer than the resends (3 x CT_MS): the call settles */
+#define CT_MS    800  /* the client's command timeout: resends stop after it */
+#define STALL_MS 1100 /* a stop that the first resend outlasts (< 2 x CT_MS) */
+#define LONG_MS  2900 /* a stop longer than the resends (3 x CT_MS): the call settles */
 
 static rh_server *g_srv;
 static rlock_client *g_c;
