@@ -8,6 +8,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,12 +26,27 @@
 
 static rh_server *g_srv;
 static rlock_client *g_c;
+static atomic_int g_kept; /* log lines saying an acquire's settlement kept its permits */
+
+static void count_kept(int level, const char *msg, void *user_data)
+{
+    (void)user_data;
+    if (level <= RLOCK_LOG_INFO && strstr(msg, "whose acquire reply was lost") != NULL) {
+        atomic_fetch_add(&g_kept, 1);
+    }
+}
 
 static int setup(void **state)
 {
     (void)state;
     g_srv = tc_start();
-    g_c = tc_client_tuned(g_srv, 0, CT_MS, NULL, NULL);
+    rlock_options o;
+    tc_options(&o, g_srv);
+    o.command_timeout_ms = CT_MS;
+    o.connect_timeout_ms = CT_MS;
+    o.log_fn = count_kept;
+    o.log_level = RLOCK_LOG_INFO;
+    g_c = tc_client(&o);
     return 0;
 }
 
@@ -255,8 +271,8 @@ static void assert_settled(int rc, const char *name, const char *pattern)
     long long avail = get_int(name);
     char req[64];
     request_values(pattern, req, sizeof(req));
-    print_message("%s: rc %d (%s), available %lld, request '%s'\n", name, rc, rlock_strerror(rc),
-                  avail, req);
+    print_message("%s: rc %d (%s), available %lld, request '%s', kept by a settlement %d time(s)\n",
+                  name, rc, rlock_strerror(rc), avail, req, atomic_exchange(&g_kept, 0));
     if (rc == RLOCK_OK) {
         assert_int_equal(avail, 0);
         assert_string_equal(req, "1");
