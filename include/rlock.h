@@ -432,9 +432,11 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
  * A lost reply (a connection killed or timed out after the attempt was sent) is resent for up to
  * command_timeout_ms and never takes permits twice; if the call still ends without permits, it
  * is settled on Redis first: permits an attempt took are kept and the call returns RLOCK_OK, or
- * the call is cancelled so that no copy of an attempt still on its way takes any. Only when Redis
- * stays unreachable for that too may permits stay taken (logged at WARN). A call that loses
- * replies can last up to 3 command timeouts longer than wait_ms, and 3 more to settle.
+ * the call is cancelled so that no copy of an attempt still on its way takes any. When Redis
+ * stays unreachable for that too (logged at WARN), the handle's next call (any call on it) gives
+ * back what the failed call took, for up to 6 x command_timeout_ms + 10 s; past that such permits
+ * may stay taken. A call that loses replies can last up to 3 command timeouts longer than
+ * wait_ms, and 3 more to settle.
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
 

@@ -122,6 +122,7 @@ int rlk_sem_check(rlock_semaphore *sem)
     int r = rlk_client_enter(sem->client);
     if (r == RLOCK_OK) {
         rlk_sem_refresh(sem);
+        rlk_sem_settle_pending(sem);
     }
     return r;
 }
@@ -143,6 +144,7 @@ void rlk_sem_refresh(rlock_semaphore *sem)
             sem->permits = p->next;
             free(p);
         }
+        rlk_sem_drop_pending(sem); /* the parent settles its own calls */
         atomic_store_explicit(&sem->gen, rlk_fork_gen(), memory_order_release);
     }
     rlk_fork_unlock();
@@ -188,6 +190,7 @@ RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem)
         return;
     }
     rlk_sem_forget_permits(sem);
+    rlk_sem_drop_pending(sem);
     rlk_buf_free(&sem->channel);
     rlk_buf_free(&sem->timeout);
     pthread_mutex_destroy(&sem->mu);
@@ -359,10 +362,10 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
 }
 
 /* Settles the acquire call q (sem_acquire_cancel.lua in mode "keep" or "give"), resent after a
- * lost reply: 2 its permits are kept, 1 they were given back, 0 it had taken none and is now
- * cancelled on Redis, or a negative error. */
+ * lost reply unless once is set: 2 its permits are kept, 1 they were given back, 0 it had taken
+ * none and is now cancelled on Redis, or a negative error. */
 static int rlk_sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int keep,
-                          const unsigned char (*ids)[16])
+                          const unsigned char (*ids)[16], int once)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -378,12 +381,110 @@ static int rlk_sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int k
         rlk_args_add(&args, (const char *)ids[i], 16);
     }
     redisReply *rep = NULL;
-    int r = rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &rep,
-                        "semaphore acquire settlement", sem->name);
+    int r = once ? rlk_script(sem->client, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, 0, &keys, &args, &rep)
+                 : rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &rep,
+                               "semaphore acquire settlement", sem->name);
     long long v = 0;
     r = r ? r : rlk_int_reply(rep, &v, "sem_acquire_cancel");
     freeReplyObject(rep);
     return r ? r : (int)v;
+}
+
+/* An acquire call that could not be settled because Redis stayed out of reach: the handle's
+ * next call settles it (mode "give": its caller learnt of no permits). Settling is safe however
+ * late: it gives back only what the request key says the call took. */
+typedef struct rlk_sem_pending {
+    struct rlk_sem_pending *next;
+    rlk_sem_req q;
+    int64_t n;
+    int leased;
+    unsigned char id[16];
+    int64_t until_ms; /* monotonic: the request key, the only trace of the permits, is gone */
+} rlk_sem_pending;
+
+static void rlk_sem_pending_push(rlock_semaphore *sem, rlk_sem_pending *p)
+{
+    pthread_mutex_lock(&sem->mu);
+    p->next = sem->pending;
+    sem->pending = p;
+    atomic_store(&sem->has_pending, 1);
+    pthread_mutex_unlock(&sem->mu);
+}
+
+/* Keeps a copy of q for rlk_sem_settle_pending() (none when out of memory: the warning stands). */
+static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                          const unsigned char (*ids)[16])
+{
+    rlk_sem_pending *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return;
+    }
+    rlk_buf_init(&p->q.key); /* a copy: the buffer may point into its own struct */
+    if (rlk_buf_append(&p->q.key, q->key.p, q->key.len) != RLOCK_OK) {
+        free(p);
+        return;
+    }
+    p->n = n;
+    p->leased = ids != NULL;
+    if (ids != NULL) {
+        memcpy(p->id, ids[0], sizeof(p->id)); /* a leased acquire takes one permit */
+    }
+    p->until_ms = rlk_add_sat(rlk_now_ms(), rlk_sem_req_ttl(sem->client));
+    rlk_sem_pending_push(sem, p);
+}
+
+/* One try at a deferred settlement (no resends: the caller's own call waits behind it); kept for
+ * the next call if Redis is still out of reach and the request key may still be there. */
+static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
+{
+    const unsigned char(*ids)[16] = p->leased ? (const unsigned char(*)[16]) & p->id : NULL;
+    int s = rlk_sem_settle(sem, &p->q, p->n, 0, ids, 1);
+    if (s < 0 && rlk_now_ms() < p->until_ms) {
+        rlk_sem_pending_push(sem, p);
+        return;
+    }
+    if (s == 1) {
+        rlk_log(sem->client, RLOCK_LOG_INFO,
+                "semaphore '%s': gave back %lld permit(s) taken by an acquire whose reply was lost",
+                sem->name, (long long)p->n);
+    } else if (s < 0) {
+        rlk_log(sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': gave up settling an acquire whose reply was lost; %lld "
+                "permit(s) may stay taken",
+                sem->name, (long long)p->n);
+    }
+    rlk_sem_req_free(&p->q);
+    free(p);
+}
+
+void rlk_sem_settle_pending(rlock_semaphore *sem)
+{
+    if (!atomic_load(&sem->has_pending)) {
+        return;
+    }
+    pthread_mutex_lock(&sem->mu);
+    rlk_sem_pending *p = sem->pending;
+    sem->pending = NULL;
+    atomic_store(&sem->has_pending, 0);
+    pthread_mutex_unlock(&sem->mu);
+    while (p != NULL) {
+        rlk_sem_pending *next = p->next;
+        rlk_sem_settle_one(sem, p);
+        p = next;
+    }
+}
+
+void rlk_sem_drop_pending(rlock_semaphore *sem)
+{
+    rlk_sem_pending *p = sem->pending;
+    sem->pending = NULL;
+    atomic_store(&sem->has_pending, 0);
+    while (p != NULL) {
+        rlk_sem_pending *next = p->next;
+        rlk_sem_req_free(&p->q);
+        free(p);
+        p = next;
+    }
 }
 
 /* Gives back permits that fewer replicas acknowledged than the master has, as lock.c gives
@@ -397,7 +498,7 @@ static int rlk_sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n
         return RLOCK_OK;
     }
     rlk_sync_suppress(1);
-    (void)rlk_sem_settle(sem, q, n, 0, ids);
+    (void)rlk_sem_settle(sem, q, n, 0, ids, 0);
     rlk_sync_suppress(0);
     return rlk_sync_error(acked, k, "semaphore", sem->name);
 }
@@ -412,7 +513,7 @@ static int rlk_sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
 {
     char why[256];
     rlk_sem_detail(r, why, sizeof(why));
-    int s = rlk_sem_settle(sem, q, n, 1, ids);
+    int s = rlk_sem_settle(sem, q, n, 1, ids, 0);
     if (s == 2) {
         rlk_log(sem->client, RLOCK_LOG_INFO,
                 "semaphore '%s': kept %lld permit(s) whose acquire reply was lost", sem->name,
@@ -421,9 +522,10 @@ static int rlk_sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
     }
     if (s < 0) {
         rlk_log(sem->client, RLOCK_LOG_WARN,
-                "semaphore '%s': an acquire whose reply was lost could not be settled; "
-                "%lld permit(s) may stay taken: %s",
-                sem->name, (long long)n, rlock_last_error());
+                "semaphore '%s': an acquire whose reply was lost could not be settled; the "
+                "handle's next call settles it: %s",
+                sem->name, rlock_last_error());
+        rlk_sem_defer(sem, q, n, ids);
     }
     if (r < 0) {
         rlk_err(r, "%s", why);

@@ -26,10 +26,14 @@ typedef struct rlk_permit {
     rlk_wd_entry wd;
 } rlk_permit;
 
+struct rlk_sem_pending;
+
 struct rlock_semaphore {
     rlock_client *client;
-    pthread_mutex_t mu; /* guards permits */
+    pthread_mutex_t mu; /* guards permits and pending */
     rlk_permit *permits;
+    struct rlk_sem_pending *pending; /* acquire calls left unsettled (semaphore.c) */
+    atomic_int has_pending;          /* pending != NULL, read without the mutex */
     atomic_uint gen; /* the fork generation the permits belong to (rlk_sem_refresh) */
     rlk_buf channel; /* redisson_sc:{name} */
     rlk_buf timeout; /* {name}:timeout */
@@ -90,6 +94,13 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
  * permits are the parent's, renewed by the parent's watchdog, so the child neither renews nor
  * reports them. No-op in the process that recorded them. */
 void rlk_sem_refresh(rlock_semaphore *sem);
+
+/* Settles the acquire calls of the handle that were left unsettled (at the start of every call
+ * on it, rlk_sem_check()). */
+void rlk_sem_settle_pending(rlock_semaphore *sem);
+/* Forgets them without settling (at free, and in the child of a fork()). No other thread may
+ * use the handle. */
+void rlk_sem_drop_pending(rlock_semaphore *sem);
 
 /* Stops the renewals of every leased permit of the handle (at free). */
 void rlk_sem_forget_permits(rlock_semaphore *sem);

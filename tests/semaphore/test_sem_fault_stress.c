@@ -1,5 +1,5 @@
 /*
- * Two permits, 8 threads on 2 clients (4 each), for SEM_FAULT_MS (default 5 s a case) while a
+ * Two permits, 8 threads on 2 clients (4 each), for SEM_FAULT_MS (default 4 s a case) while a
  * side connection kills connections every 20-100 ms (CLIENT KILL TYPE normal, TYPE pubsub, or
  * both at once) and now and then pauses writes (CLIENT PAUSE WRITE, 50-300 ms). Each thread
  * acquires one permit (wait 10 s), enters an independent in-memory checker (tc_checker.h, read
@@ -131,7 +131,7 @@ static void *faults_main(void *arg)
 
 static void run_case(const char *name, int leased)
 {
-    int64_t ms = 5000;
+    int64_t ms = 4000;
     const char *env = getenv("SEM_FAULT_MS");
     if (env != NULL && atoi(env) > 0) {
         ms = atoi(env);
@@ -177,6 +177,7 @@ static void run_case(const char *name, int leased)
     assert_int_equal(tc_mx_reads(r.mx, 0), rounds);
     assert_true(rounds >= 100);
     assert_true(r.kills >= 10);
+    assert_true(r.pauses >= 1);
     assert_int_equal(rlock_semaphore_available(r.sem[0]), PERMITS);
     char zset[64];
     snprintf(zset, sizeof(zset), "{%s}:timeout", name);

@@ -4,7 +4,8 @@
  * "after" (the server is stopped while the command is in flight: the client gives up on that
  * connection, and the server runs the command when it runs again, its reply going nowhere). A
  * release, a leased release and a count-down are resent and applied exactly once; an acquire's
- * permits are kept and reported, or the call is cancelled on Redis: never taken by nobody.
+ * permits are kept and reported, or the call is cancelled on Redis, or (Redis out of reach past
+ * every resend) the handle's next call gives them back: never taken by nobody.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,16 +24,25 @@
 #define CT_MS    800  /* the client's command timeout: resends stop after it */
 #define STALL_MS 1100 /* a stop that the first resend outlasts (< 2 x CT_MS) */
 #define LONG_MS  2900 /* a stop longer than the resends (3 x CT_MS): the call settles */
+#define LATE_MS  3700 /* a stop longer than the settlement's resends too (4 x CT_MS) */
 
 static rh_server *g_srv;
 static rlock_client *g_c;
-static atomic_int g_kept; /* log lines saying an acquire's settlement kept its permits */
+static atomic_int g_kept;     /* log lines saying an acquire's settlement kept its permits */
+static atomic_int g_given;    /* ... that a later call gave them back */
+static atomic_int g_deferred; /* ... that the settlement was left to the handle's next call */
 
 static void count_kept(int level, const char *msg, void *user_data)
 {
     (void)user_data;
     if (level <= RLOCK_LOG_INFO && strstr(msg, "whose acquire reply was lost") != NULL) {
         atomic_fetch_add(&g_kept, 1);
+    }
+    if (level <= RLOCK_LOG_INFO && strstr(msg, "gave back") != NULL) {
+        atomic_fetch_add(&g_given, 1);
+    }
+    if (level <= RLOCK_LOG_WARN && strstr(msg, "the handle's next call settles it") != NULL) {
+        atomic_fetch_add(&g_deferred, 1);
     }
 }
 
@@ -313,6 +323,26 @@ static void test_acquire_paused_past_resends_cancelled(void **state)
     rlock_semaphore_free(s);
 }
 
+/* Redis out of reach past the settlement's resends too: the copies the stopped server runs
+ * later take the permit for the call that failed, and the handle's next call gives it back. */
+static void test_acquire_unsettled_given_back_by_next_call(void **state)
+{
+    (void)state;
+    set_int("lr:late", 1);
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "lr:late");
+    atomic_store(&g_deferred, 0);
+    atomic_store(&g_given, 0);
+    assert_int_equal(run_stopped(acquire_one, s, LATE_MS), RLOCK_ECONN);
+    assert_int_equal(atomic_load(&g_deferred), 1);
+    rh_sleep_ms(200);
+    /* The stopped server ran the attempt when it ran again: the permit is taken, by nobody. */
+    assert_int_equal(get_int("lr:late"), 0);
+    assert_int_equal(rlock_semaphore_available(s), 1);
+    assert_int_equal(atomic_load(&g_given), 1);
+    assert_int_equal(get_int("lr:late"), 1);
+    rlock_semaphore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_leased_acquire_reply_lost_kept),
         cmocka_unit_test(test_acquire_stopped_past_resends_settled),
         cmocka_unit_test(test_acquire_paused_past_resends_cancelled),
+        cmocka_unit_test(test_acquire_unsettled_given_back_by_next_call),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
