@@ -261,7 +261,12 @@ typedef struct rlock rlock;
 /* Opens a handle on the lock called name (copied; 1 .. 1 MiB bytes, any bytes but NUL).
  * Opening does not touch Redis. Returns NULL on failure (RLOCK_EINVAL for a NULL client, an
  * unknown kind, or a NULL/empty/oversized name; RLOCK_ECLOSED; RLOCK_ENOMEM) with the detail in
- * rlock_last_error(). Do not use two lock types on one name: they share Redis keys. */
+ * rlock_last_error(). Do not use two lock types on one name: they share Redis keys.
+ * Cluster clients: a name holding '{' or '}' must hold a hash tag (a '{' followed later by a '}'
+ * with at least one byte between them, as "{user-42}:orders"), else RLOCK_EINVAL: Redisson's
+ * rule derives the lock's other keys as "prefix:name" from such a name, and without a tag they
+ * hash to other slots than the name (Redisson cannot use such names on a cluster either).
+ * Names without braces need no tag. Other clients take every name. */
 RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name);
 
 /* Creates a multi-lock: one handle over n >= 1 handles of any types, clients and servers, taken
@@ -464,7 +469,9 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
  * ------------------------------------------------------------------------------------------- */
 typedef struct rlock_latch rlock_latch;
 
-/* Opens a handle on the latch called name (same rules as rlock_open()). NULL + last error. */
+/* Opens a handle on the latch called name (same rules as rlock_open(), except on a cluster
+ * client, where the name must not hold '}': the channel wraps it in braces, whatever it holds).
+ * NULL + last error. */
 RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *name);
 
 /* Frees the handle. NULL is a no-op. */
@@ -531,8 +538,8 @@ typedef struct rlock_lock_info {
  * (no lease, queue or counter is touched; it does not open a handle, so it knows nothing of the
  * calling thread). Works on locks written by any rlock lock type or by Redisson, since they share
  * one data layout. On RLOCK_OK *out is a snapshot to free with rlock_lock_info_free(). Returns
- * RLOCK_EINVAL for a NULL client/out or a NULL/empty name, or for a name whose key holds
- * something other than a lock (a string, a list ...: the message names the Redis type);
+ * RLOCK_EINVAL for a NULL client/out or a NULL/empty name, a name a cluster client refuses (see
+ * rlock_open()), or for a name whose key holds something other than a lock (a string, a list ...: the message names the Redis type);
  * RLOCK_ECLOSED, RLOCK_ECONN/EREDIS/EPROTO, RLOCK_ENOMEM; *out is NULL on failure. */
 RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_lock_info **out);
 
