@@ -416,19 +416,24 @@ RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const c
 RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem);
 
 /* Sets the permits if the semaphore was never set (a never-set semaphore has 0 permits, as in
- * Redisson). permits >= 0. Returns 1 set, 0 it was already set, or a negative error. */
+ * Redisson). permits 0 .. 2^31-1 (2147483647), else RLOCK_EINVAL. Returns 1 set, 0 it was already
+ * set, or a negative error.
+ * Bounds: every permit count a call takes is at most 2^31-1, which keeps each sum the scripts
+ * form exact in Lua's numbers; a call beyond returns RLOCK_EINVAL and writes nothing. The count on
+ * Redis itself may grow past 2^31-1 through adds and releases (rlock_semaphore_available() reports
+ * it). */
 RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t permits);
 
-/* Adds delta permits (delta != 0; negative removes permits and may take the count below 0, as
- * Redisson's addPermits). Like Redisson it clears a TTL set on the key. Returns RLOCK_OK or a
- * negative error. */
+/* Adds delta permits (delta != 0 and within -(2^31-1) .. 2^31-1, else RLOCK_EINVAL; negative
+ * removes permits and may take the count below 0, as Redisson's addPermits). Like Redisson it
+ * clears a TTL set on the key. Returns RLOCK_OK or a negative error. */
 RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore *sem, int64_t delta);
 
 /* Permits available now (after returning expired leased permits to the pool): >= 0, or a
  * negative RLOCK_E* code. A count taken below 0 by add_permits reads as 0. */
 RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
 
-/* Takes permits (1 .. 2^31-1) plain permits: they belong to nobody and anyone may release them.
+/* Takes permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits: they belong to nobody and anyone may release them.
  * wait_ms as rlock_try_lock(): 0 = one attempt, RLOCK_WAIT_FOREVER = no limit, < 0 = EINVAL.
  * Waiting is driven by pub/sub: a release of k permits wakes at most k waiters per process, and
  * a waiter re-attempts whenever a wake-up arrived while it was not asleep. With replica_sync,
@@ -437,7 +442,7 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
 
-/* Returns permits (1 .. 2^31-1) plain permits and wakes up to that many waiters per process.
+/* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits and wakes up to that many waiters per process.
  * Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
 
@@ -477,8 +482,8 @@ RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *nam
 /* Frees the handle. NULL is a no-op. */
 RLOCK_EXPORT void rlock_latch_free(rlock_latch *latch);
 
-/* Starts counting from count (>= 1) if the latch is not counting. Returns 1 set, 0 already
- * counting, or a negative error. */
+/* Starts counting from count (1 .. 2^31-1, i.e. 2147483647; else RLOCK_EINVAL, nothing written)
+ * if the latch is not counting. Returns 1 set, 0 already counting, or a negative error. */
 RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *latch, int64_t count);
 
 /* Counts down by one; reaching 0 releases every waiter (a latch not counting stays at 0).

@@ -45,6 +45,12 @@ endif()
 # README's first example, compiled by README's own cc line, runs from that prefix against the
 # server REDIS_URL names; every example reaches its server through REDIS_URL alone;
 # examples/redlock3.sh prints its counter. Label install: plain build only (~30 s).
+# docs_first_hour: what README.md and include/rlock.h owe that user (one ACL list, the test
+# run's length and subsets, a usage line per example, the documented bounds of permits and latch
+# counts): tests/consumer/check_docs.sh.
+add_test(NAME docs_first_hour
+  COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/consumer/check_docs.sh" "${PROJECT_SOURCE_DIR}")
+set_tests_properties(docs_first_hour PROPERTIES LABELS unit TIMEOUT 30)
 if(RLOCK_INSTALL AND BUILD_SHARED_LIBS AND RLOCK_BUILD_EXAMPLES AND TARGET rlock_harness)
   rlock_add_test(NAME first_hour SOURCES consumer/test_first_hour.c LABELS redis install
                  TIMEOUT 300
