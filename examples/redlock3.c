@@ -34,8 +34,8 @@
 typedef struct run {
     rlock *group;
     const char *dir;
-    int iterations;
     int64_t lease_ms;
+    int iterations;
     int errors, retries, unconfirmed;
 } run;
 
@@ -160,7 +160,7 @@ static int run_all(char *servers, const char *dir, int threads, int iterations, 
     run r[MAX_THREADS];
     pthread_t t[MAX_THREADS];
     for (int i = 0; i < threads; i++) {
-        r[i] = (run){group, dir, iterations, lease, 0, 0, 0};
+        r[i] = (run){.group = group, .dir = dir, .lease_ms = lease, .iterations = iterations};
         pthread_create(&t[i], NULL, thread_main, &r[i]);
     }
     int errors = 0, retries = 0, unconfirmed = 0;

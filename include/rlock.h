@@ -433,7 +433,8 @@ RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore *sem, int64_t delta
  * negative RLOCK_E* code. A count taken below 0 by add_permits reads as 0. */
 RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
 
-/* Takes permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits: they belong to nobody and anyone may release them.
+/* Takes permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits: they belong to nobody and
+ * anyone may release them.
  * wait_ms as rlock_try_lock(): 0 = one attempt, RLOCK_WAIT_FOREVER = no limit, < 0 = EINVAL.
  * Waiting is driven by pub/sub: a release of k permits wakes at most k waiters per process, and
  * a waiter re-attempts whenever a wake-up arrived while it was not asleep. With replica_sync,
@@ -442,8 +443,8 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
 
-/* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits and wakes up to that many waiters per process.
- * Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
+/* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits and wakes up to that many waiters
+ * per process. Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
 
 /* Takes one leased permit and writes its id (32 hex digits + NUL) to permit_id.
@@ -544,8 +545,9 @@ typedef struct rlock_lock_info {
  * calling thread). Works on locks written by any rlock lock type or by Redisson, since they share
  * one data layout. On RLOCK_OK *out is a snapshot to free with rlock_lock_info_free(). Returns
  * RLOCK_EINVAL for a NULL client/out or a NULL/empty name, a name a cluster client refuses (see
- * rlock_open()), or for a name whose key holds something other than a lock (a string, a list ...: the message names the Redis type);
- * RLOCK_ECLOSED, RLOCK_ECONN/EREDIS/EPROTO, RLOCK_ENOMEM; *out is NULL on failure. */
+ * rlock_open()), or for a name whose key holds something other than a lock (a string, a list ...:
+ * the message names the Redis type); RLOCK_ECLOSED, RLOCK_ECONN/EREDIS/EPROTO, RLOCK_ENOMEM; *out
+ * is NULL on failure. */
 RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_lock_info **out);
 
 /* Frees what rlock_inspect() returned. NULL is a no-op. */
