@@ -182,6 +182,7 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
                                      "required");
     }
     int rc = rlk_client_enter(client);
+    rc = rc ? rc : rlk_check_cluster_name(client, name, "lock");
     if (rc != RLOCK_OK) {
         return rc;
     }

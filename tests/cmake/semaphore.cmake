@@ -25,3 +25,7 @@ rlock_add_test(NAME test_latch_procs SOURCES semaphore/test_latch_procs.c LABELS
 # Interop: Redisson's own semaphore, permit-expirable semaphore and latch scripts (raw hiredis)
 # against the same keys as rlock.
 rlock_add_test(NAME test_sem_compat SOURCES semaphore/test_sem_compat.c LABELS redis TIMEOUT 60)
+
+# The documented bounds: permits, deltas and latch counts beyond 2^31-1 are RLOCK_EINVAL and write
+# nothing; the count on Redis may pass 2^31-1 through adds and releases (< 1 s).
+rlock_add_test(NAME test_sem_bounds SOURCES semaphore/test_sem_bounds.c LABELS redis TIMEOUT 60)
