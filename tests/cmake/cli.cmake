@@ -24,4 +24,11 @@ if(TARGET rlock_cli)
   rlock_add_test(NAME test_cli_hardening SOURCES cli/test_cli_hardening.c cli/cli_spawn.c
                  LABELS redis TIMEOUT 120 ARGS $<TARGET_FILE:rlock_cli>)
   add_dependencies(test_cli_hardening rlock_cli)
+  # The --tls-* options and RLOCK_TLS_* variables against a TLS server that requires a client
+  # certificate (the certificates of the tls_certs fixture, tests/cmake/tls.cmake).
+  rlock_add_test(NAME test_cli_tls SOURCES cli/test_cli_tls.c cli/cli_spawn.c LABELS redis
+                 TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>
+                 ENV "RLOCK_TLS_CERTS=${CMAKE_CURRENT_BINARY_DIR}/tls-certs"
+                 FIXTURES_REQUIRED tls_certs)
+  add_dependencies(test_cli_tls rlock_cli)
 endif()
