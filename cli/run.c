@@ -462,12 +462,31 @@ static void cli_set_terminal(pid_t pgid)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The command was stopped from the terminal (^Z goes to its group, which has the terminal):
+ * rlock stops too, so that the shell sees its job stopped and gets the terminal back; when the
+ * shell continues rlock (fg, bg), the command's group is continued, with the terminal for fg. */
+static void cli_stopped(pid_t pid)
+{
+    cli_set_terminal(getpgrp());
+    kill(getpid(), SIGTSTP);
+    if (tcgetpgrp(STDIN_FILENO) == getpgrp()) {
+        cli_set_terminal(pid);
+    }
+    kill(-pid, SIGCONT);
+}
+
 /* Waits for the command; after a loss nothing of its group may run on, so what is left of it
  * gets SIGKILL once the command itself has exited. */
 static int cli_wait_child(cli_run_state *st, pid_t pid, int tty)
 {
     int wstatus = 0;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    for (;;) {
+        pid_t r = waitpid(pid, &wstatus, tty ? WUNTRACED : 0);
+        if (r == pid && WIFSTOPPED(wstatus)) {
+            cli_stopped(pid);
+        } else if (r >= 0 || errno != EINTR) {
+            break;
+        }
     }
     if (tty) {
         cli_set_terminal(getpgrp());

@@ -1,9 +1,12 @@
 /*
  * The rlock command's hardening (issue 26, section 5): no password in any message, one-line
  * usage errors, the command's whole process group signalled when the lock is lost, a --lease
- * enforced when it ends, a declared-normal skip kept silent, and waiters shown by status. The
- * built binary (argv[1]) runs against a real redis-server, as a user would run it.
+ * enforced when it ends, a declared-normal skip kept silent, and waiters shown by status; and
+ * that a command in its own process group still reads its terminal. The built binary (argv[1])
+ * runs against a real redis-server, as a user would run it.
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -179,6 +182,55 @@ static void test_group_signalled(void **state)
     group_case("u:group:grace", "trap '' TERM;", "300ms");
 }
 
+/* rlock run on the controlling terminal of a new session (a pseudo-terminal), as from an
+ * interactive shell: the command's group is given the terminal, so it reads its input there
+ * (a background group would be stopped by SIGTTIN). Returns the terminal's output. */
+static const char *on_terminal(const char *const *argv, const char *input)
+{
+    static char out[4096];
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0);
+    const char *slave = ptsname(m);
+    assert_non_null(slave);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int s = setsid() < 0 ? -1 : open(slave, O_RDWR); /* Becomes the controlling tty. */
+        if (s < 0 || dup2(s, 0) < 0 || dup2(s, 1) < 0 || dup2(s, 2) < 0) {
+            _exit(120);
+        }
+        execv(ct_bin, (char *const *)argv);
+        _exit(127);
+    }
+    assert_true(write(m, input, strlen(input)) == (ssize_t)strlen(input));
+    size_t n = 0;
+    struct pollfd p = {.fd = m, .events = POLLIN};
+    int64_t end = rh_now_ms() + 20000;
+    while (n + 1 < sizeof(out) && rh_now_ms() < end && poll(&p, 1, 100) >= 0) {
+        ssize_t k = (p.revents & (POLLIN | POLLHUP)) ? read(m, out + n, sizeof(out) - 1 - n) : 0;
+        if (k < 0 || (p.revents & POLLHUP)) {
+            break; /* The last writer closed the terminal: everything was read. */
+        }
+        n += (size_t)k;
+    }
+    out[n] = '\0';
+    assert_int_equal(rh_wait_child(pid, 5000), 0);
+    close(m);
+    return out;
+}
+
+static void test_terminal_handed_over(void **state)
+{
+    (void)state;
+    const char *argv[] = {
+        "rlock", "run",     "-q", "u:tty",
+        "--",    "/bin/sh", "-c", "read a; echo \"got $a\"; stty size >/dev/null && echo tty-ok",
+        NULL};
+    const char *out = on_terminal(argv, "hello\n");
+    print_message("%s", out);
+    assert_non_null(strstr(out, "got hello"));
+    assert_non_null(strstr(out, "tty-ok"));
+}
+
 /* `rlock run --lease 1s ... -- sleep 3` (pre: the words before NAME) is signalled when the lease
  * ends: exit 3 after about 1 s, not 3 s. */
 static void lease_case(const char *const *pre, int npre, const char *name, const char *msg)
@@ -335,4 +387,4 @@ static int teardown(void **state)
 TC_MAIN_PATH(ct_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_password_never_shown),
              cmocka_unit_test(test_usage_one_line), cmocka_unit_test(test_group_signalled),
              cmocka_unit_test(test_lease_enforced), cmocka_unit_test(test_skip_silent),
-             cmocka_unit_test(test_status_waiters))
+             cmocka_unit_test(test_status_waiters), cmocka_unit_test(test_terminal_handed_over))
