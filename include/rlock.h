@@ -508,8 +508,9 @@ RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
 /* What rlock_inspect() found at a lock name. */
 typedef enum {
     RLOCK_TYPE_FREE = 0,      /* no lock key, no waiter */
-    RLOCK_TYPE_REENTRANT = 1, /* a hash of owners without "mode" and no fair queue; a fair lock
-                               * with an empty queue looks exactly like this (same data) */
+    RLOCK_TYPE_REENTRANT = 1, /* a hash of owners without "mode" and no fair queue (or waiting
+                               * rlock threads only); a fair lock with an empty queue looks
+                               * exactly like this (same data) */
     RLOCK_TYPE_FAIR = 2,      /* a fair waiter queue exists (held or not) */
     RLOCK_TYPE_RW = 3         /* a hash with a "mode" field, or waiting writers only */
 } rlock_lock_type;
@@ -538,6 +539,9 @@ typedef struct rlock_lock_info {
     size_t n_writers;
     rlock_lock_waiter *writers; /* read-write lock: waiting writers, earliest deadline first */
     int64_t server_time_ms;     /* the server's clock when it was read (compare deadlines) */
+    size_t n_waiters;
+    rlock_lock_waiter *waiters; /* reentrant lock: its waiting rlock threads (Redisson's
+                                 * waiters are not recorded), earliest deadline first */
 } rlock_lock_info;
 
 /* Reads every key of the lock called name in one read-only script, without changing anything
