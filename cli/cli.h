@@ -23,24 +23,43 @@
 typedef struct cli_global {
     const char *url;             /* --url, $RLOCK_URL, $REDIS_URL, or the default */
     int64_t watchdog_timeout_ms; /* --watchdog-timeout or $RLOCK_WATCHDOG_TIMEOUT; 0 = default */
-    int quiet;                   /* -q: no status line */
+    int quiet;                   /* -q: no status line, no message for a skipped run */
+    const char *tls_ca;          /* --tls-ca or $RLOCK_TLS_CA; NULL = the system's store */
+    const char *tls_cert;        /* --tls-cert or $RLOCK_TLS_CERT */
+    const char *tls_key;         /* --tls-key or $RLOCK_TLS_KEY */
+    const char *tls_server_name; /* --tls-server-name or $RLOCK_TLS_SERVER_NAME */
+    int tls_insecure;            /* --tls-insecure or $RLOCK_TLS_INSECURE=1 */
 } cli_global;
 
-/* Connects; on failure prints "rlock: cannot connect to URL: <library message>" and returns
- * NULL. on_lost/user_data may be NULL. */
+/* Connects. On failure returns NULL and sets *status: CLI_EXIT_USAGE after a one-line usage
+ * error for options the library refused (a malformed URL, an unreadable TLS file), else
+ * CLI_EXIT_ERROR after "rlock: cannot connect to URL: <library message>" (the URL's user
+ * information hidden). on_lost/user_data may be NULL. */
 rlock_client *cli_connect(const cli_global *g, void (*on_lost)(const char *, void *),
-                          void *user_data);
+                          void *user_data, int *status);
 
 /* Prints "rlock: <what>: <rlock_last_error() or strerror>" on stderr. */
 void cli_report(const char *what, int code);
 
-/* Parses the options of a command that has one flag, --<name> (also -<short_name> when that is
- * not 0), besides --help, and needs at least one operand: sets *flag when it is given. Returns
- * -1 to go on with the operands at argv[optind], or the exit status: CLI_EXIT_OK after printing
- * usage on stdout for --help, CLI_EXIT_USAGE after printing it on stderr for anything else or
- * for no operand. */
-int cli_flag_opts(int argc, char **argv, const char *name, char short_name, const char *usage,
-                  int *flag);
+/* Prints one line "rlock CMD: <fmt ...> (try rlock CMD --help)" on stderr (cmd NULL: the
+ * global level) and returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The usage error of getopt_long's return c ('?' unknown option, ':' missing value; getopt
+ * runs with opterr = 0 and a ':' after the '+' of its option string). */
+int cli_option_error(const char *cmd, int c, char **argv);
+
+/* 1 if getopt_long's last word was "--" (it ended the options). */
+int cli_dashdash_seen(char **argv);
+
+/* Checks the NAME operands of status and unlock from argv[optind]: at least one, and no option
+ * after the first (unless "--" ended the options, so that a name may begin with '-'). Returns
+ * -1 to go on, or CLI_EXIT_USAGE after the error. */
+int cli_names(const char *cmd, int argc, char **argv);
 
 int cli_run(const cli_global *g, int argc, char **argv);
 int cli_status(const cli_global *g, int argc, char **argv);

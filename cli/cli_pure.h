@@ -1,6 +1,6 @@
 /*
  * The pure parts of the rlock command (no Redis, no process state), unit-tested on their own:
- * DURATION parsing, signal names and JSON string escaping.
+ * DURATION parsing, signal names, JSON string escaping and URLs with their password hidden.
  */
 #ifndef RLOCK_CLI_PURE_H
 #define RLOCK_CLI_PURE_H
@@ -24,5 +24,10 @@ const char *cli_signal_name(int sig);
 /* Writes s (len bytes) to f as a JSON string literal, quotes included: ", \\ and control
  * characters escaped, bytes >= 0x80 passed through (lock names are UTF-8 in practice). */
 void cli_json_string(FILE *f, const char *s, size_t len);
+
+/* Writes url to out (n bytes, truncated if longer) with everything between the scheme's "//"
+ * and the last '@' replaced by three '*': "redis://:Pw#x@h:1" is written as the scheme, the
+ * stars and "@h:1". A URL without '@' is copied as it is. */
+void cli_redact_url(const char *url, char *out, size_t n);
 
 #endif

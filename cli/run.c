@@ -7,9 +7,11 @@
  * is blocked in all threads (the library's included, which start later) and taken by one
  * signal thread with sigtimedwait(): while waiting for the lock it interrupts the client's waits
  * (rlock_client_interrupt leaves the fair queue); while the child runs it forwards the signal.
- * The same thread ticks every 100 ms to draw the status line and, after a loss, to send SIGKILL
- * once the grace period is over. on_lost (library watchdog thread) only signals the child and
- * records the time.
+ * The same thread ticks every 100 ms (and at the end of a --lease) to draw the status line, to
+ * signal the command when its fixed lease ends and, after a loss, to send SIGKILL once the grace
+ * period is over. on_lost (library watchdog thread) only signals the command and records the
+ * time. The command runs in its own process group, and every signal goes to the whole group,
+ * so that what the command started stops with it.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +35,7 @@ static const char cli_run_usage[] =
     "Acquires the lock NAME, runs COMMAND (no shell unless you give one) with RLOCK_NAME and\n"
     "RLOCK_TOKEN (the fencing token) in its environment, keeps the lease alive while it runs,\n"
     "releases the lock when it exits and exits with its status (128+N if killed by signal N).\n"
+    "COMMAND runs in its own process group: a lost lock signals the whole group.\n"
     "With --semaphore N, NAME is a semaphore of N permits (set if it was never set) and at most\n"
     "N commands run at once; COMMAND gets RLOCK_NAME and RLOCK_PERMIT_ID instead.\n"
     "\n"
@@ -39,14 +43,19 @@ static const char cli_run_usage[] =
     "      --semaphore N            hold one leased permit of semaphore NAME instead of a lock\n"
     "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
     "  -n, --nonblock               one attempt; do not wait\n"
-    "      --lease DURATION         fixed lease, no watchdog renewal (default: watchdog)\n"
+    "      --lease DURATION         fixed lease, no watchdog renewal (default: watchdog);\n"
+    "                               COMMAND is signalled when it ends\n"
     "  -E, --conflict-exit-code N   exit N instead of 1 when the lock was not acquired\n"
-    "      --kill-signal SIG        sent to COMMAND when the lock is lost (default TERM)\n"
-    "      --grace DURATION         then SIGKILL after this long (default 10s)\n"
-    "  -q, --quiet                  no status line on a terminal while waiting\n"
+    "                               (-E 0: a skip is normal and prints nothing)\n"
+    "      --kill-signal SIG        sent to COMMAND's process group when the lock is lost\n"
+    "                               or its --lease ends (default TERM)\n"
+    "      --grace DURATION         then SIGKILL to the group after this long (default 10s)\n"
+    "  -q, --quiet                  no status line on a terminal while waiting, and no\n"
+    "                               message when the lock was not acquired\n"
     "\n"
     "Exit: COMMAND's status; 1 (or -E N) not acquired, nothing ran; 2 usage; 3 lock (or permit)\n"
-    "lost while COMMAND ran; 4 Redis error; 126/127 COMMAND not executable/not found; 130/143\n"
+    "lost, or its --lease ended, while COMMAND ran; 4 Redis error; 126/127 COMMAND not "
+    "executable/not found; 130/143\n"
     "SIGINT/SIGTERM while waiting (the waiter left the queue). SIGINT/SIGTERM/SIGHUP/SIGQUIT\n"
     "while COMMAND runs are forwarded to it.\n";
 
@@ -78,14 +87,16 @@ typedef struct cli_run_state {
     rlock_client *client;
     cli_guard guard;
     pthread_mutex_t mu;
-    int phase;            /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
-    pid_t child;          /* under mu */
-    int got_signal;       /* a terminating signal arrived while waiting (under mu) */
-    atomic_int lost;      /* on_lost fired */
-    atomic_llong lost_at; /* monotonic ms of the loss */
-    atomic_int child_pid; /* for on_lost, which must not take mu */
-    int status_shown;     /* the status line is on screen (under mu) */
-    int64_t next_status;  /* signal thread only */
+    int phase;              /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
+    pid_t child;            /* under mu */
+    int got_signal;         /* a terminating signal arrived while waiting (under mu) */
+    atomic_int lost;        /* on_lost fired */
+    atomic_llong lost_at;   /* monotonic ms of the loss */
+    atomic_int child_pid;   /* for on_lost, which must not take mu; also the process group */
+    atomic_llong lease_end; /* monotonic ms when a --lease ends; 0 without --lease */
+    atomic_int lease_ended; /* the command was signalled because its --lease ended */
+    int status_shown;       /* the status line is on screen (under mu) */
+    int64_t next_status;    /* signal thread only */
 } cli_run_state;
 
 static int64_t cli_now_ms(void)
@@ -115,7 +126,7 @@ static int cli_parse_kind(const char *s, rlock_kind *k)
 
 static int cli_bad(const char *what, const char *value)
 {
-    fprintf(stderr, "rlock run: bad %s '%s' (try rlock run --help)\n", what, value);
+    cli_usage_error("run", "bad %s '%s'", what, value);
     return -1;
 }
 
@@ -156,6 +167,41 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
     }
 }
 
+/* NAME, "--" and COMMAND after the options; 0, or CLI_EXIT_USAGE after saying what is
+ * missing. A "--" that ended the options is followed by NAME only when a second "--" follows
+ * it (a name beginning with '-'); otherwise it stood where NAME should be. */
+static int cli_run_operands(cli_run_opts *o, int argc, char **argv)
+{
+    int i = optind;
+    if (cli_dashdash_seen(argv) && (i + 1 >= argc || strcmp(argv[i + 1], "--") != 0)) {
+        return cli_usage_error("run", "missing NAME before '--'");
+    }
+    if (i >= argc) {
+        return cli_usage_error("run", "missing NAME and '-- COMMAND'");
+    }
+    o->name = argv[i];
+    if (*o->name == '\0') {
+        return cli_usage_error("run", "empty NAME");
+    }
+    if (i + 1 >= argc) {
+        return cli_usage_error("run", "missing '-- COMMAND' after NAME");
+    }
+    const char *next = argv[i + 1];
+    if (strcmp(next, "--") != 0) {
+        return next[0] == '-' ? cli_usage_error("run",
+                                                "option '%s' after NAME: options go "
+                                                "before NAME",
+                                                next)
+                              : cli_usage_error("run", "missing '--' between NAME and COMMAND");
+    }
+    if (i + 2 >= argc) {
+        return cli_usage_error("run", "missing COMMAND after '--'");
+    }
+    o->cmd = argv + i + 2;
+    return 0;
+}
+
+/* Returns 0 to run, 1 after --help, or CLI_EXIT_USAGE after a one-line error. */
 static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
 {
     static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
@@ -176,47 +222,45 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                         .kill_signal = SIGTERM,
                         .grace_ms = 10000};
     int c;
-    while ((c = getopt_long(argc, argv, "+k:w:nE:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:k:w:nE:qh", opts, NULL)) != -1) {
         if (c == 'q') {
             g->quiet = 1;
             continue;
         }
-        int r = c == '?' ? -1 : cli_run_opt(o, c, optarg);
+        if (c == '?' || c == ':') {
+            return cli_option_error("run", c, argv);
+        }
+        int r = cli_run_opt(o, c, optarg);
         if (r != 0) {
-            fputs(cli_run_usage, r > 0 ? stdout : stderr);
-            return r > 0 ? 1 : -1;
+            if (r > 0) {
+                fputs(cli_run_usage, stdout);
+            }
+            return r > 0 ? 1 : CLI_EXIT_USAGE;
         }
     }
-    /* NAME, then "--" (getopt consumed it if it came before NAME), then the command. */
-    if (optind < argc) {
-        o->name = argv[optind++];
-    }
-    if (optind < argc && strcmp(argv[optind], "--") == 0) {
-        optind++;
-    }
-    if (o->name == NULL || *o->name == '\0' || optind >= argc) {
-        fputs(cli_run_usage, stderr);
-        return -1;
-    }
     if (o->permits > 0 && o->kind_set) {
-        fputs("rlock run: --kind and --semaphore exclude each other\n", stderr);
-        return -1;
+        return cli_usage_error("run", "--kind and --semaphore exclude each other");
     }
-    o->cmd = argv + optind;
-    return 0;
+    return cli_run_operands(o, argc, argv);
 }
 
-/* The watchdog thread's report of a loss: signal the child now, SIGKILL later (signal thread). */
-static void cli_on_lost(const char *name, void *user_data)
+/* A loss (on_lost, or the end of a --lease): signal the command's process group now, SIGKILL
+ * it after the grace period (signal thread). */
+static void cli_lose(cli_run_state *st)
 {
-    (void)name;
-    cli_run_state *st = user_data;
     atomic_store(&st->lost_at, cli_now_ms());
     atomic_store(&st->lost, 1);
     pid_t pid = atomic_load(&st->child_pid);
     if (pid > 0) {
-        kill(pid, st->o->kill_signal);
+        kill(-pid, st->o->kill_signal);
     }
+}
+
+/* The watchdog thread's report of a loss. */
+static void cli_on_lost(const char *name, void *user_data)
+{
+    (void)name;
+    cli_lose(user_data);
 }
 
 /* The status line of a semaphore: what Redis counts as available (usually none, as we wait). */
@@ -286,12 +330,13 @@ static void cli_on_signal(cli_run_state *st, int sig)
         st->got_signal = sig;
         rlock_client_interrupt(st->client);
     } else if (st->phase == CLI_RUNNING && st->child > 0 && sig != SIGCHLD) {
-        kill(st->child, sig);
+        kill(-st->child, sig); /* The command's whole group, as a terminal would. */
     }
     pthread_mutex_unlock(&st->mu);
 }
 
-/* A tick: the status line while waiting on a terminal, SIGKILL once a loss's grace is over. */
+/* A tick: the status line while waiting on a terminal, the kill signal when a --lease ends,
+ * SIGKILL once a loss's grace is over. */
 static int cli_tick(cli_run_state *st)
 {
     int64_t now = cli_now_ms();
@@ -304,9 +349,14 @@ static int cli_tick(cli_run_state *st)
         st->next_status = now + 500;
     }
     pthread_mutex_unlock(&st->mu);
+    int64_t lease_end = atomic_load(&st->lease_end);
+    if (phase == CLI_RUNNING && lease_end > 0 && now >= lease_end && !atomic_load(&st->lost)) {
+        atomic_store(&st->lease_ended, 1);
+        cli_lose(st);
+    }
     if (phase == CLI_RUNNING && atomic_load(&st->lost) && child > 0 &&
         now >= atomic_load(&st->lost_at) + st->o->grace_ms) {
-        kill(child, SIGKILL);
+        kill(-child, SIGKILL);
     }
     return phase != CLI_DONE;
 }
@@ -323,12 +373,24 @@ static sigset_t cli_handled(void)
     return set;
 }
 
+/* Until the next tick: 100 ms, or less when a --lease ends sooner. */
+static struct timespec cli_tick_len(cli_run_state *st)
+{
+    int64_t ms = 100;
+    int64_t end = atomic_load(&st->lease_end);
+    int64_t now = cli_now_ms();
+    if (end > now && end - now < ms) {
+        ms = end - now;
+    }
+    return (struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L};
+}
+
 static void *cli_signal_thread(void *arg)
 {
     cli_run_state *st = arg;
     sigset_t set = cli_handled();
-    struct timespec tick = {0, 100 * 1000000L};
     while (cli_tick(st)) {
+        struct timespec tick = cli_tick_len(st);
         int sig = sigtimedwait(&set, NULL, &tick);
         if (sig > 0 && sig != SIGUSR1) {
             cli_on_signal(st, sig);
@@ -340,9 +402,20 @@ static void *cli_signal_thread(void *arg)
     return NULL;
 }
 
-/* The child: default signal mask back, the lock's name and token in its environment. */
-static void cli_exec_child(const cli_run_opts *o, const sigset_t *old_mask)
+/* The child: its own process group (given the terminal if rlock had it), default signal mask
+ * back, the lock's name and token already in the environment. */
+static void cli_exec_child(const cli_run_opts *o, const sigset_t *old_mask, int tty)
 {
+    setpgid(0, 0);
+    if (tty) {
+        /* SIGTTOU is not in the mask rlock blocked, and a background group that sets the
+         * terminal's group gets it: blocked here, as shells do. */
+        sigset_t ttou;
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        sigprocmask(SIG_BLOCK, &ttou, NULL);
+        tcsetpgrp(STDIN_FILENO, getpid());
+    }
     sigprocmask(SIG_SETMASK, old_mask, NULL);
     execvp(o->cmd[0], o->cmd);
     int e = errno;
@@ -371,12 +444,66 @@ static void cli_guard_env(const cli_run_state *st)
     setenv("RLOCK_TOKEN", token, 1);
 }
 
+/* 1 if rlock runs in the foreground of a terminal, whose keyboard signals and input then
+ * belong to the command's group while it runs. */
+static int cli_have_terminal(void)
+{
+    return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+}
+
+/* Gives the terminal to group pgid (rlock's own back when the command is over). */
+static void cli_set_terminal(pid_t pgid)
+{
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    tcsetpgrp(STDIN_FILENO, pgid);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The command was stopped from the terminal (^Z goes to its group, which has the terminal):
+ * rlock stops too, so that the shell sees its job stopped and gets the terminal back; when the
+ * shell continues rlock (fg, bg), the command's group is continued, with the terminal for fg. */
+static void cli_stopped(pid_t pid)
+{
+    cli_set_terminal(getpgrp());
+    kill(getpid(), SIGTSTP);
+    if (tcgetpgrp(STDIN_FILENO) == getpgrp()) {
+        cli_set_terminal(pid);
+    }
+    kill(-pid, SIGCONT);
+}
+
+/* Waits for the command; after a loss nothing of its group may run on, so what is left of it
+ * gets SIGKILL once the command itself has exited. */
+static int cli_wait_child(cli_run_state *st, pid_t pid, int tty)
+{
+    int wstatus = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &wstatus, tty ? WUNTRACED : 0);
+        if (r == pid && WIFSTOPPED(wstatus)) {
+            cli_stopped(pid);
+        } else if (r >= 0 || errno != EINTR) {
+            break;
+        }
+    }
+    if (tty) {
+        cli_set_terminal(getpgrp());
+    }
+    if (atomic_load(&st->lost)) {
+        kill(-pid, SIGKILL);
+    }
+    return wstatus;
+}
+
 /* Holding the lock: start the child unless a signal came first; returns its wait status or -1
  * (*sig set) if a signal cancelled the run, -2 if fork failed. */
 static int cli_run_child(cli_run_state *st, const sigset_t *old_mask, int *sig)
 {
     cli_guard_env(st);
     fflush(NULL);
+    int tty = cli_have_terminal();
     pthread_mutex_lock(&st->mu);
     cli_clear_status(st);
     if (st->got_signal) {
@@ -386,7 +513,14 @@ static int cli_run_child(cli_run_state *st, const sigset_t *old_mask, int *sig)
     }
     pid_t pid = fork();
     if (pid == 0) {
-        cli_exec_child(st->o, old_mask);
+        cli_exec_child(st->o, old_mask, tty);
+    }
+    if (pid > 0) {
+        /* Also here, so that no signal to the group can come before the child made it. */
+        setpgid(pid, pid);
+        if (tty) {
+            cli_set_terminal(pid);
+        }
     }
     st->child = pid;
     st->phase = pid > 0 ? CLI_RUNNING : CLI_DONE;
@@ -397,17 +531,14 @@ static int cli_run_child(cli_run_state *st, const sigset_t *old_mask, int *sig)
         return -2;
     }
     if (atomic_load(&st->lost)) {
-        kill(pid, st->o->kill_signal); /* Lost between the grant and the fork. */
+        kill(-pid, st->o->kill_signal); /* Lost between the grant and the fork. */
     }
-    int wstatus = 0;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    return wstatus;
+    return cli_wait_child(st, pid, tty);
 }
 
 /* Takes the lock, or sets the semaphore's permits if it was never set and takes one leased
  * permit (the watchdog keeps it unless --lease is given). */
-static int cli_guard_acquire(cli_run_state *st)
+static int cli_guard_take(cli_run_state *st)
 {
     cli_guard *gd = &st->guard;
     if (gd->sem == NULL) {
@@ -418,6 +549,21 @@ static int cli_guard_acquire(cli_run_state *st)
         return rc;
     }
     return rlock_semaphore_acquire_leased(gd->sem, st->o->wait_ms, st->o->lease_ms, gd->permit);
+}
+
+/* Takes the guard and, with --lease, sets when the lease ends on rlock's clock. Redis started
+ * the lease while the call ran: with -n (one attempt) that is after the call began, so the end
+ * is not later than Redis'; after a wait, the call's return is the bound (Redis' lease began at
+ * most one reply earlier, or later for a grant that the waiter's client extends). */
+static int cli_guard_acquire(cli_run_state *st)
+{
+    int64_t t0 = cli_now_ms();
+    int rc = cli_guard_take(st);
+    if (rc == RLOCK_OK && st->o->lease_ms > 0) {
+        int64_t from = st->o->wait_ms == 0 ? t0 : cli_now_ms();
+        atomic_store(&st->lease_end, from + st->o->lease_ms);
+    }
+    return rc;
 }
 
 static int cli_guard_release(cli_run_state *st)
@@ -438,8 +584,11 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
         if (sig) {
             return 128 + sig;
         }
-        fprintf(stderr, "rlock: %s: not acquired%s\n", st->o->name,
-                st->o->wait_ms == 0 ? " (busy)" : " within the wait");
+        /* -E 0 declares a skip normal, and -q asks for silence: a cron line stays quiet. */
+        if (!st->g->quiet && st->o->conflict_exit != 0) {
+            fprintf(stderr, "rlock: %s: not acquired%s\n", st->o->name,
+                    st->o->wait_ms == 0 ? " (busy)" : " within the wait");
+        }
         return st->o->conflict_exit;
     }
     if (rc != RLOCK_OK) {
@@ -455,14 +604,21 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
         return CLI_EXIT_ERROR;
     }
     const char *what = st->guard.sem != NULL ? "permit" : "lock";
+    if (atomic_load(&st->lease_ended)) {
+        fprintf(stderr,
+                "rlock: %s: the %s's --lease ended while the command ran; it was sent "
+                "SIG%s\n",
+                st->o->name, what, cli_signal_name(st->o->kill_signal));
+        return CLI_EXIT_LOST;
+    }
     if (atomic_load(&st->lost)) {
         fprintf(stderr, "rlock: %s: the %s was lost while the command ran; it was sent SIG%s\n",
                 st->o->name, what, cli_signal_name(st->o->kill_signal));
         return CLI_EXIT_LOST;
     }
     if (rc == RLOCK_ELOST || rc == RLOCK_ENOTOWNER) {
-        /* Lost after the last renewal (a fixed lease ran out, or a force unlock): only the
-         * release saw it, after the command had finished. */
+        /* Lost after the last renewal (a force unlock after it) or a fixed lease that ran out
+         * on Redis before rlock's clock: only the release saw it. */
         fprintf(stderr, "rlock: %s: the %s was lost while the command ran (found at release)\n",
                 st->o->name, what);
         return CLI_EXIT_LOST;
@@ -479,7 +635,7 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     cli_run_opts o;
     int r = cli_run_parse(&o, &g, argc, argv);
     if (r != 0) {
-        return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        return r == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     cli_run_state st = {.o = &o, .g = &g, .phase = CLI_WAITING};
     pthread_mutex_init(&st.mu, NULL);
@@ -488,9 +644,10 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     /* Blocked before the client starts its threads, so that they inherit the mask and only the
      * signal thread takes these signals. */
     pthread_sigmask(SIG_BLOCK, &set, &old_mask);
-    st.client = cli_connect(&g, cli_on_lost, &st);
+    int status = CLI_EXIT_ERROR;
+    st.client = cli_connect(&g, cli_on_lost, &st, &status);
     if (st.client == NULL) {
-        return CLI_EXIT_ERROR;
+        return status;
     }
     if (o.permits > 0) {
         st.guard.sem = rlock_semaphore_open(st.client, o.name);
@@ -504,7 +661,7 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     }
     pthread_t th;
     pthread_create(&th, NULL, cli_signal_thread, &st);
-    int status = cli_run_locked(&st, &old_mask);
+    status = cli_run_locked(&st, &old_mask);
     pthread_mutex_lock(&st.mu);
     st.phase = CLI_DONE;
     pthread_mutex_unlock(&st.mu);

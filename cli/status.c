@@ -10,17 +10,19 @@
 #include "cli.h"
 
 static const char cli_status_usage[] =
-    "usage: rlock [GLOBAL] status [--json] [--semaphore] NAME...\n"
+    "usage: rlock [GLOBAL] status [--json] [--semaphore] [--] NAME...\n"
     "\n"
     "Reads each lock's keys without changing anything and shows its type (reentrant, fair,\n"
     "read-write, free), holders (<uuid>:<thread> and hold count), TTL, fencing counter, the\n"
-    "fair queue (position, liveness deadline), the read-write mode and waiting writers.\n"
+    "fair queue (position, liveness deadline), the read-write mode and waiting writers, and\n"
+    "the rlock threads waiting for a reentrant lock (Redisson's waiters leave no trace).\n"
     "A fair lock with an empty queue stores what a reentrant lock stores and shows as one.\n"
     "Works on locks held by Redisson clients (same data).\n"
     "\n"
     "  --json   one JSON object per NAME and line: name, type, locked, holders [{owner,\n"
     "           count}], ttl_ms, token, queue [{owner, deadline_ms}], mode, writers\n"
-    "           [{owner, deadline_ms}], server_time_ms (deadlines are server ms since epoch)\n"
+    "           [{owner, deadline_ms}], waiters [{owner, deadline_ms}], server_time_ms\n"
+    "           (deadlines are the server's ms since the epoch)\n"
     "  --semaphore  each NAME is a semaphore (rlock run --semaphore): shows its available\n"
     "           permits (JSON: name, type \"semaphore\", available); expired leased permits\n"
     "           go back to the semaphore first, as on every semaphore call\n"
@@ -65,6 +67,7 @@ static void cli_print_json(FILE *f, const rlock_lock_info *in)
         fputs(",\"mode\":null", f);
     }
     cli_json_waiters(f, "writers", in->writers, in->n_writers);
+    cli_json_waiters(f, "waiters", in->waiters, in->n_waiters);
     fprintf(f, ",\"server_time_ms\":%" PRId64 "}\n", in->server_time_ms);
 }
 
@@ -102,6 +105,10 @@ static void cli_print_text(FILE *f, const rlock_lock_info *in)
     for (size_t i = 0; i < in->n_writers; i++) {
         fprintf(f, "  waiting writer  %s  deadline in %" PRId64 " ms\n", in->writers[i].owner,
                 in->writers[i].deadline_ms - in->server_time_ms);
+    }
+    for (size_t i = 0; i < in->n_waiters; i++) {
+        fprintf(f, "  waiting  %s  deadline in %" PRId64 " ms\n", in->waiters[i].owner,
+                in->waiters[i].deadline_ms - in->server_time_ms);
     }
 }
 
@@ -157,7 +164,7 @@ int cli_status(const cli_global *g, int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     int json = 0, sem = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         if (c == 'j') {
             json = 1;
         } else if (c == 's') {
@@ -166,23 +173,23 @@ int cli_status(const cli_global *g, int argc, char **argv)
             fputs(cli_status_usage, stdout);
             return CLI_EXIT_OK;
         } else {
-            fputs(cli_status_usage, stderr);
-            return CLI_EXIT_USAGE;
+            return cli_option_error("status", c, argv);
         }
     }
-    if (optind >= argc) {
-        fputs(cli_status_usage, stderr);
-        return CLI_EXIT_USAGE;
+    int r = cli_names("status", argc, argv);
+    if (r >= 0) {
+        return r;
     }
-    rlock_client *client = cli_connect(g, NULL, NULL);
+    int status = CLI_EXIT_ERROR;
+    rlock_client *client = cli_connect(g, NULL, NULL, &status);
     if (client == NULL) {
-        return CLI_EXIT_ERROR;
+        return status;
     }
-    int status = CLI_EXIT_OK;
+    status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
-        int r = sem ? cli_status_semaphore(client, argv[i], json)
-                    : cli_status_lock(client, argv[i], json);
-        status = r != CLI_EXIT_OK ? r : status;
+        int one = sem ? cli_status_semaphore(client, argv[i], json)
+                      : cli_status_lock(client, argv[i], json);
+        status = one != CLI_EXIT_OK ? one : status;
     }
     rlock_client_free(client);
     return status;

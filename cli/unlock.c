@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char cli_unlock_usage[] =
-    "usage: rlock [GLOBAL] unlock --force NAME...\n"
+    "usage: rlock [GLOBAL] unlock --force [--] NAME...\n"
     "\n"
     "Deletes each lock whoever holds it (this process, another host, a Redisson client) and\n"
     "wakes its waiters; prints what it did. The holder is not told: its next renewal finds the\n"
@@ -59,21 +59,35 @@ static int cli_unlock_one(rlock_client *client, const char *name)
 
 int cli_unlock(const cli_global *g, int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int force = 0;
-    int parsed = cli_flag_opts(argc, argv, "force", 'f', cli_unlock_usage, &force);
-    if (parsed >= 0) {
-        return parsed;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:fh", opts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(cli_unlock_usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (c != 'f') {
+            return cli_option_error("unlock", c, argv);
+        }
+        force = 1;
+    }
+    int r = cli_names("unlock", argc, argv);
+    if (r >= 0) {
+        return r;
     }
     if (!force) {
         /* Breaking someone else's lock is never the default: --force says it is meant. */
-        fputs(cli_unlock_usage, stderr);
-        return CLI_EXIT_USAGE;
+        return cli_usage_error("unlock", "--force is required: it breaks the lock whoever "
+                                         "holds it");
     }
-    rlock_client *client = cli_connect(g, NULL, NULL);
+    int status = CLI_EXIT_ERROR;
+    rlock_client *client = cli_connect(g, NULL, NULL, &status);
     if (client == NULL) {
-        return CLI_EXIT_ERROR;
+        return status;
     }
-    int status = CLI_EXIT_OK;
+    status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         if (cli_unlock_one(client, argv[i]) != CLI_EXIT_OK) {
             status = CLI_EXIT_ERROR;

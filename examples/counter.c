@@ -2,9 +2,10 @@
  * counter: several processes increment one Redis counter with a read-modify-write (GET, then
  * SET to the value + 1) protected by an rlock reentrant lock, and the final count is exact.
  *
- *   counter REDIS_URL [WORKERS [INCREMENTS]] [--no-lock]
+ *   counter [REDIS_URL] [WORKERS [INCREMENTS]] [--no-lock]
  *
- *   REDIS_URL   redis://host[:port] or unix:///path/to/socket
+ *   REDIS_URL   redis://host[:port] or unix:///path/to/socket (default: $REDIS_URL, else
+ *               redis://127.0.0.1:6379)
  *   WORKERS     processes to fork (default 4)
  *   INCREMENTS  increments per process (default 500)
  *   --no-lock   skip the lock, to see the read-modify-write lose updates without it
@@ -208,24 +209,36 @@ static int worker(const char *url, int id, int increments, int use_lock)
     return status;
 }
 
+/* The server: the URL argument when there is one, else $REDIS_URL, else a local server. */
+static const char *server_url(const char *given)
+{
+    const char *env = getenv("REDIS_URL");
+    if (given != NULL) {
+        return given;
+    }
+    return env != NULL && env[0] != '\0' ? env : "redis://127.0.0.1:6379";
+}
+
 int main(int argc, char **argv)
 {
     int use_lock = 1, pos = 0;
-    const char *args[3] = {NULL, "4", "500"};
+    const char *given = NULL;
+    const char *args[2] = {"4", "500"};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--no-lock") == 0) {
             use_lock = 0;
-        } else if (pos < 3) {
+        } else if (given == NULL && pos == 0 && strstr(argv[i], "://") != NULL) {
+            given = argv[i];
+        } else if (pos < 2) {
             args[pos++] = argv[i];
         }
     }
-    long workers = strtol(args[1], NULL, 10), increments = strtol(args[2], NULL, 10);
-    if (args[0] == NULL || workers < 1 || workers > 256 || increments < 1 ||
-        increments > 100000000) {
-        fprintf(stderr, "usage: %s REDIS_URL [WORKERS [INCREMENTS]] [--no-lock]\n", argv[0]);
+    long workers = strtol(args[0], NULL, 10), increments = strtol(args[1], NULL, 10);
+    if (workers < 1 || workers > 256 || increments < 1 || increments > 100000000) {
+        fprintf(stderr, "usage: %s [REDIS_URL] [WORKERS [INCREMENTS]] [--no-lock]\n", argv[0]);
         return 2;
     }
-    const char *url = args[0];
+    const char *url = server_url(given);
     resp_conn conn;
     long long v = 0;
     const char *reset[] = {"SET", COUNTER_KEY, "0"};

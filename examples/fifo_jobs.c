@@ -12,7 +12,8 @@
  *
  *   fifo_jobs [--url URL] [--name LOCK] [--workers W] [--jobs J] [--gap MS] [--work MS]
  *             [--journal FILE]
- *       runs the workers, then prints what happened and the checker's verdict.
+ *       runs the workers, then prints what happened and the checker's verdict. URL defaults to
+ *       $REDIS_URL, else redis://127.0.0.1:6379.
  *   fifo_jobs --check FILE
  *       only checks an existing journal.
  * Exit status: 0 when the checker passes, 1 when it finds a violation, 2 on errors.
@@ -355,10 +356,16 @@ static int run(const config *cfg)
     return failed ? 2 : rc;
 }
 
+/* The server when --url is not given: $REDIS_URL, else a local server. */
+static const char *default_url(void)
+{
+    const char *env = getenv("REDIS_URL");
+    return env != NULL && env[0] != '\0' ? env : "redis://127.0.0.1:6379";
+}
+
 int main(int argc, char **argv)
 {
-    config cfg = {
-        "redis://127.0.0.1:6379", "fifo-jobs:resource", "fifo_jobs.journal", 4, 24, 20, 30};
+    config cfg = {default_url(), "fifo-jobs:resource", "fifo_jobs.journal", 4, 24, 20, 30};
     const char *check_path = NULL;
     if (parse(argc, argv, &cfg, &check_path) != 0) {
         return usage();

@@ -1,11 +1,12 @@
 /*
  * redlock3: a RedLock over three independent Redis servers guarding a shared counter file.
  *
- *   redlock3 --servers URL1,URL2,URL3 --dir DIR [--threads T] [--iterations N] [--lease MS]
+ *   redlock3 [--servers URL1,URL2,URL3] --dir DIR [--threads T] [--iterations N] [--lease MS]
  *       T threads (default 4) each take the RedLock N times (default 50) with a lease of MS
  *       (default 2000); inside, they read DIR/counter, think for a millisecond, write it back
  *       plus one, and append the grant's fencing token to DIR/journal. Several processes may
- *       run at once on the same DIR and servers.
+ *       run at once on the same DIR and servers. The servers default to $REDIS_URL (the three
+ *       URLs, comma-separated), else redis://127.0.0.1:6379, :6380 and :6381.
  *   redlock3 --check DIR --expect TOTAL
  *       checks that the counter is TOTAL (no lost update), that the journal has TOTAL lines and
  *       that the tokens strictly increase in grant order.
@@ -33,9 +34,9 @@
 typedef struct run {
     rlock *group;
     const char *dir;
-    int iterations;
     int64_t lease_ms;
-    int errors, retries;
+    int iterations;
+    int errors, retries, unconfirmed;
 } run;
 
 static long read_long(const char *path)
@@ -52,16 +53,19 @@ static long read_long(const char *path)
     return v;
 }
 
-/* The critical section: counter += 1 (read, think, write) and one journal line. */
+/* The critical section: counter += 1 (read, think, write) and one journal line. The counter is
+ * written to a file of the grant's own and renamed over the old one, so that a reader outside
+ * the lock (redlock3.sh prints it mid-run) sees one whole value, never a file being rewritten. */
 static int section(const run *r, uint64_t token)
 {
-    char path[512];
+    char path[512], tmp[560];
     snprintf(path, sizeof(path), "%s/counter", r->dir);
+    snprintf(tmp, sizeof(tmp), "%s.%ld.%llu", path, (long)getpid(), (unsigned long long)token);
     long v = read_long(path);
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
-    FILE *f = fopen(path, "w");
-    if (f == NULL || fprintf(f, "%ld\n", v + 1) < 0 || fclose(f) != 0) {
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL || fprintf(f, "%ld\n", v + 1) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
         return -1;
     }
     snprintf(path, sizeof(path), "%s/journal", r->dir);
@@ -90,7 +94,13 @@ static void *thread_main(void *arg)
         }
         r->errors += section(r, rlock_token(r->group)) != 0;
         rc = rlock_unlock(r->group);
-        if (rc != RLOCK_OK) {
+        if (rc == RLOCK_ECONN) {
+            /* A server that granted the hold is down, so fewer than a majority confirmed the
+             * release: its copy ends with its lease (or with the server), the others are gone.
+             * Expected during an outage, and no threat to the counter. */
+            fprintf(stderr, "unlock not confirmed: %s\n", rlock_last_error());
+            r->unconfirmed++;
+        } else if (rc != RLOCK_OK) {
             /* RLOCK_ELOST: the section outlived the validity; the data may be unsafe. */
             fprintf(stderr, "unlock: %s\n", rlock_last_error());
             r->errors++;
@@ -150,17 +160,19 @@ static int run_all(char *servers, const char *dir, int threads, int iterations, 
     run r[MAX_THREADS];
     pthread_t t[MAX_THREADS];
     for (int i = 0; i < threads; i++) {
-        r[i] = (run){group, dir, iterations, lease, 0, 0};
+        r[i] = (run){.group = group, .dir = dir, .lease_ms = lease, .iterations = iterations};
         pthread_create(&t[i], NULL, thread_main, &r[i]);
     }
-    int errors = 0, retries = 0;
+    int errors = 0, retries = 0, unconfirmed = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(t[i], NULL);
         errors += r[i].errors;
         retries += r[i].retries;
+        unconfirmed += r[i].unconfirmed;
     }
-    printf("process %ld: %d sections, %d attempts without a majority, %d errors\n", (long)getpid(),
-           threads * iterations, retries, errors);
+    printf("process %ld: %d sections, %d attempts without a majority, %d releases not confirmed "
+           "by a majority (a server down), %d errors\n",
+           (long)getpid(), threads * iterations, retries, unconfirmed, errors);
     rlock_free(group);
     rc = errors ? 2 : 0;
 out:
@@ -171,9 +183,22 @@ out:
     return rc;
 }
 
+/* The servers when --servers is not given: $REDIS_URL (three URLs, comma-separated), else three
+ * local servers; copied, since run_all() splits the list in place. */
+static char *default_servers(void)
+{
+    static char list[4096];
+    const char *env = getenv("REDIS_URL");
+    snprintf(list, sizeof(list), "%s",
+             env != NULL && env[0] != '\0'
+                 ? env
+                 : "redis://127.0.0.1:6379,redis://127.0.0.1:6380,redis://127.0.0.1:6381");
+    return list;
+}
+
 int main(int argc, char **argv)
 {
-    char *servers = NULL;
+    char *servers = default_servers();
     const char *dir = NULL, *check_dir = NULL;
     int threads = 4, iterations = 50;
     long expect = -1;
@@ -198,9 +223,9 @@ int main(int argc, char **argv)
     if (check_dir != NULL && expect >= 0) {
         return check(check_dir, expect);
     }
-    if (servers == NULL || dir == NULL || threads < 1 || threads > MAX_THREADS || lease <= 0) {
+    if (dir == NULL || threads < 1 || threads > MAX_THREADS || lease <= 0) {
         fprintf(stderr,
-                "usage: %s --servers URL1,URL2,URL3 --dir DIR [--threads T] "
+                "usage: %s [--servers URL1,URL2,URL3] --dir DIR [--threads T] "
                 "[--iterations N] [--lease MS]\n       %s --check DIR --expect TOTAL\n",
                 argv[0], argv[0]);
         return 2;

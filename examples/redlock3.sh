@@ -2,13 +2,14 @@
 # examples/redlock3.sh - RedLock over three independent Redis servers, with a server outage.
 #
 # Builds examples/redlock3 (into build/redlock3, unless REDLOCK3 names a built binary), starts
-# three throwaway redis-servers on free ports in a temporary directory, and runs two redlock3
-# processes at once against them (a shared counter file guarded by one RedLock). One second in,
-# server 2 is killed (SIGKILL, by PID); following the Redlock restart-delay rule it is brought
-# back on the same port, empty (no persistence), only after the longest lease has passed, so no
-# lock it granted before dying can still be valid elsewhere. 2 of 3 is a majority, so the run
-# goes on meanwhile. Finally the checker verifies the counter (no lost update) and that the
-# fencing tokens strictly increase in grant order. Servers are killed by PID on exit (trap).
+# three throwaway redis-servers (1, 2 and 3) on free ports in a temporary directory, and runs two
+# redlock3 processes at once against them (a shared counter file guarded by one RedLock). One
+# second in, server 2 is killed (SIGKILL, by PID); following the Redlock restart-delay rule it is
+# brought back on the same port, empty (no persistence), only after the longest lease has passed,
+# so no lock it granted before dying can still be valid elsewhere. 2 of 3 is a majority, so the
+# run goes on meanwhile; the counter is printed when server 2 dies and after the outage. Finally
+# the checker verifies the counter (no lost update) and that the fencing tokens strictly increase
+# in grant order. Servers are killed by PID on exit (trap).
 #
 # Environment: REDLOCK3 (binary), THREADS (4), ITERATIONS (250), LEASE_MS (2000), RLOCK_JOBS (2).
 # Exit status: 0 when the check passes.
@@ -90,11 +91,17 @@ start_redis() {
     return 1
 }
 
+# The counter as the processes left it (they replace the file whole, see redlock3.c), 0 before
+# the first section.
+counter_now() {
+    cat "$TMP/counter" 2>/dev/null || echo 0
+}
+
 for i in 0 1 2; do
     start_redis "$i"
 done
 URLS="redis://127.0.0.1:${PORTS[0]},redis://127.0.0.1:${PORTS[1]},redis://127.0.0.1:${PORTS[2]}"
-say "three independent servers: ports ${PORTS[*]} (pids ${PIDS[*]})"
+say "three independent servers 1, 2, 3: ports ${PORTS[*]} (pids ${PIDS[*]})"
 
 say "two processes x $THREADS threads x $ITERATIONS sections, lease $LEASE_MS ms"
 "$BIN" --servers "$URLS" --dir "$TMP" --threads "$THREADS" --iterations "$ITERATIONS" \
@@ -105,16 +112,16 @@ P1=$!
 P2=$!
 
 sleep 1
-say "killing server 1 (port ${PORTS[1]}, pid ${PIDS[1]}) mid-run; counter now $(cat "$TMP/counter" 2>/dev/null || echo 0)"
+say "killing server 2 (port ${PORTS[1]}, pid ${PIDS[1]}) mid-run; counter now $(counter_now)"
 kill -9 "${PIDS[1]}"
 wait "${PIDS[1]}" 2>/dev/null || true
 PIDS[1]=""
 DELAY=$(awk -v l="$LEASE_MS" 'BEGIN { printf "%.3f", l / 1000.0 + 0.1 }')
-say "restart-delay rule: server 1 stays away for the longest lease (${DELAY} s) before it rejoins empty"
+say "restart-delay rule: server 2 stays away for the longest lease (${DELAY} s) before it rejoins empty"
 sleep "$DELAY"
-echo "counter after the outage: $(cat "$TMP/counter" 2>/dev/null || echo 0) (the 2 remaining servers are a majority)"
+echo "counter after the outage: $(counter_now) (the 2 remaining servers are a majority)"
 start_redis 1 "${PORTS[1]}"
-say "server 1 is back on port ${PORTS[1]} (pid ${PIDS[1]}), empty"
+say "server 2 is back on port ${PORTS[1]} (pid ${PIDS[1]}), empty"
 
 set +e
 wait "$P1"

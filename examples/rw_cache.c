@@ -1,9 +1,10 @@
 /*
  * rw_cache - a cache in Redis protected by rlock's read-write lock.
  *
- * Usage: rw_cache REDIS_URL [READERS [SECONDS]]
- *   REDIS_URL  the server to use, "redis://host:port" (this program starts nothing itself;
- *              for example: redis-server --port 7777 --save '' & rw_cache redis://127.0.0.1:7777)
+ * Usage: rw_cache [REDIS_URL] [READERS [SECONDS]]
+ *   REDIS_URL  the server to use, "redis://host:port" (default: $REDIS_URL, else
+ *              redis://127.0.0.1:6379; this program starts nothing itself, for example:
+ *              redis-server --port 7777 --save '' & rw_cache redis://127.0.0.1:7777)
  *   READERS    reader processes (default 4), SECONDS run time (default 5)
  *
  * The cached value is two keys, rw_cache:value:a and rw_cache:value:b, that must always be equal.
@@ -264,23 +265,37 @@ static pid_t spawn(int is_writer, const char *url, double seconds, int *fd_out)
     return pid;
 }
 
+/* The server: the URL argument when there is one, else $REDIS_URL, else a local server. */
+static const char *server_url(int *argc, char ***argv)
+{
+    const char *env = getenv("REDIS_URL");
+    if (*argc > 1 && strstr((*argv)[1], "://") != NULL) {
+        (*argc)--;
+        (*argv)++;
+        return (*argv)[0];
+    }
+    return env != NULL && env[0] != '\0' ? env : "redis://127.0.0.1:6379";
+}
+
 int main(int argc, char **argv)
 {
-    int readers = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 4;
-    double seconds = argc > 3 ? strtod(argv[3], NULL) : 5.0;
+    const char *prog = argv[0];
+    const char *url = server_url(&argc, &argv);
+    int readers = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 4;
+    double seconds = argc > 2 ? strtod(argv[2], NULL) : 5.0;
     pid_t pids[65];
     int fds[65];
     result total = {0}, wres = {0};
 
-    if (argc < 2 || readers < 1 || readers > 64 || seconds <= 0) {
-        fprintf(stderr, "usage: %s REDIS_URL [READERS(1..64) [SECONDS]]\n", argv[0]);
+    if (readers < 1 || readers > 64 || seconds <= 0) {
+        fprintf(stderr, "usage: %s [REDIS_URL] [READERS(1..64) [SECONDS]]\n", prog);
         return 2;
     }
-    printf("rw_cache: 1 writer and %d readers on %s for %.1f s\n", readers, argv[1], seconds);
+    printf("rw_cache: 1 writer and %d readers on %s for %.1f s\n", readers, url, seconds);
     fflush(stdout);
     /* No rlock client exists in this process: each child creates its own after fork(). */
     for (int i = 0; i <= readers; i++) {
-        pids[i] = spawn(i == 0, argv[1], seconds, &fds[i]);
+        pids[i] = spawn(i == 0, url, seconds, &fds[i]);
         if (pids[i] < 0) {
             perror("fork");
             return 1;

@@ -7,6 +7,8 @@
  *
  *   transfer [--url URL] [--accounts N] [--workers W] [--transfers K] [--dir DIR] [--no-lock]
  *
+ * URL defaults to $REDIS_URL, else redis://127.0.0.1:6379.
+ *
  * Each transfer picks two different accounts at random, in random order, so groups over the same
  * two names are taken in opposite orders all the time: the multi-lock never holds one member
  * while waiting for another, so this cannot deadlock. Between reading and writing the balances a
@@ -165,9 +167,16 @@ static int parse(int argc, char **argv, config *c)
                : -1;
 }
 
+/* The server when --url is not given: $REDIS_URL, else a local server. */
+static const char *default_url(void)
+{
+    const char *env = getenv("REDIS_URL");
+    return env != NULL && env[0] != '\0' ? env : "redis://127.0.0.1:6379";
+}
+
 int main(int argc, char **argv)
 {
-    config c = {"redis://127.0.0.1:6379", NULL, 4, 4, 200, 1};
+    config c = {default_url(), NULL, 4, 4, 200, 1};
     if (parse(argc, argv, &c) != 0) {
         fprintf(stderr,
                 "usage: %s [--url URL] [--accounts N (2..64)] [--workers W] "

@@ -261,7 +261,12 @@ typedef struct rlock rlock;
 /* Opens a handle on the lock called name (copied; 1 .. 1 MiB bytes, any bytes but NUL).
  * Opening does not touch Redis. Returns NULL on failure (RLOCK_EINVAL for a NULL client, an
  * unknown kind, or a NULL/empty/oversized name; RLOCK_ECLOSED; RLOCK_ENOMEM) with the detail in
- * rlock_last_error(). Do not use two lock types on one name: they share Redis keys. */
+ * rlock_last_error(). Do not use two lock types on one name: they share Redis keys.
+ * Cluster clients: a name holding '{' or '}' must hold a hash tag (a '{' followed later by a '}'
+ * with at least one byte between them, as "{user-42}:orders"), else RLOCK_EINVAL: Redisson's
+ * rule derives the lock's other keys as "prefix:name" from such a name, and without a tag they
+ * hash to other slots than the name (Redisson cannot use such names on a cluster either).
+ * Names without braces need no tag. Other clients take every name. */
 RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name);
 
 /* Creates a multi-lock: one handle over n >= 1 handles of any types, clients and servers, taken
@@ -411,19 +416,25 @@ RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const c
 RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem);
 
 /* Sets the permits if the semaphore was never set (a never-set semaphore has 0 permits, as in
- * Redisson). permits >= 0. Returns 1 set, 0 it was already set, or a negative error. */
+ * Redisson). permits 0 .. 2^31-1 (2147483647), else RLOCK_EINVAL. Returns 1 set, 0 it was already
+ * set, or a negative error.
+ * Bounds: every permit count a call takes is at most 2^31-1, which keeps each sum the scripts
+ * form exact in Lua's numbers; a call beyond returns RLOCK_EINVAL and writes nothing. The count on
+ * Redis itself may grow past 2^31-1 through adds and releases (rlock_semaphore_available() reports
+ * it). */
 RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t permits);
 
-/* Adds delta permits (delta != 0; negative removes permits and may take the count below 0, as
- * Redisson's addPermits). Like Redisson it clears a TTL set on the key. Returns RLOCK_OK or a
- * negative error. */
+/* Adds delta permits (delta != 0 and within -(2^31-1) .. 2^31-1, else RLOCK_EINVAL; negative
+ * removes permits and may take the count below 0, as Redisson's addPermits). Like Redisson it
+ * clears a TTL set on the key. Returns RLOCK_OK or a negative error. */
 RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore *sem, int64_t delta);
 
 /* Permits available now (after returning expired leased permits to the pool): >= 0, or a
  * negative RLOCK_E* code. A count taken below 0 by add_permits reads as 0. */
 RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
 
-/* Takes permits (1 .. 2^31-1) plain permits: they belong to nobody and anyone may release them.
+/* Takes permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits: they belong to nobody and
+ * anyone may release them.
  * wait_ms as rlock_try_lock(): 0 = one attempt, RLOCK_WAIT_FOREVER = no limit, < 0 = EINVAL.
  * Waiting is driven by pub/sub: a release of k permits wakes at most k waiters per process, and
  * a waiter re-attempts whenever a wake-up arrived while it was not asleep. With replica_sync,
@@ -440,11 +451,11 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
 
-/* Returns permits (1 .. 2^31-1) plain permits and wakes up to that many waiters per process.
- * A release whose reply was lost is resent for up to command_timeout_ms and applied exactly once
- * (a short-lived request key, {name}:rlock_request:<id>, makes a resend whose first copy ran a
- * no-op). RLOCK_ECONN means no copy was answered: the release may still be applied, at most
- * once (e.g. by a stalled server when it runs again), so releasing again could return the
+/* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits and wakes up to that many waiters
+ * per process. A release whose reply was lost is resent for up to command_timeout_ms and applied
+ * exactly once (a short-lived request key, {name}:rlock_request:<id>, makes a resend whose first
+ * copy ran a no-op). RLOCK_ECONN means no copy was answered: the release may still be applied,
+ * at most once (e.g. by a stalled server when it runs again), so releasing again could return the
  * permits twice. Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
 
@@ -460,7 +471,7 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
  * its holder's watchdog finds it gone and reports it lost. Replica sync as for
  * rlock_semaphore_acquire() (RLOCK_EREPLICA: the permit was given back), and so are lost
  * replies: the permit an attempt took unseen is kept and reported, or given back; one that could
- * not be settled comes back to the pool when its lease runs out.
+ * not be settled is given back by the handle's next call, or comes back when its lease runs out.
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
                                                 int64_t lease_ms,
@@ -480,14 +491,16 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
  * ------------------------------------------------------------------------------------------- */
 typedef struct rlock_latch rlock_latch;
 
-/* Opens a handle on the latch called name (same rules as rlock_open()). NULL + last error. */
+/* Opens a handle on the latch called name (same rules as rlock_open(), except on a cluster
+ * client, where the name must not hold '}': the channel wraps it in braces, whatever it holds).
+ * NULL + last error. */
 RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *name);
 
 /* Frees the handle. NULL is a no-op. */
 RLOCK_EXPORT void rlock_latch_free(rlock_latch *latch);
 
-/* Starts counting from count (>= 1) if the latch is not counting. Returns 1 set, 0 already
- * counting, or a negative error. */
+/* Starts counting from count (1 .. 2^31-1, i.e. 2147483647; else RLOCK_EINVAL, nothing written)
+ * if the latch is not counting. Returns 1 set, 0 already counting, or a negative error. */
 RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *latch, int64_t count);
 
 /* Counts down by one; reaching 0 releases every waiter (a latch not counting stays at 0).
@@ -513,8 +526,9 @@ RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
 /* What rlock_inspect() found at a lock name. */
 typedef enum {
     RLOCK_TYPE_FREE = 0,      /* no lock key, no waiter */
-    RLOCK_TYPE_REENTRANT = 1, /* a hash of owners without "mode" and no fair queue; a fair lock
-                               * with an empty queue looks exactly like this (same data) */
+    RLOCK_TYPE_REENTRANT = 1, /* a hash of owners without "mode" and no fair queue (or waiting
+                               * rlock threads only); a fair lock with an empty queue looks
+                               * exactly like this (same data) */
     RLOCK_TYPE_FAIR = 2,      /* a fair waiter queue exists (held or not) */
     RLOCK_TYPE_RW = 3         /* a hash with a "mode" field, or waiting writers only */
 } rlock_lock_type;
@@ -543,15 +557,19 @@ typedef struct rlock_lock_info {
     size_t n_writers;
     rlock_lock_waiter *writers; /* read-write lock: waiting writers, earliest deadline first */
     int64_t server_time_ms;     /* the server's clock when it was read (compare deadlines) */
+    size_t n_waiters;
+    rlock_lock_waiter *waiters; /* reentrant lock: its waiting rlock threads (Redisson's
+                                 * waiters are not recorded), earliest deadline first */
 } rlock_lock_info;
 
 /* Reads every key of the lock called name in one read-only script, without changing anything
  * (no lease, queue or counter is touched; it does not open a handle, so it knows nothing of the
  * calling thread). Works on locks written by any rlock lock type or by Redisson, since they share
  * one data layout. On RLOCK_OK *out is a snapshot to free with rlock_lock_info_free(). Returns
- * RLOCK_EINVAL for a NULL client/out or a NULL/empty name, or for a name whose key holds
- * something other than a lock (a string, a list ...: the message names the Redis type);
- * RLOCK_ECLOSED, RLOCK_ECONN/EREDIS/EPROTO, RLOCK_ENOMEM; *out is NULL on failure. */
+ * RLOCK_EINVAL for a NULL client/out or a NULL/empty name, a name a cluster client refuses (see
+ * rlock_open()), or for a name whose key holds something other than a lock (a string, a list ...:
+ * the message names the Redis type); RLOCK_ECLOSED, RLOCK_ECONN/EREDIS/EPROTO, RLOCK_ENOMEM; *out
+ * is NULL on failure. */
 RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_lock_info **out);
 
 /* Frees what rlock_inspect() returned. NULL is a no-op. */

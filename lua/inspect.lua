@@ -6,12 +6,15 @@
 -- KEYS[3]  the fair waiter deadlines, redisson_lock_timeout:{name} (zset owner -> ms)
 -- KEYS[4]  the fencing counter, redisson_lock_token:{name}
 -- KEYS[5]  the waiting writers, rlock_rwlock_writers:{name} (zset write owner -> ms)
+-- KEYS[6]  the waiting rlock threads of a reentrant lock, rlock_lock_waiters:{name}
+--          (zset owner -> liveness deadline ms)
 -- Returns {0, type} when KEYS[1] exists but is not a hash (type = Redis' name for it), else
---         {1, now, pttl, token, fields, queue, writers} where now is the server's clock in ms,
+--         {1, now, pttl, token, fields, queue, writers, waiters} where now is the server's
+--         clock in ms,
 --         pttl the hash's PTTL (-2 absent, -1 no expiry), token the counter (0 if unset),
 --         fields the hash as a flat {field, value, ...} array, queue a flat {owner, deadline, ...}
---         array in queue order (deadline -1 when the owner has no score), and writers a flat
---         {owner, deadline, ...} array ordered by deadline.
+--         array in queue order (deadline -1 when the owner has no score), and writers and
+--         waiters flat {owner, deadline, ...} arrays ordered by deadline.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'hash' and kind ~= 'none' then
     return {0, kind}
@@ -28,15 +31,20 @@ if redis.call('type', KEYS[2])['ok'] == 'list' then
         queue[#queue + 1] = score and tonumber(score) or -1
     end
 end
-local writers = {}
-if redis.call('type', KEYS[5])['ok'] == 'zset' then
-    writers = redis.call('zrange', KEYS[5], 0, -1, 'withscores')
-    for i = 2, #writers, 2 do
-        writers[i] = tonumber(writers[i])
+local function by_deadline(key)
+    local list = {}
+    if redis.call('type', key)['ok'] == 'zset' then
+        list = redis.call('zrange', key, 0, -1, 'withscores')
+        for i = 2, #list, 2 do
+            list[i] = tonumber(list[i])
+        end
     end
+    return list
 end
+local writers = by_deadline(KEYS[5])
+local waiters = by_deadline(KEYS[6])
 local fields = {}
 if kind == 'hash' then
     fields = redis.call('hgetall', KEYS[1])
 end
-return {1, now, redis.call('pttl', KEYS[1]), token, fields, queue, writers}
+return {1, now, redis.call('pttl', KEYS[1]), token, fields, queue, writers, waiters}

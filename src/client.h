@@ -97,6 +97,12 @@ void rlk_client_unref(rlock_client *c);
  * a client inherited across fork() that no entry point refreshed yet (rlk_client_enter()): a
  * safety net, so that an internal path can never talk on the parent's connections. */
 int rlk_client_check(const rlock_client *c);
+
+/* On a cluster client a script's keys and channels must share one slot, and rlock derives them
+ * from the name (Redisson's prefix:name and name:suffix; a latch's channel wraps the name in
+ * braces): RLOCK_EINVAL, naming the name and the rule, for a name whose derived names would hash
+ * to another slot than the name. what: "lock", "semaphore" or "latch". RLOCK_OK elsewhere. */
+int rlk_check_cluster_name(const rlock_client *c, const char *name, const char *what);
 /* Records the master a Sentinel named (Sentinel deployments) and raises master_gen. */
 void rlk_client_set_master(rlock_client *c, const char *host, int port);
 

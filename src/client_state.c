@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "cluster_slot.h"
 #include "conn.h"
 
 /* Here rather than in client_fork.c: every layer reads it (through rlk_client_check()), and
@@ -25,6 +26,36 @@ int rlk_client_check(const rlock_client *c)
         return rlk_err(RLOCK_ECLOSED, "the client was inherited across fork() and not refreshed");
     }
     return RLOCK_OK;
+}
+
+/* Names are refused rather than given companions of rlock's own: a Redisson client derives the
+ * companions by its rule, so a name it cannot use on a cluster is not one to share with it. */
+int rlk_check_cluster_name(const rlock_client *c, const char *name, const char *what)
+{
+    if (c->cluster == NULL) {
+        return RLOCK_OK;
+    }
+    size_t len = strlen(name);
+    int shown = len > 64 ? 64 : (int)len;
+    if (strcmp(what, "latch") == 0) {
+        if (memchr(name, '}', len) == NULL) {
+            return RLOCK_OK;
+        }
+        return rlk_err(RLOCK_EINVAL,
+                       "a latch name on a cluster client must not hold '}': the channel "
+                       "redisson_countdownlatch__channel__{name} of \"%.*s\" would hash to another "
+                       "slot than the name",
+                       shown, name);
+    }
+    int braces = memchr(name, '{', len) != NULL || memchr(name, '}', len) != NULL;
+    if (!braces || rlk_cluster_has_tag(name, len)) {
+        return RLOCK_OK;
+    }
+    return rlk_err(RLOCK_EINVAL,
+                   "a %s name on a cluster client must hold no brace or a hash tag ({tag}, not "
+                   "empty): the keys Redisson's rule derives from \"%.*s\" (prefix:name) would "
+                   "hash to another slot than the name",
+                   what, shown, name);
 }
 
 void rlk_log(const rlock_client *c, int level, const char *fmt, ...)

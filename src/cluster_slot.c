@@ -44,18 +44,38 @@ uint16_t rlk_crc16(const void *buf, size_t len)
     return crc;
 }
 
-int rlk_cluster_key_slot(const void *key, size_t len)
+/* The hash tag of a key: its offset and length in *start and *n when there is one (1), else 0. */
+static int slot_tag(const char *k, size_t len, size_t *start, size_t *n)
 {
-    const char *k = key;
     const char *open = len > 0 ? memchr(k, '{', len) : NULL;
 
     if (open != NULL) {
-        size_t start = (size_t)(open - k) + 1;
-        const char *close = memchr(k + start, '}', len - start);
+        *start = (size_t)(open - k) + 1;
+        const char *close = memchr(k + *start, '}', len - *start);
         /* An empty tag "{}" does not count: Redis then hashes the whole key. */
-        if (close != NULL && close > k + start) {
-            return rlk_crc16(k + start, (size_t)(close - (k + start))) & (RLK_CLUSTER_SLOTS - 1);
+        if (close != NULL && close > k + *start) {
+            *n = (size_t)(close - (k + *start));
+            return 1;
         }
     }
+    return 0;
+}
+
+int rlk_cluster_key_slot(const void *key, size_t len)
+{
+    const char *k = key;
+    size_t start = 0;
+    size_t n = len;
+
+    if (slot_tag(k, len, &start, &n)) {
+        return rlk_crc16(k + start, n) & (RLK_CLUSTER_SLOTS - 1);
+    }
     return rlk_crc16(k, len) & (RLK_CLUSTER_SLOTS - 1);
+}
+
+int rlk_cluster_has_tag(const void *key, size_t len)
+{
+    size_t start = 0;
+    size_t n = 0;
+    return slot_tag(key, len, &start, &n);
 }

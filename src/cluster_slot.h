@@ -22,4 +22,8 @@ uint16_t rlk_crc16(const void *buf, size_t len);
 /* The slot (0..16383) of the key of len bytes at key, hash tags applied as Redis does. */
 int rlk_cluster_key_slot(const void *key, size_t len);
 
+/* 1 when the key of len bytes holds a hash tag as Redis reads one (the bytes between its first
+ * '{' and the first '}' after it, at least one), else 0. */
+int rlk_cluster_has_tag(const void *key, size_t len);
+
 #endif /* RLK_CLUSTER_SLOT_H */

@@ -11,10 +11,13 @@
 #include "scripts.h"
 
 /* Redisson's derived key names of the lock, in the order lua/inspect.lua takes them. */
-#define RLK_INSPECT_KEYS 5
-static const char *const rlk_inspect_prefix[RLK_INSPECT_KEYS] = {
-    NULL, "redisson_lock_queue", "redisson_lock_timeout", "redisson_lock_token",
-    "rlock_rwlock_writers"};
+#define RLK_INSPECT_KEYS 6
+static const char *const rlk_inspect_prefix[RLK_INSPECT_KEYS] = {NULL,
+                                                                 "redisson_lock_queue",
+                                                                 "redisson_lock_timeout",
+                                                                 "redisson_lock_token",
+                                                                 "rlock_rwlock_writers",
+                                                                 "rlock_lock_waiters"};
 
 static int rlk_int_at(const redisReply *r, size_t i, long long *v)
 {
@@ -108,7 +111,7 @@ static void rlk_judge_type(rlock_lock_info *info, int hash_exists)
         info->type = RLOCK_TYPE_RW;
     } else if (info->n_queue > 0) {
         info->type = RLOCK_TYPE_FAIR;
-    } else if (hash_exists) {
+    } else if (hash_exists || info->n_waiters > 0) {
         info->type = RLOCK_TYPE_REENTRANT;
     } else {
         info->type = RLOCK_TYPE_FREE;
@@ -127,7 +130,7 @@ static int rlk_decode(const redisReply *r, rlock_lock_info *info)
         return rlk_err(RLOCK_EINVAL, "key '%s' holds a Redis %s, not a lock", info->name,
                        t->type == REDIS_REPLY_STRING ? t->str : "value");
     }
-    if (r->elements != 7) {
+    if (r->elements != 8) {
         return rlk_err(RLOCK_EPROTO, "inspect: unexpected reply shape");
     }
     long long token = 0;
@@ -140,6 +143,7 @@ static int rlk_decode(const redisReply *r, rlock_lock_info *info)
     rc = rc ? rc : rlk_decode_fields(r->element[4], info);
     rc = rc ? rc : rlk_decode_waiters(r->element[5], &info->queue, &info->n_queue);
     rc = rc ? rc : rlk_decode_waiters(r->element[6], &info->writers, &info->n_writers);
+    rc = rc ? rc : rlk_decode_waiters(r->element[7], &info->waiters, &info->n_waiters);
     if (rc == RLOCK_OK) {
         rlk_judge_type(info, info->ttl_ms != -2);
     }
@@ -182,6 +186,7 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
                                      "required");
     }
     int rc = rlk_client_enter(client);
+    rc = rc ? rc : rlk_check_cluster_name(client, name, "lock");
     if (rc != RLOCK_OK) {
         return rc;
     }
@@ -223,6 +228,7 @@ RLOCK_EXPORT void rlock_lock_info_free(rlock_lock_info *info)
     free(info->holders);
     rlk_free_waiters(info->queue, info->n_queue);
     rlk_free_waiters(info->writers, info->n_writers);
+    rlk_free_waiters(info->waiters, info->n_waiters);
     free(info->name);
     free(info);
 }

@@ -28,7 +28,8 @@ RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *nam
         rlk_err(RLOCK_EINVAL, "client must not be NULL");
         return NULL;
     }
-    if (rlk_client_enter(client) != RLOCK_OK || rlk_check_name(name, "latch") != RLOCK_OK) {
+    if (rlk_client_enter(client) != RLOCK_OK || rlk_check_name(name, "latch") != RLOCK_OK ||
+        rlk_check_cluster_name(client, name, "latch") != RLOCK_OK) {
         return NULL;
     }
     size_t len = strlen(name);

@@ -15,7 +15,8 @@ RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char
     if (rlk_client_enter(client) != RLOCK_OK) {
         return NULL;
     }
-    if (rlk_check_name(name, "lock") != RLOCK_OK) {
+    if (rlk_check_name(name, "lock") != RLOCK_OK ||
+        rlk_check_cluster_name(client, name, "lock") != RLOCK_OK) {
         return NULL;
     }
     switch (kind) {

@@ -156,7 +156,8 @@ RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const c
         rlk_err(RLOCK_EINVAL, "client must not be NULL");
         return NULL;
     }
-    if (rlk_client_enter(client) != RLOCK_OK || rlk_check_name(name, "semaphore") != RLOCK_OK) {
+    if (rlk_client_enter(client) != RLOCK_OK || rlk_check_name(name, "semaphore") != RLOCK_OK ||
+        rlk_check_cluster_name(client, name, "semaphore") != RLOCK_OK) {
         return NULL;
     }
     size_t len = strlen(name);

@@ -1,7 +1,8 @@
 /*
  * Acceptance tests of the rlock command (issue 15): the built binary (argv[1]) is spawned
  * against a real redis-server started by the harness, as a user would run it from a shell.
- * One test per acceptance point; files in a private temp dir carry what the children saw.
+ * One test per acceptance point; files in a private temp dir carry what the children saw
+ * (cli_spawn.h).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -18,80 +19,23 @@
 #include <cmocka.h>
 #include <hiredis.h>
 
+#include "cli_spawn.h"
 #include "redis_harness.h"
 #include "rlock.h"
 #include "tc_redis.h"
 
-static const char *g_bin;
 static rh_server *g_srv;
-static char g_dir[64];
-
-/* A path in the temp dir (static buffer rotation: up to 4 live at once). */
-static const char *path(const char *name)
-{
-    static char buf[4][128];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, sizeof(buf[0]), "%s/%s", g_dir, name);
-    return p;
-}
-
-/* Spawns argv (argv[0] "rlock" means the binary under test) with stdout/stderr to files
- * out/err in the temp dir (NULL: /dev/null). Only async-signal-safe calls after fork. */
-static pid_t spawn(const char *const *argv, const char *out, const char *err)
-{
-    int fo = open(out ? path(out) : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err ? path(err) : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const char *bin = strcmp(argv[0], "rlock") == 0 ? g_bin : argv[0];
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    close(fo);
-    close(fe);
-    assert_true(pid > 0);
-    return pid;
-}
-
-static int run(const char *const *argv, const char *out, const char *err)
-{
-    return rh_wait_child(spawn(argv, out, err), 60000);
-}
 
 /* Removes the temp-dir files a and b (what the script writes) and returns the shell script fmt
  * with their paths for its %s, in order (one static buffer: one script at a time). */
 static const char *fresh_script(const char *fmt, const char *a, const char *b)
 {
     static char script[512];
-    const char *pa = path(a), *pb = path(b);
+    const char *pa = ct_path(a), *pb = ct_path(b);
     unlink(pa);
     unlink(pb);
     snprintf(script, sizeof(script), fmt, pa, pb);
     return script;
-}
-
-static char *slurp(const char *name)
-{
-    static char buf[8192];
-    FILE *f = fopen(path(name), "r");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    buf[n] = '\0';
-    if (f) {
-        fclose(f);
-    }
-    return buf;
-}
-
-static int count_of(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) {
-        n++;
-    }
-    return n;
 }
 
 static size_t queue_len(rlock_client *c, const char *name, int holders)
@@ -114,23 +58,23 @@ static void await_len(rlock_client *c, const char *name, size_t n, int holders)
 /* 8 parallel workers, each runs `rlock run` 5 times around read, sleep, write of a counter. */
 static void counter_case(const char *kind, const char *name)
 {
-    FILE *f = fopen(path("counter"), "w");
+    FILE *f = fopen(ct_path("counter"), "w");
     fputs("0\n", f);
     fclose(f);
     char script[512];
     snprintf(script, sizeof(script),
              "for i in 1 2 3 4 5; do \"%s\" run -k %s %s -- sh -c "
              "'v=$(cat \"%s\"); sleep 0.01; echo $((v+1)) > \"%s\"' || exit 1; done",
-             g_bin, kind, name, path("counter"), path("counter"));
+             ct_bin, kind, name, ct_path("counter"), ct_path("counter"));
     const char *argv[] = {"/bin/sh", "-c", script, NULL};
     pid_t pids[8];
     for (int i = 0; i < 8; i++) {
-        pids[i] = spawn(argv, NULL, NULL);
+        pids[i] = ct_spawn(argv, NULL, NULL);
     }
     for (int i = 0; i < 8; i++) {
         assert_int_equal(rh_wait_child(pids[i], 120000), 0);
     }
-    assert_int_equal(atoi(slurp("counter")), 40);
+    assert_int_equal(atoi(ct_slurp("counter")), 40);
 }
 
 static void test_counter_fair(void **state)
@@ -149,11 +93,11 @@ static void test_exit_status(void **state)
 {
     (void)state;
     const char *seven[] = {"rlock", "run", "cli:exit", "--", "/bin/sh", "-c", "exit 7", NULL};
-    assert_int_equal(run(seven, NULL, NULL), 7);
+    assert_int_equal(ct_run(seven, NULL, NULL), 7);
     const char *killed[] = {"rlock", "run", "cli:exit", "--", "/bin/sh", "-c", "kill -9 $$", NULL};
-    assert_int_equal(run(killed, NULL, NULL), 137);
+    assert_int_equal(ct_run(killed, NULL, NULL), 137);
     const char *missing[] = {"rlock", "run", "cli:exit", "--", "/nonexistent/cmd", NULL};
-    assert_int_equal(run(missing, NULL, "err"), 127);
+    assert_int_equal(ct_run(missing, NULL, "err"), 127);
     /* The lock is free again after each run. */
     rlock_client *c = tc_client_defaults(g_srv);
     assert_int_equal(queue_len(c, "cli:exit", 1), 0);
@@ -165,21 +109,21 @@ static void test_conflict(void **state)
     (void)state;
     rlock_client *c;
     rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "cli:busy", &c);
-    unlink(path("ran"));
-    const char *nb[] = {"rlock", "run", "-n", "cli:busy", "--", "/bin/touch", path("ran"), NULL};
-    assert_int_equal(run(nb, NULL, "err"), 1);
-    assert_non_null(strstr(slurp("err"), "not acquired"));
-    const char *e42[] = {"rlock",    "run", "-n",         "-E",        "42",
-                         "cli:busy", "--",  "/bin/touch", path("ran"), NULL};
-    assert_int_equal(run(e42, NULL, NULL), 42);
-    const char *w[] = {"rlock", "run",        "-w",        "300ms", "cli:busy",
-                       "--",    "/bin/touch", path("ran"), NULL};
+    unlink(ct_path("ran"));
+    const char *nb[] = {"rlock", "run", "-n", "cli:busy", "--", "/bin/touch", ct_path("ran"), NULL};
+    assert_int_equal(ct_run(nb, NULL, "err"), 1);
+    assert_non_null(strstr(ct_slurp("err"), "not acquired"));
+    const char *e42[] = {"rlock",    "run", "-n",         "-E",           "42",
+                         "cli:busy", "--",  "/bin/touch", ct_path("ran"), NULL};
+    assert_int_equal(ct_run(e42, NULL, NULL), 42);
+    const char *w[] = {"rlock", "run",        "-w",           "300ms", "cli:busy",
+                       "--",    "/bin/touch", ct_path("ran"), NULL};
     int64_t t0 = rh_now_ms();
-    assert_int_equal(run(w, NULL, NULL), 1);
+    assert_int_equal(ct_run(w, NULL, NULL), 1);
     int64_t took = rh_now_ms() - t0;
     assert_true(took >= 300);
     assert_true(took < 5000); /* gave up after its wait, not after the 30 s lease */
-    assert_int_equal(access(path("ran"), F_OK), -1); /* nothing ran */
+    assert_int_equal(access(ct_path("ran"), F_OK), -1); /* nothing ran */
     rlock_unlock(l);
     tc_close_own(l, c);
 }
@@ -201,19 +145,16 @@ static void lost_case(const char *const *pre, int npre, const char *del, const c
     argv[n++] = "-c";
     argv[n++] = script;
     argv[n] = NULL;
-    pid_t pid = spawn(argv, NULL, "err");
-    for (int i = 0; i < 500 && access(path("started"), F_OK) != 0; i++) {
-        rh_sleep_ms(10);
-    }
-    assert_int_equal(access(path("started"), F_OK), 0);
+    pid_t pid = ct_spawn(argv, NULL, "err");
+    assert_true(ct_await_file("started"));
     const char *cmd[] = {"DEL", del, NULL};
     assert_int_equal(rh_cmd_int(g_srv, cmd), 1);
     int64_t t0 = rh_now_ms();
     assert_int_equal(rh_wait_child(pid, 30000), 3);
     /* Renewals run every 300 ms: the loss is seen at the next one (slack for a busy host). */
     assert_true(rh_now_ms() - t0 < 300 + 2000);
-    assert_non_null(strstr(slurp("term"), "TERM"));
-    assert_non_null(strstr(slurp("err"), msg));
+    assert_non_null(strstr(ct_slurp("term"), "TERM"));
+    assert_non_null(strstr(ct_slurp("err"), msg));
 }
 
 static void test_lost_lock(void **state)
@@ -229,7 +170,7 @@ static void test_sigterm_while_waiting(void **state)
     rlock_client *c;
     rlock *l = tc_hold_own(g_srv, RLOCK_FAIR, "cli:sigterm", &c);
     const char *argv[] = {"rlock", "run", "-k", "fair", "cli:sigterm", "--", "/bin/true", NULL};
-    pid_t pid = spawn(argv, NULL, NULL);
+    pid_t pid = ct_spawn(argv, NULL, NULL);
     await_len(c, "cli:sigterm", 1, 0);
     kill(pid, SIGTERM);
     assert_int_equal(rh_wait_child(pid, 10000), 143);
@@ -246,9 +187,9 @@ static void test_token_increases(void **state)
         fresh_script("echo $RLOCK_NAME $RLOCK_TOKEN >> \"%s\"", "tokens", "tokens");
     const char *argv[] = {"rlock", "run", "cli:token", "--", "/bin/sh", "-c", script, NULL};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(run(argv, NULL, NULL), 0);
+        assert_int_equal(ct_run(argv, NULL, NULL), 0);
     }
-    char *text = slurp("tokens");
+    char *text = ct_slurp("tokens");
     long long prev = 0;
     for (int i = 0; i < 3; i++) {
         assert_int_equal(strncmp(text, "cli:token ", 10), 0);
@@ -266,8 +207,8 @@ static void test_status_reentrant(void **state)
     rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "cli:st:re", &c);
     assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     const char *argv[] = {"rlock", "status", "--json", "cli:st:re", NULL};
-    assert_int_equal(run(argv, "out", NULL), 0);
-    char *out = slurp("out");
+    assert_int_equal(ct_run(argv, "out", NULL), 0);
+    char *out = ct_slurp("out");
     char want[160];
     snprintf(want, sizeof(want), "\"holders\":[{\"owner\":\"%s:", rlock_client_id(c));
     assert_non_null(strstr(out, "{\"name\":\"cli:st:re\",\"type\":\"reentrant\",\"locked\":true"));
@@ -278,8 +219,8 @@ static void test_status_reentrant(void **state)
     assert_non_null(strstr(out, tok));
     assert_non_null(strstr(out, "\"queue\":[],\"mode\":null"));
     const char *text[] = {"rlock", "status", "cli:st:re", "cli:st:none", NULL};
-    assert_int_equal(run(text, "out", NULL), 0);
-    assert_non_null(strstr(slurp("out"), "cli:st:none: free, not locked"));
+    assert_int_equal(ct_run(text, "out", NULL), 0);
+    assert_non_null(strstr(ct_slurp("out"), "cli:st:none: free, not locked"));
     assert_int_equal(rlock_hold_count(l), 2); /* status changed nothing */
     rlock_unlock(l);
     rlock_unlock(l);
@@ -291,23 +232,23 @@ static void test_status_fair_queue(void **state)
     (void)state;
     rlock_client *c;
     rlock *l = tc_hold_own(g_srv, RLOCK_FAIR, "cli:st:fair", &c);
-    unlink(path("order"));
+    unlink(ct_path("order"));
     pid_t pids[3];
     for (int i = 0; i < 3; i++) {
         char script[128];
-        snprintf(script, sizeof(script), "echo %d >> \"%s\"", i + 1, path("order"));
+        snprintf(script, sizeof(script), "echo %d >> \"%s\"", i + 1, ct_path("order"));
         const char *argv[] = {"rlock", "run",     "-k", "fair", "cli:st:fair",
                               "--",    "/bin/sh", "-c", script, NULL};
-        pids[i] = spawn(argv, NULL, NULL);
+        pids[i] = ct_spawn(argv, NULL, NULL);
         await_len(c, "cli:st:fair", (size_t)i + 1, 0);
     }
     rlock_lock_info *in = NULL;
     assert_int_equal(rlock_inspect(c, "cli:st:fair", &in), RLOCK_OK);
     const char *argv[] = {"rlock", "status", "--json", "cli:st:fair", NULL};
-    assert_int_equal(run(argv, "out", NULL), 0);
-    char *out = slurp("out");
+    assert_int_equal(ct_run(argv, "out", NULL), 0);
+    char *out = ct_slurp("out");
     assert_non_null(strstr(out, "\"type\":\"fair\",\"locked\":true"));
-    assert_int_equal(count_of(out, "\"deadline_ms\":"), 3);
+    assert_int_equal(ct_count_of(out, "\"deadline_ms\":"), 3);
     /* The JSON lists the queue in order: each owner appears after the previous one. */
     const char *at = strstr(out, "\"queue\":[");
     assert_non_null(at);
@@ -317,13 +258,13 @@ static void test_status_fair_queue(void **state)
     }
     rlock_lock_info_free(in);
     const char *text[] = {"rlock", "status", "cli:st:fair", NULL};
-    assert_int_equal(run(text, "out", NULL), 0);
-    assert_non_null(strstr(slurp("out"), "queue 3"));
+    assert_int_equal(ct_run(text, "out", NULL), 0);
+    assert_non_null(strstr(ct_slurp("out"), "queue 3"));
     rlock_unlock(l);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(rh_wait_child(pids[i], 30000), 0);
     }
-    assert_string_equal(slurp("order"), "1\n2\n3\n"); /* the queue's order was the real one */
+    assert_string_equal(ct_slurp("order"), "1\n2\n3\n"); /* the queue's order was the real one */
     tc_close_own(l, c);
 }
 
@@ -334,15 +275,15 @@ static void test_status_rw_readers(void **state)
     pid_t pids[2];
     const char *argv[] = {"rlock", "run", "-k", "read", "cli:st:rw", "--", "/bin/sleep", "2", NULL};
     for (int i = 0; i < 2; i++) {
-        pids[i] = spawn(argv, NULL, NULL);
+        pids[i] = ct_spawn(argv, NULL, NULL);
     }
     await_len(c, "cli:st:rw", 2, 1);
     const char *st[] = {"rlock", "status", "--json", "cli:st:rw", NULL};
-    assert_int_equal(run(st, "out", NULL), 0);
-    char *out = slurp("out");
+    assert_int_equal(ct_run(st, "out", NULL), 0);
+    char *out = ct_slurp("out");
     assert_non_null(strstr(out, "\"type\":\"read-write\",\"locked\":true"));
     assert_non_null(strstr(out, "\"mode\":\"read\""));
-    assert_int_equal(count_of(out, "\"count\":1}"), 2);
+    assert_int_equal(ct_count_of(out, "\"count\":1}"), 2);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(rh_wait_child(pids[i], 30000), 0);
     }
@@ -372,8 +313,8 @@ static void test_status_redisson(void **state)
     const char *rw[] = {"HSET", "cli:javarw", "mode", "read", owner, "2", NULL};
     rh_cmd_int(g_srv, rw);
     const char *argv[] = {"rlock", "status", "--json", "cli:java", "cli:javarw", NULL};
-    assert_int_equal(run(argv, "out", NULL), 0);
-    char *out = slurp("out");
+    assert_int_equal(ct_run(argv, "out", NULL), 0);
+    char *out = ct_slurp("out");
     assert_non_null(strstr(out, "{\"name\":\"cli:java\",\"type\":\"fair\",\"locked\":true,"
                                 "\"holders\":[{\"owner\":\"6f1c2b1e-0000-4000-8000-00000000beef:"
                                 "1\",\"count\":1}]"));
@@ -391,8 +332,8 @@ static void test_unlock_force(void **state)
     rlock_client *c;
     rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, "cli:force", &c);
     const char *argv[] = {"rlock", "unlock", "--force", "cli:force", "cli:force:free", NULL};
-    assert_int_equal(run(argv, "out", NULL), 0);
-    char *out = slurp("out");
+    assert_int_equal(ct_run(argv, "out", NULL), 0);
+    char *out = ct_slurp("out");
     assert_non_null(strstr(out, "cli:force: unlocked"));
     assert_non_null(strstr(out, "cli:force:free: not locked"));
     assert_int_equal(rlock_is_locked(l), 0);
@@ -400,10 +341,10 @@ static void test_unlock_force(void **state)
     const char *set[] = {"SET", "cli:notalock", "x", NULL};
     rh_cmd_int(g_srv, set);
     const char *bad[] = {"rlock", "unlock", "--force", "cli:notalock", NULL};
-    assert_int_equal(run(bad, NULL, "err"), 4);
-    assert_non_null(strstr(slurp("err"), "not a lock"));
+    assert_int_equal(ct_run(bad, NULL, "err"), 4);
+    assert_non_null(strstr(ct_slurp("err"), "not a lock"));
     const char *noforce[] = {"rlock", "unlock", "cli:force", NULL};
-    assert_int_equal(run(noforce, NULL, NULL), 2);
+    assert_int_equal(ct_run(noforce, NULL, NULL), 2);
     tc_close_own(l, c);
 }
 
@@ -411,24 +352,24 @@ static void test_errors_and_help(void **state)
 {
     (void)state;
     const char *conn[] = {"rlock", "--url", "redis://127.0.0.1:1", "status", "x", NULL};
-    assert_int_equal(run(conn, NULL, "err"), 4);
-    assert_non_null(strstr(slurp("err"), "rlock: cannot connect to redis://127.0.0.1:1: "));
-    assert_non_null(strstr(slurp("err"), "refused"));
+    assert_int_equal(ct_run(conn, NULL, "err"), 4);
+    assert_non_null(strstr(ct_slurp("err"), "rlock: cannot connect to redis://127.0.0.1:1: "));
+    assert_non_null(strstr(ct_slurp("err"), "refused"));
     /* A URL with a password: the message hides the user information. */
     const char *secret[] = {"rlock",  "--url", "redis://u:Secr3tPw@127.0.0.1:1",
                             "status", "x",     NULL};
-    assert_int_equal(run(secret, NULL, "err"), 4);
-    assert_non_null(strstr(slurp("err"), "rlock: cannot connect to redis://***@127.0.0.1:1: "));
-    assert_null(strstr(slurp("err"), "Secr3tPw"));
+    assert_int_equal(ct_run(secret, NULL, "err"), 4);
+    assert_non_null(strstr(ct_slurp("err"), "rlock: cannot connect to redis://***@127.0.0.1:1: "));
+    assert_null(strstr(ct_slurp("err"), "Secr3tPw"));
     const char *cmds[][4] = {{"rlock", "--help", NULL},
                              {"rlock", "run", "--help", NULL},
                              {"rlock", "status", "--help", NULL},
                              {"rlock", "unlock", "--help", NULL}};
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(run(cmds[i], "out", NULL), 0);
-        assert_non_null(strstr(slurp("out"), "usage: rlock"));
+        assert_int_equal(ct_run(cmds[i], "out", NULL), 0);
+        assert_non_null(strstr(ct_slurp("out"), "usage: rlock"));
     }
-    assert_non_null(strstr(slurp("out"), "Exit"));
+    assert_non_null(strstr(ct_slurp("out"), "Exit"));
     const char *bad[][8] = {{"rlock", NULL},
                             {"rlock", "frob", NULL},
                             {"rlock", "run", "x", NULL},
@@ -436,7 +377,7 @@ static void test_errors_and_help(void **state)
                             {"rlock", "run", "-k", "odd", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "--kill-signal", "NOPE", "x", "--", "/bin/true"}};
     for (int i = 0; i < 6; i++) {
-        assert_int_equal(run(bad[i], NULL, NULL), 2);
+        assert_int_equal(ct_run(bad[i], NULL, NULL), 2);
     }
 }
 
@@ -470,27 +411,27 @@ static void test_semaphore_at_most_n(void **state)
                           "--",    "/bin/sh", "-c",          script, NULL};
     pid_t pids[6];
     for (int i = 0; i < 6; i++) {
-        pids[i] = spawn(argv, NULL, NULL);
+        pids[i] = ct_spawn(argv, NULL, NULL);
     }
     for (int i = 0; i < 6; i++) {
         assert_int_equal(rh_wait_child(pids[i], 60000), 0);
     }
-    const char *log = slurp("semlog");
+    const char *log = ct_slurp("semlog");
     int entries = 0;
     int most = max_inside(log, &entries);
     print_message("6 commands, at most %d inside at once\n", most);
     assert_int_equal(entries, 6);
-    assert_int_equal(count_of(log, "-"), 6);
+    assert_int_equal(ct_count_of(log, "-"), 6);
     assert_int_equal(most, 2);
-    assert_int_equal(count_of(log, "+ cli:sem "), 6);
+    assert_int_equal(ct_count_of(log, "+ cli:sem "), 6);
     const char *id = strstr(log, "+ cli:sem ") + strlen("+ cli:sem ");
     assert_int_equal(strspn(id, "0123456789abcdef"), RLOCK_PERMIT_ID_LEN);
     const char *st[] = {"rlock", "status", "--semaphore", "cli:sem", NULL};
-    assert_int_equal(run(st, "out", NULL), 0);
-    assert_string_equal(slurp("out"), "cli:sem: semaphore, 2 permit(s) available\n");
+    assert_int_equal(ct_run(st, "out", NULL), 0);
+    assert_string_equal(ct_slurp("out"), "cli:sem: semaphore, 2 permit(s) available\n");
     const char *as_lock[] = {"rlock", "status", "cli:sem", NULL};
-    assert_int_equal(run(as_lock, NULL, "err"), 4);
-    assert_non_null(strstr(slurp("err"), "try rlock status --semaphore cli:sem"));
+    assert_int_equal(ct_run(as_lock, NULL, "err"), 4);
+    assert_non_null(strstr(ct_slurp("err"), "try rlock status --semaphore cli:sem"));
 }
 
 /* With every permit taken, -n and -w give up with 1 (or -E) and run nothing; status shows 0;
@@ -502,38 +443,38 @@ static void test_semaphore_busy(void **state)
     rlock_semaphore *s = rlock_semaphore_open(c, "cli:sem:busy");
     assert_int_equal(rlock_semaphore_try_set_permits(s, 1), 1);
     assert_int_equal(rlock_semaphore_acquire(s, 1, 0), RLOCK_OK);
-    unlink(path("ran"));
-    const char *nb[] = {"rlock",        "run", "-n",         "--semaphore", "1",
-                        "cli:sem:busy", "--",  "/bin/touch", path("ran"),   NULL};
-    assert_int_equal(run(nb, NULL, "err"), 1);
-    assert_non_null(strstr(slurp("err"), "not acquired"));
-    const char *w[] = {"rlock", "run",          "-w", "300ms",      "-E",        "9", "--semaphore",
-                       "1",     "cli:sem:busy", "--", "/bin/touch", path("ran"), NULL};
+    unlink(ct_path("ran"));
+    const char *nb[] = {"rlock",        "run", "-n",         "--semaphore",  "1",
+                        "cli:sem:busy", "--",  "/bin/touch", ct_path("ran"), NULL};
+    assert_int_equal(ct_run(nb, NULL, "err"), 1);
+    assert_non_null(strstr(ct_slurp("err"), "not acquired"));
+    const char *w[] = {"rlock",      "run",          "-w", "300ms",        "-E",
+                       "9",          "--semaphore",  "1",  "cli:sem:busy", "--",
+                       "/bin/touch", ct_path("ran"), NULL};
     int64_t t0 = rh_now_ms();
-    assert_int_equal(run(w, NULL, NULL), 9);
+    assert_int_equal(ct_run(w, NULL, NULL), 9);
     assert_true(rh_now_ms() - t0 >= 300);
-    assert_int_equal(access(path("ran"), F_OK), -1);
+    assert_int_equal(access(ct_path("ran"), F_OK), -1);
     const char *st[] = {"rlock", "status", "--json", "--semaphore", "cli:sem:busy", NULL};
-    assert_int_equal(run(st, "out", NULL), 0);
-    assert_string_equal(slurp("out"),
+    assert_int_equal(ct_run(st, "out", NULL), 0);
+    assert_string_equal(ct_slurp("out"),
                         "{\"name\":\"cli:sem:busy\",\"type\":\"semaphore\",\"available\":0}\n");
     assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
-    assert_int_equal(run(nb, NULL, NULL), 0);
-    assert_int_equal(access(path("ran"), F_OK), 0);
+    assert_int_equal(ct_run(nb, NULL, NULL), 0);
+    assert_int_equal(access(ct_path("ran"), F_OK), 0);
     /* 9 slots: the last row has 8 words and needs its NULL (with 8, execv read past it). */
     const char *bad[][9] = {{"rlock", "run", "--semaphore", "0", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "--semaphore", "2x", "x", "--", "/bin/true", NULL},
                             {"rlock", "run", "-k", "fair", "--semaphore", "2", "x", "--"}};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(run(bad[i], NULL, NULL), 2);
+        assert_int_equal(ct_run(bad[i], NULL, NULL), 2);
     }
-    /* --lease: a fixed lease, not renewed; it runs out under a longer command, and the release
-     * finds the permit gone (exit 3), which is back in the semaphore. */
+    /* --lease: a fixed lease, not renewed; it runs out under a longer command, which is
+     * signalled then (exit 3), and the permit is back in the semaphore. */
     const char *lease[] = {"rlock",        "run", "--lease",    "200ms", "--semaphore", "1",
                            "cli:sem:busy", "--",  "/bin/sleep", "1",     NULL};
-    assert_int_equal(run(lease, NULL, "err"), 3);
-    assert_non_null(
-        strstr(slurp("err"), "permit was lost while the command ran (found at release)"));
+    assert_int_equal(ct_run(lease, NULL, "err"), 3);
+    assert_non_null(strstr(ct_slurp("err"), "permit's --lease ended while the command ran"));
     assert_int_equal(rlock_semaphore_available(s), 1);
     rlock_semaphore_free(s);
     rlock_client_free(c);
@@ -553,8 +494,7 @@ static int setup(void **state)
     (void)state;
     rh_skip_if_unavailable();
     g_srv = rh_start(NULL);
-    snprintf(g_dir, sizeof(g_dir), "%s", "/tmp/rlock-cli.XXXXXX");
-    if (g_srv == NULL || mkdtemp(g_dir) == NULL) {
+    if (g_srv == NULL || ct_dir_init() != 0) {
         return -1;
     }
     /* Children find the server through the environment, as a user's shell would. */
@@ -566,16 +506,12 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", g_dir);
-    }
+    ct_dir_remove();
     rh_free(g_srv);
     return 0;
 }
 
-TC_MAIN_PATH(g_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_counter_fair),
+TC_MAIN_PATH(ct_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_counter_fair),
              cmocka_unit_test(test_counter_reentrant), cmocka_unit_test(test_exit_status),
              cmocka_unit_test(test_conflict), cmocka_unit_test(test_lost_lock),
              cmocka_unit_test(test_sigterm_while_waiting), cmocka_unit_test(test_token_increases),

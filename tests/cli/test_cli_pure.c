@@ -1,5 +1,6 @@
 /*
- * Unit tests of the rlock command's pure parts: DURATION parsing, signal names, JSON escaping.
+ * Unit tests of the rlock command's pure parts: DURATION parsing, signal names, JSON escaping,
+ * URLs with their user information hidden.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -111,5 +112,36 @@ static void test_json_escaping(void **state)
     expect_json("", 0, "\"\"");
 }
 
+/* Every character a password may hold, encoded or not, and user:password forms: nothing between
+ * the scheme and the last '@' is shown. */
+static void test_redact_url(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url;
+        const char *shown;
+    } cases[] = {
+        {"redis://:Pw#Secret2@h:1", "redis://***@h:1"},
+        {"redis://:Pw/Secret2@h:1/2", "redis://***@h:1/2"},
+        {"redis://:Pw?Secret2@h:1", "redis://***@h:1"},
+        {"redis://:Pw@Secret2@h:1", "redis://***@h:1"},
+        {"redis://user:Pw:Secret2@h", "redis://***@h"},
+        {"redis://us:er:P/w?#@Secret2@h:1?db=2", "redis://***@h:1?db=2"},
+        {"redis-sentinel://:Secret2@s1:1,s2:2#mymaster", "redis-sentinel://***@s1:1,s2:2#mymaster"},
+        {"unix://:Secret2@/run/redis.sock", "unix://***@/run/redis.sock"},
+        {"redis://h:1/0", "redis://h:1/0"},
+        {"Secret2@h", "***@h"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[128];
+        cli_redact_url(cases[i].url, out, sizeof(out));
+        assert_string_equal(out, cases[i].shown);
+    }
+    char small[8];
+    cli_redact_url("redis://:Secret2@h:1", small, sizeof(small));
+    assert_string_equal(small, "redis:/");
+}
+
 TC_MAIN(NULL, NULL, cmocka_unit_test(test_duration_units), cmocka_unit_test(test_duration_rejects),
-        cmocka_unit_test(test_signals), cmocka_unit_test(test_json_escaping))
+        cmocka_unit_test(test_signals), cmocka_unit_test(test_json_escaping),
+        cmocka_unit_test(test_redact_url))

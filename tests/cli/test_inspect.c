@@ -1,8 +1,9 @@
 /*
  * rlock_inspect() and rlock_client_interrupt() against a real redis-server: the snapshot of a
- * reentrant lock, a fair lock with three waiters in order, a read-write lock with two readers
- * and a waiting writer, a free name and a key that is not a lock; that inspecting changes
- * nothing; and that an interrupted wait returns at once and leaves the fair queue.
+ * reentrant lock (and its two waiting rlock threads), a fair lock with three waiters in order, a
+ * read-write lock with two readers and a waiting writer, a free name and a key that is not a
+ * lock; that inspecting changes nothing; and that an interrupted wait returns at once and
+ * leaves the fair queue.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -39,12 +40,13 @@ static int lock_and_unlock(void *lock)
     return rc;
 }
 
-/* Polls until the lock's fair queue (or waiting-writer set) has n entries. */
-static void await_waiters(rlock_client *c, const char *name, size_t n, int writers)
+/* Polls until the lock's fair queue (which 0), waiting-writer set (1) or waiting reentrant
+ * threads (2) have n entries. */
+static void await_waiters(rlock_client *c, const char *name, size_t n, int which)
 {
     for (int i = 0; i < 500; i++) {
         rlock_lock_info *in = inspect(c, name);
-        size_t have = writers ? in->n_writers : in->n_queue;
+        size_t have = which == 1 ? in->n_writers : which == 2 ? in->n_waiters : in->n_queue;
         rlock_lock_info_free(in);
         if (have == n) {
             return;
@@ -119,6 +121,40 @@ static void test_reentrant(void **state)
     rlock_unlock(l);
     rlock_unlock(l);
     tc_close_own(l, c);
+}
+
+/* The rlock threads waiting for a reentrant lock are listed, earliest deadline first, with
+ * their liveness deadlines; the lock's other fields stay those of a reentrant lock. */
+static void test_reentrant_waiters(void **state)
+{
+    (void)state;
+    held_and_waiting h;
+    hw_open(&h, RLOCK_REENTRANT, RLOCK_REENTRANT, "inspect:re:wait");
+    tc_bg w[2];
+    for (int i = 0; i < 2; i++) {
+        tc_bg_start(&w[i], lock_and_unlock, h.lw);
+        await_waiters(h.c, "inspect:re:wait", (size_t)i + 1, 2);
+    }
+    rlock_lock_info *in = inspect(h.c, "inspect:re:wait");
+    assert_int_equal(in->type, RLOCK_TYPE_REENTRANT);
+    assert_int_equal(in->n_queue, 0);
+    assert_int_equal(in->n_writers, 0);
+    assert_int_equal(in->n_waiters, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_memory_equal(in->waiters[i].owner, rlock_client_id(h.cw), 36);
+        assert_true(in->waiters[i].deadline_ms > in->server_time_ms);
+    }
+    assert_string_not_equal(in->waiters[0].owner, in->waiters[1].owner);
+    assert_true(in->waiters[0].deadline_ms <= in->waiters[1].deadline_ms);
+    rlock_lock_info_free(in);
+    rlock_unlock(h.l);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(tc_bg_join(&w[i]), RLOCK_OK);
+    }
+    in = inspect(h.c, "inspect:re:wait");
+    assert_int_equal(in->n_waiters, 0);
+    rlock_lock_info_free(in);
+    hw_close(&h);
 }
 
 static void test_fair_queue_and_interrupt(void **state)
@@ -198,5 +234,6 @@ static void test_rw_readers_and_writer(void **state)
 TC_SERVER_FIXTURE(g_srv)
 
 TC_MAIN(setup, teardown, cmocka_unit_test(test_free_and_bad_input),
-        cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair_queue_and_interrupt),
+        cmocka_unit_test(test_reentrant), cmocka_unit_test(test_reentrant_waiters),
+        cmocka_unit_test(test_fair_queue_and_interrupt),
         cmocka_unit_test(test_rw_readers_and_writer))

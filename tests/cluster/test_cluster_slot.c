@@ -78,13 +78,28 @@ static void test_binary_keys(void **state)
     assert_int_equal(rlk_cluster_key_slot(tagged, 5), rlk_crc16("\0", 1) & 16383);
 }
 
+/* rlk_cluster_has_tag() agrees with the slot rule: a key with a tag hashes as its tag. */
+static void test_has_tag(void **state)
+{
+    (void)state;
+    const char *tagged[] = {"{t}", "{t}x", "a{t}b", "}{t}", "{t}{", "{{}"};
+    const char *untagged[] = {"plain", "{}e", "{", "}{", "a{b", "x{}y{z}", "}", "a}b", ""};
+    for (size_t i = 0; i < sizeof(tagged) / sizeof(tagged[0]); i++) {
+        assert_int_equal(rlk_cluster_has_tag(tagged[i], strlen(tagged[i])), 1);
+    }
+    for (size_t i = 0; i < sizeof(untagged) / sizeof(untagged[0]); i++) {
+        const char *k = untagged[i];
+        assert_int_equal(rlk_cluster_has_tag(k, strlen(k)), 0);
+        assert_int_equal(rlk_cluster_key_slot(k, strlen(k)), rlk_crc16(k, strlen(k)) & 16383);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc16_check_value),
-        cmocka_unit_test(test_known_slots),
-        cmocka_unit_test(test_tag_decides_slot),
-        cmocka_unit_test(test_binary_keys),
+        cmocka_unit_test(test_crc16_check_value), cmocka_unit_test(test_known_slots),
+        cmocka_unit_test(test_tag_decides_slot),  cmocka_unit_test(test_binary_keys),
+        cmocka_unit_test(test_has_tag),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,19 @@ rlock_add_test(NAME test_inspect SOURCES cli/test_inspect.c LABELS redis TIMEOUT
 
 # Acceptance of issue 15: the built `rlock` binary spawned against a real redis-server.
 if(TARGET rlock_cli)
-  rlock_add_test(NAME test_cli_accept SOURCES cli/test_cli_accept.c LABELS redis TIMEOUT 180
-                 ARGS $<TARGET_FILE:rlock_cli>)
+  rlock_add_test(NAME test_cli_accept SOURCES cli/test_cli_accept.c cli/cli_spawn.c LABELS redis
+                 TIMEOUT 180 ARGS $<TARGET_FILE:rlock_cli>)
   add_dependencies(test_cli_accept rlock_cli)
+  # Issue 26: no password in messages, one-line usage errors, the command's process group
+  # signalled, --lease enforced, silent skips, waiters in status.
+  rlock_add_test(NAME test_cli_hardening SOURCES cli/test_cli_hardening.c cli/cli_spawn.c
+                 LABELS redis TIMEOUT 120 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cli_hardening rlock_cli)
+  # The --tls-* options and RLOCK_TLS_* variables against a TLS server that requires a client
+  # certificate (the certificates of the tls_certs fixture, tests/cmake/tls.cmake).
+  rlock_add_test(NAME test_cli_tls SOURCES cli/test_cli_tls.c cli/cli_spawn.c LABELS redis
+                 TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>
+                 ENV "RLOCK_TLS_CERTS=${CMAKE_CURRENT_BINARY_DIR}/tls-certs"
+                 FIXTURES_REQUIRED tls_certs)
+  add_dependencies(test_cli_tls rlock_cli)
 endif()

@@ -48,3 +48,8 @@ rlock_add_test(NAME test_cluster_redlock SOURCES cluster/test_cluster_redlock.c
 # spelled out; the fixture is resolved when ctest runs).
 rlock_add_test(NAME test_cluster_tls SOURCES cluster/test_cluster_tls.c LABELS redis TIMEOUT 120
                ENV "RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs" FIXTURES_REQUIRED tls_certs)
+
+# Names holding braces: on a cluster a name whose derived keys would leave its slot is refused
+# at open time (RLOCK_EINVAL) for every lock kind, the semaphore, the latch and inspect; tagged
+# names work there; every name works on a standalone client.
+rlock_add_test(NAME test_cluster_names SOURCES cluster/test_cluster_names.c LABELS redis TIMEOUT 120)

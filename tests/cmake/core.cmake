@@ -40,6 +40,23 @@ if(RLOCK_INSTALL)
                        SKIP_RETURN_CODE 77)
 endif()
 
+# (c2) first_hour: a new user's first hour as README.md leads it. A build with cmocka hidden from
+# pkg-config configures (tests off, with a notice), builds and installs into a temporary prefix;
+# README's first example, compiled by README's own cc line, runs from that prefix against the
+# server REDIS_URL names; every example reaches its server through REDIS_URL alone;
+# examples/redlock3.sh prints its counter. Label install: plain build only (~30 s).
+# docs_first_hour: what README.md and include/rlock.h owe that user (one ACL list, the test
+# run's length and subsets, a usage line per example, the documented bounds of permits and latch
+# counts): tests/consumer/check_docs.sh.
+add_test(NAME docs_first_hour
+  COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/consumer/check_docs.sh" "${PROJECT_SOURCE_DIR}")
+set_tests_properties(docs_first_hour PROPERTIES LABELS unit TIMEOUT 30)
+if(RLOCK_INSTALL AND BUILD_SHARED_LIBS AND RLOCK_BUILD_EXAMPLES AND TARGET rlock_harness)
+  rlock_add_test(NAME first_hour SOURCES consumer/test_first_hour.c LABELS redis install
+                 TIMEOUT 300
+                 ARGS "${PROJECT_SOURCE_DIR}" "${CMAKE_COMMAND}" "${PROJECT_BINARY_DIR}/examples")
+endif()
+
 # Core unit tests (no server needed). Registered here while their owners have
 # not claimed them in another fragment.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_timer_wheel.c")

@@ -26,6 +26,10 @@ rlock_add_test(NAME test_latch_procs SOURCES semaphore/test_latch_procs.c LABELS
 # against the same keys as rlock.
 rlock_add_test(NAME test_sem_compat SOURCES semaphore/test_sem_compat.c LABELS redis TIMEOUT 60)
 
+# The documented bounds: permits, deltas and latch counts beyond 2^31-1 are RLOCK_EINVAL and write
+# nothing; the count on Redis may pass 2^31-1 through adds and releases (< 1 s).
+rlock_add_test(NAME test_sem_bounds SOURCES semaphore/test_sem_bounds.c LABELS redis TIMEOUT 60)
+
 # Lost replies (800 ms command timeout; CLIENT PAUSE + CLIENT KILL before a command runs, the
 # server stopped while it is in flight): releases, leased releases and count-downs are resent and
 # applied once; acquires are kept and reported, or cancelled on Redis, or (Redis out of reach for
