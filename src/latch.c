@@ -137,7 +137,7 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
 {
     int r = rlk_latch_check(l);
     rlk_sem_req q;
-    r = r ? r : rlk_sem_req_init(&q, l->name, l->name_len);
+    r = r ? r : rlk_sem_req_init(&q, l->name, l->name_len, 1);
     if (r != RLOCK_OK) {
         return r;
     }

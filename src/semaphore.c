@@ -35,7 +35,7 @@ void rlk_sem_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1])
     out[RLOCK_PERMIT_ID_LEN] = '\0';
 }
 
-int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len)
+int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len, int braces)
 {
     unsigned char id[16];
     char suffix[sizeof("rlock_request:") + RLOCK_PERMIT_ID_LEN];
@@ -44,7 +44,13 @@ int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len)
     rlk_sem_hex(id, suffix + sizeof("rlock_request:") - 1);
     rlk_buf_init(&q->key);
     q->lost = 0;
-    if (rlk_suffix_name(&q->key, name, len, suffix) != RLOCK_OK) {
+    int r = braces ? rlk_buf_appends(&q->key, "{") : rlk_suffix_name(&q->key, name, len, suffix);
+    if (braces && r == RLOCK_OK) {
+        r = rlk_buf_append(&q->key, name, len);
+        r = r ? r : rlk_buf_appends(&q->key, "}:");
+        r = r ? r : rlk_buf_appends(&q->key, suffix);
+    }
+    if (r != RLOCK_OK) {
         rlk_buf_free(&q->key);
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a request key");
     }
@@ -334,7 +340,7 @@ static int rlk_sem_try_once(void *arg, int64_t *hint_ms)
 int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v)
 {
     rlk_sem_req q;
-    int r = rlk_sem_req_init(&q, sem->name, sem->name_len);
+    int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -538,7 +544,7 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
                     const unsigned char (*ids)[16])
 {
     rlk_sem_req q;
-    int r = rlk_sem_req_init(&q, sem->name, sem->name_len);
+    int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -595,7 +601,7 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     int r = rlk_sem_check(sem);
     r = r ? r : rlk_check_permits(permits, 1, "permits");
     rlk_sem_req q;
-    r = r ? r : rlk_sem_req_init(&q, sem->name, sem->name_len);
+    r = r ? r : rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
     if (r != RLOCK_OK) {
         return r;
     }

@@ -44,14 +44,17 @@ struct rlock_semaphore {
 /* The request of one call whose reply may be lost (a release, a count-down, an acquire): a
  * random id whose key, {name}:rlock_request:<32 hex> (rlock's own, in the name's slot and under
  * the README's ACL patterns), the call's scripts pass, so that running one again is a no-op for
- * request_ttl ms after its first run (rlk_sem_run). */
+ * request_ttl ms after its first run (rlk_sem_run). Semaphores derive it by Redisson's rule
+ * (name:rlock_request:... when the name holds '{'); the latch always adds the braces, as its
+ * channel does, since a latch name on a cluster may hold a '{' but no '}'. */
 typedef struct rlk_sem_req {
     rlk_buf key;
     int lost; /* a reply was lost: a copy of the request may have run, or may still run */
 } rlk_sem_req;
 
-/* A new request on the object called name: RLOCK_OK or RLOCK_ENOMEM. */
-int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len);
+/* A new request on the object called name (braces: always {name}, see above): RLOCK_OK or
+ * RLOCK_ENOMEM. */
+int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len, int braces);
 void rlk_sem_req_free(rlk_sem_req *q);
 /* How long a request key is kept (ms): beyond every resend of the call that made it. */
 int64_t rlk_sem_req_ttl(const rlock_client *c);
