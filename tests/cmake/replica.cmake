@@ -57,3 +57,12 @@ if(COMMAND rlock_add_tls_variant)
     set_property(TEST test_sentinel_switch_tls APPEND PROPERTY LABELS plain_only)
   endif()
 endif()
+
+# A failover to a replica that missed a release (issue 26): the replica cut off by REPLICAOF NO
+# ONE, an unlock whose WAIT falls short, then the master's data rolled back to the replica's.
+# The thread's next lock gives the resurrected hold back and takes the lock from free (larger
+# token, hold count 1) for the reentrant, fair and write locks; a partial unlock undone this way
+# leaves no hold after the last unlock; a second handle of the holding thread reports the hold's
+# token, not 0. Runs in every variant (one replica, no Sentinel; a few seconds).
+rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
+               LABELS redis fault TIMEOUT 90)
