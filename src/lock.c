@@ -450,7 +450,23 @@ static void rlk_mark_grant_unsure(rlk_acq *a)
     }
 }
 
+static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline);
+
+/* A call with a wait limit returns within wait_ms + command_timeout_ms: every command it sends
+ * (settling, attempts, the give-up of a waiter) is bounded by that (rlk_pool_bound). A command
+ * the bound cuts short fails as on a timeout (RLOCK_ECONN), and what it would have done is left
+ * to expire: a waiter's queue entry ends waiter_timeout_ms after its last heartbeat (rlock.h). */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
+    int64_t saved =
+        rlk_pool_bound(wait_ms < 0 ? 0 : rlk_add_sat(deadline, l->client->opts.command_timeout_ms));
+    int r = rlk_single_acquire_by(l, wait_ms, lease_ms, deadline);
+    rlk_pool_bound_restore(saved);
+    return r;
+}
+
+static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline)
 {
     rlk_acq a;
     rlk_acq_init(&a, l);
@@ -459,8 +475,6 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     a.wait_id = rlk_next_wait_id();
     a.wait_ms = wait_ms;
     a.may_queue = wait_ms != 0;
-    int64_t start = rlk_now_ms();
-    int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(start, wait_ms);
     int r = rlk_settle_before_lock(l, a.tid);
     if (r != RLOCK_OK) {
         return r;

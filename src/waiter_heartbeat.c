@@ -46,12 +46,23 @@ void rlk_waiter_hb_stop(rlk_acq *a, rlk_waiter_hb **w)
     if (*w == NULL) {
         return;
     }
-    /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). */
-    if (!atomic_load(&a->client->closed)) {
-        rlk_wd_cancel(a->client->watchdog, &(*w)->wd);
+    /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). A
+     * heartbeat in flight is waited for only within the lock call's bound (rlk_pool_bound): a
+     * paused server must not hold the call beyond it. Past that, the watchdog frees the entry
+     * when the heartbeat ends, and the waiter's entry, which that heartbeat may put back,
+     * expires waiter_timeout_ms later. */
+    if (!atomic_load(&a->client->closed) &&
+        !rlk_wd_cancel_by(a->client->watchdog, &(*w)->wd, rlk_pool_bound_get())) {
+        *w = NULL;
+        return;
     }
     free(*w);
     *w = NULL;
+}
+
+void rlk_waiter_hb_release(rlk_wd_entry *e)
+{
+    free((char *)e - offsetof(rlk_waiter_hb, wd));
 }
 
 int rlk_waiter_hb_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
