@@ -11,14 +11,15 @@
 int rlk_waiter_hb_start(rlk_acq *a, const rlk_renew_class *cls, const char *member, size_t len,
                         rlk_waiter_hb **out)
 {
-    rlk_waiter_hb *w = calloc(1, sizeof(*w));
+    rlk_waiter_hb *w = calloc(1, sizeof(*w) + a->lock->name_len + 1);
 
     *out = NULL;
     if (w == NULL) {
         return rlk_err(RLOCK_ENOMEM, "out of memory for the heartbeat of a waiter of '%s'",
                        a->lock->name);
     }
-    w->lock = a->lock;
+    memcpy(w->name, a->lock->name, a->lock->name_len);
+    w->name_len = a->lock->name_len;
     memcpy(w->member, member, len);
     w->member_len = len;
     rlk_wd_entry_init(&w->wd, cls);
@@ -68,7 +69,7 @@ void rlk_waiter_hb_release(rlk_wd_entry *e)
 int rlk_waiter_hb_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
     rlk_waiter_hb *w = (rlk_waiter_hb *)(void *)((char *)e - offsetof(rlk_waiter_hb, wd));
-    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
+    int rc = rlk_buf_append(key, w->name, w->name_len);
 
     return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->member, w->member_len);
 }

@@ -12,9 +12,12 @@
 
 typedef struct rlk_waiter_hb {
     rlk_wd_entry wd;
-    rlock *lock;
     char member[RLK_OWNER_MAX]; /* the waiter's member in the type's zset */
     size_t member_len;
+    /* A copy of the lock's name: a heartbeat the watchdog finishes after its waiter returned
+     * (rlk_waiter_hb_stop) must not read the handle, which the caller may have freed. */
+    size_t name_len;
+    char name[];
 } rlk_waiter_hb;
 
 /* Starts the heartbeat of a's wait, renewed by cls (whose describe, lost and release must be
