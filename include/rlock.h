@@ -337,8 +337,9 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
  * the queue), RLOCK_WAIT_FOREVER or anything above RLOCK_MAX_DURATION_MS = no limit, < 0 =
  * RLOCK_EINVAL. Returns RLOCK_OK or RLOCK_ETIMEDOUT (not acquired), or an error as rlock_lock().
- * With a limit, the call returns within wait_ms + command_timeout_ms, whatever Redis does: every
- * command it sends must finish by then (one that cannot is RLOCK_ECONN).
+ * With a limit, the call returns within wait_ms + command_timeout_ms (plus, with replica_sync,
+ * the replicas' acknowledgement of a grant): every command it sends must finish by then (one
+ * that cannot fails with RLOCK_ECONN), also while Redis is paused or stopped.
  * A waiter that gives up (timeout or error) has left every queue before the call returns, unless
  * Redis did not answer its give-up in that time (paused, stopped, unreachable). Its entry (fair
  * queue, waiting writers, waiting reentrant threads) then ends waiter_timeout_ms after the last
