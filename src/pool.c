@@ -515,7 +515,9 @@ int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn 
         if (r != RLOCK_OK) {
             return r;
         }
-        int shortened = left < c->opts.command_timeout_ms;
+        /* Shortened only when that saves more than the clock's millisecond: the commands of an
+         * ordinary call (a try_lock without a wait, a wait's attempts) set no socket option. */
+        int shortened = left < c->opts.command_timeout_ms - 1;
         if (shortened) {
             (void)rlk_conn_set_timeout(conn, left);
         }
