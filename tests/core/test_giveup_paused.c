@@ -27,8 +27,9 @@
 #define WT_MS    3000 /* their waiter_timeout_ms: entries outlive the pause */
 #define PAUSE_AT 1200 /* the pause begins this long after the waits */
 #define PAUSE_MS 2000 /* and lasts this long: past wait_ms + command_timeout_ms */
-/* Scheduling noise on a shared two-core machine: three waiters and a pauser at once. */
-#define SLACK_MS 250
+/* Scheduling noise on a shared two-core machine (three waiters and a pauser at once; loads of 9
+ * seen): well below what the unbounded give-up took before (700 ms and more over the bound). */
+#define SLACK_MS 400
 #define NW       3
 
 static const rlock_kind g_kind[NW] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_WRITE};
