@@ -114,7 +114,7 @@ typedef struct rlock_options {
      * Default 10000 (Redisson connectTimeout). */
     int64_t connect_timeout_ms;
     /* Bound on one command's reply, and on waiting for a free pooled connection.
-     * Default 3000 (Redisson timeout). */
+     * Default 3000 (Redisson timeout). rlock_try_lock() returns within its wait_ms plus this. */
     int64_t command_timeout_ms;
     /* Lease of a hold taken with lease_ms < 0; the watchdog renews it every third of this.
      * Default 30000 (Redisson lockWatchdogTimeout). */
@@ -342,7 +342,16 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
  * the queue), RLOCK_WAIT_FOREVER or anything above RLOCK_MAX_DURATION_MS = no limit, < 0 =
  * RLOCK_EINVAL. Returns RLOCK_OK or RLOCK_ETIMEDOUT (not acquired), or an error as rlock_lock().
- * A waiter that gives up (timeout or error) has left every queue before the call returns.
+ * With a limit, the call returns within wait_ms + command_timeout_ms (plus, with replica_sync,
+ * the replicas' acknowledgement of a grant): every command it sends must finish by then (one
+ * that cannot fails with RLOCK_ECONN), also while Redis is paused or stopped.
+ * A waiter that gives up (timeout or error) has left every queue before the call returns, unless
+ * Redis did not answer its give-up in that time (paused, stopped, unreachable). Its entry (fair
+ * queue, waiting writers, waiting reentrant threads) then ends waiter_timeout_ms after the last
+ * heartbeat Redis ran (one sent before the give-up may still run when Redis answers again); until
+ * then a waiting writer entry keeps new readers out, and a release may grant the lock to the
+ * departed waiter (reentrant and fair locks), which then holds it no longer than
+ * min(lease, waiter_timeout_ms) before the next waiter gets it.
  * Reentrant and fair locks: a release may grant the lock directly to a waiting rlock thread (no
  * attempt of its own follows; rlock_options.waiter_timeout_ms). A wait that runs out just as
  * such a grant arrives returns RLOCK_OK (the caller holds the lock, with the grant's token),
@@ -362,7 +371,11 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
  * rlock_unlock() (a retry) or lock through this handle first asks Redis (HGET of its field)
  * whether that release ran: a release that ran is not sent again (the retry returns RLOCK_OK),
  * one that did not is sent then. Holds of the same lock the thread took through another handle
- * share the field and can make a release that ran look as if it had not. */
+ * share the field and can make a release that ran look as if it had not. With replica_sync, a
+ * release that fewer replicas acknowledged still returns RLOCK_OK (the master released; logged at
+ * WARN); the calling thread's next lock or unlock through this handle first checks (HGET) that
+ * the release stayed, and gives back a hold that a failover to a replica that missed it brought
+ * back, so that hold is never re-entered. */
 RLOCK_EXPORT int rlock_unlock(rlock *lock);
 
 /* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was
@@ -389,7 +402,9 @@ RLOCK_EXPORT int rlock_hold_count(rlock *lock);
 RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock);
 
 /* Fencing token of the calling thread's current hold (strictly increasing per lock name for
- * exclusive grants; a read grant returns the counter's current value), 0 if none. Answered from
+ * exclusive grants; a read grant returns the counter's current value), 0 if none. After a
+ * successful exclusive lock it is never 0: a thread that holds the lock through another handle
+ * too gets the hold's token. Answered from
  * the local hold record without a round trip: a hold taken with an explicit lease that expired
  * unnoticed still reports its token until a call that asks Redis (unlock, is_held) finds it
  * gone; a hold the watchdog found lost reports 0 at once. */

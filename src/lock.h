@@ -82,7 +82,8 @@ typedef struct rlk_single_ops {
 #define RLK_NOT_HELD 2
 
 /* rlk_hold.unsure: a release of one hold may have run (count may be one above Redis'); an
- * attempt may have been granted (Redis may count one hold more than the record). */
+ * attempt may have been granted, or a release that fewer replicas acknowledged may have been
+ * undone by a failover (Redis may count one hold more than the record). */
 #define RLK_UNSURE_RELEASE 1
 #define RLK_UNSURE_GRANT   2
 

@@ -137,3 +137,10 @@ endif()
 
 # rlock's RESP request writer against hiredis' redisFormatCommandArgv(), byte for byte.
 rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit TIMEOUT 60)
+
+# Waiters that give up while Redis does not answer (issue 26): reentrant, fair and write waiters
+# under CLIENT PAUSE WRITE and under SIGSTOP of the server from shortly before their wait ends
+# return within wait_ms + command_timeout_ms; the queue entries they could not remove cost another
+# client at most waiter_timeout_ms. ~14 s.
+rlock_add_test(NAME core_giveup_paused SOURCES core/test_giveup_paused.c
+               LABELS redis fault TIMEOUT 90)
