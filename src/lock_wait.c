@@ -165,6 +165,9 @@ static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
 static int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
 {
     int64_t pause = 0;
+    if (r == 1 && rlk_sync_target(a->client) > 0) {
+        rlk_wait_rewait(a, sub, armed); /* rlk_keep_synced() may give this grant back */
+    }
     r = rlk_keep_synced(a, r);
     while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && rlk_wait_pause(a, deadline, &pause)) {
         rlk_wait_rewait(a, sub, armed);

@@ -120,3 +120,10 @@ endif()
 
 # rlock's RESP request writer against hiredis' redisFormatCommandArgv(), byte for byte.
 rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit TIMEOUT 60)
+
+# Mutual exclusion under connection faults (issue 26): every lock type with its connections
+# killed every 20-100 ms, CLIENT PAUSE and a stopped server; two independent checkers.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_fault_exclusion SOURCES core/test_fault_exclusion.c
+                 LABELS redis fault stress TIMEOUT 300)
+endif()
