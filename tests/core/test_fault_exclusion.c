@@ -5,8 +5,9 @@
  * server (SIGSTOP, SIGCONT). Two independent checkers count overlaps: the shared-memory tc_mx and
  * SET NX on a second redis-server that no fault touches. Every lock call that returned OK must
  * hold on Redis (rlock_is_held), and its unlock must not find the hold gone (RLOCK_ELOST).
- * A lock type is one row of fx_kinds: how a thread opens its handle and which side it takes;
- * FX_SECONDS (environment) lengthens each run for a search by hand.
+ * A kind is one row of fx_kinds: how a thread opens its handle and which side it takes, and for
+ * an object that is not an rlock handle its own lock, unlock and check calls. FX_SECONDS (the
+ * environment) lengthens each run and FX_KIND picks one kind, for a search by hand.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -34,20 +35,29 @@
 #define FX_LEASE_MS    10000
 #define FX_WAIT_MS     2000
 
-/* The handle a worker locks: a lock, or a group over member handles (freed after it). */
+/* What a worker locks: a lock, or a group over member handles (freed after it), or an object of
+ * another kind in obj (its kind's close frees it). */
 typedef struct fx_handle {
     rlock *lock;
     rlock *members[FX_MAX_MEMBERS];
     int n_members;
     int reader; /* takes the read side: a shared section */
+    void *obj;
 } fx_handle;
 
-/* A lock type under test: the servers it lives on and how worker w opens its handle on cs, its
- * client's connection to each of those servers. */
+/* A kind under test: the servers it lives on, how worker w opens its handle on cs (its client's
+ * connection to each of those servers), and how it takes, checks (1 held on Redis, 0 not, else
+ * an error to retry or RLOCK_ENOTSUP) and gives back one hold. NULL lock, unlock, held and close
+ * are the rlock_* calls on h->lock. A kind of object that is not a lock (a leased semaphore
+ * permit, say) sets all four. */
 typedef struct fx_kind {
     const char *name;
     int servers;
     int (*open)(rlock_client *const *cs, int w, fx_handle *h);
+    int (*lock)(fx_handle *h, int64_t wait_ms, int64_t lease_ms);
+    int (*unlock)(fx_handle *h);
+    int (*held)(fx_handle *h);
+    void (*close)(fx_handle *h);
 } fx_kind;
 
 typedef struct fx_run {
@@ -178,7 +188,8 @@ static void fx_check_leave(fx_worker *w, int overlapped)
 static int fx_held(fx_worker *w)
 {
     for (int i = 0; i < 300; i++) {
-        int r = rlock_is_held(w->h.lock);
+        const fx_kind *k = w->run->kind;
+        int r = k->held != NULL ? k->held(&w->h) : rlock_is_held(w->h.lock);
         if (r == 0 || r == 1) {
             return r;
         }
@@ -200,7 +211,7 @@ static int fx_unlock(fx_worker *w)
         if (i > 0) {
             rh_sleep_ms(10);
         }
-        r = rlock_unlock(w->h.lock);
+        r = w->run->kind->unlock != NULL ? w->run->kind->unlock(&w->h) : rlock_unlock(w->h.lock);
         if (r == RLOCK_ENOTOWNER && i > 0) {
             return RLOCK_OK;
         }
@@ -244,7 +255,10 @@ static void *fx_work(void *arg)
 {
     fx_worker *w = arg;
     for (long i = 0; rh_now_ms() < w->run->end_ms; i++) {
-        int r = rlock_try_lock(w->h.lock, FX_WAIT_MS, i % 2 == 0 ? FX_LEASE_MS : -1);
+        const fx_kind *k = w->run->kind;
+        int64_t lease = i % 2 == 0 ? FX_LEASE_MS : -1;
+        int r = k->lock != NULL ? k->lock(&w->h, FX_WAIT_MS, lease)
+                                : rlock_try_lock(w->h.lock, FX_WAIT_MS, lease);
         if (r == RLOCK_OK) {
             w->rounds++;
             fx_section(w);
@@ -432,7 +446,11 @@ static void fx_run_kind(const fx_kind *kind)
     fx_sum(ws, &total);
     fx_report(&run, &total, rh_now_ms() - start);
     for (int i = 0; i < FX_WORKERS; i++) {
-        fx_close(&ws[i].h);
+        if (kind->close != NULL) {
+            kind->close(&ws[i].h);
+        } else {
+            fx_close(&ws[i].h);
+        }
         redisFree(ws[i].check);
     }
     long violations = tc_mx_violations(run.mx);
@@ -448,9 +466,12 @@ static void fx_run_kind(const fx_kind *kind)
 }
 
 static const fx_kind fx_kinds[] = {
-    {"reentrant", 1, fx_open_reentrant}, {"fair", 1, fx_open_fair},
-    {"write", 1, fx_open_write},         {"read/write", 1, fx_open_rw},
-    {"multi-lock", 1, fx_open_multi},    {"RedLock", 3, fx_open_redlock},
+    {.name = "reentrant", .servers = 1, .open = fx_open_reentrant},
+    {.name = "fair", .servers = 1, .open = fx_open_fair},
+    {.name = "write", .servers = 1, .open = fx_open_write},
+    {.name = "read/write", .servers = 1, .open = fx_open_rw},
+    {.name = "multi-lock", .servers = 1, .open = fx_open_multi},
+    {.name = "RedLock", .servers = 3, .open = fx_open_redlock},
 };
 
 static void test_reentrant(void **state)
