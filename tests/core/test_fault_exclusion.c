@@ -25,6 +25,7 @@
 #include "rlock.h"
 #include "tc_checker.h"
 #include "tc_redis.h"
+#include "tc_replicas.h"
 #include "tc_stress.h"
 
 #define FX_CLIENTS     4
@@ -34,6 +35,7 @@
 #define FX_MAX_MEMBERS 3
 #define FX_LEASE_MS    10000
 #define FX_WAIT_MS     2000
+#define FX_MIN_ROUNDS  200 /* a run goes on past its time (up to three times it) until this many */
 
 /* What a worker locks: a lock, or a group over member handles (freed after it), or an object of
  * another kind in obj (its kind's close frees it). */
@@ -53,6 +55,9 @@ typedef struct fx_handle {
 typedef struct fx_kind {
     const char *name;
     int servers;
+    /* 1: the server has a replica and the clients sync their grants to it (replica_sync), which
+     * turns direct grants and armed attempts off. */
+    int replica_sync;
     int (*open)(rlock_client *const *cs, int w, fx_handle *h);
     int (*lock)(fx_handle *h, int64_t wait_ms, int64_t lease_ms);
     int (*unlock)(fx_handle *h);
@@ -63,10 +68,12 @@ typedef struct fx_kind {
 typedef struct fx_run {
     const fx_kind *kind;
     rh_server *srv[FX_MAX_SERVERS];
+    rh_server *replica; /* of srv[0], for a replica_sync kind */
     rh_server *checker;
     rlock_client *clients[FX_CLIENTS][FX_MAX_SERVERS];
     tc_mx *mx;
-    int64_t mid_ms, end_ms;
+    int64_t mid_ms, end_ms, last_ms; /* the stop, the planned end, the latest end */
+    atomic_long rounds;
     long kills, pauses, stops;
 } fx_run;
 
@@ -78,6 +85,14 @@ typedef struct fx_worker {
     unsigned seed;
     long rounds, timeouts, conn_errors, overlaps, phantoms, lost, errors;
 } fx_worker;
+
+/* Whether the run goes on: until its planned end, and past it until FX_MIN_ROUNDS locks were
+ * taken, so that a loaded machine still checks as many hand-offs. */
+static int fx_going(fx_run *run)
+{
+    int64_t now = rh_now_ms();
+    return now < run->end_ms || (now < run->last_ms && atomic_load(&run->rounds) < FX_MIN_ROUNDS);
+}
 
 static int fx_open_single(rlock_client *c, rlock_kind kind, const char *name, fx_handle *h)
 {
@@ -116,6 +131,22 @@ static int fx_open_multi(rlock_client *const *cs, int w, fx_handle *h)
     (void)w;
     for (int i = 0; i < 3; i++) {
         if ((h->members[i] = rlock_open(cs[0], RLOCK_REENTRANT, names[i])) == NULL) {
+            return -1;
+        }
+        h->n_members++;
+    }
+    h->lock = rlock_multi_new(h->members, 3);
+    return h->lock != NULL ? 0 : -1;
+}
+
+/* Members of three types: a reentrant, a fair and a write lock. */
+static int fx_open_multi_mixed(rlock_client *const *cs, int w, fx_handle *h)
+{
+    static const rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_WRITE};
+    static const char *const names[] = {"fx:a", "fx:b", "fx:c"};
+    (void)w;
+    for (int i = 0; i < 3; i++) {
+        if ((h->members[i] = rlock_open(cs[0], kinds[i], names[i])) == NULL) {
             return -1;
         }
         h->n_members++;
@@ -254,17 +285,18 @@ static void fx_section(fx_worker *w)
 static void *fx_work(void *arg)
 {
     fx_worker *w = arg;
-    for (long i = 0; rh_now_ms() < w->run->end_ms; i++) {
+    for (long i = 0; fx_going(w->run); i++) {
         const fx_kind *k = w->run->kind;
         int64_t lease = i % 2 == 0 ? FX_LEASE_MS : -1;
         int r = k->lock != NULL ? k->lock(&w->h, FX_WAIT_MS, lease)
                                 : rlock_try_lock(w->h.lock, FX_WAIT_MS, lease);
         if (r == RLOCK_OK) {
             w->rounds++;
+            atomic_fetch_add(&w->run->rounds, 1);
             fx_section(w);
         } else if (r == RLOCK_ETIMEDOUT) {
             w->timeouts++;
-        } else if (r == RLOCK_ECONN) {
+        } else if (r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
             /* A pool in its dial back-off answers at once: pause as a caller would. */
             w->conn_errors++;
             rh_sleep_ms(10);
@@ -328,7 +360,7 @@ static void *fx_killer(void *arg)
     }
     int64_t next_pause = rh_now_ms() + 700;
     int stopped = 0;
-    while (rh_now_ms() < run->end_ms) {
+    while (fx_going(run)) {
         rh_sleep_ms(20 + rand_r(&seed) % 81);
         fx_fault(run, admin, &seed, &next_pause, &stopped);
     }
@@ -345,7 +377,7 @@ static int64_t fx_seconds(void)
 {
     const char *e = getenv("FX_SECONDS");
     int64_t s = e != NULL ? atoll(e) : 0;
-    return s > 0 ? s : (TC_TSAN ? 8 : 6);
+    return s > 0 ? s : (TC_TSAN ? 7 : 5);
 }
 
 /* Starts the servers, one ACL user per client (so one client's connections can be killed
@@ -356,7 +388,11 @@ static void fx_setup(fx_run *run)
     run->checker = rh_start(NULL);
     assert_non_null(run->checker);
     for (int s = 0; s < run->kind->servers; s++) {
-        run->srv[s] = rh_start(NULL);
+        if (s == 0 && run->kind->replica_sync) {
+            assert_int_equal(tc_replicated_start(&run->srv[0], &run->replica, 1), 0);
+        } else {
+            run->srv[s] = rh_start(NULL);
+        }
         assert_non_null(run->srv[s]);
         for (int c = 0; c < FX_CLIENTS; c++) {
             char user[16];
@@ -367,6 +403,7 @@ static void fx_setup(fx_run *run)
             free(ok);
             rlock_options o;
             tc_options(&o, run->srv[s]);
+            o.replica_sync = run->kind->replica_sync;
             run->clients[c][s] = tc_client_as(&o, run->srv[s], user, "fxpw");
         }
     }
@@ -381,6 +418,7 @@ static void fx_teardown(fx_run *run)
             rlock_client_free(run->clients[c][s]);
         }
     }
+    rh_free(run->replica);
     for (int s = 0; s < run->kind->servers; s++) {
         rh_free(run->srv[s]);
     }
@@ -421,6 +459,7 @@ static void fx_run_kind(const fx_kind *kind)
         skip();
     }
     fx_run run = {.kind = kind};
+    atomic_init(&run.rounds, 0);
     fx_worker ws[FX_WORKERS];
     pthread_t th[FX_WORKERS], killer;
     fx_setup(&run);
@@ -434,6 +473,7 @@ static void fx_run_kind(const fx_kind *kind)
     int64_t start = rh_now_ms();
     run.end_ms = start + fx_seconds() * 1000;
     run.mid_ms = start + fx_seconds() * 500;
+    run.last_ms = start + fx_seconds() * 3000;
     for (int i = 0; i < FX_WORKERS; i++) {
         assert_int_equal(pthread_create(&th[i], NULL, fx_work, &ws[i]), 0);
     }
@@ -462,7 +502,7 @@ static void fx_run_kind(const fx_kind *kind)
     assert_int_equal(total.phantoms, 0);
     assert_int_equal(total.lost, 0);
     assert_int_equal(total.errors, 0);
-    assert_true(total.rounds >= 100); /* hundreds in practice: faults did not stop the run */
+    assert_true(total.rounds >= FX_MIN_ROUNDS); /* faults did not stop the hand-offs */
 }
 
 static const fx_kind fx_kinds[] = {
@@ -472,6 +512,11 @@ static const fx_kind fx_kinds[] = {
     {.name = "read/write", .servers = 1, .open = fx_open_rw},
     {.name = "multi-lock", .servers = 1, .open = fx_open_multi},
     {.name = "RedLock", .servers = 3, .open = fx_open_redlock},
+    {.name = "multi-lock (mixed)", .servers = 1, .open = fx_open_multi_mixed},
+    {.name = "reentrant (replica_sync)",
+     .servers = 1,
+     .replica_sync = 1,
+     .open = fx_open_reentrant},
 };
 
 static void test_reentrant(void **state)
@@ -510,6 +555,20 @@ static void test_redlock(void **state)
     fx_run_kind(&fx_kinds[5]);
 }
 
+static void test_multi_mixed(void **state)
+{
+    (void)state;
+    fx_run_kind(&fx_kinds[6]);
+}
+
+/* Without direct grants and armed attempts: every hand-off is a waiter's own attempt. */
+static void test_reentrant_replica_sync(void **state)
+{
+    (void)state;
+    fx_run_kind(&fx_kinds[7]);
+}
+
 TC_MAIN(NULL, NULL, cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair),
         cmocka_unit_test(test_write), cmocka_unit_test(test_read_write),
-        cmocka_unit_test(test_multi), cmocka_unit_test(test_redlock))
+        cmocka_unit_test(test_multi), cmocka_unit_test(test_redlock),
+        cmocka_unit_test(test_multi_mixed), cmocka_unit_test(test_reentrant_replica_sync))
