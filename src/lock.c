@@ -291,13 +291,6 @@ size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char 
     return owner_len;
 }
 
-/* A process-wide sequence: each lock call's own id for the grants made to it. */
-static uint64_t rlk_next_wait_id(void)
-{
-    static atomic_uint_fast64_t next = 1;
-    return (uint64_t)atomic_fetch_add(&next, 1);
-}
-
 /* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
  * TTL only, so a longer lease is renewed within a third of it, by the watchdog for good (watchdog
  * holds) or once (explicit leases). Neither delays the caller (watchdog.h, rlk_wd_add_soon). */
@@ -472,7 +465,7 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
     rlk_acq_init(&a, l);
     a.lease_ms = lease_ms > 0 ? lease_ms : l->client->opts.watchdog_timeout_ms;
     a.watchdog = lease_ms < 0;
-    a.wait_id = rlk_next_wait_id();
+    a.wait_id = rlk_wait_id_next();
     a.wait_ms = wait_ms;
     a.may_queue = wait_ms != 0;
     int r = rlk_settle_before_lock(l, a.tid);

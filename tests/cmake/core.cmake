@@ -144,3 +144,10 @@ rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit
 # client at most waiter_timeout_ms. ~14 s.
 rlock_add_test(NAME core_giveup_paused SOURCES core/test_giveup_paused.c
                LABELS redis fault TIMEOUT 90)
+
+# Mutual exclusion under connection faults (issue 26): every lock type with its connections
+# killed every 20-100 ms, CLIENT PAUSE and a stopped server; two independent checkers.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_fault_exclusion SOURCES core/test_fault_exclusion.c
+                 LABELS redis fault stress TIMEOUT 300)
+endif()
