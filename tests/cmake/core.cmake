@@ -67,6 +67,8 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
 rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
+# The public header: error codes and log levels as enums and macros, the numeric version.
+rlock_add_test(NAME test_header SOURCES unit/test_header.c LABELS unit TIMEOUT 30)
 
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
