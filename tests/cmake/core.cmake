@@ -45,9 +45,9 @@ endif()
 # README's first example, compiled by README's own cc line, runs from that prefix against the
 # server REDIS_URL names; every example reaches its server through REDIS_URL alone;
 # examples/redlock3.sh prints its counter. Label install: plain build only (~30 s).
-# docs_first_hour: what README.md and include/rlock.h owe that user (one ACL list, the test
-# run's length and subsets, a usage line per example, the documented bounds of permits and latch
-# counts): tests/consumer/check_docs.sh.
+# docs_first_hour: what README.md, docs/ and include/rlock.h owe that user (one ACL list, the
+# test run's length and subsets, a usage line per example, the documented bounds of permits and
+# latch counts): tests/consumer/check_docs.sh.
 add_test(NAME docs_first_hour
   COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/consumer/check_docs.sh" "${PROJECT_SOURCE_DIR}")
 set_tests_properties(docs_first_hour PROPERTIES LABELS unit TIMEOUT 30)
@@ -102,6 +102,11 @@ if(Python3_Interpreter_FOUND)
                    "${PROJECT_BINARY_DIR}/CMakeFiles/rlock_obj.dir/src"
                    "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
   set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
+  # README.md as the front door (at most 250 lines, the two commands first) and every relative
+  # link of README.md and docs/*.md resolving to a file and heading.
+  add_test(NAME docs_links COMMAND "${Python3_EXECUTABLE}"
+                                   "${CMAKE_CURRENT_SOURCE_DIR}/check_doc_links.py" "${PROJECT_SOURCE_DIR}")
+  set_tests_properties(docs_links PROPERTIES LABELS unit TIMEOUT 30)
 endif()
 
 # A client used on both sides of fork(): no re-entry of the parent's holds, no cross-talk, the
@@ -124,7 +129,7 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_reentry_lease SOURCES core/test_reentry_lease.c LABELS redis TIMEOUT 60)
 endif()
 
-# The README's minimal ACL rule set: every lock type's basic scenario as exactly that user.
+# The minimal ACL rule set (docs/acl.md): every lock type's basic scenario as exactly that user.
 if(TARGET rlock_harness)
   rlock_add_test(NAME core_acl_minimal SOURCES core/test_acl_minimal.c LABELS redis TIMEOUT 120)
 endif()
