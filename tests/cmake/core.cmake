@@ -22,6 +22,13 @@ if(BUILD_SHARED_LIBS)
   set_tests_properties(exported_symbols PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
 endif()
 
+# (b2) cmake_missing_source: a source listed in RLOCK_SOURCE_LIST but missing stops the configure
+# step (a copy of the tree without src/inspect.c, ~3 s).
+add_test(NAME cmake_missing_source
+  COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/check_cmake_sources.sh" "${CMAKE_COMMAND}"
+          "${PROJECT_SOURCE_DIR}")
+set_tests_properties(cmake_missing_source PROPERTIES LABELS unit TIMEOUT 60)
+
 # (c) install_consumer: install this build into a temporary prefix, then build
 # and run tests/consumer/ against it with find_package(rlock) and with
 # pkg-config. Not meaningful in sanitizer builds (the consumer is not
