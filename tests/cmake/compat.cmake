@@ -11,27 +11,38 @@ set(RLOCK_REDISSON_JAR_DIR "${CMAKE_CURRENT_SOURCE_DIR}/compat/java/target" CACH
     "Where tests/compat/java's Maven build leaves redisson-peer-<version>.jar")
 set(RLOCK_REDISSON_VERSIONS 4.7.0 3.52.0)
 
-# rlock_add_redisson_test(<name> <timeout> <sources...>): program <name>, run as ctest <name>
-# against the first version and <name>_r<major> against each other one.
-function(rlock_add_redisson_test NAME TIMEOUT)
+# rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [TLS]): program <name>, run
+# as ctest <name> against the first version and <name>_r<major> against each other one; with TLS
+# also <name>_tls (first version) over TLS servers, as tls.cmake's twins (RH_TLS_DIR).
+function(rlock_add_redisson_test)
+  cmake_parse_arguments(R "TLS" "NAME;TIMEOUT" "SOURCES" ${ARGN})
   list(GET RLOCK_REDISSON_VERSIONS 0 _first)
   set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_first}/redisson-peer-${_first}.jar")
-  rlock_add_test(NAME ${NAME} SOURCES ${ARGN} compat/redisson_java.c
-                 LABELS redis redisson plain_only TIMEOUT ${TIMEOUT}
+  rlock_add_test(NAME ${R_NAME} SOURCES ${R_SOURCES} compat/redisson_java.c
+                 LABELS redis redisson plain_only TIMEOUT ${R_TIMEOUT}
                  ENV "RLOCK_REDISSON_JAR=${_jar}")
-  get_test_property(${NAME} ENVIRONMENT _env)
-  get_test_property(${NAME} TIMEOUT _timeout)
+  get_test_property(${R_NAME} ENVIRONMENT _env)
+  get_test_property(${R_NAME} TIMEOUT _timeout)
+  set(_props TIMEOUT ${_timeout} SKIP_RETURN_CODE 77 LABELS "redis;redisson;plain_only")
+  if(R_TLS)
+    # The certificates of tls.cmake's fixture (the same directory: that fragment comes later).
+    add_test(NAME ${R_NAME}_tls COMMAND ${R_NAME})
+    set_tests_properties(${R_NAME}_tls PROPERTIES ${_props} FIXTURES_REQUIRED tls_certs
+      ENVIRONMENT "${_env};RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs")
+  endif()
   foreach(_v IN LISTS RLOCK_REDISSON_VERSIONS)
     if(NOT _v STREQUAL _first)
       string(REGEX REPLACE "\\..*" "" _major "${_v}")
       set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_v}/redisson-peer-${_v}.jar")
-      list(TRANSFORM _env REPLACE "^RLOCK_REDISSON_JAR=.*" "RLOCK_REDISSON_JAR=${_jar}")
-      add_test(NAME ${NAME}_r${_major} COMMAND ${NAME})
-      set_tests_properties(${NAME}_r${_major} PROPERTIES TIMEOUT ${_timeout} SKIP_RETURN_CODE 77
-                           ENVIRONMENT "${_env}" LABELS "redis;redisson;plain_only")
+      set(_venv ${_env})
+      list(TRANSFORM _venv REPLACE "^RLOCK_REDISSON_JAR=.*" "RLOCK_REDISSON_JAR=${_jar}")
+      add_test(NAME ${R_NAME}_r${_major} COMMAND ${R_NAME})
+      set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}")
     endif()
   endforeach()
 endfunction()
 
-rlock_add_redisson_test(test_redisson_java_lock 240 compat/test_redisson_java_lock.c)
-rlock_add_redisson_test(test_redisson_java_sync 120 compat/test_redisson_java_sync.c)
+rlock_add_redisson_test(NAME test_redisson_java_lock TIMEOUT 240 TLS
+                        SOURCES compat/test_redisson_java_lock.c)
+rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS
+                        SOURCES compat/test_redisson_java_sync.c)

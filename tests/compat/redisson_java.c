@@ -23,6 +23,7 @@
 
 #include "redisson_java.h"
 #include "rlock.h"
+#include "tc_redis.h"
 
 typedef struct rj_reply {
     int id;
@@ -357,4 +358,17 @@ void rj_ck_permit_enter(rj_checker *ck, int slot, long long bound)
         atomic_fetch_add(&s->violations, 1);
     }
     atomic_fetch_add(&s->reads, 1);
+}
+
+rlock_client *rj_client(const rh_server *s)
+{
+    rlock_options o;
+    tc_options(&o, s);
+    return tc_client(&o);
+}
+
+rlock *rj_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c)
+{
+    *c = rj_client(s);
+    return tc_open(*c, kind, name);
 }

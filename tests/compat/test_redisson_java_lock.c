@@ -175,7 +175,7 @@ static double java_release_wakes_c(const char *name)
 {
     rj_expect(g_peer, "w1", "ok", "lock lock %s 60000", name);
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, name, &c);
+    rlock *l = rj_open_own(g_srv, RLOCK_REENTRANT, name, &c);
     tc_holder h;
     tc_holder_start(&h, l, 10000, -1, 0);
     char channel[128];
@@ -194,7 +194,8 @@ static double java_release_wakes_c(const char *name)
 static double c_release_wakes_java(const char *name)
 {
     rlock_client *c;
-    rlock *l = tc_hold_own(g_srv, RLOCK_REENTRANT, name, &c);
+    rlock *l = rj_open_own(g_srv, RLOCK_REENTRANT, name, &c);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
     int id = rj_send(g_peer, "w2", "try lock %s 10000 -1", name);
     char channel[128];
     snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
@@ -240,7 +241,7 @@ static void test_force_unlock_wakes_other_side(void **state)
     (void)state;
     const char *name = "rj:force";
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, name, &c);
+    rlock *l = rj_open_own(g_srv, RLOCK_REENTRANT, name, &c);
     assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
     int id = rj_send(g_peer, "f1", "try lock %s 10000 -1", name);
     assert_true(tc_wait_numsub(g_srv, "redisson_lock__channel:{rj:force}", 1, 5000));
@@ -285,7 +286,7 @@ static void test_watchdogs_hold_across_periods(void **state)
     rlock *mine = tc_hold(cw, RLOCK_REENTRANT, "rj:wd:c");
     int id = rj_send(g_peer, "d2", "try lock rj:wd:c %d -1", 3 * JAVA_WATCHDOG_MS);
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "rj:wd:java", &c);
+    rlock *l = rj_open_own(g_srv, RLOCK_REENTRANT, "rj:wd:java", &c);
     assert_int_equal(rlock_try_lock(l, 3 * JAVA_WATCHDOG_MS, -1), RLOCK_ETIMEDOUT);
     char *r = rj_wait(g_peer, id, 15000);
     assert_non_null(r);
@@ -311,7 +312,7 @@ static void test_inspect_shows_java_holder(void **state)
     rj_expect(g_peer, "i1", "ok", "lock lock rj:inspect -1");
     rj_expect(g_peer, "i1", "ok", "lock lock rj:inspect -1");
     char *owner = rj_call(g_peer, "i1", "owner");
-    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_client *c = rj_client(g_srv);
     rlock_lock_info *info = NULL;
     assert_int_equal(rlock_inspect(c, "rj:inspect", &info), RLOCK_OK);
     assert_int_equal(info->type, RLOCK_TYPE_REENTRANT);
@@ -333,7 +334,7 @@ static void test_fenced_tokens_shared(void **state)
 {
     (void)state;
     rlock_client *c;
-    rlock *l = tc_open_own(g_srv, RLOCK_REENTRANT, "rj:fenced", &c);
+    rlock *l = rj_open_own(g_srv, RLOCK_REENTRANT, "rj:fenced", &c);
     uint64_t last = 0;
     for (int i = 0; i < 10; i++) {
         char *r = rj_call(g_peer, "t1", "try fenced rj:fenced 5000 -1");
@@ -435,7 +436,7 @@ static fair_result fair_queue(const char *name, char holder, const char *pattern
     enum { MAX = 32 };
     int n = (int)strlen(pattern);
     assert_true(n <= MAX);
-    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_client *c = rj_client(g_srv);
     rlock *mine = NULL;
     if (holder == 'c') {
         mine = tc_hold(c, RLOCK_FAIR, name);
@@ -561,7 +562,7 @@ static void test_multilock_exclusion(void **state)
     member_thread t[4];
     pthread_t th[4];
     for (int k = 0; k < 4; k++) {
-        t[k] = (member_thread){.c = tc_client_defaults(g_srv), .ck = ck, .slot = k};
+        t[k] = (member_thread){.c = rj_client(g_srv), .ck = ck, .slot = k};
         for (int m = 0; m < 3; m++) {
             t[k].l[m] = tc_open(t[k].c, RLOCK_REENTRANT, names[k == 3 ? m : k]);
         }

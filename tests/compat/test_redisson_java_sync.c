@@ -52,7 +52,7 @@ static int group_setup(void **state)
     rj_require(state);
     g_srv = tc_start();
     g_peer = rj_start(g_srv, 0);
-    g_c = tc_client_defaults(g_srv);
+    g_c = rj_client(g_srv);
     print_message("Redisson %s, client id %s\n", rj_version(g_peer), rj_id(g_peer));
     return 0;
 }

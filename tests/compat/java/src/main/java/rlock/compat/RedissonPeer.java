@@ -2,7 +2,9 @@
  * The Redisson peer of the compat tests: one RedissonClient (released Redisson, default Config
  * apart from the address and the watchdog timeout) driven line by line over stdin by a C test.
  *
- * Usage: java -jar redisson-peer-<version>.jar <redis url> [lockWatchdogTimeout ms]
+ * Usage: java -jar redisson-peer-<version>.jar <where> [lockWatchdogTimeout ms], where <where> is
+ * a redis:// or rediss:// URL, or "cluster:" and a comma-separated list of seed URLs (see
+ * Peers.java for TLS).
  * Prints "ready <redisson id> <redisson version>" once connected. Then each request line is
  *   <id> <worker> <op> <args...>
  * and runs on the worker's own thread (Redisson locks belong to threads), so requests on
@@ -60,8 +62,7 @@ public final class RedissonPeer {
             System.err.println("usage: RedissonPeer <redis url> [lockWatchdogTimeout ms]");
             System.exit(2);
         }
-        Config config = new Config();
-        config.useSingleServer().setAddress(args[0]);
+        Config config = Peers.config(args[0]);
         if (args.length > 1) {
             config.setLockWatchdogTimeout(Long.parseLong(args[1]));
         }
