@@ -53,9 +53,8 @@ double rj_now_ms(void);
 
 /* A client on s from tc_options() (so over TLS it trusts the test CA), failing the running test
  * when there is none; and a handle on name of a client of its own (free with tc_close_own()). */
-struct rlock_client;
-struct rlock_client *rj_client(const rh_server *s);
-struct rlock *rj_open_own(const rh_server *s, int kind, const char *name, struct rlock_client **c);
+rlock_client *rj_client(const rh_server *s);
+rlock *rj_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_client **c);
 
 /* Ends the peer (its workers finish their requests first), killing its PID after 30 s. */
 void rj_stop(rj_peer *p);
