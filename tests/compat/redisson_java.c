@@ -140,12 +140,17 @@ static pid_t peer_spawn(rj_peer *p, const char *url, int64_t watchdog_ms)
 
 rj_peer *rj_start(rh_server *s, int64_t watchdog_ms)
 {
+    return rj_start_at(rh_url(s), watchdog_ms);
+}
+
+rj_peer *rj_start_at(const char *where, int64_t watchdog_ms)
+{
     rj_peer *p = calloc(1, sizeof(*p));
     assert_non_null(p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->next_id = 1;
-    p->pid = peer_spawn(p, rh_url(s), watchdog_ms);
+    p->pid = peer_spawn(p, where, watchdog_ms);
     assert_true(p->pid > 0);
     pthread_create(&p->reader, NULL, peer_read, p);
     char *ready = rj_wait(p, 0, 30000);

@@ -23,6 +23,8 @@ int rj_require(void **state);
 /* Starts a peer JVM with one RedissonClient on s (lockWatchdogTimeout watchdog_ms when > 0) and
  * waits until it connected; fails the running test when it does not within 30 s. */
 rj_peer *rj_start(rh_server *s, int64_t watchdog_ms);
+/* The same on where: a URL, or "cluster:" and comma-separated seed URLs (a cluster client). */
+rj_peer *rj_start_at(const char *where, int64_t watchdog_ms);
 
 /* Redisson's id of the peer's client (the "<uuid>" of its lock owners) and its version. */
 const char *rj_id(const rj_peer *p);
