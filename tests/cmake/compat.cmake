@@ -48,3 +48,5 @@ rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS
                         SOURCES compat/test_redisson_java_sync.c)
 rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
                         SOURCES compat/test_redisson_java_cluster.c)
+rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180
+                        SOURCES compat/test_redisson_java_sentinel.c)

@@ -38,6 +38,11 @@ final class Checker {
         return (long) LONGS.getVolatile(map, base + field * 8);
     }
 
+    /** A flag the C side raises: the first long of the slot is not 0. */
+    boolean raised() {
+        return get(WRITERS) != 0;
+    }
+
     void enter() {
         if (add(WRITERS, 1) != 0 || get(READERS) != 0) {
             add(VIOLATIONS, 1);

@@ -61,6 +61,7 @@ final class Ops {
             case "munlock": multi(w, 3).unlock(); return "ok";
             case "stress": return stress(w);
             case "mstress": return multiStress(w);
+            case "fstress": return failoverStress(w);
             case "sstress": return semaphoreStress(w);
             default: return syncOp(op, w);
         }
@@ -129,6 +130,39 @@ final class Ops {
             l.unlock();
         }
         return "ok " + n;
+    }
+
+    /** fstress NAME ITERATIONS HOLD_US CHECKER_FILE LEASE_MS: the RLock stress through a failover,
+     * at least ITERATIONS sections and on until the C side raises the checker's slot 15: a lock
+     * that fails (the master is switching) is retried after 20 ms, an unlock that fails is
+     * counted and left to its lease. Answers "ok <sections> <lock errors> <unlock errors>". */
+    private String failoverStress(String[] w) throws Exception {
+        RLock l = r.getLock(w[3]);
+        int n = Integer.parseInt(w[4]);
+        long holdNs = Long.parseLong(w[5]) * 1000;
+        Checker ck = new Checker(w[6], 0);
+        Checker stop = new Checker(w[6], 15);
+        long lease = Long.parseLong(w[7]);
+        int done = 0, lockErrors = 0, unlockErrors = 0;
+        while (done < n || !stop.raised()) {
+            try {
+                l.lock(lease, MS);
+            } catch (Exception e) {
+                lockErrors++;
+                Thread.sleep(20);
+                continue;
+            }
+            ck.enter();
+            LockSupport.parkNanos(holdNs);
+            ck.leave();
+            done++;
+            try {
+                l.unlock();
+            } catch (Exception e) {
+                unlockErrors++;
+            }
+        }
+        return "ok " + done + " " + lockErrors + " " + unlockErrors;
     }
 
     /** mstress ITERATIONS HOLD_US CHECKER_FILE NAME...: a RedissonMultiLock over the names,

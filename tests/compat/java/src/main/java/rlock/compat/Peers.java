@@ -1,7 +1,8 @@
 /*
  * The peer's Config: Redisson's defaults apart from where the servers are. A "cluster:" prefix
- * gives useClusterServers() over the comma-separated seeds (default pub/sub mode), else
- * useSingleServer(). Over TLS (rediss://) the peer trusts the test CA, $RH_TLS_DIR/ca.crt, the
+ * gives useClusterServers() over the comma-separated seeds (default pub/sub mode),
+ * "sentinel:<master name>:" useSentinelServers() over the comma-separated Sentinels, anything
+ * else useSingleServer(). Over TLS (rediss://) the peer trusts the test CA, $RH_TLS_DIR/ca.crt, the
  * directory the C harness starts its TLS servers with.
  */
 package rlock.compat;
@@ -23,6 +24,10 @@ final class Peers {
         BaseConfig<?> base;
         if (where.startsWith("cluster:")) {
             base = config.useClusterServers().addNodeAddress(where.substring(8).split(","));
+        } else if (where.startsWith("sentinel:")) {
+            String[] w = where.split(":", 3);
+            base = config.useSentinelServers().setMasterName(w[1])
+                    .addSentinelAddress(w[2].split(","));
         } else {
             base = config.useSingleServer().setAddress(where);
         }
