@@ -18,9 +18,11 @@ import org.redisson.api.RedissonClient;
 final class Ops {
     private static final TimeUnit MS = TimeUnit.MILLISECONDS;
     private final RedissonClient r;
+    private final Bench bench;
 
     Ops(RedissonClient r) {
         this.r = r;
+        this.bench = new Bench(r);
     }
 
     /** The lock of a kind: lock (RLock), fair, read, write, fenced. */
@@ -60,6 +62,9 @@ final class Ops {
             case "multi": return multiOp(Long.parseLong(w[3]), Long.parseLong(w[4]), w, 5);
             case "munlock": multi(w, 3).unlock(); return "ok";
             case "stress": return stress(w);
+            case "pairs": return bench.pairs(w[3], Integer.parseInt(w[4]));
+            case "handoff": return bench.handoff(w[3], Integer.parseInt(w[4]));
+            case "cpu": return "ok " + Bench.cpuNs();
             case "mstress": return multiStress(w);
             case "fstress": return failoverStress(w);
             case "sstress": return semaphoreStress(w);
