@@ -23,11 +23,12 @@ function(rlock_add_redisson_test)
                  ENV "RLOCK_REDISSON_JAR=${_jar}")
   get_test_property(${R_NAME} ENVIRONMENT _env)
   get_test_property(${R_NAME} TIMEOUT _timeout)
-  set(_props TIMEOUT ${_timeout} SKIP_RETURN_CODE 77 LABELS "redis;redisson;plain_only")
+  set(_props TIMEOUT ${_timeout} SKIP_RETURN_CODE 77)
   if(R_TLS)
     # The certificates of tls.cmake's fixture (the same directory: that fragment comes later).
     add_test(NAME ${R_NAME}_tls COMMAND ${R_NAME})
     set_tests_properties(${R_NAME}_tls PROPERTIES ${_props} FIXTURES_REQUIRED tls_certs
+      LABELS "redis;redisson;plain_only"
       ENVIRONMENT "${_env};RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs")
   endif()
   foreach(_v IN LISTS RLOCK_REDISSON_VERSIONS)
@@ -37,7 +38,8 @@ function(rlock_add_redisson_test)
       set(_venv ${_env})
       list(TRANSFORM _venv REPLACE "^RLOCK_REDISSON_JAR=.*" "RLOCK_REDISSON_JAR=${_jar}")
       add_test(NAME ${R_NAME}_r${_major} COMMAND ${R_NAME})
-      set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}")
+      set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}"
+                           LABELS "redis;redisson;plain_only")
     endif()
   endforeach()
 endfunction()
