@@ -188,7 +188,7 @@ build_redisson_peer() {
     t0=$(date +%s)
     for profile in "" "-Predisson3"; do
         # shellcheck disable=SC2086 # an empty profile is no argument
-        if ! mvn -q -B -f "$pom" package $profile; then
+        if ! mvn -q -B -Dstyle.color=never -f "$pom" package $profile; then
             record "java/build" 0 1 "mvn package $profile failed"
             return
         fi
