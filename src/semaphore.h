@@ -43,9 +43,9 @@ struct rlock_semaphore {
 
 /* The request of one call whose reply may be lost (a release, a count-down, an acquire): a
  * random id whose key, {name}:rlock_request:<32 hex> (rlock's own, in the name's slot and under
- * the README's ACL patterns), the call's scripts pass, so that running one again is a no-op for
- * request_ttl ms after its first run (rlk_sem_run). Semaphores derive it by Redisson's rule
- * (name:rlock_request:... when the name holds '{'); the latch always adds the braces, as its
+ * the ACL patterns of docs/acl.md), the call's scripts pass, so that running one again is a
+ * no-op for request_ttl ms after its first run (rlk_sem_run). Semaphores derive it by Redisson's
+ * rule (name:rlock_request:... when the name holds '{'); the latch always adds the braces, as its
  * channel does, since a latch name on a cluster may hold a '{' but no '}'. */
 typedef struct rlk_sem_req {
     rlk_buf key;
