@@ -495,11 +495,23 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem);
  * a waiter re-attempts whenever a wake-up arrived while it was not asleep. With replica_sync,
  * permits that fewer replicas acknowledged within replica_sync_timeout_ms are given back (best
  * effort) and the call returns RLOCK_EREPLICA ("k of n replicas acknowledged").
+ * A lost reply (a connection killed or timed out after the attempt was sent) is resent for up to
+ * command_timeout_ms and never takes permits twice; if the call still ends without permits, it
+ * is settled on Redis first: permits an attempt took are kept and the call returns RLOCK_OK, or
+ * the call is cancelled so that no copy of an attempt still on its way takes any. When Redis
+ * stays unreachable for that too (logged at WARN), the handle's next call (any call on it) gives
+ * back what the failed call took, for up to 6 x command_timeout_ms + 10 s; past that such permits
+ * may stay taken. A call that loses replies can last up to 3 command timeouts longer than
+ * wait_ms, and 3 more to settle.
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms);
 
 /* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits and wakes up to that many waiters
- * per process. Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
+ * per process. A release whose reply was lost is resent for up to command_timeout_ms and applied
+ * exactly once (a short-lived request key, {name}:rlock_request:<id>, makes a resend whose first
+ * copy ran a no-op). RLOCK_ECONN means no copy was answered: the release may still be applied,
+ * at most once (e.g. by a stalled server when it runs again), so releasing again could return the
+ * permits twice. Returns RLOCK_OK, RLOCK_EINVAL, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
 
 /* Takes one leased permit and writes its id (32 hex digits + NUL) to permit_id.
@@ -512,7 +524,9 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits);
  * A waiter also wakes when the earliest lease of the semaphore runs out. A watchdog permit should
  * be released through the handle that took it: released elsewhere (another handle or process),
  * its holder's watchdog finds it gone and reports it lost. Replica sync as for
- * rlock_semaphore_acquire() (RLOCK_EREPLICA: the permit was given back).
+ * rlock_semaphore_acquire() (RLOCK_EREPLICA: the permit was given back), and so are lost
+ * replies: the permit an attempt took unseen is kept and reported, or given back; one that could
+ * not be settled is given back by the handle's next call, or comes back when its lease runs out.
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT, RLOCK_EINVAL, RLOCK_EREPLICA, or a connection/Redis error. */
 RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
                                                 int64_t lease_ms,
@@ -521,7 +535,9 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wa
 /* Returns the leased permit with this id (from any handle or process, also a Redisson peer's)
  * and wakes one waiter. Returns RLOCK_OK; RLOCK_ENOTOWNER if no such permit is held (released
  * already, or its lease ran out); RLOCK_ELOST if this handle's watchdog had found it lost;
- * RLOCK_EINVAL for an id that is not 32 hex digits; or a connection/Redis error. */
+ * RLOCK_EINVAL for an id that is not 32 hex digits; or a connection/Redis error. A lost reply
+ * is resent as for rlock_semaphore_release(), and the resend reports the first run's outcome
+ * (RLOCK_OK, not RLOCK_ENOTOWNER, when the first copy released the permit). */
 RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id);
 
 /* ---------------------------------------------------------------------------------------------
@@ -545,7 +561,9 @@ RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *latch, int64_t count);
 /* Counts down by one; reaching 0 releases every waiter (a latch not counting stays at 0).
  * Returns RLOCK_OK or a negative error. With replica_sync, RLOCK_EREPLICA when fewer replicas
  * acknowledged the count-down in time: it is NOT undone (waiters may have been released), so a
- * failover may forget it, and counting down again would count twice on this master. */
+ * failover may forget it, and counting down again would count twice on this master. A lost reply
+ * is resent for up to command_timeout_ms and counts once, as rlock_semaphore_release(); after
+ * RLOCK_ECONN the count-down may still be applied, at most once. */
 RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *latch);
 
 /* The current count (0 when not counting), or a negative RLOCK_E* code. */

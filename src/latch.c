@@ -2,6 +2,8 @@
  * The count-down latch (Redisson RCountDownLatch data): the count is a string at name (absent =
  * 0), count-downs publish "0" on redisson_countdownlatch__channel__{name} when the count
  * reaches zero, and awaiters wait on that channel (the subscriber wakes all of them on "0").
+ * A count-down carries a request key (semaphore.h), so that it is resent after a lost reply and
+ * counts once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -107,17 +109,42 @@ RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *l, int64_t count)
     return r ? r : (int)v;
 }
 
+/* Runs latch_count_down.lua with the request q, resent after a lost reply (rlk_sem_run): the
+ * count after it in *v. */
+static int rlk_latch_count_down_once(rlock_latch *l, rlk_sem_req *q, long long *v)
+{
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, l->name, l->name_len);
+    rlk_args_add(&keys, l->channel.p, l->channel.len);
+    rlk_args_add(&keys, q->key.p, q->key.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, rlk_sem_req_ttl(l->client));
+    redisReply *rep = NULL;
+    int r = rlk_sem_run(l->client, q, RLK_SCRIPT_LATCH_COUNT_DOWN, &keys, &args, &rep,
+                        "latch count-down", l->name);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "latch '%s': expected an integer reply", l->name);
+    }
+    if (r == RLOCK_OK) {
+        *v = rep->integer;
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
 RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
 {
     int r = rlk_latch_check(l);
+    rlk_sem_req q;
+    r = r ? r : rlk_sem_req_init(&q, l->name, l->name_len, 1);
     if (r != RLOCK_OK) {
         return r;
     }
-    rlk_args args;
-    rlk_args_init(&args);
     long long v = 0;
     rlk_sync_clear();
-    r = rlk_latch_call(l, RLK_SCRIPT_LATCH_COUNT_DOWN, 0, &args, &v);
+    r = rlk_latch_count_down_once(l, &q, &v);
+    rlk_sem_req_free(&q);
     int acked = 0, n = 0;
     if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
         /* Not undone: a count-down that reached 0 has released the waiters already, and counting

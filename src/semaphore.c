@@ -2,10 +2,14 @@
  * Semaphores: handles, setup, queries and plain permits (Redisson RSemaphore data). Leased
  * permits are in semaphore_leased.c. Waiting is the shared notification wait (waiter.c) on
  * redisson_sc:{name} in counting mode: a message N gives at most N local waiters a re-attempt.
+ * Requests (also the latch's): a call that changes counts carries a request key, so that it is
+ * resent after a lost reply and applied once, and an acquire that lost a reply is settled.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <uuid/uuid.h>
 
 #include "pool.h"
 #include "pubsub.h"
@@ -21,6 +25,101 @@ int64_t rlk_epoch_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void rlk_sem_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < 16; i++) {
+        out[2 * i] = digits[id[i] >> 4];
+        out[2 * i + 1] = digits[id[i] & 15];
+    }
+    out[RLOCK_PERMIT_ID_LEN] = '\0';
+}
+
+int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len, int braces)
+{
+    unsigned char id[16];
+    char suffix[sizeof("rlock_request:") + RLOCK_PERMIT_ID_LEN];
+    uuid_generate_random(id);
+    memcpy(suffix, "rlock_request:", sizeof("rlock_request:") - 1);
+    rlk_sem_hex(id, suffix + sizeof("rlock_request:") - 1);
+    rlk_buf_init(&q->key);
+    q->lost = 0;
+    int r = braces ? rlk_buf_appends(&q->key, "{") : rlk_suffix_name(&q->key, name, len, suffix);
+    if (braces && r == RLOCK_OK) {
+        r = rlk_buf_append(&q->key, name, len);
+        r = r ? r : rlk_buf_appends(&q->key, "}:");
+        r = r ? r : rlk_buf_appends(&q->key, suffix);
+    }
+    if (r != RLOCK_OK) {
+        rlk_buf_free(&q->key);
+        return rlk_err(RLOCK_ENOMEM, "cannot allocate a request key");
+    }
+    return RLOCK_OK;
+}
+
+void rlk_sem_req_free(rlk_sem_req *q)
+{
+    rlk_buf_free(&q->key);
+}
+
+int64_t rlk_sem_req_ttl(const rlock_client *c)
+{
+    /* A call's last resend runs within 3 command timeouts of its first copy, and an acquire's
+     * settlement within 3 more; the margin covers copies that a stalled server runs late. */
+    int64_t ct = c->opts.command_timeout_ms;
+    return rlk_add_sat(ct > RLOCK_MAX_DURATION_MS / 6 ? RLOCK_MAX_DURATION_MS : 6 * ct, 10000);
+}
+
+/* The text of the last error (code's) without the "<code's message>: " that rlk_err() put in
+ * front, copied to buf, so that a later message can quote it without repeating that prefix. */
+static const char *rlk_sem_detail(int code, char *buf, size_t size)
+{
+    const char *msg = rlock_last_error();
+    const char *prefix = rlock_strerror(code);
+    size_t n = strlen(prefix);
+    if (strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') {
+        msg += n + 2;
+    }
+    snprintf(buf, size, "%s", msg);
+    return buf;
+}
+
+static void rlk_sem_pause(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+int rlk_sem_run(rlock_client *c, rlk_sem_req *q, int script, const rlk_args *keys,
+                const rlk_args *args, redisReply **out, const char *what, const char *name)
+{
+    int64_t deadline = INT64_MAX;
+    int64_t pause = 2;
+    for (int tries = 1;; tries++) {
+        int r = rlk_script(c, script, 0, keys, args, out);
+        if (r != RLOCK_ECONN && r != RLOCK_ETLS) {
+            return r;
+        }
+        q->lost = 1;
+        /* Resends start within command_timeout_ms of the first lost reply (the try that lost
+         * it may have used a whole command timeout already). */
+        if (deadline == INT64_MAX) {
+            deadline = rlk_add_sat(rlk_now_ms(), c->opts.command_timeout_ms);
+        }
+        int64_t left = deadline - rlk_now_ms();
+        if (left <= 0 || rlk_client_check(c) != RLOCK_OK) {
+            char last[256];
+            return rlk_err(r, "%s of '%s': no reply after %d tries, resent for %lld ms (%s)", what,
+                           name, tries, (long long)c->opts.command_timeout_ms,
+                           rlk_sem_detail(r, last, sizeof(last)));
+        }
+        /* The pool dials again at once after a broken connection, and answers at once while its
+         * dial backoff runs: short pauses keep the resends from spinning. */
+        rlk_sem_pause(pause < left ? pause : left);
+        pause = pause < 64 ? pause * 2 : pause;
+    }
+}
+
 int rlk_sem_check(rlock_semaphore *sem)
 {
     if (sem == NULL) {
@@ -29,6 +128,7 @@ int rlk_sem_check(rlock_semaphore *sem)
     int r = rlk_client_enter(sem->client);
     if (r == RLOCK_OK) {
         rlk_sem_refresh(sem);
+        rlk_sem_settle_pending(sem);
     }
     return r;
 }
@@ -50,6 +150,7 @@ void rlk_sem_refresh(rlock_semaphore *sem)
             sem->permits = p->next;
             free(p);
         }
+        rlk_sem_drop_pending(sem); /* the parent settles its own calls */
         atomic_store_explicit(&sem->gen, rlk_fork_gen(), memory_order_release);
     }
     rlk_fork_unlock();
@@ -96,6 +197,7 @@ RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem)
         return;
     }
     rlk_sem_forget_permits(sem);
+    rlk_sem_drop_pending(sem);
     rlk_buf_free(&sem->channel);
     rlk_buf_free(&sem->timeout);
     pthread_mutex_destroy(&sem->mu);
@@ -179,23 +281,26 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem)
     return r ? r : v < 0 ? 0 : v;
 }
 
-int rlk_sem_attempt(rlock_semaphore *sem, int64_t n, int64_t expiry, const unsigned char (*ids)[16],
-                    int64_t *hint_ms)
+int rlk_sem_attempt(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int64_t expiry,
+                    const unsigned char (*ids)[16], int64_t *hint_ms)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, sem->name, sem->name_len);
     rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
     rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(&keys, q->key.p, q->key.len);
     rlk_args_init(&args);
     rlk_args_addi(&args, n);
     rlk_args_addi(&args, rlk_epoch_ms());
     rlk_args_addi(&args, expiry);
+    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
     for (int64_t i = 0; ids != NULL && i < n; i++) {
         rlk_args_add(&args, (const char *)ids[i], 16);
     }
     redisReply *rep = NULL;
-    int r = rlk_script(sem->client, RLK_SCRIPT_SEM_ACQUIRE, 0, &keys, &args, &rep);
+    int r = rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE, &keys, &args, &rep,
+                        "semaphore acquire", sem->name);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -213,6 +318,7 @@ int rlk_sem_attempt(rlock_semaphore *sem, int64_t n, int64_t expiry, const unsig
 
 typedef struct rlk_sem_try {
     rlock_semaphore *sem;
+    rlk_sem_req *q;
     int64_t n;
     int64_t lease_ms; /* > 0 lease, < 0 watchdog lease, 0 plain */
     const unsigned char (*ids)[16];
@@ -226,23 +332,31 @@ static int rlk_sem_try_once(void *arg, int64_t *hint_ms)
         int64_t lease = t->lease_ms > 0 ? t->lease_ms : t->sem->client->opts.watchdog_timeout_ms;
         expiry = rlk_add_sat(rlk_epoch_ms(), lease);
     }
-    return rlk_sem_attempt(t->sem, t->n, expiry, t->ids, hint_ms);
+    return rlk_sem_attempt(t->sem, t->q, t->n, expiry, t->ids, hint_ms);
 }
 
 /* Returns the permit on Redis: 1 released, 0 released after its lease ran out, -1 no such
  * permit, or a negative error. */
 int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v)
 {
+    rlk_sem_req q;
+    int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        return r;
+    }
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, sem->name, sem->name_len);
     rlk_args_add(&keys, sem->channel.p, sem->channel.len);
     rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, q.key.p, q.key.len);
     rlk_args_init(&args);
     rlk_args_add(&args, (const char *)id, 16);
     rlk_args_addi(&args, rlk_epoch_ms());
+    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
     redisReply *rep = NULL;
-    int r = rlk_script(sem->client, RLK_SCRIPT_SEM_RELEASE_LEASED, 0, &keys, &args, &rep);
+    r = rlk_sem_run(sem->client, &q, RLK_SCRIPT_SEM_RELEASE_LEASED, &keys, &args, &rep,
+                    "leased release", sem->name);
     if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
         r = rlk_err(RLOCK_EPROTO, "sem_release_leased: expected an integer reply");
     }
@@ -250,43 +364,207 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
         *v = rep->integer;
     }
     freeReplyObject(rep);
+    rlk_sem_req_free(&q);
     return r;
+}
+
+/* Settles the acquire call q (sem_acquire_cancel.lua in mode "keep" or "give"), resent after a
+ * lost reply unless once is set: 2 its permits are kept, 1 they were given back, 0 it had taken
+ * none and is now cancelled on Redis, or a negative error. */
+static int rlk_sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int keep,
+                          const unsigned char (*ids)[16], int once)
+{
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, q->key.p, q->key.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, n);
+    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    rlk_args_adds(&args, keep ? "keep" : "give");
+    for (int64_t i = 0; ids != NULL && i < n; i++) {
+        rlk_args_add(&args, (const char *)ids[i], 16);
+    }
+    redisReply *rep = NULL;
+    int r = once ? rlk_script(sem->client, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, 0, &keys, &args, &rep)
+                 : rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &rep,
+                               "semaphore acquire settlement", sem->name);
+    long long v = 0;
+    r = r ? r : rlk_int_reply(rep, &v, "sem_acquire_cancel");
+    freeReplyObject(rep);
+    return r ? r : (int)v;
+}
+
+/* An acquire call that could not be settled because Redis stayed out of reach: the handle's
+ * next call settles it (mode "give": its caller learnt of no permits). Settling is safe however
+ * late: it gives back only what the request key says the call took. */
+typedef struct rlk_sem_pending {
+    struct rlk_sem_pending *next;
+    rlk_sem_req q;
+    int64_t n;
+    int leased;
+    unsigned char id[16];
+    int64_t until_ms; /* monotonic: the request key, the only trace of the permits, is gone */
+} rlk_sem_pending;
+
+static void rlk_sem_pending_push(rlock_semaphore *sem, rlk_sem_pending *p)
+{
+    pthread_mutex_lock(&sem->mu);
+    p->next = sem->pending;
+    sem->pending = p;
+    atomic_store(&sem->has_pending, 1);
+    pthread_mutex_unlock(&sem->mu);
+}
+
+/* Keeps a copy of q for rlk_sem_settle_pending() (none when out of memory: the warning stands). */
+static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                          const unsigned char (*ids)[16])
+{
+    rlk_sem_pending *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return;
+    }
+    rlk_buf_init(&p->q.key); /* a copy: the buffer may point into its own struct */
+    if (rlk_buf_append(&p->q.key, q->key.p, q->key.len) != RLOCK_OK) {
+        free(p);
+        return;
+    }
+    p->n = n;
+    p->leased = ids != NULL;
+    if (ids != NULL) {
+        memcpy(p->id, ids[0], sizeof(p->id)); /* a leased acquire takes one permit */
+    }
+    p->until_ms = rlk_add_sat(rlk_now_ms(), rlk_sem_req_ttl(sem->client));
+    rlk_sem_pending_push(sem, p);
+}
+
+/* One try at a deferred settlement (no resends: the caller's own call waits behind it); kept for
+ * the next call if Redis is still out of reach and the request key may still be there. */
+static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
+{
+    const unsigned char(*ids)[16] = p->leased ? (const unsigned char(*)[16]) & p->id : NULL;
+    int s = rlk_sem_settle(sem, &p->q, p->n, 0, ids, 1);
+    if (s < 0 && rlk_now_ms() < p->until_ms) {
+        rlk_sem_pending_push(sem, p);
+        return;
+    }
+    if (s == 1) {
+        rlk_log(sem->client, RLOCK_LOG_INFO,
+                "semaphore '%s': gave back %lld permit(s) taken by an acquire whose reply was lost",
+                sem->name, (long long)p->n);
+    } else if (s < 0) {
+        rlk_log(sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': gave up settling an acquire whose reply was lost; %lld "
+                "permit(s) may stay taken",
+                sem->name, (long long)p->n);
+    }
+    rlk_sem_req_free(&p->q);
+    free(p);
+}
+
+void rlk_sem_settle_pending(rlock_semaphore *sem)
+{
+    if (!atomic_load(&sem->has_pending)) {
+        return;
+    }
+    pthread_mutex_lock(&sem->mu);
+    rlk_sem_pending *p = sem->pending;
+    sem->pending = NULL;
+    atomic_store(&sem->has_pending, 0);
+    pthread_mutex_unlock(&sem->mu);
+    while (p != NULL) {
+        rlk_sem_pending *next = p->next;
+        rlk_sem_settle_one(sem, p);
+        p = next;
+    }
+}
+
+void rlk_sem_drop_pending(rlock_semaphore *sem)
+{
+    rlk_sem_pending *p = sem->pending;
+    sem->pending = NULL;
+    atomic_store(&sem->has_pending, 0);
+    while (p != NULL) {
+        rlk_sem_pending *next = p->next;
+        rlk_sem_req_free(&p->q);
+        free(p);
+        p = next;
+    }
 }
 
 /* Gives back permits that fewer replicas acknowledged than the master has, as lock.c gives
  * back such a grant: a failover to one of them would forget the acquire while the caller used the
  * permits. Best effort, and waiting for no replica (it would fall short the same way). */
-static int rlk_sem_undo_unsynced(rlock_semaphore *sem, int64_t n, const unsigned char (*ids)[16])
+static int rlk_sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                                 const unsigned char (*ids)[16])
 {
     int acked = 0, k = 0;
     if (!rlk_sync_short(&acked, &k)) {
         return RLOCK_OK;
     }
     rlk_sync_suppress(1);
-    long long v = 0;
-    if (ids == NULL) {
-        (void)rlk_sem_call(sem, RLK_SCRIPT_SEM_RELEASE, 0, &sem->channel, n, &v, "sem_release");
-    }
-    for (int64_t i = 0; ids != NULL && i < n; i++) {
-        (void)rlk_sem_release_id(sem, ids[i], &v);
-    }
+    (void)rlk_sem_settle(sem, q, n, 0, ids, 0);
     rlk_sync_suppress(0);
     return rlk_sync_error(acked, k, "semaphore", sem->name);
+}
+
+/* The end of an acquire call r (0 timed out, or an error) that lost a reply: an attempt may have
+ * taken the permits unseen. They are kept and the call succeeds (1), or the call is cancelled
+ * on Redis, so that no copy of an attempt still on its way takes any later; r stands then. If
+ * Redis cannot be reached for this either, the permits may stay taken (a leased one until its
+ * lease runs out), which is logged. */
+static int rlk_sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                               const unsigned char (*ids)[16], int r)
+{
+    char why[256];
+    rlk_sem_detail(r, why, sizeof(why));
+    int s = rlk_sem_settle(sem, q, n, 1, ids, 0);
+    if (s == 2) {
+        rlk_log(sem->client, RLOCK_LOG_INFO,
+                "semaphore '%s': kept %lld permit(s) whose acquire reply was lost", sem->name,
+                (long long)n);
+        return 1;
+    }
+    if (s < 0) {
+        rlk_log(sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': an acquire whose reply was lost could not be settled; the "
+                "handle's next call settles it: %s",
+                sem->name, rlock_last_error());
+        rlk_sem_defer(sem, q, n, ids);
+    }
+    if (r < 0) {
+        rlk_err(r, "%s", why);
+    }
+    return r;
 }
 
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
                     const unsigned char (*ids)[16])
 {
-    rlk_sem_try t = {sem, n, lease_ms, ids};
+    rlk_sem_req q;
+    int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_sem_try t = {sem, &q, n, lease_ms, ids};
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
     rlk_sync_clear();
-    int r = rlk_wait_notified(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
-                              rlk_sem_try_once, &t);
+    r = rlk_wait_notified(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
+                          rlk_sem_try_once, &t);
+    if (r != 1 && q.lost && r != RLOCK_ECLOSED) {
+        rlk_sync_clear();
+        r = rlk_sem_settle_lost(sem, &q, n, ids, r);
+    }
     if (r == 1) {
-        /* The last synced script of this thread is the acquire that succeeded. */
-        int u = rlk_sem_undo_unsynced(sem, n, ids);
+        /* The last synced script of this thread is the attempt that took the permits. After a
+         * settlement that kept them there is none (a settlement waits for no replica), so
+         * permits kept that way are not checked. */
+        int u = rlk_sem_undo_unsynced(sem, &q, n, ids);
         r = u ? u : r;
     }
+    rlk_sem_req_free(&q);
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT,
                        "%lld permit(s) of semaphore '%s' not acquired within "
@@ -322,10 +600,27 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
     r = r ? r : rlk_check_permits(permits, 1, "permits");
-    long long v = 0;
+    rlk_sem_req q;
+    r = r ? r : rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(&keys, q.key.p, q.key.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, permits);
+    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    redisReply *rep = NULL;
     rlk_sync_clear();
-    r = r ? r
-          : rlk_sem_call(sem, RLK_SCRIPT_SEM_RELEASE, 0, &sem->channel, permits, &v, "sem_release");
+    r = rlk_sem_run(sem->client, &q, RLK_SCRIPT_SEM_RELEASE, &keys, &args, &rep, "release",
+                    sem->name);
+    long long v = 0;
+    r = r ? r : rlk_int_reply(rep, &v, "sem_release");
+    freeReplyObject(rep);
+    rlk_sem_req_free(&q);
     rlk_sem_warn_unsynced(sem, r, "release");
     return r;
 }

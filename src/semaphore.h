@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "client.h"
+#include "pool.h"
 #include "watchdog.h"
 
 /* Score of a leased permit without expiry (Redisson's NON_EXPIRABLE). */
@@ -25,10 +26,14 @@ typedef struct rlk_permit {
     rlk_wd_entry wd;
 } rlk_permit;
 
+struct rlk_sem_pending;
+
 struct rlock_semaphore {
     rlock_client *client;
-    pthread_mutex_t mu; /* guards permits */
+    pthread_mutex_t mu; /* guards permits and pending */
     rlk_permit *permits;
+    struct rlk_sem_pending *pending; /* acquire calls left unsettled (semaphore.c) */
+    atomic_int has_pending;          /* pending != NULL, read without the mutex */
     atomic_uint gen; /* the fork generation the permits belong to (rlk_sem_refresh) */
     rlk_buf channel; /* redisson_sc:{name} */
     rlk_buf timeout; /* {name}:timeout */
@@ -36,19 +41,46 @@ struct rlock_semaphore {
     char name[];
 };
 
+/* The request of one call whose reply may be lost (a release, a count-down, an acquire): a
+ * random id whose key, {name}:rlock_request:<32 hex> (rlock's own, in the name's slot and under
+ * the ACL patterns of docs/acl.md), the call's scripts pass, so that running one again is a
+ * no-op for request_ttl ms after its first run (rlk_sem_run). Semaphores derive it by Redisson's
+ * rule (name:rlock_request:... when the name holds '{'); the latch always adds the braces, as its
+ * channel does, since a latch name on a cluster may hold a '{' but no '}'. */
+typedef struct rlk_sem_req {
+    rlk_buf key;
+    int lost; /* a reply was lost: a copy of the request may have run, or may still run */
+} rlk_sem_req;
+
+/* A new request on the object called name (braces: always {name}, see above): RLOCK_OK or
+ * RLOCK_ENOMEM. */
+int rlk_sem_req_init(rlk_sem_req *q, const char *name, size_t len, int braces);
+void rlk_sem_req_free(rlk_sem_req *q);
+/* How long a request key is kept (ms): beyond every resend of the call that made it. */
+int64_t rlk_sem_req_ttl(const rlock_client *c);
+/* Runs script, which q's key makes safe to run twice, and sends it again after each lost reply
+ * (RLOCK_ECONN, RLOCK_ETLS; q->lost set) for up to command_timeout_ms after the first one.
+ * RLOCK_OK with *out, or the last error (what and name in its text). */
+int rlk_sem_run(rlock_client *c, rlk_sem_req *q, int script, const rlk_args *keys,
+                const rlk_args *args, redisReply **out, const char *what, const char *name);
+/* Writes id as 32 lower-case hex digits and a NUL. */
+void rlk_sem_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1]);
+
 /* Checks sem and its client: RLOCK_OK, RLOCK_EINVAL (NULL), RLOCK_ECLOSED. */
 int rlk_sem_check(rlock_semaphore *sem);
 
 /* The caller's wall clock in epoch ms (Redisson's lease scores are client epoch times). */
 int64_t rlk_epoch_ms(void);
 
-/* One acquire attempt of n permits, leased with ids (count n) or plain (ids NULL): 1 acquired,
- * 0 not (*hint_ms = ms until the earliest lease runs out, or -1), or a negative error. */
-int rlk_sem_attempt(rlock_semaphore *sem, int64_t n, int64_t expiry, const unsigned char (*ids)[16],
-                    int64_t *hint_ms);
+/* One acquire attempt of n permits for the acquire call q, leased with ids (count n) or plain
+ * (ids NULL): 1 acquired (now, or by an earlier attempt of q), 0 not (*hint_ms = ms until the
+ * earliest lease runs out, or -1), or a negative error. */
+int rlk_sem_attempt(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int64_t expiry,
+                    const unsigned char (*ids)[16], int64_t *hint_ms);
 
-/* Returns the leased permit id on Redis (sem_release_leased.lua): *v is 1 released, 0 released
- * after its lease ran out, -1 no such permit; or a negative error. */
+/* Returns the leased permit id on Redis (sem_release_leased.lua, resent after a lost reply and
+ * applied once): *v is 1 released, 0 released after its lease ran out, -1 no such permit; or a
+ * negative error. */
 int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v);
 
 /* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked. */
@@ -56,7 +88,8 @@ void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what);
 
 /* Acquires by waiting on the channel: the attempt above in the shared notification wait. With
  * replica sync, permits that fewer replicas acknowledged are given back and the call returns
- * RLOCK_EREPLICA. */
+ * RLOCK_EREPLICA. A call whose attempt lost its reply is settled before it fails: permits that
+ * attempt took are kept and reported (RLOCK_OK), or the call is cancelled on Redis. */
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
                     const unsigned char (*ids)[16]);
 
@@ -64,6 +97,13 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
  * permits are the parent's, renewed by the parent's watchdog, so the child neither renews nor
  * reports them. No-op in the process that recorded them. */
 void rlk_sem_refresh(rlock_semaphore *sem);
+
+/* Settles the acquire calls of the handle that were left unsettled (at the start of every call
+ * on it, rlk_sem_check()). */
+void rlk_sem_settle_pending(rlock_semaphore *sem);
+/* Forgets them without settling (at free, and in the child of a fork()). No other thread may
+ * use the handle. */
+void rlk_sem_drop_pending(rlock_semaphore *sem);
 
 /* Stops the renewals of every leased permit of the handle (at free). */
 void rlk_sem_forget_permits(rlock_semaphore *sem);

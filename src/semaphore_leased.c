@@ -39,16 +39,6 @@ static const rlk_renew_class rlk_permit_renew = {
     .lost = rlk_permit_lost,
 };
 
-static void rlk_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1])
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < 16; i++) {
-        out[2 * i] = digits[id[i] >> 4];
-        out[2 * i + 1] = digits[id[i] & 15];
-    }
-    out[RLOCK_PERMIT_ID_LEN] = '\0';
-}
-
 static int rlk_nibble(char ch)
 {
     if (ch >= '0' && ch <= '9') {
@@ -153,7 +143,7 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wa
         return rlk_err(r, "semaphore '%s': cannot record the leased permit; returned it",
                        sem->name);
     }
-    rlk_hex(ids[0], permit_id);
+    rlk_sem_hex(ids[0], permit_id);
     return RLOCK_OK;
 }
 

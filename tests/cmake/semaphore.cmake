@@ -29,3 +29,16 @@ rlock_add_test(NAME test_sem_compat SOURCES semaphore/test_sem_compat.c LABELS r
 # The documented bounds: permits, deltas and latch counts beyond 2^31-1 are RLOCK_EINVAL and write
 # nothing; the count on Redis may pass 2^31-1 through adds and releases (< 1 s).
 rlock_add_test(NAME test_sem_bounds SOURCES semaphore/test_sem_bounds.c LABELS redis TIMEOUT 60)
+
+# Lost replies (800 ms command timeout; CLIENT PAUSE + CLIENT KILL before a command runs, the
+# server stopped while it is in flight): releases, leased releases and count-downs are resent and
+# applied once; acquires are kept and reported, or cancelled on Redis, or (Redis out of reach for
+# longer) given back by the handle's next call (~15 s).
+rlock_add_test(NAME test_sem_lost_reply SOURCES semaphore/test_sem_lost_reply.c LABELS redis fault
+               TIMEOUT 90)
+
+# Fault stress: 2 permits, 8 threads on 2 clients, connections killed every 20-100 ms and writes
+# paused, plain permits then leased permits (4 s each, SEM_FAULT_MS): never more than 2 inside
+# (independent checker), no acquire timed out, every permit back at the end (~9 s).
+rlock_add_test(NAME test_sem_fault_stress SOURCES semaphore/test_sem_fault_stress.c
+               LABELS redis fault stress TIMEOUT 120)
