@@ -540,6 +540,28 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wa
  * (RLOCK_OK, not RLOCK_ENOTOWNER, when the first copy released the permit). */
 RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id);
 
+/* Takes every available permit (Redisson RSemaphore.drainPermits: the count is set to 0, which
+ * clears a TTL on it). Returns the permits taken (>= 0; a count below 0 after a negative add is
+ * set to 0 too and reports 0), or a negative error. Leased permits stay with their holders. A
+ * drain whose reply was lost is resent and applied once, as rlock_semaphore_release(). */
+RLOCK_EXPORT int64_t rlock_semaphore_drain(rlock_semaphore *sem);
+
+/* Makes the semaphore's total permits (available plus leased) permits, 0 .. 2^31-1, else
+ * RLOCK_EINVAL (Redisson RPermitExpirableSemaphore.setPermits): the available count moves by
+ * the difference and may go below 0 while more leased permits are held; a never-set semaphore
+ * is set. Plain permits taken by acquire count as gone, as in Redisson. Wakes waiters when
+ * permits became available. Returns RLOCK_OK or a negative error; a lost reply is resent and
+ * applied once. */
+RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permits);
+
+/* Gives the leased permit with this id (any holder's) a lease of lease_ms from now
+ * (1 .. RLOCK_MAX_DURATION_MS, else RLOCK_EINVAL; Redisson updateLeaseTime). A watchdog permit of
+ * this handle stops being renewed: it keeps the new lease. Expired leases go back to the pool
+ * first. Returns RLOCK_OK; RLOCK_ENOTOWNER if no such permit is held (released, or its lease ran
+ * out); RLOCK_EINVAL for an id that is not 32 hex digits; or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
+                                              int64_t lease_ms);
+
 /* ---------------------------------------------------------------------------------------------
  * Count-down latch (Redisson RCountDownLatch data: the count is a string at name, wake-ups go
  * over redisson_countdownlatch__channel__{name}).

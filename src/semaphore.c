@@ -624,3 +624,51 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     rlk_sem_warn_unsynced(sem, r, "release");
     return r;
 }
+
+/* Runs a count-changing script on [name, (zset, channel,)] request key with its arguments
+ * [(arg,)] request TTL, resent after a lost reply and applied once; its integer reply in *v. */
+static int rlk_sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v,
+                         const char *what)
+{
+    rlk_sem_req q;
+    int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int full = script != RLK_SCRIPT_SEM_DRAIN;
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_init(&args);
+    if (full) {
+        rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+        rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+        rlk_args_addi(&args, arg);
+    }
+    rlk_args_add(&keys, q.key.p, q.key.len);
+    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    redisReply *rep = NULL;
+    r = rlk_sem_run(sem->client, &q, script, &keys, &args, &rep, what, sem->name);
+    r = r ? r : rlk_int_reply(rep, v, what);
+    freeReplyObject(rep);
+    rlk_sem_req_free(&q);
+    return r;
+}
+
+RLOCK_EXPORT int64_t rlock_semaphore_drain(rlock_semaphore *sem)
+{
+    int r = rlk_sem_check(sem);
+    long long v = 0;
+    r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_DRAIN, 0, &v, "drain");
+    /* A count below 0 (a negative add) is set to 0 as by Redisson, but no permit was taken. */
+    return r ? r : v < 0 ? 0 : v;
+}
+
+RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permits)
+{
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    long long v = 0;
+    r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_SET_PERMITS, permits, &v, "set permits");
+    return r;
+}

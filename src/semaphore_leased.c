@@ -195,3 +195,55 @@ void rlk_sem_forget_permits(rlock_semaphore *sem)
         p = next;
     }
 }
+
+/* Stops this handle's watchdog renewals of id, which would overwrite a lease the caller set. */
+static void rlk_permit_stop_renewing(rlock_semaphore *sem, const unsigned char id[16])
+{
+    rlk_permit *p = rlk_permit_take(sem, id);
+    if (p == NULL) {
+        return;
+    }
+    rlk_permit_unwatch(sem, p);
+    p->watched = 0;
+    pthread_mutex_lock(&sem->mu);
+    p->next = sem->permits;
+    sem->permits = p;
+    pthread_mutex_unlock(&sem->mu);
+}
+
+RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
+                                              int64_t lease_ms)
+{
+    unsigned char id[16];
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_unhex(permit_id, id);
+    if (r == RLOCK_OK && (lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL, "lease_ms must be in 1 .. %lld, got %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_permit_stop_renewing(sem, id);
+    int64_t now = rlk_epoch_ms();
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, (const char *)id, 16);
+    rlk_args_addi(&args, rlk_add_sat(now, lease_ms));
+    rlk_args_addi(&args, now);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_UPDATE_LEASE, RLK_IDEMPOTENT, &keys, &args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "sem_update_lease: expected an integer reply");
+    }
+    if (r == RLOCK_OK && rep->integer != 1) {
+        r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'", permit_id,
+                    sem->name);
+    }
+    freeReplyObject(rep);
+    return r;
+}

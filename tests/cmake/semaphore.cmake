@@ -42,3 +42,7 @@ rlock_add_test(NAME test_sem_lost_reply SOURCES semaphore/test_sem_lost_reply.c 
 # (independent checker), no acquire timed out, every permit back at the end (~9 s).
 rlock_add_test(NAME test_sem_fault_stress SOURCES semaphore/test_sem_fault_stress.c
                LABELS redis fault stress TIMEOUT 120)
+
+# Drain, set permits (total = available + leased, wakes a waiter) and lease updates (also of a
+# watchdog permit, whose renewals stop), each with its bad input (~3 s).
+rlock_add_test(NAME test_sem_ops SOURCES semaphore/test_sem_ops.c LABELS redis TIMEOUT 60)
