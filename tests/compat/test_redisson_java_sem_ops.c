@@ -1,0 +1,139 @@
+/*
+ * rlock's drain, set permits and lease updates against the released Redisson (the Java peer of
+ * redisson_java.h) on one redis-server: each side's call changes what the other side reads
+ * (RSemaphore.drainPermits, RPermitExpirableSemaphore.setPermits/getPermits/updateLeaseTime/
+ * getLeaseTime), so both keep the same data.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis_harness.h"
+#include "redisson_java.h"
+#include "rlock.h"
+#include "tc_redis.h"
+
+static rh_server *g_srv;
+static rj_peer *g_peer;
+static rlock_client *g_c;
+
+static int group_setup(void **state)
+{
+    rj_require(state);
+    g_srv = tc_start();
+    g_peer = rj_start(g_srv, 0);
+    g_c = rj_client(g_srv);
+    print_message("Redisson %s, client id %s\n", rj_version(g_peer), rj_id(g_peer));
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rlock_client_free(g_c);
+    rj_stop(g_peer);
+    rh_free(g_srv);
+    return 0;
+}
+
+/* The peer's reply to fmt's request as a number (the test fails on a reply that is not one). */
+static long long java_num(const char *worker, const char *request)
+{
+    char *r = rj_call(g_peer, worker, "%s", request);
+    char *end = NULL;
+    long long v = strtoll(r, &end, 10);
+    if (end == r || *end != '\0') {
+        fail_msg("'%s' answered '%s'", request, r);
+    }
+    free(r);
+    return v;
+}
+
+static void test_drain_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:drain");
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 5), 1);
+    assert_int_equal(rlock_semaphore_acquire(s, 1, 0), RLOCK_OK);
+    assert_int_equal(java_num("d", "sdrain rjo:drain"), 4);
+    assert_int_equal(rlock_semaphore_available(s), 0);
+    assert_int_equal(rlock_semaphore_release(s, 3), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_drain(s), 3);
+    assert_int_equal(java_num("d", "savail rjo:drain"), 0);
+    assert_int_equal(java_num("d", "sdrain rjo:drain"), 0);
+    rlock_semaphore_free(s);
+}
+
+static void test_set_permits_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:set");
+    rj_expect(g_peer, "p", "ok", "psetp rjo:set 2");
+    char *r = rj_call(g_peer, "p", "pacq rjo:set 0 60000");
+    char java_id[64];
+    assert_int_equal(sscanf(r, "%63s", java_id), 1);
+    free(r);
+    assert_int_equal(strlen(java_id), RLOCK_PERMIT_ID_LEN);
+    /* rlock's total counts Redisson's leased permit as Redisson's does. */
+    assert_int_equal(rlock_semaphore_set_permits(s, 5), RLOCK_OK);
+    assert_int_equal(java_num("p", "pperm rjo:set"), 5);
+    assert_int_equal(java_num("p", "pavail rjo:set"), 4);
+    assert_int_equal(java_num("p", "pheld rjo:set"), 1);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, id), RLOCK_OK);
+    rj_expect(g_peer, "p", "ok", "psetp rjo:set 3");
+    assert_int_equal(rlock_semaphore_available(s), 1);
+    assert_int_equal(rlock_semaphore_set_permits(s, 1), RLOCK_OK);
+    assert_int_equal(java_num("p", "pperm rjo:set"), 1);
+    assert_int_equal(rlock_semaphore_available(s), 0); /* -1 on Redis */
+    assert_int_equal(rlock_semaphore_release_leased(s, java_id), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_OK);
+    assert_int_equal(java_num("p", "pavail rjo:set"), 1);
+    rlock_semaphore_free(s);
+}
+
+static void test_update_lease_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:lease");
+    char req[128];
+    rj_expect(g_peer, "l", "true", "pset rjo:lease 2");
+    char *r = rj_call(g_peer, "l", "pacq rjo:lease 0 1000");
+    char java_id[64];
+    assert_int_equal(sscanf(r, "%63s", java_id), 1);
+    free(r);
+    /* rlock lengthens Redisson's permit: Redisson reads the new lease. */
+    assert_int_equal(rlock_semaphore_update_lease(s, java_id, 60000), RLOCK_OK);
+    snprintf(req, sizeof(req), "please rjo:lease %s", java_id);
+    long long left = java_num("l", req);
+    assert_true(left > 50000 && left <= 60000);
+    /* Redisson shortens rlock's permit: it runs out for rlock. */
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, id), RLOCK_OK);
+    rj_expect(g_peer, "l", "true", "pupd rjo:lease %s 200", id);
+    rh_sleep_ms(400);
+    assert_int_equal(rlock_semaphore_available(s), 1);
+    assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_ENOTOWNER);
+    /* Neither side updates a permit that is gone. */
+    assert_int_equal(rlock_semaphore_update_lease(s, id, 1000), RLOCK_ENOTOWNER);
+    rj_expect(g_peer, "l", "false", "pupd rjo:lease %s 1000", id);
+    assert_int_equal(rlock_semaphore_release_leased(s, java_id), RLOCK_OK);
+    rj_expect(g_peer, "l", "false", "pupd rjo:lease %s 1000", java_id);
+    rlock_semaphore_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_drain_both_ways),
+        cmocka_unit_test(test_set_permits_both_ways),
+        cmocka_unit_test(test_update_lease_both_ways),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
