@@ -562,6 +562,20 @@ RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permi
 RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
                                               int64_t lease_ms);
 
+/* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits as rlock_semaphore_release(),
+ * but only to a semaphore that exists (Redisson releaseIfExists): returns 1 released, 0 the
+ * semaphore was never set (nothing written), or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t permits);
+
+/* The semaphore's total permits: available plus leased permits held, after returning expired
+ * leases to the pool (Redisson getPermits); 0 for a never-set semaphore, and a total taken below 0
+ * reads as 0. Plain permits taken by acquire are not counted. Or a negative error. */
+RLOCK_EXPORT int64_t rlock_semaphore_permits(rlock_semaphore *sem);
+
+/* The leased permits held now, after returning expired leases to the pool (Redisson
+ * acquiredPermits), or a negative error. */
+RLOCK_EXPORT int64_t rlock_semaphore_acquired(rlock_semaphore *sem);
+
 /* ---------------------------------------------------------------------------------------------
  * Count-down latch (Redisson RCountDownLatch data: the count is a string at name, wake-ups go
  * over redisson_countdownlatch__channel__{name}).
@@ -595,6 +609,12 @@ RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *latch);
  * Redisson), RLOCK_ETIMEDOUT after wait_ms (as rlock_try_lock()), or a negative error. The wait
  * is woken by the count-down's message, not by polling. */
 RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
+
+/* Deletes the latch's count (Redisson delete, which publishes its new-count message "1"): an
+ * await that starts afterwards returns RLOCK_OK at once, while waiters already blocked are not
+ * woken by it (as Redisson's are not). Returns 1 deleted, 0 the latch was not counting, or a
+ * negative error. A lost reply is resent and applied once, as rlock_latch_count_down(). */
+RLOCK_EXPORT int rlock_latch_delete(rlock_latch *latch);
 
 /* ---------------------------------------------------------------------------------------------
  * Inspection and interruption (operators' tools, such as the `rlock` command).

@@ -625,8 +625,9 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     return r;
 }
 
-/* Runs a count-changing script on [name, (zset, channel,)] request key with its arguments
- * [(arg,)] request TTL, resent after a lost reply and applied once; its integer reply in *v. */
+/* Runs a count-changing script on [name, (zset,) (channel,) request key] with its arguments
+ * [(arg,) request TTL] (the zset for set permits, the channel and arg but for drain), resent after
+ * a lost reply and applied once; its integer reply in *v. */
 static int rlk_sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v,
                          const char *what)
 {
@@ -635,13 +636,14 @@ static int rlk_sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long lon
     if (r != RLOCK_OK) {
         return r;
     }
-    int full = script != RLK_SCRIPT_SEM_DRAIN;
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, sem->name, sem->name_len);
     rlk_args_init(&args);
-    if (full) {
+    if (script == RLK_SCRIPT_SEM_SET_PERMITS) {
         rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    }
+    if (script != RLK_SCRIPT_SEM_DRAIN) {
         rlk_args_add(&keys, sem->channel.p, sem->channel.len);
         rlk_args_addi(&args, arg);
     }
@@ -671,4 +673,49 @@ RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permi
     long long v = 0;
     r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_SET_PERMITS, permits, &v, "set permits");
     return r;
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t permits)
+{
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_check_permits(permits, 1, "permits");
+    long long v = 0;
+    rlk_sync_clear();
+    r = r ? r
+          : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_RELEASE_IF_EXISTS, permits, &v, "release if exists");
+    rlk_sem_warn_unsynced(sem, r, "release");
+    return r ? r : (int)v;
+}
+
+/* Runs sem_permits.lua in mode ('total' or 'leased'): its count, or a negative error. */
+static int64_t rlk_sem_permits(rlock_semaphore *sem, const char *mode)
+{
+    int r = rlk_sem_check(sem);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, rlk_epoch_ms());
+    rlk_args_adds(&args, mode);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_PERMITS, RLK_IDEMPOTENT, &keys, &args, &rep);
+    long long v = 0;
+    r = r ? r : rlk_int_reply(rep, &v, "sem_permits");
+    freeReplyObject(rep);
+    return r ? r : v < 0 ? 0 : v;
+}
+
+RLOCK_EXPORT int64_t rlock_semaphore_permits(rlock_semaphore *sem)
+{
+    return rlk_sem_permits(sem, "total");
+}
+
+RLOCK_EXPORT int64_t rlock_semaphore_acquired(rlock_semaphore *sem)
+{
+    return rlk_sem_permits(sem, "leased");
 }

@@ -54,6 +54,7 @@ rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
 # Redisson 4.x only: a Sentinel run takes ~26 s, and the Java part's budget in CI is ~4 min.
 rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 FIRST_ONLY
                         SOURCES compat/test_redisson_java_sentinel.c)
-# Drain, set permits and lease updates, each side reading what the other wrote (~5 s).
+# Drain, set permits, lease updates, release-if-exists, total and leased counts, latch deletes,
+# each side reading what the other wrote (~2 s).
 rlock_add_redisson_test(NAME test_redisson_java_sem_ops TIMEOUT 120
                         SOURCES compat/test_redisson_java_sem_ops.c)

@@ -44,5 +44,5 @@ rlock_add_test(NAME test_sem_fault_stress SOURCES semaphore/test_sem_fault_stres
                LABELS redis fault stress TIMEOUT 120)
 
 # Drain, set permits (total = available + leased, wakes a waiter) and lease updates (also of a
-# watchdog permit, whose renewals stop), each with its bad input (~3 s).
+# watchdog permit, whose renewals stop), release-if-exists, total and leased counts, latch deletes, each with its bad input (~4 s).
 rlock_add_test(NAME test_sem_ops SOURCES semaphore/test_sem_ops.c LABELS redis TIMEOUT 60)

@@ -1,8 +1,9 @@
 /*
- * rlock's drain, set permits and lease updates against the released Redisson (the Java peer of
- * redisson_java.h) on one redis-server: each side's call changes what the other side reads
- * (RSemaphore.drainPermits, RPermitExpirableSemaphore.setPermits/getPermits/updateLeaseTime/
- * getLeaseTime), so both keep the same data.
+ * rlock's drain, set permits, lease updates, release-if-exists, total and leased counts and
+ * latch deletes against the released Redisson (the Java peer of redisson_java.h) on one
+ * redis-server: each side's call changes what the other side reads (RSemaphore.drainPermits and
+ * releaseIfExists, RPermitExpirableSemaphore.setPermits/getPermits/acquiredPermits/
+ * updateLeaseTime/getLeaseTime, RCountDownLatch.delete), so both keep the same data.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,12 +129,70 @@ static void test_update_lease_both_ways(void **state)
     rlock_semaphore_free(s);
 }
 
+static void test_release_if_exists_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:rie");
+    /* Redisson 3.x has no releaseIfExists: rlock's side only. */
+    int java = strncmp(rj_version(g_peer), "3.", 2) != 0;
+    assert_int_equal(rlock_semaphore_release_if_exists(s, 1), 0);
+    if (java) {
+        rj_expect(g_peer, "r", "false", "sriex rjo:rie 1");
+    }
+    rj_expect(g_peer, "r", "true", "sset rjo:rie 1");
+    assert_int_equal(rlock_semaphore_release_if_exists(s, 2), 1);
+    assert_int_equal(java_num("r", "savail rjo:rie"), 3);
+    if (java) {
+        rj_expect(g_peer, "r", "true", "sriex rjo:rie 1");
+        assert_int_equal(rlock_semaphore_available(s), 4);
+    }
+    rlock_semaphore_free(s);
+}
+
+static void test_permits_and_acquired_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:total");
+    rj_expect(g_peer, "t", "true", "pset rjo:total 3");
+    char *r = rj_call(g_peer, "t", "pacq rjo:total 0 60000");
+    char java_id[64];
+    assert_int_equal(sscanf(r, "%63s", java_id), 1);
+    free(r);
+    assert_int_equal(rlock_semaphore_permits(s), 3);
+    assert_int_equal(rlock_semaphore_acquired(s), 1);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, id), RLOCK_OK);
+    assert_int_equal(java_num("t", "pperm rjo:total"), 3);
+    assert_int_equal(java_num("t", "pheld rjo:total"), 2);
+    assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_OK);
+    assert_int_equal(java_num("t", "pheld rjo:total"), 1);
+    rlock_semaphore_free(s);
+}
+
+static void test_latch_delete_both_ways(void **state)
+{
+    (void)state;
+    rlock_latch *l = rlock_latch_open(g_c, "rjo:latch");
+    rj_expect(g_peer, "l", "true", "lset rjo:latch 2");
+    assert_int_equal(rlock_latch_delete(l), 1);
+    assert_int_equal(java_num("l", "lcount rjo:latch"), 0);
+    rj_expect(g_peer, "l", "false", "ldel rjo:latch");
+    assert_int_equal(rlock_latch_try_set_count(l, 2), 1);
+    rj_expect(g_peer, "l", "true", "ldel rjo:latch");
+    assert_int_equal(rlock_latch_count(l), 0);
+    assert_int_equal(rlock_latch_delete(l), 0);
+    rlock_latch_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drain_both_ways),
         cmocka_unit_test(test_set_permits_both_ways),
         cmocka_unit_test(test_update_lease_both_ways),
+        cmocka_unit_test(test_release_if_exists_both_ways),
+        cmocka_unit_test(test_permits_and_acquired_both_ways),
+        cmocka_unit_test(test_latch_delete_both_ways),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,7 +1,8 @@
 /*
- * Drain, set permits and lease updates on a real redis-server: the counts they leave on Redis
- * (Redisson's data), the waiters set_permits wakes, the watchdog renewals update_lease stops, and
- * RLOCK_EINVAL / RLOCK_ENOTOWNER for bad input with nothing written.
+ * Drain, set permits, lease updates, release-if-exists, total and leased counts, and latch
+ * deletes on a real redis-server: the counts they leave on Redis (Redisson's data), the waiters
+ * set_permits wakes, the watchdog renewals update_lease stops, and RLOCK_EINVAL /
+ * RLOCK_ENOTOWNER for bad input with nothing written.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -188,6 +189,65 @@ static void test_update_lease_bad_input(void **state)
     rlock_semaphore_free(s);
 }
 
+static void test_release_if_exists(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(client, "ops:rie");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_release_if_exists(s, 2), 0); /* never set: nothing written */
+    assert_int_equal(get_count("ops:rie"), -999);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 0), 1);
+    assert_int_equal(rlock_semaphore_release_if_exists(s, 2), 1);
+    assert_int_equal(get_count("ops:rie"), 2);
+    assert_int_equal(rlock_semaphore_release_if_exists(NULL, 1), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_release_if_exists(s, 0), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_release_if_exists(s, INT64_C(2147483648)), RLOCK_EINVAL);
+    assert_int_equal(get_count("ops:rie"), 2);
+    rlock_semaphore_free(s);
+}
+
+static void test_permits_and_acquired(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(client, "ops:total");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_permits(s), 0);
+    assert_int_equal(rlock_semaphore_acquired(s), 0);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 4), 1);
+    char a[RLOCK_PERMIT_ID_LEN + 1], b[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, a), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 300, b), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_acquire(s, 1, 0), RLOCK_OK); /* plain: not in the total */
+    assert_int_equal(rlock_semaphore_permits(s), 3);
+    assert_int_equal(rlock_semaphore_acquired(s), 2);
+    sleep_ms(500); /* b's lease runs out: back in the pool, still in the total */
+    assert_int_equal(rlock_semaphore_acquired(s), 1);
+    assert_int_equal(get_count("ops:total"), 2);
+    assert_int_equal(rlock_semaphore_permits(s), 3);
+    assert_int_equal(rlock_semaphore_permits(NULL), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquired(NULL), RLOCK_EINVAL);
+    rlock_semaphore_free(s);
+}
+
+static void test_latch_delete(void **state)
+{
+    (void)state;
+    rlock_latch *l = rlock_latch_open(client, "ops:latch");
+    assert_non_null(l);
+    assert_int_equal(rlock_latch_delete(l), 0);
+    assert_int_equal(rlock_latch_try_set_count(l, 3), 1);
+    assert_int_equal(rlock_latch_await(l, 0), RLOCK_ETIMEDOUT);
+    assert_int_equal(tc_numsub(srv, "redisson_countdownlatch__channel__{ops:latch}"), 0);
+    assert_int_equal(rlock_latch_delete(l), 1);
+    assert_int_equal(get_count("ops:latch"), -999);
+    assert_int_equal(rlock_latch_count(l), 0);
+    assert_int_equal(rlock_latch_await(l, 0), RLOCK_OK);
+    assert_int_equal(rlock_latch_try_set_count(l, 2), 1); /* counts again from scratch */
+    assert_int_equal(rlock_latch_count(l), 2);
+    assert_int_equal(rlock_latch_delete(NULL), RLOCK_EINVAL);
+    rlock_latch_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +258,9 @@ int main(void)
         cmocka_unit_test(test_update_lease),
         cmocka_unit_test(test_update_lease_stops_watchdog),
         cmocka_unit_test(test_update_lease_bad_input),
+        cmocka_unit_test(test_release_if_exists),
+        cmocka_unit_test(test_permits_and_acquired),
+        cmocka_unit_test(test_latch_delete),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
