@@ -7,6 +7,8 @@
 -- ARGV[1]  now, the caller's clock in epoch ms
 -- ARGV[2]  'total' or 'leased'
 -- Returns the total (may be negative after a negative add) or the number of leased permits.
+-- The leased permits are counted with ZRANGE where Redisson uses ZCOUNT (every score is >= 0, so
+-- both count every member): ZCOUNT is not in docs/acl.md's minimal command set.
 -- Publishing goes through redis.pcall: a user without the publish permission still runs the
 -- script to its end (no half-applied change); waiters then wake by their wait bound.
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1])
@@ -17,7 +19,7 @@ if #expired > 0 then
         redis.pcall('publish', KEYS[3], math.min(total, #expired))
     end
 end
-local leased = redis.call('zcount', KEYS[2], 0, '+inf')
+local leased = #redis.call('zrange', KEYS[2], 0, -1)
 if ARGV[2] == 'leased' then
     return leased
 end

@@ -11,6 +11,8 @@
 -- ARGV[1]  n, the new total (>= 0)
 -- ARGV[2]  how long the request key is kept, ms
 -- Returns the available permits after the change (for a resend: what the first run returned).
+-- The leased permits are counted with ZRANGE where Redisson uses ZCOUNT (every score is >= 0, so
+-- both count every member): ZCOUNT is not in docs/acl.md's minimal command set.
 -- Publishing goes through redis.pcall: a user without the publish permission still runs the
 -- script to its end (no half-applied change); waiters then wake by their wait bound.
 local done = redis.call('get', KEYS[4])
@@ -24,7 +26,7 @@ local freed = n
 if available == false then
     redis.call('set', KEYS[1], n)
 else
-    local maximum = redis.call('zcount', KEYS[2], 0, '+inf') + tonumber(available)
+    local maximum = #redis.call('zrange', KEYS[2], 0, -1) + tonumber(available)
     freed = n - maximum
     total = tonumber(available)
     if freed ~= 0 then
