@@ -562,6 +562,26 @@ RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permi
 RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
                                               int64_t lease_ms);
 
+/* The most leased permits one call takes or releases (rlock_semaphore_acquire_leased_n(),
+ * rlock_semaphore_release_leased_n()). */
+#define RLOCK_PERMIT_IDS_MAX 16
+
+/* Takes permits (1 .. RLOCK_PERMIT_IDS_MAX, else RLOCK_EINVAL) leased permits at once, all or
+ * none (Redisson tryAcquire(permits, waitTime, leaseTime)), and writes their ids to
+ * permit_ids[0 .. permits-1]. Otherwise as rlock_semaphore_acquire_leased(), whose one-permit
+ * call this is; each permit is released on its own. */
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t permits,
+                                                  int64_t wait_ms, int64_t lease_ms,
+                                                  char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1]);
+
+/* Releases count (1 .. RLOCK_PERMIT_IDS_MAX) leased permits (Redisson tryRelease(List)): each as
+ * rlock_semaphore_release_leased(), one after the other. Returns how many were released (an id
+ * no longer held, or lost, counts as not released), RLOCK_EINVAL (checked for every id before
+ * any is released: NULL, a count out of range, an id that is not 32 hex digits), or a
+ * connection/Redis error, after which the ids before the failing one are released. */
+RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
+                                                  const char *const *permit_ids, size_t count);
+
 /* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits as rlock_semaphore_release(),
  * but only to a semaphore that exists (Redisson releaseIfExists): returns 1 released, 0 the
  * semaphore was never set (nothing written), or a negative error. */

@@ -404,8 +404,7 @@ typedef struct rlk_sem_pending {
     struct rlk_sem_pending *next;
     rlk_sem_req q;
     int64_t n;
-    int leased;
-    unsigned char id[16];
+    unsigned char (*ids)[16]; /* n ids of a leased acquire (malloc'd), NULL for plain permits */
     int64_t until_ms; /* monotonic: the request key, the only trace of the permits, is gone */
 } rlk_sem_pending;
 
@@ -432,9 +431,14 @@ static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
         return;
     }
     p->n = n;
-    p->leased = ids != NULL;
     if (ids != NULL) {
-        memcpy(p->id, ids[0], sizeof(p->id)); /* a leased acquire takes one permit */
+        p->ids = malloc((size_t)n * sizeof(*p->ids));
+        if (p->ids == NULL) {
+            rlk_buf_free(&p->q.key);
+            free(p);
+            return;
+        }
+        memcpy(p->ids, ids, (size_t)n * sizeof(*p->ids));
     }
     p->until_ms = rlk_add_sat(rlk_now_ms(), rlk_sem_req_ttl(sem->client));
     rlk_sem_pending_push(sem, p);
@@ -444,8 +448,7 @@ static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
  * the next call if Redis is still out of reach and the request key may still be there. */
 static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
 {
-    const unsigned char(*ids)[16] = p->leased ? (const unsigned char(*)[16]) & p->id : NULL;
-    int s = rlk_sem_settle(sem, &p->q, p->n, 0, ids, 1);
+    int s = rlk_sem_settle(sem, &p->q, p->n, 0, (const unsigned char(*)[16])p->ids, 1);
     if (s < 0 && rlk_now_ms() < p->until_ms) {
         rlk_sem_pending_push(sem, p);
         return;
@@ -461,6 +464,7 @@ static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
                 sem->name, (long long)p->n);
     }
     rlk_sem_req_free(&p->q);
+    free(p->ids);
     free(p);
 }
 
@@ -489,6 +493,7 @@ void rlk_sem_drop_pending(rlock_semaphore *sem)
     while (p != NULL) {
         rlk_sem_pending *next = p->next;
         rlk_sem_req_free(&p->q);
+        free(p->ids);
         free(p);
         p = next;
     }

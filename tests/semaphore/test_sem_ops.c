@@ -1,8 +1,8 @@
 /*
- * Drain, set permits, lease updates, release-if-exists, total and leased counts, and latch
- * deletes on a real redis-server: the counts they leave on Redis (Redisson's data), the waiters
- * set_permits wakes, the watchdog renewals update_lease stops, and RLOCK_EINVAL /
- * RLOCK_ENOTOWNER for bad input with nothing written.
+ * Drain, set permits, lease updates, release-if-exists, total and leased counts, several leased
+ * permits per call, and latch deletes on a real redis-server: the counts they leave on Redis
+ * (Redisson's data), the waiters set_permits wakes, the watchdog renewals update_lease stops, and
+ * RLOCK_EINVAL / RLOCK_ENOTOWNER for bad input with nothing written.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -248,6 +248,81 @@ static void test_latch_delete(void **state)
     rlock_latch_free(l);
 }
 
+/* Several leased permits in one call: all or none, each id its own permit. */
+static void test_leased_n(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(client, "ops:n");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 4), 1);
+    char ids[3][RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 3, 0, 60000, ids), RLOCK_OK);
+    assert_string_not_equal(ids[0], ids[1]);
+    assert_string_not_equal(ids[1], ids[2]);
+    assert_int_equal(rlock_semaphore_acquired(s), 3);
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 2, 0, 60000, ids), RLOCK_ETIMEDOUT);
+    assert_int_equal(rlock_semaphore_available(s), 1); /* none taken */
+    const char *rel[] = {ids[0], ids[1], ids[2], ids[0]};
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, 4), 3);
+    assert_int_equal(rlock_semaphore_available(s), 4);
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, 1), 0);
+    rlock_semaphore_free(s);
+}
+
+/* Watchdog permits taken together are all renewed past their lease. */
+static void test_leased_n_watchdog(void **state)
+{
+    (void)state;
+    rlock_client *c = tc_client_tuned(srv, 300, 0, NULL, NULL);
+    rlock_semaphore *s = rlock_semaphore_open(c, "ops:nwd");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
+    char ids[2][RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 2, 0, -1, ids), RLOCK_OK);
+    sleep_ms(900);
+    assert_int_equal(rlock_semaphore_acquired(s), 2);
+    const char *rel[] = {ids[0], ids[1]};
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, 2), 2);
+    assert_int_equal(rlock_semaphore_available(s), 2);
+    rlock_semaphore_free(s);
+    rlock_client_free(c);
+}
+
+static void test_leased_n_bad_input(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(client, "ops:nbad");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 20), 1);
+    char ids[RLOCK_PERMIT_IDS_MAX + 1][RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased_n(NULL, 1, 0, 1000, ids), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 0, 0, 1000, ids), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, RLOCK_PERMIT_IDS_MAX + 1, 0, 1000, ids),
+                     RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 1, 0, 1000, NULL), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 1, 0, 0, ids), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 1, -1, 1000, ids), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_available(s), 20); /* nothing taken */
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, RLOCK_PERMIT_IDS_MAX, 0, 60000, ids),
+                     RLOCK_OK);
+    const char *rel[RLOCK_PERMIT_IDS_MAX + 1];
+    for (int i = 0; i < RLOCK_PERMIT_IDS_MAX; i++) {
+        rel[i] = ids[i];
+    }
+    rel[RLOCK_PERMIT_IDS_MAX] = ids[0];
+    assert_int_equal(rlock_semaphore_release_leased_n(NULL, rel, 1), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_release_leased_n(s, NULL, 1), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, 0), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, RLOCK_PERMIT_IDS_MAX + 1),
+                     RLOCK_EINVAL);
+    const char *bad[] = {ids[0], "xyz"};
+    assert_int_equal(rlock_semaphore_release_leased_n(s, bad, 2), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_acquired(s), RLOCK_PERMIT_IDS_MAX); /* none released */
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, RLOCK_PERMIT_IDS_MAX),
+                     RLOCK_PERMIT_IDS_MAX);
+    rlock_semaphore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +336,9 @@ int main(void)
         cmocka_unit_test(test_release_if_exists),
         cmocka_unit_test(test_permits_and_acquired),
         cmocka_unit_test(test_latch_delete),
+        cmocka_unit_test(test_leased_n),
+        cmocka_unit_test(test_leased_n_watchdog),
+        cmocka_unit_test(test_leased_n_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
