@@ -1,9 +1,10 @@
 /*
- * rlock's drain, set permits, lease updates, release-if-exists, total and leased counts and
- * latch deletes against the released Redisson (the Java peer of redisson_java.h) on one
- * redis-server: each side's call changes what the other side reads (RSemaphore.drainPermits and
- * releaseIfExists, RPermitExpirableSemaphore.setPermits/getPermits/acquiredPermits/
- * updateLeaseTime/getLeaseTime, RCountDownLatch.delete), so both keep the same data.
+ * rlock's drain, set permits, lease updates, release-if-exists, total and leased counts, several
+ * leased permits per call and latch deletes against the released Redisson (the Java peer of
+ * redisson_java.h) on one redis-server: each side's call changes what the other side reads
+ * (RSemaphore drainPermits and releaseIfExists; RPermitExpirableSemaphore setPermits, getPermits,
+ * acquiredPermits, updateLeaseTime, getLeaseTime, tryAcquire of n and tryRelease of a list;
+ * RCountDownLatch delete), so both keep the same data.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -184,6 +185,30 @@ static void test_latch_delete_both_ways(void **state)
     rlock_latch_free(l);
 }
 
+/* Several leased permits per call: each side releases the other side's ids in one call. */
+static void test_leased_n_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:n");
+    rj_expect(g_peer, "n", "true", "pset rjo:n 5");
+    char ids[3][RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased_n(s, 3, 0, 60000, ids), RLOCK_OK);
+    assert_int_equal(java_num("n", "pheld rjo:n"), 3);
+    char req[256];
+    snprintf(req, sizeof(req), "preln rjo:n %s,%s,%s", ids[0], ids[1], ids[2]);
+    assert_int_equal(java_num("n", req), 3);
+    assert_int_equal(rlock_semaphore_available(s), 5);
+    char *r = rj_call(g_peer, "n", "pacqn rjo:n 2 0 60000");
+    char java_ids[2][64];
+    assert_int_equal(sscanf(r, "%32[0-9a-f],%32[0-9a-f]", java_ids[0], java_ids[1]), 2);
+    free(r);
+    assert_int_equal(rlock_semaphore_acquired(s), 2);
+    const char *rel[] = {java_ids[0], java_ids[1], ids[0]};
+    assert_int_equal(rlock_semaphore_release_leased_n(s, rel, 3), 2);
+    assert_int_equal(java_num("n", "pavail rjo:n"), 5);
+    rlock_semaphore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -193,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_release_if_exists_both_ways),
         cmocka_unit_test(test_permits_and_acquired_both_ways),
         cmocka_unit_test(test_latch_delete_both_ways),
+        cmocka_unit_test(test_leased_n_both_ways),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

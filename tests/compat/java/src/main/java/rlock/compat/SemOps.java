@@ -1,11 +1,14 @@
 /*
  * The Redisson peer's requests on semaphore operations beyond acquire and release (Ops.java
  * hands it every request it does not know): drain, release-if-exists, set permits, total and
- * leased permits, leases of permit-expirable semaphores, and latch deletes.
+ * leased permits, several leased permits per call, leases of permit-expirable semaphores, and
+ * latch deletes.
  */
 package rlock.compat;
 
 import java.lang.reflect.Method;
+import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
@@ -29,6 +32,15 @@ final class SemOps {
                 return "ok";
             case "sriex": return releaseIfExists(r.getSemaphore(name), Integer.parseInt(w[4]));
             case "ldel": return "" + r.getCountDownLatch(name).delete();
+            case "pacqn": {
+                List<String> ids = r.getPermitExpirableSemaphore(name).tryAcquire(
+                        Integer.parseInt(w[4]), Long.parseLong(w[5]), Long.parseLong(w[6]),
+                        TimeUnit.MILLISECONDS);
+                return ids == null || ids.isEmpty() ? "null" : String.join(",", ids);
+            }
+            case "preln":
+                return "" + r.getPermitExpirableSemaphore(name).tryRelease(
+                        Arrays.asList(w[4].split(",")));
             case "pperm": return "" + r.getPermitExpirableSemaphore(name).getPermits();
             case "pheld": return "" + r.getPermitExpirableSemaphore(name).acquiredPermits();
             case "pupd":
