@@ -479,6 +479,13 @@ RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem);
  * it). */
 RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t permits);
 
+/* rlock_semaphore_try_set_permits() that also gives the counter a time to live of ttl_ms
+ * (1 .. RLOCK_MAX_DURATION_MS, else RLOCK_EINVAL; Redisson trySetPermits(permits, timeToLive)):
+ * when it runs out the semaphore is never-set again. Returns 1 set, 0 it was already set (its TTL
+ * is left as it is), or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64_t permits,
+                                                     int64_t ttl_ms);
+
 /* Adds delta permits (delta != 0 and within -(2^31-1) .. 2^31-1, else RLOCK_EINVAL; negative
  * removes permits and may take the count below 0, as Redisson's addPermits). Like Redisson it
  * clears a TTL set on the key. Returns RLOCK_OK or a negative error. */
@@ -561,6 +568,13 @@ RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permi
  * out); RLOCK_EINVAL for an id that is not 32 hex digits; or a negative error. */
 RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
                                               int64_t lease_ms);
+
+/* The remaining lease of the leased permit with this id (any holder's; Redisson getLeaseTime) in
+ * *lease_ms: ms left (> 0; a watchdog permit's runs to its next renewal), or -1 for a permit
+ * without expiry (taken by Redisson without a lease). Returns RLOCK_OK; RLOCK_ENOTOWNER if no such
+ * permit is held; RLOCK_EINVAL for a malformed id or NULL; or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const char *permit_id,
+                                                    int64_t *lease_ms);
 
 /* The most leased permits one call takes or releases (rlock_semaphore_acquire_leased_n(),
  * rlock_semaphore_release_leased_n()). */

@@ -724,3 +724,30 @@ RLOCK_EXPORT int64_t rlock_semaphore_acquired(rlock_semaphore *sem)
 {
     return rlk_sem_permits(sem, "leased");
 }
+
+RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64_t permits,
+                                                     int64_t ttl_ms)
+{
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    if (r == RLOCK_OK && (ttl_ms <= 0 || ttl_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL, "ttl_ms must be in 1 .. %lld, got %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)ttl_ms);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, permits);
+    rlk_args_addi(&args, ttl_ms);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &keys, &args, &rep);
+    long long v = 0;
+    r = r ? r : rlk_int_reply(rep, &v, "sem_try_set");
+    freeReplyObject(rep);
+    return r ? r : (int)v;
+}

@@ -302,3 +302,41 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
     }
     return r ? r : released;
 }
+
+RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const char *permit_id,
+                                                    int64_t *lease_ms)
+{
+    unsigned char id[16];
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_unhex(permit_id, id);
+    if (r == RLOCK_OK && lease_ms == NULL) {
+        r = rlk_err(RLOCK_EINVAL, "lease_ms must not be NULL");
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int64_t now = rlk_epoch_ms();
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, (const char *)id, 16);
+    rlk_args_addi(&args, now);
+    rlk_args_addi(&args, RLK_SEM_NO_EXPIRY);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_LEASE_LEFT, RLK_IDEMPOTENT, &keys, &args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "sem_lease_left: expected an integer reply");
+    }
+    if (r == RLOCK_OK && rep->integer == -2) {
+        r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'", permit_id,
+                    sem->name);
+    }
+    if (r == RLOCK_OK) {
+        *lease_ms = rep->integer;
+    }
+    freeReplyObject(rep);
+    return r;
+}

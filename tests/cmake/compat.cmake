@@ -54,7 +54,8 @@ rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
 # Redisson 4.x only: a Sentinel run takes ~26 s, and the Java part's budget in CI is ~4 min.
 rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 FIRST_ONLY
                         SOURCES compat/test_redisson_java_sentinel.c)
-# Drain, set permits, lease updates, release-if-exists, total and leased counts, latch deletes,
-# each side reading what the other wrote (~2 s).
+# Drain, set permits, lease updates and remaining leases, release-if-exists, totals, several
+# leased permits per call, trySetPermits with a TTL, latch deletes: each side reads what the
+# other wrote (~3 s per version).
 rlock_add_redisson_test(NAME test_redisson_java_sem_ops TIMEOUT 120
                         SOURCES compat/test_redisson_java_sem_ops.c)

@@ -1,10 +1,8 @@
 /*
- * rlock's drain, set permits, lease updates, release-if-exists, total and leased counts, several
- * leased permits per call and latch deletes against the released Redisson (the Java peer of
- * redisson_java.h) on one redis-server: each side's call changes what the other side reads
- * (RSemaphore drainPermits and releaseIfExists; RPermitExpirableSemaphore setPermits, getPermits,
- * acquiredPermits, updateLeaseTime, getLeaseTime, tryAcquire of n and tryRelease of a list;
- * RCountDownLatch delete), so both keep the same data.
+ * rlock's drain, set permits, lease updates and remaining leases, release-if-exists, total and
+ * leased counts, several leased permits per call, trySetPermits with a TTL and latch deletes
+ * against the released Redisson (the Java peer of redisson_java.h) on one redis-server: each
+ * side's call changes what the other side reads, so both keep the same data.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -209,6 +207,51 @@ static void test_leased_n_both_ways(void **state)
     rlock_semaphore_free(s);
 }
 
+/* trySetPermits with a TTL: each side's TTL makes the other side's set fail until it runs out. */
+static void test_try_set_ttl_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:ttl");
+    rj_expect(g_peer, "x", "true", "ssetttl rjo:ttl 2 300");
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 5, 300), 0);
+    assert_int_equal(rlock_semaphore_available(s), 2);
+    rh_sleep_ms(500);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 3, 300), 1);
+    rj_expect(g_peer, "x", "false", "ssetttl rjo:ttl 5 300");
+    assert_int_equal(java_num("x", "savail rjo:ttl"), 3);
+    rh_sleep_ms(500);
+    assert_int_equal(java_num("x", "savail rjo:ttl"), 0);
+    rj_expect(g_peer, "x", "true", "ssetttl rjo:ttl 1 60000");
+    rlock_semaphore_free(s);
+}
+
+/* Each side reads the remaining lease of the other side's permit. */
+static void test_remaining_lease_both_ways(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:left");
+    rj_expect(g_peer, "y", "true", "pset rjo:left 3");
+    char *r = rj_call(g_peer, "y", "pacq rjo:left 0 30000");
+    char java_id[64];
+    assert_int_equal(sscanf(r, "%63s", java_id), 1);
+    free(r);
+    int64_t left = 0;
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, java_id, &left), RLOCK_OK);
+    assert_true(left > 25000 && left <= 30000);
+    r = rj_call(g_peer, "y", "pacq rjo:left 0 -1"); /* Redisson: no lease, no expiry */
+    assert_int_equal(sscanf(r, "%63s", java_id), 1);
+    free(r);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, java_id, &left), RLOCK_OK);
+    assert_int_equal(left, -1);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 40000, id), RLOCK_OK);
+    char req[128];
+    snprintf(req, sizeof(req), "please rjo:left %s", id);
+    long long java_left = java_num("y", req);
+    assert_true(java_left > 35000 && java_left <= 40000);
+    rlock_semaphore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +262,8 @@ int main(void)
         cmocka_unit_test(test_permits_and_acquired_both_ways),
         cmocka_unit_test(test_latch_delete_both_ways),
         cmocka_unit_test(test_leased_n_both_ways),
+        cmocka_unit_test(test_try_set_ttl_both_ways),
+        cmocka_unit_test(test_remaining_lease_both_ways),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

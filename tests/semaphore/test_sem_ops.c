@@ -1,8 +1,9 @@
 /*
  * Drain, set permits, lease updates, release-if-exists, total and leased counts, several leased
- * permits per call, and latch deletes on a real redis-server: the counts they leave on Redis
- * (Redisson's data), the waiters set_permits wakes, the watchdog renewals update_lease stops, and
- * RLOCK_EINVAL / RLOCK_ENOTOWNER for bad input with nothing written.
+ * permits per call, trySetPermits with a TTL, remaining leases, and latch deletes on a real
+ * redis-server: the counts they leave on Redis (Redisson's data), the waiters set_permits wakes,
+ * the watchdog renewals update_lease stops, and RLOCK_EINVAL / RLOCK_ENOTOWNER for bad input
+ * with nothing written.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -323,6 +324,59 @@ static void test_leased_n_bad_input(void **state)
     rlock_semaphore_free(s);
 }
 
+static void test_try_set_ttl(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(client, "ops:ttl");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(NULL, 1, 1000), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, -1, 1000), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, INT64_C(2147483648), 1000),
+                     RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 1, 0), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 1, RLOCK_MAX_DURATION_MS + 1),
+                     RLOCK_EINVAL);
+    assert_int_equal(get_count("ops:ttl"), -999); /* nothing written */
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 3, 300), 1);
+    const char *pttl[] = {"PTTL", "ops:ttl", NULL};
+    long long left = rh_cmd_int(srv, pttl);
+    assert_true(left > 0 && left <= 300);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 5, 60000), 0);
+    assert_int_equal(rlock_semaphore_available(s), 3);
+    sleep_ms(500); /* the counter ran out: never set again */
+    assert_int_equal(get_count("ops:ttl"), -999);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
+    assert_int_equal(rh_cmd_int(srv, pttl), -1);
+    rlock_semaphore_free(s);
+}
+
+static void test_remaining_lease(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(client, "ops:left");
+    assert_non_null(s);
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, id), RLOCK_OK);
+    int64_t left = 0;
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, id, &left), RLOCK_OK);
+    assert_true(left > 55000 && left <= 60000);
+    /* A permit without expiry, as Redisson takes one without a lease. */
+    const char *noexp[] = {"ZADD", "{ops:left}:timeout", "922337203685477", "0123456789abcdef",
+                           NULL};
+    assert_int_equal(rh_cmd_int(srv, noexp), 1);
+    assert_int_equal(
+        rlock_semaphore_remaining_lease_ms(s, "30313233343536373839616263646566", &left), RLOCK_OK);
+    assert_int_equal(left, -1);
+    assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, id, &left), RLOCK_ENOTOWNER);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(NULL, id, &left), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, NULL, &left), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, "xyz", &left), RLOCK_EINVAL);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(s, id, NULL), RLOCK_EINVAL);
+    rlock_semaphore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +393,8 @@ int main(void)
         cmocka_unit_test(test_leased_n),
         cmocka_unit_test(test_leased_n_watchdog),
         cmocka_unit_test(test_leased_n_bad_input),
+        cmocka_unit_test(test_try_set_ttl),
+        cmocka_unit_test(test_remaining_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

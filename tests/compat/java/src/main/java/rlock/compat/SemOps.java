@@ -1,12 +1,13 @@
 /*
  * The Redisson peer's requests on semaphore operations beyond acquire and release (Ops.java
  * hands it every request it does not know): drain, release-if-exists, set permits, total and
- * leased permits, several leased permits per call, leases of permit-expirable semaphores, and
- * latch deletes.
+ * leased permits, several leased permits per call, trySetPermits with a TTL, leases of
+ * permit-expirable semaphores, and latch deletes.
  */
 package rlock.compat;
 
 import java.lang.reflect.Method;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -41,6 +42,9 @@ final class SemOps {
             case "preln":
                 return "" + r.getPermitExpirableSemaphore(name).tryRelease(
                         Arrays.asList(w[4].split(",")));
+            case "ssetttl":
+                return "" + r.getSemaphore(name).trySetPermits(Integer.parseInt(w[4]),
+                        Duration.ofMillis(Long.parseLong(w[5])));
             case "pperm": return "" + r.getPermitExpirableSemaphore(name).getPermits();
             case "pheld": return "" + r.getPermitExpirableSemaphore(name).acquiredPermits();
             case "pupd":
