@@ -283,9 +283,12 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
                                                   const char *const *permit_ids, size_t count)
 {
     int r = rlk_sem_check(sem);
-    if (r == RLOCK_OK && (permit_ids == NULL || count < 1 || count > RLOCK_PERMIT_IDS_MAX)) {
-        r = rlk_err(RLOCK_EINVAL, "permit_ids must hold 1 .. %d ids, got %zu", RLOCK_PERMIT_IDS_MAX,
-                    permit_ids == NULL ? (size_t)0 : count);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    if (permit_ids == NULL || count < 1 || count > RLOCK_PERMIT_IDS_MAX) {
+        return rlk_err(RLOCK_EINVAL, "permit_ids must hold 1 .. %d ids, got %zu",
+                       RLOCK_PERMIT_IDS_MAX, permit_ids == NULL ? (size_t)0 : count);
     }
     unsigned char id[16];
     for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
@@ -309,11 +312,11 @@ RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const 
     unsigned char id[16];
     int r = rlk_sem_check(sem);
     r = r ? r : rlk_unhex(permit_id, id);
-    if (r == RLOCK_OK && lease_ms == NULL) {
-        r = rlk_err(RLOCK_EINVAL, "lease_ms must not be NULL");
-    }
     if (r != RLOCK_OK) {
         return r;
+    }
+    if (lease_ms == NULL) {
+        return rlk_err(RLOCK_EINVAL, "lease_ms must not be NULL");
     }
     int64_t now = rlk_epoch_ms();
     rlk_args keys, args;
