@@ -56,6 +56,6 @@ rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 FIRST_ONLY
                         SOURCES compat/test_redisson_java_sentinel.c)
 # Drain, set permits, lease updates and remaining leases, release-if-exists, totals, several
 # leased permits per call, trySetPermits with a TTL, latch deletes: each side reads what the
-# other wrote (~3 s per version).
+# other wrote (~4 s per version).
 rlock_add_redisson_test(NAME test_redisson_java_sem_ops TIMEOUT 120
                         SOURCES compat/test_redisson_java_sem_ops.c)

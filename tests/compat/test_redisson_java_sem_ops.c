@@ -117,7 +117,7 @@ static void test_update_lease_both_ways(void **state)
     char id[RLOCK_PERMIT_ID_LEN + 1];
     assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, id), RLOCK_OK);
     rj_expect(g_peer, "l", "true", "pupd rjo:lease %s 200", id);
-    rh_sleep_ms(400);
+    rh_sleep_ms(500);
     assert_int_equal(rlock_semaphore_available(s), 1);
     assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_ENOTOWNER);
     /* Neither side updates a permit that is gone. */
@@ -212,14 +212,14 @@ static void test_try_set_ttl_both_ways(void **state)
 {
     (void)state;
     rlock_semaphore *s = rlock_semaphore_open(g_c, "rjo:ttl");
-    rj_expect(g_peer, "x", "true", "ssetttl rjo:ttl 2 300");
-    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 5, 300), 0);
+    rj_expect(g_peer, "x", "true", "ssetttl rjo:ttl 2 1000");
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 5, 1000), 0);
     assert_int_equal(rlock_semaphore_available(s), 2);
-    rh_sleep_ms(500);
-    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 3, 300), 1);
-    rj_expect(g_peer, "x", "false", "ssetttl rjo:ttl 5 300");
+    rh_sleep_ms(1200);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 3, 1000), 1);
+    rj_expect(g_peer, "x", "false", "ssetttl rjo:ttl 5 1000");
     assert_int_equal(java_num("x", "savail rjo:ttl"), 3);
-    rh_sleep_ms(500);
+    rh_sleep_ms(1200);
     assert_int_equal(java_num("x", "savail rjo:ttl"), 0);
     rj_expect(g_peer, "x", "true", "ssetttl rjo:ttl 1 60000");
     rlock_semaphore_free(s);

@@ -140,9 +140,9 @@ static void test_update_lease(void **state)
     assert_non_null(s);
     assert_int_equal(rlock_semaphore_try_set_permits(s, 1), 1);
     char id[RLOCK_PERMIT_ID_LEN + 1];
-    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 400, id), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 1000, id), RLOCK_OK);
     assert_int_equal(rlock_semaphore_update_lease(s, id, 60000), RLOCK_OK);
-    sleep_ms(700); /* past the first lease: the permit is still held */
+    sleep_ms(1300); /* past the first lease: the permit is still held */
     assert_int_equal(rlock_semaphore_available(s), 0);
     assert_int_equal(rlock_semaphore_update_lease(s, id, 300), RLOCK_OK);
     sleep_ms(500); /* past the shortened lease: the permit is back */
@@ -156,16 +156,16 @@ static void test_update_lease(void **state)
 static void test_update_lease_stops_watchdog(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_tuned(srv, 300, 0, NULL, NULL);
+    rlock_client *c = tc_client_tuned(srv, 600, 0, NULL, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "ops:wd");
     assert_non_null(s);
     assert_int_equal(rlock_semaphore_try_set_permits(s, 1), 1);
     char id[RLOCK_PERMIT_ID_LEN + 1];
     assert_int_equal(rlock_semaphore_acquire_leased(s, 0, -1, id), RLOCK_OK);
-    sleep_ms(700); /* renewed past its 300 ms lease */
+    sleep_ms(1000); /* renewed past its 600 ms lease */
     assert_int_equal(rlock_semaphore_available(s), 0);
     assert_int_equal(rlock_semaphore_update_lease(s, id, 500), RLOCK_OK);
-    sleep_ms(1000);
+    sleep_ms(1200); /* renewed, it would still be held */
     assert_int_equal(rlock_semaphore_available(s), 1);
     rlock_semaphore_free(s);
     rlock_client_free(c);
@@ -217,11 +217,11 @@ static void test_permits_and_acquired(void **state)
     assert_int_equal(rlock_semaphore_try_set_permits(s, 4), 1);
     char a[RLOCK_PERMIT_ID_LEN + 1], b[RLOCK_PERMIT_ID_LEN + 1];
     assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 60000, a), RLOCK_OK);
-    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 300, b), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, 1000, b), RLOCK_OK);
     assert_int_equal(rlock_semaphore_acquire(s, 1, 0), RLOCK_OK); /* plain: not in the total */
     assert_int_equal(rlock_semaphore_permits(s), 3);
     assert_int_equal(rlock_semaphore_acquired(s), 2);
-    sleep_ms(500); /* b's lease runs out: back in the pool, still in the total */
+    sleep_ms(1200); /* b's lease runs out: back in the pool, still in the total */
     assert_int_equal(rlock_semaphore_acquired(s), 1);
     assert_int_equal(get_count("ops:total"), 2);
     assert_int_equal(rlock_semaphore_permits(s), 3);
@@ -274,13 +274,13 @@ static void test_leased_n(void **state)
 static void test_leased_n_watchdog(void **state)
 {
     (void)state;
-    rlock_client *c = tc_client_tuned(srv, 300, 0, NULL, NULL);
+    rlock_client *c = tc_client_tuned(srv, 600, 0, NULL, NULL);
     rlock_semaphore *s = rlock_semaphore_open(c, "ops:nwd");
     assert_non_null(s);
     assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
     char ids[2][RLOCK_PERMIT_ID_LEN + 1];
     assert_int_equal(rlock_semaphore_acquire_leased_n(s, 2, 0, -1, ids), RLOCK_OK);
-    sleep_ms(900);
+    sleep_ms(1000); /* renewed past their 600 ms lease */
     assert_int_equal(rlock_semaphore_acquired(s), 2);
     const char *rel[] = {ids[0], ids[1]};
     assert_int_equal(rlock_semaphore_release_leased_n(s, rel, 2), 2);
@@ -337,13 +337,13 @@ static void test_try_set_ttl(void **state)
     assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 1, RLOCK_MAX_DURATION_MS + 1),
                      RLOCK_EINVAL);
     assert_int_equal(get_count("ops:ttl"), -999); /* nothing written */
-    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 3, 300), 1);
+    assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 3, 1000), 1);
     const char *pttl[] = {"PTTL", "ops:ttl", NULL};
     long long left = rh_cmd_int(srv, pttl);
-    assert_true(left > 0 && left <= 300);
+    assert_true(left > 0 && left <= 1000);
     assert_int_equal(rlock_semaphore_try_set_permits_ttl(s, 5, 60000), 0);
     assert_int_equal(rlock_semaphore_available(s), 3);
-    sleep_ms(500); /* the counter ran out: never set again */
+    sleep_ms(1200); /* the counter ran out: never set again */
     assert_int_equal(get_count("ops:ttl"), -999);
     assert_int_equal(rlock_semaphore_try_set_permits(s, 2), 1);
     assert_int_equal(rh_cmd_int(srv, pttl), -1);
