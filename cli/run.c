@@ -39,7 +39,8 @@ static const char cli_run_usage[] =
     "With --semaphore N, NAME is a semaphore of N permits (set if it was never set) and at most\n"
     "N commands run at once; COMMAND gets RLOCK_NAME and RLOCK_PERMIT_ID instead.\n"
     "\n"
-    "  -k, --kind KIND              reentrant (default), fair (FIFO queue), read, write\n"
+    "  -k, --kind KIND              reentrant (default), fair (FIFO queue), read, write,\n"
+    "                               spin (polls; no pub/sub needed)\n"
     "      --semaphore N            hold one leased permit of semaphore NAME instead of a lock\n"
     "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
     "  -n, --nonblock               one attempt; do not wait\n"
@@ -114,7 +115,8 @@ static int cli_parse_kind(const char *s, rlock_kind *k)
     } kinds[] = {{"reentrant", RLOCK_REENTRANT},
                  {"fair", RLOCK_FAIR},
                  {"read", RLOCK_READ},
-                 {"write", RLOCK_WRITE}};
+                 {"write", RLOCK_WRITE},
+                 {"spin", RLOCK_SPIN}};
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(s, kinds[i].name) == 0) {
             *k = kinds[i].kind;

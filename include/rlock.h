@@ -253,7 +253,17 @@ typedef enum {
     RLOCK_REENTRANT = 0, /* Redisson RLock: hash at name, owner -> hold count */
     RLOCK_FAIR = 1,      /* Redisson RFairLock: strict FIFO hand-off to waiters */
     RLOCK_READ = 2,      /* the read side of the read-write lock called name */
-    RLOCK_WRITE = 3      /* the write side of the read-write lock called name */
+    RLOCK_WRITE = 3,     /* the write side of the read-write lock called name */
+    /* Redisson RSpinLock: the reentrant lock's data (the two exclude each other on one name),
+     * but a waiter polls instead of subscribing, for deployments where pub/sub is refused (an
+     * ACL without subscribe, proxies such as twemproxy). The pause between attempts follows
+     * Redisson's default exponential back-off: 1 ms, then doubled plus a random 0 .. n-1 ms
+     * after the n-th busy attempt, at most 128 ms; so a release is noticed within 128 ms (plus
+     * a round trip). A release still publishes Redisson's unlock message (through pcall, so a
+     * user without publish releases too), which wakes reentrant waiters; a release by
+     * Redisson's own RSpinLock publishes nothing, and such waiters then wake when their wait
+     * bound (the lease) runs out. */
+    RLOCK_SPIN = 4
 } rlock_kind;
 
 typedef struct rlock rlock;

@@ -132,7 +132,7 @@ static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
  * back (the type's release of its own field changes nothing when there is none), then attempts
  * again; the subscriber meanwhile reconnects and its new SUBSCRIBE confirmation wakes the wait.
  * Returns the outcome to go on with: a grant, busy (0), or the error that ends the wait. */
-static int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
+int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
 {
     int64_t pause = 0;
     r = rlk_keep_synced(a, r);
