@@ -53,6 +53,12 @@ static const char cli_run_usage[] =
     "      --grace DURATION         then SIGKILL to the group after this long (default 10s)\n"
     "  -q, --quiet                  no status line on a terminal while waiting, and no\n"
     "                               message when the lock was not acquired\n"
+    "      --hold-at-least DURATION a command that ends sooner leaves the lock held until\n"
+    "                               DURATION after it was taken (not with --semaphore)\n"
+    "      --once-per DURATION      at most one run per DURATION across hosts: a run that\n"
+    "                               succeeded leaves a marker for DURATION from when it took\n"
+    "                               the lock; later runs skip (exit as not acquired)\n"
+    "      --mark-on-failure        with --once-per: a failed run leaves the marker too\n"
     "\n"
     "Exit: COMMAND's status; 1 (or -E N) not acquired, nothing ran; 2 usage; 3 lock (or permit)\n"
     "lost, or its --lease ended, while COMMAND ran; 4 Redis error; 126/127 COMMAND not "
@@ -71,6 +77,9 @@ typedef struct cli_run_opts {
     int conflict_exit;
     int kill_signal;
     int64_t grace_ms;
+    int64_t hold_least_ms; /* --hold-at-least; 0 = none */
+    int64_t once_per_ms;   /* --once-per; 0 = none */
+    int mark_on_failure;
     const char *name;
     char **cmd;
 } cli_run_opts;
@@ -97,6 +106,9 @@ typedef struct cli_run_state {
     atomic_llong lease_end; /* monotonic ms when a --lease ends; 0 without --lease */
     atomic_int lease_ended; /* the command was signalled because its --lease ended */
     int status_shown;       /* the status line is on screen (under mu) */
+    int64_t asked_at;       /* monotonic ms: when the acquisition began (main thread) */
+    int64_t taken_at;       /* monotonic ms: when the lock was taken (main thread) */
+    int extended;           /* --hold-at-least: the hold was extended while the command ran */
     int64_t next_status;    /* signal thread only */
 } cli_run_state;
 
@@ -162,6 +174,17 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
         return o->kill_signal < 0 ? cli_bad("signal", arg) : 0;
     case 'g':
         return cli_parse_duration(arg, &o->grace_ms) ? cli_bad("grace", arg) : 0;
+    case 'H':
+        return cli_parse_duration(arg, &o->hold_least_ms) || o->hold_least_ms <= 0
+                   ? cli_bad("hold-at-least", arg)
+                   : 0;
+    case 'P':
+        return cli_parse_duration(arg, &o->once_per_ms) || o->once_per_ms <= 0
+                   ? cli_bad("once-per", arg)
+                   : 0;
+    case 'M':
+        o->mark_on_failure = 1;
+        return 0;
     case 'h':
         return 1;
     default:
@@ -203,6 +226,22 @@ static int cli_run_operands(cli_run_opts *o, int argc, char **argv)
     return 0;
 }
 
+/* The cron options' combinations; 0, or CLI_EXIT_USAGE after the error. */
+static int cli_cron_check(const cli_run_opts *o)
+{
+    if (o->permits > 0 && (o->hold_least_ms > 0 || o->once_per_ms > 0)) {
+        return cli_usage_error("run",
+                               "--hold-at-least and --once-per take a lock, not --semaphore");
+    }
+    if (o->mark_on_failure && o->once_per_ms == 0) {
+        return cli_usage_error("run", "--mark-on-failure needs --once-per");
+    }
+    if (o->hold_least_ms > 0 && o->lease_ms > 0 && o->hold_least_ms > o->lease_ms) {
+        return cli_usage_error("run", "--hold-at-least is longer than --lease");
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 after --help, or CLI_EXIT_USAGE after a one-line error. */
 static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
 {
@@ -215,6 +254,9 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                                          {"kill-signal", required_argument, NULL, 's'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"quiet", no_argument, NULL, 'q'},
+                                         {"hold-at-least", required_argument, NULL, 'H'},
+                                         {"once-per", required_argument, NULL, 'P'},
+                                         {"mark-on-failure", no_argument, NULL, 'M'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     *o = (cli_run_opts){.kind = RLOCK_REENTRANT,
@@ -243,7 +285,8 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
     if (o->permits > 0 && o->kind_set) {
         return cli_usage_error("run", "--kind and --semaphore exclude each other");
     }
-    return cli_run_operands(o, argc, argv);
+    int r = cli_cron_check(o);
+    return r != 0 ? r : cli_run_operands(o, argc, argv);
 }
 
 /* A loss (on_lost, or the end of a --lease): signal the command's process group now, SIGKILL
@@ -477,17 +520,57 @@ static void cli_stopped(pid_t pid)
     kill(-pid, SIGCONT);
 }
 
+static void cli_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* --hold-at-least: the hold has a lease of DURATION only, so that a command that ends sooner
+ * leaves it to expire then. Until that lease is about to end this polls for the command's end
+ * (its time does not matter: the lock stays held anyway); a command still running then gets its
+ * hold extended (the watchdog, or the rest of --lease). Returns 1 when the command ended, with
+ * *wstatus set. Main thread: the hold is its own. */
+static int cli_poll_child(cli_run_state *st, pid_t pid, int tty, int *wstatus)
+{
+    const cli_run_opts *o = st->o;
+    int64_t margin = o->hold_least_ms / 3 < 2000 ? o->hold_least_ms / 3 : 2000;
+    int64_t extend_at = st->asked_at + o->hold_least_ms - margin;
+    int64_t now;
+    while ((now = cli_now_ms()) < extend_at) {
+        pid_t r = waitpid(pid, wstatus, WNOHANG | (tty ? WUNTRACED : 0));
+        if (r == pid && WIFSTOPPED(*wstatus)) {
+            cli_stopped(pid);
+        } else if (r == pid) {
+            return 1;
+        } else if (r < 0 && errno != EINTR) {
+            return 0; /* The blocking wait reports it. */
+        } else {
+            cli_sleep_ms(extend_at - now < 100 ? extend_at - now : 100);
+        }
+    }
+    int64_t lease = o->lease_ms > 0 ? o->lease_ms - (now - st->asked_at) : -1;
+    int rc = lease != 0 ? cli_hold_extend(st->guard.lock, lease) : RLOCK_OK;
+    if (rc != RLOCK_OK) {
+        cli_report(o->name, rc);
+        cli_lose(st);
+    }
+    st->extended = rc == RLOCK_OK;
+    return 0;
+}
+
 /* Waits for the command; after a loss nothing of its group may run on, so what is left of it
  * gets SIGKILL once the command itself has exited. */
 static int cli_wait_child(cli_run_state *st, pid_t pid, int tty)
 {
     int wstatus = 0;
-    for (;;) {
+    int done = st->o->hold_least_ms > 0 && cli_poll_child(st, pid, tty, &wstatus);
+    while (!done) {
         pid_t r = waitpid(pid, &wstatus, tty ? WUNTRACED : 0);
         if (r == pid && WIFSTOPPED(wstatus)) {
             cli_stopped(pid);
         } else if (r >= 0 || errno != EINTR) {
-            break;
+            done = 1;
         }
     }
     if (tty) {
@@ -544,7 +627,9 @@ static int cli_guard_take(cli_run_state *st)
 {
     cli_guard *gd = &st->guard;
     if (gd->sem == NULL) {
-        return rlock_try_lock(gd->lock, st->o->wait_ms, st->o->lease_ms);
+        /* --hold-at-least: a lease of that long, extended if the command outlasts it. */
+        int64_t lease = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
+        return rlock_try_lock(gd->lock, st->o->wait_ms, lease);
     }
     int rc = rlock_semaphore_try_set_permits(gd->sem, st->o->permits);
     if (rc < 0) {
@@ -559,11 +644,11 @@ static int cli_guard_take(cli_run_state *st)
  * most one reply earlier, or later for a grant that the waiter's client extends). */
 static int cli_guard_acquire(cli_run_state *st)
 {
-    int64_t t0 = cli_now_ms();
+    st->asked_at = cli_now_ms();
     int rc = cli_guard_take(st);
+    st->taken_at = st->o->wait_ms == 0 ? st->asked_at : cli_now_ms();
     if (rc == RLOCK_OK && st->o->lease_ms > 0) {
-        int64_t from = st->o->wait_ms == 0 ? t0 : cli_now_ms();
-        atomic_store(&st->lease_end, from + st->o->lease_ms);
+        atomic_store(&st->lease_end, st->taken_at + st->o->lease_ms);
     }
     return rc;
 }
@@ -573,6 +658,52 @@ static int cli_guard_release(cli_run_state *st)
     cli_guard *gd = &st->guard;
     return gd->sem != NULL ? rlock_semaphore_release_leased(gd->sem, gd->permit)
                            : rlock_unlock(gd->lock);
+}
+
+/* --once-per: a marker left by a run within the period means this run is skipped (the lock,
+ * taken to look, is released). Returns -1 to go on, or rlock run's exit status. */
+static int cli_once_skip(cli_run_state *st)
+{
+    const cli_run_opts *o = st->o;
+    int m = o->once_per_ms > 0 ? cli_once_marked(st->client, o->name) : 0;
+    if (m == 0) {
+        return -1;
+    }
+    (void)cli_guard_release(st);
+    if (m < 0) {
+        cli_report(o->name, m);
+        return CLI_EXIT_ERROR;
+    }
+    if (!st->g->quiet && o->conflict_exit != 0) {
+        fprintf(stderr, "rlock: %s: already ran within the --once-per period; skipped\n", o->name);
+    }
+    return o->conflict_exit;
+}
+
+/* After the command ran (wstatus >= 0): --once-per's marker is set while the lock is still held,
+ * so that no other host runs in between; then the lock is released, except that
+ * --hold-at-least leaves a command that ended sooner its hold until DURATION after it was taken
+ * (a re-entry makes sure the lease reaches that far) and holds an extended one until then. */
+static int cli_guard_finish(cli_run_state *st, int wstatus)
+{
+    const cli_run_opts *o = st->o;
+    int ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (o->once_per_ms > 0 && !atomic_load(&st->lost) && (ok || o->mark_on_failure)) {
+        int64_t ttl = st->taken_at + o->once_per_ms - cli_now_ms();
+        int r = ttl > 0 ? cli_once_mark(st->client, o->name, ttl) : RLOCK_OK;
+        if (r != RLOCK_OK) {
+            cli_report(o->name, r);
+        }
+    }
+    int64_t left = st->taken_at + o->hold_least_ms - cli_now_ms();
+    if (o->hold_least_ms > 0 && !atomic_load(&st->lost) && left > 0) {
+        if (!st->extended) {
+            int r = rlock_try_lock(st->guard.lock, 0, left);
+            return r == RLOCK_OK && rlock_hold_count(st->guard.lock) > 0 ? RLOCK_OK : RLOCK_ELOST;
+        }
+        cli_sleep_ms(left);
+    }
+    return cli_guard_release(st);
 }
 
 /* Acquired (or not), ran (or not): the exit status of rlock run. */
@@ -597,8 +728,12 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
         cli_report(st->o->name, rc);
         return CLI_EXIT_ERROR;
     }
+    int skip = cli_once_skip(st);
+    if (skip >= 0) {
+        return skip;
+    }
     int wstatus = cli_run_child(st, old_mask, &sig);
-    rc = cli_guard_release(st);
+    rc = wstatus >= 0 ? cli_guard_finish(st, wstatus) : cli_guard_release(st);
     if (wstatus == -1) {
         return 128 + sig;
     }
