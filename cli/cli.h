@@ -62,6 +62,8 @@ int cli_dashdash_seen(char **argv);
 int cli_names(const char *cmd, int argc, char **argv);
 
 int cli_run(const cli_global *g, int argc, char **argv);
+int cli_elect(const cli_global *g, int argc, char **argv);
+int cli_leader(const cli_global *g, int argc, char **argv);
 int cli_status(const cli_global *g, int argc, char **argv);
 int cli_unlock(const cli_global *g, int argc, char **argv);
 

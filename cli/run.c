@@ -66,6 +66,29 @@ static const char cli_run_usage[] =
     "SIGINT/SIGTERM while waiting (the waiter left the queue). SIGINT/SIGTERM/SIGHUP/SIGQUIT\n"
     "while COMMAND runs are forwarded to it.\n";
 
+static const char cli_elect_usage[] =
+    "usage: rlock [GLOBAL] elect [OPTIONS] NAME -- COMMAND [ARG...]\n"
+    "\n"
+    "Campaigns in the election NAME (candidates take over in arrival order) and runs COMMAND\n"
+    "while this host leads, with RLOCK_NAME and RLOCK_TERM (the leader's term, larger for each\n"
+    "new leader) in its environment; a lost leadership signals COMMAND's process group as a\n"
+    "lost lock does under rlock run (exit 3). When COMMAND exits, rlock resigns and exits with\n"
+    "its status.\n"
+    "\n"
+    "      --value V                the leader's value that rlock leader shows\n"
+    "                               (default: HOSTNAME:PID)\n"
+    "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
+    "  -n, --nonblock               one attempt; do not wait\n"
+    "  -E, --conflict-exit-code N   exit N instead of 1 when not elected\n"
+    "      --kill-signal SIG        sent to COMMAND's process group when leadership is lost\n"
+    "      --grace DURATION         then SIGKILL to the group after this long (default 10s)\n"
+    "  -q, --quiet                  no status line, no message when not elected\n"
+    "\n"
+    "Exit: as rlock run.\n";
+
+/* The command being parsed: "run", or "elect" (rlock run's machinery over an election). */
+static const char *cli_cmd = "run";
+
 enum { CLI_WAITING, CLI_RUNNING, CLI_DONE };
 
 typedef struct cli_run_opts {
@@ -80,6 +103,9 @@ typedef struct cli_run_opts {
     int64_t hold_least_ms; /* --hold-at-least; 0 = none */
     int64_t once_per_ms;   /* --once-per; 0 = none */
     int mark_on_failure;
+    int elect;         /* rlock elect: campaign in the election NAME */
+    const char *value; /* rlock elect --value */
+    int lock_opts;     /* -k, --semaphore, --lease or a cron option was given */
     const char *name;
     char **cmd;
 } cli_run_opts;
@@ -87,6 +113,7 @@ typedef struct cli_run_opts {
 /* What rlock run holds while the command runs: a lock, or one leased permit of a semaphore. */
 typedef struct cli_guard {
     rlock *lock;
+    rlock_election *el;
     rlock_semaphore *sem;
     char permit[RLOCK_PERMIT_ID_LEN + 1]; /* the permit's id while held */
 } cli_guard;
@@ -140,7 +167,7 @@ static int cli_parse_kind(const char *s, rlock_kind *k)
 
 static int cli_bad(const char *what, const char *value)
 {
-    cli_usage_error("run", "bad %s '%s'", what, value);
+    cli_usage_error(cli_cmd, "bad %s '%s'", what, value);
     return -1;
 }
 
@@ -185,6 +212,9 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
     case 'M':
         o->mark_on_failure = 1;
         return 0;
+    case 'V':
+        o->value = arg;
+        return 0;
     case 'h':
         return 1;
     default:
@@ -199,28 +229,28 @@ static int cli_run_operands(cli_run_opts *o, int argc, char **argv)
 {
     int i = optind;
     if (cli_dashdash_seen(argv) && (i + 1 >= argc || strcmp(argv[i + 1], "--") != 0)) {
-        return cli_usage_error("run", "missing NAME before '--'");
+        return cli_usage_error(cli_cmd, "missing NAME before '--'");
     }
     if (i >= argc) {
-        return cli_usage_error("run", "missing NAME and '-- COMMAND'");
+        return cli_usage_error(cli_cmd, "missing NAME and '-- COMMAND'");
     }
     o->name = argv[i];
     if (*o->name == '\0') {
-        return cli_usage_error("run", "empty NAME");
+        return cli_usage_error(cli_cmd, "empty NAME");
     }
     if (i + 1 >= argc) {
-        return cli_usage_error("run", "missing '-- COMMAND' after NAME");
+        return cli_usage_error(cli_cmd, "missing '-- COMMAND' after NAME");
     }
     const char *next = argv[i + 1];
     if (strcmp(next, "--") != 0) {
-        return next[0] == '-' ? cli_usage_error("run",
+        return next[0] == '-' ? cli_usage_error(cli_cmd,
                                                 "option '%s' after NAME: options go "
                                                 "before NAME",
                                                 next)
-                              : cli_usage_error("run", "missing '--' between NAME and COMMAND");
+                              : cli_usage_error(cli_cmd, "missing '--' between NAME and COMMAND");
     }
     if (i + 2 >= argc) {
-        return cli_usage_error("run", "missing COMMAND after '--'");
+        return cli_usage_error(cli_cmd, "missing COMMAND after '--'");
     }
     o->cmd = argv + i + 2;
     return 0;
@@ -230,20 +260,20 @@ static int cli_run_operands(cli_run_opts *o, int argc, char **argv)
 static int cli_cron_check(const cli_run_opts *o)
 {
     if (o->permits > 0 && (o->hold_least_ms > 0 || o->once_per_ms > 0)) {
-        return cli_usage_error("run",
+        return cli_usage_error(cli_cmd,
                                "--hold-at-least and --once-per take a lock, not --semaphore");
     }
     if (o->mark_on_failure && o->once_per_ms == 0) {
-        return cli_usage_error("run", "--mark-on-failure needs --once-per");
+        return cli_usage_error(cli_cmd, "--mark-on-failure needs --once-per");
     }
     if (o->hold_least_ms > 0 && o->lease_ms > 0 && o->hold_least_ms > o->lease_ms) {
-        return cli_usage_error("run", "--hold-at-least is longer than --lease");
+        return cli_usage_error(cli_cmd, "--hold-at-least is longer than --lease");
     }
     return 0;
 }
 
 /* Returns 0 to run, 1 after --help, or CLI_EXIT_USAGE after a one-line error. */
-static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
+static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv, int elect)
 {
     static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
                                          {"semaphore", required_argument, NULL, 'S'},
@@ -257,6 +287,7 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                                          {"hold-at-least", required_argument, NULL, 'H'},
                                          {"once-per", required_argument, NULL, 'P'},
                                          {"mark-on-failure", no_argument, NULL, 'M'},
+                                         {"value", required_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     *o = (cli_run_opts){.kind = RLOCK_REENTRANT,
@@ -264,7 +295,8 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                         .lease_ms = -1,
                         .conflict_exit = CLI_EXIT_CONFLICT,
                         .kill_signal = SIGTERM,
-                        .grace_ms = 10000};
+                        .grace_ms = 10000,
+                        .elect = elect};
     int c;
     while ((c = getopt_long(argc, argv, "+:k:w:nE:qh", opts, NULL)) != -1) {
         if (c == 'q') {
@@ -272,18 +304,26 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
             continue;
         }
         if (c == '?' || c == ':') {
-            return cli_option_error("run", c, argv);
+            return cli_option_error(cli_cmd, c, argv);
+        }
+        o->lock_opts |= c == 'k' || c == 'S' || c == 'l' || c == 'H' || c == 'P' || c == 'M';
+        if (c == 'V' && !o->elect) {
+            return cli_usage_error(cli_cmd, "--value is rlock elect's");
         }
         int r = cli_run_opt(o, c, optarg);
         if (r != 0) {
             if (r > 0) {
-                fputs(cli_run_usage, stdout);
+                fputs(o->elect ? cli_elect_usage : cli_run_usage, stdout);
             }
             return r > 0 ? 1 : CLI_EXIT_USAGE;
         }
     }
     if (o->permits > 0 && o->kind_set) {
-        return cli_usage_error("run", "--kind and --semaphore exclude each other");
+        return cli_usage_error(cli_cmd, "--kind and --semaphore exclude each other");
+    }
+    if (o->elect && o->lock_opts) {
+        return cli_usage_error(cli_cmd, "-k, --semaphore, --lease and the cron options are "
+                                        "rlock run's");
     }
     int r = cli_cron_check(o);
     return r != 0 ? r : cli_run_operands(o, argc, argv);
@@ -480,11 +520,20 @@ static int cli_exit_status(int wstatus)
 static void cli_guard_env(const cli_run_state *st)
 {
     setenv("RLOCK_NAME", st->o->name, 1);
+    char token[24];
+    if (st->guard.el != NULL) {
+        char *v = NULL;
+        uint64_t term = 0;
+        (void)rlock_election_leader(st->guard.el, &v, &term);
+        free(v);
+        snprintf(token, sizeof(token), "%" PRIu64, term);
+        setenv("RLOCK_TERM", token, 1);
+        return;
+    }
     if (st->guard.sem != NULL) {
         setenv("RLOCK_PERMIT_ID", st->guard.permit, 1);
         return;
     }
-    char token[24];
     snprintf(token, sizeof(token), "%" PRIu64, rlock_token(st->guard.lock));
     setenv("RLOCK_TOKEN", token, 1);
 }
@@ -626,6 +675,9 @@ static int cli_run_child(cli_run_state *st, const sigset_t *old_mask, int *sig)
 static int cli_guard_take(cli_run_state *st)
 {
     cli_guard *gd = &st->guard;
+    if (gd->el != NULL) {
+        return rlock_election_campaign(gd->el, st->o->value, st->o->wait_ms);
+    }
     if (gd->sem == NULL) {
         /* --hold-at-least: a lease of that long, extended if the command outlasts it. */
         int64_t lease = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
@@ -656,6 +708,9 @@ static int cli_guard_acquire(cli_run_state *st)
 static int cli_guard_release(cli_run_state *st)
 {
     cli_guard *gd = &st->guard;
+    if (gd->el != NULL) {
+        return rlock_election_resign(gd->el);
+    }
     return gd->sem != NULL ? rlock_semaphore_release_leased(gd->sem, gd->permit)
                            : rlock_unlock(gd->lock);
 }
@@ -740,7 +795,9 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
     if (wstatus == -2) {
         return CLI_EXIT_ERROR;
     }
-    const char *what = st->guard.sem != NULL ? "permit" : "lock";
+    const char *what = st->guard.el != NULL    ? "leadership"
+                       : st->guard.sem != NULL ? "permit"
+                                               : "lock";
     if (atomic_load(&st->lease_ended)) {
         fprintf(stderr,
                 "rlock: %s: the %s's --lease ended while the command ran; it was sent "
@@ -766,11 +823,43 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
     return cli_exit_status(wstatus);
 }
 
-int cli_run(const cli_global *g0, int argc, char **argv)
+/* Opens what NAME guards: an election, a semaphore or a lock. 0, or -1 after the error. */
+static int cli_guard_open(cli_run_state *st)
+{
+    const cli_run_opts *o = st->o;
+    if (o->elect) {
+        st->guard.el = rlock_election_open(st->client, o->name);
+    } else if (o->permits > 0) {
+        st->guard.sem = rlock_semaphore_open(st->client, o->name);
+    } else {
+        st->guard.lock = rlock_open(st->client, o->kind, o->name);
+    }
+    if (st->guard.lock == NULL && st->guard.sem == NULL && st->guard.el == NULL) {
+        cli_report(o->name, RLOCK_EINVAL);
+        return -1;
+    }
+    return 0;
+}
+
+static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect);
+
+int cli_run(const cli_global *g, int argc, char **argv)
+{
+    return cli_run_mode(g, argc, argv, 0);
+}
+
+int cli_elect(const cli_global *g, int argc, char **argv)
+{
+    cli_cmd = "elect";
+    return cli_run_mode(g, argc, argv, 1);
+}
+
+static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect)
 {
     cli_global g = *g0;
     cli_run_opts o;
-    int r = cli_run_parse(&o, &g, argc, argv);
+    char value[300];
+    int r = cli_run_parse(&o, &g, argc, argv, elect);
     if (r != 0) {
         return r == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
@@ -786,13 +875,13 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     if (st.client == NULL) {
         return status;
     }
-    if (o.permits > 0) {
-        st.guard.sem = rlock_semaphore_open(st.client, o.name);
-    } else {
-        st.guard.lock = rlock_open(st.client, o.kind, o.name);
+    if (elect && o.value == NULL) {
+        char host[256] = "";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(value, sizeof(value), "%s:%ld", host, (long)getpid());
+        o.value = value;
     }
-    if (st.guard.lock == NULL && st.guard.sem == NULL) {
-        cli_report(o.name, RLOCK_EINVAL);
+    if (cli_guard_open(&st) != 0) {
         rlock_client_free(st.client);
         return CLI_EXIT_ERROR;
     }
@@ -806,6 +895,7 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     pthread_join(th, NULL);
     rlock_free(st.guard.lock);
     rlock_semaphore_free(st.guard.sem);
+    rlock_election_free(st.guard.el);
     rlock_client_free(st.client);
     pthread_mutex_destroy(&st.mu);
     return status;

@@ -1,7 +1,8 @@
 /*
  * The recipes of issue 32 in the rlock command, two "hosts" simulated by two rlock processes on
  * one real redis-server: `-k spin` for a user that may not subscribe, --hold-at-least
- * (ShedLock's lockAtLeastFor) and --once-per (at most one run per period across hosts).
+ * (ShedLock's lockAtLeastFor), --once-per (at most one run per period across hosts), and
+ * rlock elect / rlock leader.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,6 +187,50 @@ static void test_once_per_two_hosts(void **state)
     assert_int_equal(ct_count_of(ct_slurp("race"), "run"), 1);
 }
 
+/* rlock elect and rlock leader: host A leads and its command sees its term; host B waits in
+ * line; A's leadership is lost (its hold deleted): A's command is signalled and A exits 3, B
+ * takes over with a larger term; rlock leader shows each. */
+static void test_elect_leader(void **state)
+{
+    (void)state;
+    const char *show[] = {"rlock", "leader", "el:cli", NULL};
+    assert_int_equal(ct_run(show, "out", NULL), 1);
+    assert_non_null(strstr(ct_slurp("out"), "no leader (last term 0)"));
+    char sa[256], sb[256];
+    snprintf(sa, sizeof(sa), "echo $RLOCK_TERM > '%s'; sleep 30", ct_path("term-a"));
+    snprintf(sb, sizeof(sb), "echo $RLOCK_TERM > '%s'", ct_path("term-b"));
+    const char *a[] = {"rlock",   "--watchdog-timeout",
+                       "900ms",   "elect",
+                       "--value", "host-a",
+                       "el:cli",  "--",
+                       "/bin/sh", "-c",
+                       sa,        NULL};
+    const char *b[] = {"rlock",  "elect", "--value", "host-b", "-w", "20s",
+                       "el:cli", "--",    "/bin/sh", "-c",     sb,   NULL};
+    pid_t pa = ct_spawn(a, NULL, "err-a");
+    assert_true(ct_await_file("term-a"));
+    pid_t pb = ct_spawn(b, NULL, "err-b");
+    long term_a = atol(ct_slurp("term-a"));
+    assert_true(term_a > 0);
+    assert_int_equal(ct_run(show, "out", NULL), 0);
+    char want[64];
+    snprintf(want, sizeof(want), "leader host-a, term %ld", term_a);
+    assert_non_null(strstr(ct_slurp("out"), want));
+    const char *js[] = {"rlock", "leader", "--json", "el:cli", NULL};
+    assert_int_equal(ct_run(js, "out", NULL), 0);
+    assert_non_null(strstr(ct_slurp("out"), "\"leader\":true,\"value\":\"host-a\""));
+    rh_sleep_ms(300); /* B is in line */
+    const char *del[] = {"DEL", "el:cli", NULL};
+    assert_int_equal(rh_cmd_int(g_srv, del), 1);
+    assert_int_equal(rh_wait_child(pa, 10000), 3);
+    assert_non_null(strstr(ct_slurp("err-a"), "leadership was lost"));
+    assert_int_equal(rh_wait_child(pb, 20000), 0);
+    long term_b = atol(ct_slurp("term-b"));
+    print_message("terms: A %ld, B %ld\n", term_a, term_b);
+    assert_true(term_b > term_a);
+    assert_int_equal(ct_run(show, "out", NULL), 1); /* B resigned when its command ended */
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -209,4 +254,5 @@ static int teardown(void **state)
 
 TC_MAIN_PATH(ct_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_kind_spin),
              cmocka_unit_test(test_hold_at_least_early), cmocka_unit_test(test_hold_at_least_long),
-             cmocka_unit_test(test_once_per), cmocka_unit_test(test_once_per_two_hosts))
+             cmocka_unit_test(test_once_per), cmocka_unit_test(test_once_per_two_hosts),
+             cmocka_unit_test(test_elect_leader))
