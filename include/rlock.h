@@ -47,29 +47,58 @@ extern "C" {
 #define RLOCK_VERSION_MINOR 1
 #define RLOCK_VERSION_PATCH 0
 
+/* The version as one number to compare against: 0xMMmmpp (major, minor, patch, a byte each), so
+ * "#if RLOCK_VERSION_HEX >= 0x000200" asks for 0.2.0 or later of the header compiled against. */
+#define RLOCK_VERSION_HEX                                                                          \
+    ((RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) | RLOCK_VERSION_PATCH)
+
 /* Returns the library's version as "MAJOR.MINOR.PATCH" (of the library actually linked). */
 RLOCK_EXPORT const char *rlock_version_string(void);
 
+/* Returns RLOCK_VERSION_HEX of the library actually linked, which may be newer than the header a
+ * program was compiled with: compare it to check at run time for a feature or a fix. */
+RLOCK_EXPORT unsigned long rlock_version(void);
+
 /* ---------------------------------------------------------------------------------------------
- * Error codes. Codes are only ever appended; a value never changes meaning.
+ * Error codes. Every call returns RLOCK_OK, a documented non-negative result, or one of these
+ * negative codes (functions return them as int). Codes are only ever appended; a value never
+ * changes meaning. Each name is also a macro of itself, so "#ifdef RLOCK_EREPLICA" tells whether
+ * the header compiled against knows a code.
  * ------------------------------------------------------------------------------------------- */
-#define RLOCK_OK        0
-#define RLOCK_ETIMEDOUT (-1)  /* the lock was not acquired within the wait time */
-#define RLOCK_ENOTOWNER (-2)  /* unlock of a lock the calling thread does not hold */
-#define RLOCK_ELOST     (-3)  /* the hold's lease ran out (or the key vanished) while held */
-#define RLOCK_EINVAL    (-4)  /* invalid argument: NULL/empty name, bad URL, bad duration ... */
-#define RLOCK_ENOMEM    (-5)  /* out of memory */
-#define RLOCK_ECONN     (-6)  /* Redis unreachable, connection lost, or a command timed out */
-#define RLOCK_EREDIS    (-7)  /* Redis answered with an error reply (text in rlock_last_error) */
-#define RLOCK_ECLOSED   (-8)  /* the client was freed: the handle can only be freed now */
-#define RLOCK_EDEADLK   (-9)  /* the request can never succeed for this thread (read -> write) */
-#define RLOCK_ENOTSUP   (-10) /* the operation is not supported by this lock type */
-#define RLOCK_EPROTO    (-11) /* Redis replied with an unexpected type or shape */
-#define RLOCK_EAUTH     (-12) /* authentication or SELECT failed when connecting */
-#define RLOCK_ETLS                                                                                 \
-    (-13)                    /* TLS failed: handshake, untrusted certificate, name mismatch,       \
-                              * client certificate refused (OpenSSL's reason in last_error) */
-#define RLOCK_EREPLICA (-14) /* fewer replicas than connected acknowledged a write in time */
+typedef enum rlock_error {
+    RLOCK_OK = 0,
+    RLOCK_ETIMEDOUT = -1, /* the lock was not acquired within the wait time */
+    RLOCK_ENOTOWNER = -2, /* unlock of a lock the calling thread does not hold */
+    RLOCK_ELOST = -3,     /* the hold's lease ran out (or the key vanished) while held */
+    RLOCK_EINVAL = -4,    /* invalid argument: NULL/empty name, bad URL, bad duration ... */
+    RLOCK_ENOMEM = -5,    /* out of memory */
+    RLOCK_ECONN = -6,     /* Redis unreachable, connection lost, or a command timed out */
+    RLOCK_EREDIS = -7,    /* Redis answered with an error reply (text in rlock_last_error) */
+    RLOCK_ECLOSED = -8,   /* the client was freed: the handle can only be freed now */
+    RLOCK_EDEADLK = -9,   /* the request can never succeed for this thread (read -> write) */
+    RLOCK_ENOTSUP = -10,  /* the operation is not supported by this lock type */
+    RLOCK_EPROTO = -11,   /* Redis replied with an unexpected type or shape */
+    RLOCK_EAUTH = -12,    /* authentication or SELECT failed when connecting */
+    /* TLS failed: handshake, untrusted certificate, name mismatch, client certificate refused
+     * (OpenSSL's reason in rlock_last_error). */
+    RLOCK_ETLS = -13,
+    RLOCK_EREPLICA = -14, /* fewer replicas than connected acknowledged a write in time */
+} rlock_error;
+#define RLOCK_OK        RLOCK_OK
+#define RLOCK_ETIMEDOUT RLOCK_ETIMEDOUT
+#define RLOCK_ENOTOWNER RLOCK_ENOTOWNER
+#define RLOCK_ELOST     RLOCK_ELOST
+#define RLOCK_EINVAL    RLOCK_EINVAL
+#define RLOCK_ENOMEM    RLOCK_ENOMEM
+#define RLOCK_ECONN     RLOCK_ECONN
+#define RLOCK_EREDIS    RLOCK_EREDIS
+#define RLOCK_ECLOSED   RLOCK_ECLOSED
+#define RLOCK_EDEADLK   RLOCK_EDEADLK
+#define RLOCK_ENOTSUP   RLOCK_ENOTSUP
+#define RLOCK_EPROTO    RLOCK_EPROTO
+#define RLOCK_EAUTH     RLOCK_EAUTH
+#define RLOCK_ETLS      RLOCK_ETLS
+#define RLOCK_EREPLICA  RLOCK_EREPLICA
 
 /* Returns a short constant description of code ("unknown error code" for unknown values). */
 RLOCK_EXPORT const char *rlock_strerror(int code);
@@ -82,11 +111,18 @@ RLOCK_EXPORT const char *rlock_last_error(void);
  * Options and client.
  * ------------------------------------------------------------------------------------------- */
 
-/* Log levels passed to log_fn; only messages at or below opts.log_level are delivered. */
-#define RLOCK_LOG_ERROR 0
-#define RLOCK_LOG_WARN  1
-#define RLOCK_LOG_INFO  2
-#define RLOCK_LOG_DEBUG 3
+/* Log levels passed to log_fn (as int); only messages at or below opts.log_level are delivered.
+ * Each name is also a macro of itself, as the error codes are. */
+typedef enum rlock_log_level {
+    RLOCK_LOG_ERROR = 0, /* the most severe level */
+    RLOCK_LOG_WARN = 1,  /* something degraded: a hold or permit lost, renewals failing (default) */
+    RLOCK_LOG_INFO = 2,  /* a mode chosen or a fallback taken (e.g. PSUBSCRIBE refused) */
+    RLOCK_LOG_DEBUG = 3  /* the most verbose level */
+} rlock_log_level;
+#define RLOCK_LOG_ERROR RLOCK_LOG_ERROR
+#define RLOCK_LOG_WARN  RLOCK_LOG_WARN
+#define RLOCK_LOG_INFO  RLOCK_LOG_INFO
+#define RLOCK_LOG_DEBUG RLOCK_LOG_DEBUG
 
 /* Durations larger than this (about 100 years) are rejected as leases and mean "forever" as
  * waits. The cap keeps every deadline computation free of overflow. */
@@ -114,7 +150,7 @@ typedef struct rlock_options {
      * Default 10000 (Redisson connectTimeout). */
     int64_t connect_timeout_ms;
     /* Bound on one command's reply, and on waiting for a free pooled connection.
-     * Default 3000 (Redisson timeout). */
+     * Default 3000 (Redisson timeout). rlock_try_lock() returns within its wait_ms plus this. */
     int64_t command_timeout_ms;
     /* Lease of a hold taken with lease_ms < 0; the watchdog renews it every third of this.
      * Default 30000 (Redisson lockWatchdogTimeout). */
@@ -191,8 +227,9 @@ typedef struct rlock_options {
      * channels are disjoint, and a waiter in the other mode hears no release (it then waits for
      * the lease to run out). Any other value is RLOCK_EINVAL in rlock_client_new(). */
     int cluster_pubsub;
-    /* For future options without an ABI break; keep zero. cluster_pubsub took the place of one
-     * of three pointers (an int and its padding), so the struct keeps its size and layout. */
+    /* Room for future options: keep it zero (rlock_options_init() does). A new option takes
+     * the place of reserved space of at least its size, so the struct keeps its size and the
+     * offsets of every field before it. */
     void *reserved[2];
 } rlock_options;
 
@@ -249,7 +286,10 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client);
 /* ---------------------------------------------------------------------------------------------
  * Lock handles.
  * ------------------------------------------------------------------------------------------- */
-typedef enum {
+/* The kind of lock a handle opens. (rlock_inspect() reports what it finds at a name as an
+ * rlock_lock_type instead: data cannot tell a read from a write side, or an idle fair lock from
+ * a reentrant one.) */
+typedef enum rlock_kind {
     RLOCK_REENTRANT = 0, /* Redisson RLock: hash at name, owner -> hold count */
     RLOCK_FAIR = 1,      /* Redisson RFairLock: strict FIFO hand-off to waiters */
     RLOCK_READ = 2,      /* the read side of the read-write lock called name */
@@ -352,7 +392,16 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
 /* Like rlock_lock() but gives up after wait_ms: 0 = a single attempt (a fair lock does not join
  * the queue), RLOCK_WAIT_FOREVER or anything above RLOCK_MAX_DURATION_MS = no limit, < 0 =
  * RLOCK_EINVAL. Returns RLOCK_OK or RLOCK_ETIMEDOUT (not acquired), or an error as rlock_lock().
- * A waiter that gives up (timeout or error) has left every queue before the call returns.
+ * With a limit, the call returns within wait_ms + command_timeout_ms (plus, with replica_sync,
+ * the replicas' acknowledgement of a grant): every command it sends must finish by then (one
+ * that cannot fails with RLOCK_ECONN), also while Redis is paused or stopped.
+ * A waiter that gives up (timeout or error) has left every queue before the call returns, unless
+ * Redis did not answer its give-up in that time (paused, stopped, unreachable). Its entry (fair
+ * queue, waiting writers, waiting reentrant threads) then ends waiter_timeout_ms after the last
+ * heartbeat Redis ran (one sent before the give-up may still run when Redis answers again); until
+ * then a waiting writer entry keeps new readers out, and a release may grant the lock to the
+ * departed waiter (reentrant and fair locks), which then holds it no longer than
+ * min(lease, waiter_timeout_ms) before the next waiter gets it.
  * Reentrant and fair locks: a release may grant the lock directly to a waiting rlock thread (no
  * attempt of its own follows; rlock_options.waiter_timeout_ms). A wait that runs out just as
  * such a grant arrives returns RLOCK_OK (the caller holds the lock, with the grant's token),
@@ -372,7 +421,11 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
  * rlock_unlock() (a retry) or lock through this handle first asks Redis (HGET of its field)
  * whether that release ran: a release that ran is not sent again (the retry returns RLOCK_OK),
  * one that did not is sent then. Holds of the same lock the thread took through another handle
- * share the field and can make a release that ran look as if it had not. */
+ * share the field and can make a release that ran look as if it had not. With replica_sync, a
+ * release that fewer replicas acknowledged still returns RLOCK_OK (the master released; logged at
+ * WARN); the calling thread's next lock or unlock through this handle first checks (HGET) that
+ * the release stayed, and gives back a hold that a failover to a replica that missed it brought
+ * back, so that hold is never re-entered. */
 RLOCK_EXPORT int rlock_unlock(rlock *lock);
 
 /* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was
@@ -399,7 +452,9 @@ RLOCK_EXPORT int rlock_hold_count(rlock *lock);
 RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock);
 
 /* Fencing token of the calling thread's current hold (strictly increasing per lock name for
- * exclusive grants; a read grant returns the counter's current value), 0 if none. Answered from
+ * exclusive grants; a read grant returns the counter's current value), 0 if none. After a
+ * successful exclusive lock it is never 0: a thread that holds the lock through another handle
+ * too gets the hold's token. Answered from
  * the local hold record without a round trip: a hold taken with an explicit lease that expired
  * unnoticed still reports its token until a call that asks Redis (unlock, is_held) finds it
  * gone; a hold the watchdog found lost reports 0 at once. */
@@ -561,7 +616,7 @@ RLOCK_EXPORT void rlock_election_free(rlock_election *e);
  * ------------------------------------------------------------------------------------------- */
 
 /* What rlock_inspect() found at a lock name. */
-typedef enum {
+typedef enum rlock_lock_type {
     RLOCK_TYPE_FREE = 0,      /* no lock key, no waiter */
     RLOCK_TYPE_REENTRANT = 1, /* a hash of owners without "mode" and no fair queue (or waiting
                                * rlock threads only); a fair lock with an empty queue looks

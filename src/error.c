@@ -53,6 +53,11 @@ RLOCK_EXPORT const char *rlock_version_string(void)
         RLOCK_VERSION_PATCH);
 }
 
+RLOCK_EXPORT unsigned long rlock_version(void)
+{
+    return RLOCK_VERSION_HEX;
+}
+
 int rlk_err(int code, const char *fmt, ...)
 {
     int n = snprintf(rlk_errmsg, sizeof(rlk_errmsg), "%s: ", rlock_strerror(code));

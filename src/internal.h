@@ -80,8 +80,8 @@ int rlk_buf_appends(rlk_buf *b, const char *s);
 int rlk_prefix_name(rlk_buf *b, const char *prefix, const char *name, size_t name_len);
 int rlk_suffix_name(rlk_buf *b, const char *name, size_t name_len, const char *suffix);
 /* rlock's grant hash of a reentrant or fair lock: "rlock_lock_waiters:{name}:grants". It sits
- * under the waiters zset's name, so an ACL key pattern written for the zset (README) covers it,
- * and it shares the lock name's hash slot. Appended to b. */
+ * under the waiters zset's name, so an ACL key pattern written for the zset (docs/acl.md) covers
+ * it, and it shares the lock name's hash slot. Appended to b. */
 int rlk_grant_name(rlk_buf *b, const char *name, size_t name_len);
 
 #endif

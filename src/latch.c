@@ -36,7 +36,7 @@ RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *nam
         rlk_err(RLOCK_ENOMEM, "cannot allocate a latch handle");
         return NULL;
     }
-    memcpy(l->name, name, len);
+    memcpy(l->name, name, len + 1);
     l->name_len = len;
     rlk_buf_init(&l->channel);
     if (rlk_buf_appends(&l->channel, "redisson_countdownlatch__channel__{") != RLOCK_OK ||

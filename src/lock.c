@@ -291,13 +291,6 @@ size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char 
     return owner_len;
 }
 
-/* A process-wide sequence: each lock call's own id for the grants made to it. */
-static uint64_t rlk_next_wait_id(void)
-{
-    static atomic_uint_fast64_t next = 1;
-    return (uint64_t)atomic_fetch_add(&next, 1);
-}
-
 /* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
  * TTL only, so a longer lease is renewed within a third of it, by the watchdog for good (watchdog
  * holds) or once (explicit leases). Neither delays the caller (watchdog.h, rlk_wd_add_soon). */
@@ -324,6 +317,52 @@ void rlk_acq_init(rlk_acq *a, rlock *l)
     a->ttl_ms = -1;
 }
 
+/* The fencing counter's value (GET redisson_lock_token:{name}) into a->token, or a negative
+ * error. */
+static int rlk_token_read(rlk_acq *a)
+{
+    rlock *l = a->lock;
+    rlk_buf key;
+    rlk_buf_init(&key);
+    redisReply *rep = NULL;
+    rlk_args args;
+    rlk_args_init(&args);
+    int r = rlk_prefix_name(&key, "redisson_lock_token", l->name, l->name_len);
+    rlk_args_adds(&args, "GET");
+    rlk_args_add(&args, key.p, key.len);
+    r = r ? r : rlk_cmd(l->client, RLK_IDEMPOTENT, &args, &rep);
+    rlk_buf_free(&key);
+    if (r == RLOCK_OK && rep->type == REDIS_REPLY_STRING) {
+        a->token = strtoull(rep->str, NULL, 10);
+    } else if (r == RLOCK_OK) {
+        r = rlk_err(RLOCK_EPROTO, "GET of the fencing counter of '%s': reply type %d", l->name,
+                    rep->type);
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
+/* An exclusive grant that Redis made as a re-entry (token 0) of a hold this record does not
+ * count: the thread holds the lock through another handle, or a failover brought back a hold the
+ * thread had released. Its token is the counter's value, since nothing takes an exclusive lock
+ * from free while it is held; so that a successful lock never reports token 0, it is read here.
+ * Read grants carry the counter's value already (0 when no writer ever held). */
+static int rlk_grant_token(rlk_acq *a, const rlk_hold *h)
+{
+    if (h->count > 0 || a->token != 0 || a->lock->kind == RLOCK_READ) {
+        return RLOCK_OK;
+    }
+    int r = rlk_token_read(a);
+    if (r != RLOCK_OK) {
+        /* Held on Redis with no token to report: give the re-entry back. */
+        char saved[256];
+        snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+        (void)a->lock->single->release(a);
+        rlk_err_restore(saved);
+    }
+    return r;
+}
+
 /* Records a grant in the calling thread's hold record and starts renewal if asked. */
 static int rlk_grant(rlk_acq *a, int watchdog)
 {
@@ -340,6 +379,11 @@ static int rlk_grant(rlk_acq *a, int watchdog)
         rlk_hold_stop_renewal(l, h);
         h->count = 0;
         atomic_store(&h->lost, 0);
+    }
+    int r = rlk_grant_token(a, h);
+    if (r != RLOCK_OK) {
+        rlk_hold_drop_if_empty(l, h);
+        return r;
     }
     if (h->count == 0 || a->token != 0) {
         h->token = a->token;
@@ -399,17 +443,31 @@ static void rlk_mark_grant_unsure(rlk_acq *a)
     }
 }
 
+static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline);
+
+/* A call with a wait limit returns within wait_ms + command_timeout_ms: every command it sends
+ * (settling, attempts, the give-up of a waiter) is bounded by that (rlk_pool_bound). A command
+ * the bound cuts short fails as on a timeout (RLOCK_ECONN), and what it would have done is left
+ * to expire: a waiter's queue entry ends waiter_timeout_ms after its last heartbeat (rlock.h). */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
+    int64_t saved =
+        rlk_pool_bound(wait_ms < 0 ? 0 : rlk_add_sat(deadline, l->client->opts.command_timeout_ms));
+    int r = rlk_single_acquire_by(l, wait_ms, lease_ms, deadline);
+    rlk_pool_bound_restore(saved);
+    return r;
+}
+
+static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline)
 {
     rlk_acq a;
     rlk_acq_init(&a, l);
     a.lease_ms = lease_ms > 0 ? lease_ms : l->client->opts.watchdog_timeout_ms;
     a.watchdog = lease_ms < 0;
-    a.wait_id = rlk_next_wait_id();
+    a.wait_id = rlk_wait_id_next();
     a.wait_ms = wait_ms;
     a.may_queue = wait_ms != 0;
-    int64_t start = rlk_now_ms();
-    int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(start, wait_ms);
     int r = rlk_settle_before_lock(l, a.tid);
     if (r != RLOCK_OK) {
         return r;
@@ -438,8 +496,9 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 static int rlk_field_count(rlk_acq *a);
 
 /* Settles an attempt whose outcome was unknown (RLK_UNSURE_GRANT): when Redis counts more holds
- * of the thread's field than the record does, that attempt was granted and its reply lost. The
- * thread never learnt of that grant, so it is given back (without waiting for replicas); a later
+ * of the thread's field than the record does, that attempt was granted and its reply lost, or a
+ * release that fewer replicas acknowledged was undone by a failover. The thread does not count
+ * that hold, so it is given back (without waiting for replicas); a later
  * attempt then takes the lock from free, with a token of its own, instead of re-entering it and
  * keeping a hold nobody will release. Returns RLOCK_OK (the mark cleared) or a negative error. */
 static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
@@ -455,7 +514,9 @@ static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
         if (r < 0 && r != RLK_NOT_HELD) {
             return r;
         }
-        rlk_log(a->client, RLOCK_LOG_INFO, "lock '%s': gave back a grant whose reply was lost",
+        rlk_log(a->client, RLOCK_LOG_INFO,
+                "lock '%s': gave back a hold the thread did not count (a grant whose reply was "
+                "lost, or a release that a failover undid)",
                 a->lock->name);
     }
     h->unsure &= (unsigned char)~RLK_UNSURE_GRANT;
@@ -504,26 +565,44 @@ static int rlk_unlock_unsure(rlk_acq *a, rlk_hold *h)
     return RLOCK_OK;
 }
 
+/* 1 when the release just sent ran on the master but fewer replicas acknowledged it than it
+ * has: a failover to one of them would bring the released hold back. The unlock still succeeds
+ * (the master released), and the record is marked as after a grant whose reply was lost
+ * (RLK_UNSURE_GRANT: Redis may count one hold more than the record), so that the thread's next
+ * lock or unlock gives such a hold back before it counts on what Redis holds, instead of
+ * re-entering it (a hold count the thread does not know, and no token of its own). */
+static int rlk_unlock_unsynced(rlk_acq *a, rlk_hold *h)
+{
+    int acked = 0, n = 0;
+    if (!rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    rlk_log(a->client, RLOCK_LOG_WARN,
+            "unlock of '%s': %d of %d replicas acknowledged; the next lock or unlock of this "
+            "thread checks that the release stayed",
+            a->lock->name, acked, n);
+    h->unsure |= RLK_UNSURE_GRANT;
+    return 1;
+}
+
 /* Sends the release of one hold of h and records its outcome. */
 static int rlk_unlock_send(rlk_acq *a, rlk_hold *h)
 {
     rlock *l = a->lock;
     rlk_sync_clear();
     int r = l->single->release(a);
-    int acked = 0, n = 0;
-    if (r >= 0 && rlk_sync_short(&acked, &n)) {
-        /* The master released; a failover before the replicas learn it would only bring back a
-         * hold that expires with its lease, so the unlock still succeeds. */
-        rlk_log(l->client, RLOCK_LOG_WARN, "unlock of '%s': %d of %d replicas acknowledged",
-                l->name, acked, n);
-    }
+    int unsynced = (r == 0 || r == 1) && rlk_unlock_unsynced(a, h);
     if (r == 0 && --h->count > 0) {
         return RLOCK_OK;
     }
     /* Here the thread's last hold through this handle is gone (or Redis still counts holds
-     * taken through another handle, which that handle's record tracks). */
+     * taken through another handle, which that handle's record tracks). An unsynced release
+     * keeps the record, with no hold and no renewal, until the thread's next lock settles it. */
     if (r == 0 || r == 1) {
-        rlk_hold_forget(l, h);
+        h->count = 0;
+        if (!unsynced) {
+            rlk_hold_forget(l, h);
+        }
         return RLOCK_OK;
     }
     if (r == RLK_NOT_HELD) {

@@ -85,7 +85,8 @@ typedef struct rlk_single_ops {
 #define RLK_NOT_HELD 2
 
 /* rlk_hold.unsure: a release of one hold may have run (count may be one above Redis'); an
- * attempt may have been granted (Redis may count one hold more than the record). */
+ * attempt may have been granted, or a release that fewer replicas acknowledged may have been
+ * undone by a failover (Redis may count one hold more than the record). */
 #define RLK_UNSURE_RELEASE 1
 #define RLK_UNSURE_GRANT   2
 
@@ -134,8 +135,10 @@ struct rlk_acq {
     int64_t lease_ms; /* effective lease: the caller's, or watchdog_timeout_ms */
     int64_t wait_ms;  /* the caller's wait (< 0 none), for fair queue deadlines */
     int may_queue;
-    int watchdog;      /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
-    uint64_t wait_id;  /* unique in the process: a grant names the lock call it is for */
+    int watchdog; /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
+    /* Unique in the process: a grant names the wait it is for. It changes before every give-back
+     * of a wait (rlk_wait_rewait), so that no grant made before a give-back is believed. */
+    uint64_t wait_id;
     uint64_t confirms; /* rlk_pubsub_confirms() before the first attempt (rlk_wait_loop) */
     int64_t ttl_ms;    /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
@@ -165,13 +168,17 @@ int rlk_grants_on(const rlock_client *c);
  * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
  * (an integer: it left, or was not waiting). */
 int rlk_leave_granted(rlk_acq *a, const redisReply *r);
+/* A new id from a process-wide sequence (lock_wait.c): each lock call's own for the grants made
+ * to it, and a new one each time its wait gives a grant back (rlk_acq.wait_id). */
+uint64_t rlk_wait_id_next(void);
 /* Waits for wake-ups and re-attempts until acquired (1), the deadline passes (0) or an error
  * (lock_wait.c). a has had its first attempt, which found the lock busy. */
 int rlk_wait_loop(rlk_acq *a, int64_t deadline);
 /* The outcome r of a waiter's attempt, after the recovery every wait shares (lock_wait.c): a
- * connection error or an unsynced grant is retried while the wait lasts. Returns a grant (1),
+ * connection error or an unsynced grant is retried while the wait lasts (sub and armed: the wait
+ * loop's subscription and armed attempt, NULL for a wait without them). Returns a grant (1),
  * busy (0) or the error that ends the wait. */
-int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline);
+int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline);
 /* The spin lock's wait (lock_spin.c): attempts after pauses of Redisson's exponential back-off
  * until acquired (1), the deadline passes (0) or an error; no subscription. */
 int rlk_spin_wait(rlk_acq *a, int64_t deadline);

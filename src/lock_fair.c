@@ -105,6 +105,7 @@ static const rlk_renew_class fair_waiter_class = {
     .script = RLK_SCRIPT_FAIR_HEARTBEAT,
     .describe = rlk_waiter_hb_describe,
     .lost = rlk_waiter_hb_lost,
+    .release = rlk_waiter_hb_release,
 };
 
 /* Keys shared by the release, force release and leave scripts. */
@@ -214,8 +215,9 @@ static int fair_attempt_done(rlk_acq *a, redisReply *r)
 }
 
 /* Runs fair_leave.lua, retrying a failed call (the server may be paused or briefly away) until
- * it succeeds or the entry must have expired on its own: waiter_timeout_ms after the last
- * heartbeat, which has stopped before this is called. Returns 1 when the waiter turned out to be
+ * it succeeds, the lock call's bound passes (rlk_pool_bound: its wait plus command_timeout_ms),
+ * or the entry must have expired on its own: waiter_timeout_ms after the last heartbeat, which
+ * has stopped before this is called. Returns 1 when the waiter turned out to be
  * granted the lock (rlk_leave_granted), else 0. */
 static int fair_leave(rlk_acq *a)
 {
@@ -223,6 +225,7 @@ static int fair_leave(rlk_acq *a)
     rlk_args args;
     redisReply *r = NULL;
     int64_t give_up = rlk_add_sat(rlk_now_ms(), a->client->opts.waiter_timeout_ms);
+    int64_t bound = rlk_pool_bound_get(); /* the lock call's own end (rlk_pool_bound) */
     int64_t nap = 10;
 
     fair_queue_keys(a->lock, &keys);
@@ -237,14 +240,18 @@ static int fair_leave(rlk_acq *a)
             freeReplyObject(r);
             return granted;
         }
-        if (rc != RLOCK_ECONN || atomic_load(&a->client->closed) || rlk_now_ms() >= give_up) {
+        int64_t now = rlk_now_ms();
+        if (rc != RLOCK_ECONN || atomic_load(&a->client->closed) || now >= give_up ||
+            (bound != 0 && now >= bound)) {
             rlk_log(a->client, RLOCK_LOG_WARN,
                     "fair lock '%s': could not leave the queue (%s); "
                     "the entry expires after waiter_timeout_ms",
                     a->lock->name, rlock_last_error());
             return 0;
         }
-        struct timespec ts = {0, (long)nap * 1000000L};
+        int64_t left = bound != 0 ? bound - now : nap;
+        left = left < nap ? left : nap;
+        struct timespec ts = {0, (long)(left > 0 ? left : 0) * 1000000L};
         nanosleep(&ts, NULL);
         nap = nap < 200 ? nap * 2 : 200;
     }

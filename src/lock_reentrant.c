@@ -190,6 +190,7 @@ static const rlk_renew_class reentrant_waiter_class = {
     .script = RLK_SCRIPT_LOCK_WAITER_HEARTBEAT,
     .describe = rlk_waiter_hb_describe,
     .lost = rlk_waiter_hb_lost,
+    .release = rlk_waiter_hb_release,
 };
 
 /* Starts the heartbeat of the waiter the first attempt recorded, and joins the wake channel (the

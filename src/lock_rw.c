@@ -215,6 +215,7 @@ static const rlk_renew_class rw_waiter_class = {
     .script = RLK_SCRIPT_RW_WRITER_HEARTBEAT,
     .describe = rlk_waiter_hb_describe,
     .lost = rlk_waiter_hb_lost,
+    .release = rlk_waiter_hb_release,
 };
 
 static int rw_write_wait_begin(rlk_acq *a)

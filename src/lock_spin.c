@@ -70,7 +70,7 @@ int rlk_spin_wait(rlk_acq *a, int64_t deadline)
         int64_t until = rlk_add_sat(now, spin_next(&b));
         r = spin_sleep(a, until < deadline ? until : deadline);
         r = r ? r : a->lock->single->attempt(a);
-        r = rlk_wait_recover(a, r, deadline);
+        r = rlk_wait_recover(a, NULL, NULL, r, deadline);
     }
     return r;
 }

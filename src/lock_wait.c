@@ -6,12 +6,19 @@
  * failed on the connection or whose grant too few replicas acknowledged. The hold that a grant
  * creates is recorded by lock.c, which calls rlk_wait_loop() and knows nothing of its states.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "lock.h"
 #include "replica.h"
+
+uint64_t rlk_wait_id_next(void)
+{
+    static atomic_uint_fast64_t next = 1;
+    return (uint64_t)atomic_fetch_add(&next, 1);
+}
 
 int rlk_grants_on(const rlock_client *c)
 {
@@ -125,18 +132,45 @@ static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
     return 1;
 }
 
+/* Ends the wait's grant identity before it gives a grant back: a new wait id, which the next
+ * attempt registers on Redis (the armed one too, formatted again) and which a grant's message
+ * must name to be believed (pubsub_armed.c). A grant made for the old id may be given back by
+ * the release that follows, so its message, read now or later, is never taken for a hold; a
+ * grant for the old id made after that release is found by the next attempt instead (its own
+ * field in the lock hash). Without memory for the new attempt, the armed one keeps registering
+ * the old id: its grants then reach the waiter only through its own attempts. */
+static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
+{
+    char *cmd = NULL;
+    size_t len = 0;
+    a->wait_id = rlk_wait_id_next();
+    if (armed == NULL) {
+        return;
+    }
+    if (a->lock->single->attempt_format(a, &cmd, &len) != RLOCK_OK) {
+        cmd = NULL;
+    }
+    rlk_armed_rewait(a->client->pubsub, sub, armed, cmd, len, a->wait_id);
+}
+
 /* A waiter whose attempt (or wait) failed with a connection error, or whose grant fewer replicas
  * acknowledged (given back already), keeps waiting while it has time left: a failover or a
  * restart must not end a wait that would have been granted after it. An attempt that failed on
- * the connection may have been granted with its reply lost, so the waiter first gives that grant
- * back (the type's release of its own field changes nothing when there is none), then attempts
- * again; the subscriber meanwhile reconnects and its new SUBSCRIBE confirmation wakes the wait.
- * Returns the outcome to go on with: a grant, busy (0), or the error that ends the wait. */
-int rlk_wait_recover(rlk_acq *a, int r, int64_t deadline)
+ * the connection may have been granted with its reply lost, and a release may have granted the
+ * lock to this waiter meanwhile: the waiter gives whatever it holds back (the type's release of
+ * its own field changes nothing when there is none) under a new grant identity
+ * (rlk_wait_rewait), then attempts again; the subscriber meanwhile reconnects and its new
+ * SUBSCRIBE confirmation wakes the wait. Returns the outcome to go on with: a grant, busy (0),
+ * or the error that ends the wait. */
+int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
 {
     int64_t pause = 0;
+    if (r == 1 && rlk_sync_target(a->client) > 0) {
+        rlk_wait_rewait(a, sub, armed); /* rlk_keep_synced() may give this grant back */
+    }
     r = rlk_keep_synced(a, r);
     while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && rlk_wait_pause(a, deadline, &pause)) {
+        rlk_wait_rewait(a, sub, armed);
         int back = r == RLOCK_ECONN ? a->lock->single->release(a) : RLK_NOT_HELD;
         if (back == 0 || back == 1) {
             rlk_log(a->client, RLOCK_LOG_INFO,
@@ -220,7 +254,7 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
             r = w < 0 ? w : rlk_client_check(l->client);
             r = r ? r : l->single->attempt(a);
         }
-        r = rlk_wait_recover(a, r, deadline);
+        r = rlk_wait_recover(a, sub, armed, r, deadline);
     }
     rlk_armed_end_wait(ps, sub, armed);
     rlk_armed_free(armed);

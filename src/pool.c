@@ -466,6 +466,37 @@ int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, 
     return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
 }
 
+/* The calling thread's bound on its commands (rlk_pool_bound), 0 = none. */
+static _Thread_local int64_t pool_bound_at;
+
+int64_t rlk_pool_bound(int64_t until_ms)
+{
+    int64_t old = pool_bound_at;
+    if (old == 0 || (until_ms != 0 && until_ms < old)) {
+        pool_bound_at = until_ms;
+    }
+    return old;
+}
+
+void rlk_pool_bound_restore(int64_t saved)
+{
+    pool_bound_at = saved;
+}
+
+int64_t rlk_pool_bound_get(void)
+{
+    return pool_bound_at;
+}
+
+/* The time a command may take now: command_timeout_ms, or less under the thread's bound (<= 0:
+ * none left). */
+static int64_t pool_time_left(const rlock_client *c)
+{
+    int64_t t = c->opts.command_timeout_ms;
+    int64_t left = pool_bound_at != 0 ? pool_bound_at - rlk_now_ms() : t;
+    return left < t ? left : t;
+}
+
 int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn fn, void *arg,
                     redisReply **out)
 {
@@ -473,12 +504,27 @@ int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn 
     int r = rlk_client_check(c);
     for (int attempt = 0; r == RLOCK_OK; attempt++) {
         rlk_conn *conn = NULL;
+        int64_t left = pool_time_left(c);
+        if (left <= 0) {
+            return rlk_err(RLOCK_ECONN, "no time left for a command: the call's wait and "
+                                        "command_timeout_ms have passed");
+        }
         /* A resend follows a broken connection: it must not take another dead one. */
-        r = rlk_pool_borrow_check(pool, c->opts.connect_timeout_ms, attempt > 0, &conn);
+        int64_t dial = left < c->opts.connect_timeout_ms ? left : c->opts.connect_timeout_ms;
+        r = rlk_pool_borrow_check(pool, dial, attempt > 0, &conn);
         if (r != RLOCK_OK) {
             return r;
         }
+        /* Shortened only when that saves more than the clock's millisecond: the commands of an
+         * ordinary call (a try_lock without a wait, a wait's attempts) set no socket option. */
+        int shortened = left < c->opts.command_timeout_ms - 1;
+        if (shortened) {
+            (void)rlk_conn_set_timeout(conn, left);
+        }
         r = fn(conn, arg, out);
+        if (shortened) {
+            (void)rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);
+        }
         int broken = rlk_conn_broken(conn);
         int resend = r != RLOCK_OK && broken && (flags & RLK_IDEMPOTENT) && attempt == 0 &&
                      rlk_conn_resendable(conn);

@@ -88,6 +88,17 @@ int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, 
 int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn fn, void *arg,
                     redisReply **out);
 
+/* Bounds every command the calling thread runs through the pool from now on: one that cannot
+ * finish by until_ms (rlk_now_ms() clock) is given only the time left, and none is sent once it
+ * has passed (RLOCK_ECONN). A lock call that waits sets it to its deadline plus
+ * command_timeout_ms, so that commands sent as its wait ends (a give-up, a last attempt) cannot
+ * stretch the call further. 0 = no bound. Nested bounds keep the earlier one. Returns the bound
+ * in force before, which the caller puts back with rlk_pool_bound_restore() when done. */
+int64_t rlk_pool_bound(int64_t until_ms);
+void rlk_pool_bound_restore(int64_t saved);
+/* The calling thread's bound (0: none). */
+int64_t rlk_pool_bound_get(void);
+
 /* Runs one command (rlk_pool_run() of a plain send-and-read); on a cluster client it goes to
  * the slot of argv[1], the key of every command the library sends this way. */
 int rlk_cmd(rlock_client *c, int flags, const rlk_args *argv, redisReply **out);

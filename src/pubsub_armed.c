@@ -228,6 +228,25 @@ void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait)
     }
 }
 
+void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_t len,
+                      uint64_t wait)
+{
+    pthread_mutex_lock(&ps->mu);
+    if (cmd != NULL) {
+        free(a->cmd);
+        a->cmd = cmd;
+        a->len = len;
+    }
+    a->wait = wait;
+    for (unsigned i = 0; s != NULL && i < RLK_PENDING_GRANTS; i++) {
+        rlk_pending_grant *p = &s->grants[i];
+        if (p->tag_len == a->tag_len && memcmp(p->tag, a->tag, p->tag_len) == 0) {
+            p->tag_len = 0;
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+}
+
 void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed)
 {
     if (armed == NULL || s == NULL) {

@@ -3,7 +3,7 @@
  *
  * hiredis 0.14's redisFormatCommandArgv() writes each header ("*<argc>", "$<len>") with
  * sprintf(), whose format parsing was more than half of the client instructions of an
- * uncontended lock+unlock pair (callgrind, tests/bench/PERFORMANCE.md). This writer sizes the
+ * uncontended lock+unlock pair (callgrind, docs/performance.md). This writer sizes the
  * request first, allocates it once and writes the numbers with rlk_fmt_u64(). Libc only.
  */
 #ifndef RLK_RESP_FORMAT_H

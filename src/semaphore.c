@@ -71,7 +71,7 @@ RLOCK_EXPORT rlock_semaphore *rlock_semaphore_open(rlock_client *client, const c
         rlk_err(RLOCK_ENOMEM, "cannot allocate a semaphore handle");
         return NULL;
     }
-    memcpy(sem->name, name, len);
+    memcpy(sem->name, name, len + 1);
     sem->name_len = len;
     rlk_buf_init(&sem->channel);
     rlk_buf_init(&sem->timeout);

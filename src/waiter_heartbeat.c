@@ -11,14 +11,15 @@
 int rlk_waiter_hb_start(rlk_acq *a, const rlk_renew_class *cls, const char *member, size_t len,
                         rlk_waiter_hb **out)
 {
-    rlk_waiter_hb *w = calloc(1, sizeof(*w));
+    rlk_waiter_hb *w = calloc(1, sizeof(*w) + a->lock->name_len + 1);
 
     *out = NULL;
     if (w == NULL) {
         return rlk_err(RLOCK_ENOMEM, "out of memory for the heartbeat of a waiter of '%s'",
                        a->lock->name);
     }
-    w->lock = a->lock;
+    memcpy(w->name, a->lock->name, a->lock->name_len);
+    w->name_len = a->lock->name_len;
     memcpy(w->member, member, len);
     w->member_len = len;
     rlk_wd_entry_init(&w->wd, cls);
@@ -46,18 +47,29 @@ void rlk_waiter_hb_stop(rlk_acq *a, rlk_waiter_hb **w)
     if (*w == NULL) {
         return;
     }
-    /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). */
-    if (!atomic_load(&a->client->closed)) {
-        rlk_wd_cancel(a->client->watchdog, &(*w)->wd);
+    /* A freed client's watchdog has already dropped every entry (as lock.c assumes too). A
+     * heartbeat in flight is waited for only within the lock call's bound (rlk_pool_bound): a
+     * paused server must not hold the call beyond it. Past that, the watchdog frees the entry
+     * when the heartbeat ends, and the waiter's entry, which that heartbeat may put back,
+     * expires waiter_timeout_ms later. */
+    if (!atomic_load(&a->client->closed) &&
+        !rlk_wd_cancel_by(a->client->watchdog, &(*w)->wd, rlk_pool_bound_get())) {
+        *w = NULL;
+        return;
     }
     free(*w);
     *w = NULL;
 }
 
+void rlk_waiter_hb_release(rlk_wd_entry *e)
+{
+    free((char *)e - offsetof(rlk_waiter_hb, wd));
+}
+
 int rlk_waiter_hb_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
     rlk_waiter_hb *w = (rlk_waiter_hb *)(void *)((char *)e - offsetof(rlk_waiter_hb, wd));
-    int rc = rlk_buf_append(key, w->lock->name, w->lock->name_len);
+    int rc = rlk_buf_append(key, w->name, w->name_len);
 
     return rc != RLOCK_OK ? rc : rlk_buf_append(field, w->member, w->member_len);
 }

@@ -9,6 +9,7 @@
  * being renewed is FIRING; rlk_wd_cancel() on it waits until the batch is done, so after cancel
  * returns nothing refers to the entry and no renewal of it is in flight.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,8 @@
 
 #define RLK_WD_TICK_MS 10
 
-enum { RLK_WD_IDLE = 0, RLK_WD_PENDING, RLK_WD_FIRING, RLK_WD_CANCELLED };
+/* DETACHED: cancelled while in flight, its owner gone (rlk_wd_cancel_by): released when done. */
+enum { RLK_WD_IDLE = 0, RLK_WD_PENDING, RLK_WD_FIRING, RLK_WD_CANCELLED, RLK_WD_DETACHED };
 
 struct rlk_watchdog {
     rlock_client *c;
@@ -106,9 +108,15 @@ int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t
 
 void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e)
 {
+    (void)rlk_wd_cancel_by(wd, e, 0);
+}
+
+int rlk_wd_cancel_by(rlk_watchdog *wd, rlk_wd_entry *e, int64_t until_ms)
+{
     if (wd == NULL) {
-        return;
+        return 1;
     }
+    int mine = 1;
     pthread_mutex_lock(&wd->mu);
     if (e->state == RLK_WD_PENDING) {
         rlk_wheel_cancel(&wd->wheel, &e->timer);
@@ -116,11 +124,32 @@ void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e)
         wd->stats.registered--;
     } else if (e->state == RLK_WD_FIRING || e->state == RLK_WD_CANCELLED) {
         e->state = RLK_WD_CANCELLED;
+        struct timespec ts = {(time_t)(until_ms / 1000), (long)((until_ms % 1000) * 1000000)};
         while (e->state != RLK_WD_IDLE) {
-            pthread_cond_wait(&wd->done_cv, &wd->mu);
+            if (until_ms == 0) {
+                pthread_cond_wait(&wd->done_cv, &wd->mu);
+            } else if (pthread_cond_timedwait(&wd->done_cv, &wd->mu, &ts) == ETIMEDOUT &&
+                       e->state != RLK_WD_IDLE) {
+                assert(e->cls->release != NULL);
+                e->state = RLK_WD_DETACHED;
+                mine = 0;
+                break;
+            }
         }
     }
     pthread_mutex_unlock(&wd->mu);
+    return mine;
+}
+
+/* An entry whose batch is done leaves the watchdog (mutex held); a detached one is released. */
+static void rlk_wd_settle_idle(rlk_watchdog *wd, rlk_wd_entry *e)
+{
+    int detached = e->state == RLK_WD_DETACHED;
+    e->state = RLK_WD_IDLE;
+    wd->stats.registered--;
+    if (detached) {
+        e->cls->release(e);
+    }
 }
 
 int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e)
@@ -439,9 +468,8 @@ static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n
     int64_t now = rlk_now_ms();
     for (size_t i = 0; i < n; i++) {
         rlk_wd_entry *e = items[i].e;
-        if (e->state == RLK_WD_CANCELLED) {
-            e->state = RLK_WD_IDLE;
-            wd->stats.registered--;
+        if (e->state == RLK_WD_CANCELLED || e->state == RLK_WD_DETACHED) {
+            rlk_wd_settle_idle(wd, e);
             continue;
         }
         if (items[i].result == 1 && e->once) {
@@ -507,8 +535,7 @@ static void rlk_wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
         for (rlk_wd_entry *e = lost, *next; e != NULL; e = next) {
             next = e->timer.next ? RLK_ENTRY_OF(e->timer.next) : NULL;
             e->timer.next = NULL;
-            e->state = RLK_WD_IDLE;
-            wd->stats.registered--;
+            rlk_wd_settle_idle(wd, e);
         }
     }
     pthread_cond_broadcast(&wd->done_cv);

@@ -26,6 +26,10 @@ typedef struct rlk_renew_class {
      * the script returned 0, or the lease ran out without a successful renewal. The entry is no
      * longer registered when this runs, but its memory must stay valid until rlk_wd_cancel(). */
     void (*lost)(rlk_wd_entry *e);
+    /* Optional: frees an entry that rlk_wd_cancel_by() left to the watchdog (a batch in flight
+     * outlasted the caller's bound). Called once from the watchdog thread with its mutex held:
+     * it must only free memory. */
+    void (*release)(rlk_wd_entry *e);
 } rlk_renew_class;
 
 struct rlk_wd_entry {
@@ -67,6 +71,12 @@ int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t
  * watchdog had forgotten every entry, so call sites need not check for a closed client.
  * Must not be called with a lock held that lost() takes. */
 void rlk_wd_cancel(rlk_watchdog *wd, rlk_wd_entry *e);
+/* rlk_wd_cancel() that waits for a batch in flight only until until_ms (rlk_now_ms() clock; 0 =
+ * as long as it takes). Returns 1 when e is unregistered and the caller's again; 0 when the
+ * batch still runs at until_ms: e is then unregistered but left to the watchdog, which calls
+ * e->cls->release(e) (which must be set) once that batch is done, and its renewal may still
+ * reach Redis. */
+int rlk_wd_cancel_by(rlk_watchdog *wd, rlk_wd_entry *e, int64_t until_ms);
 /* 1 while e is registered (not cancelled and not judged lost). Takes the watchdog mutex. */
 int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e);
 

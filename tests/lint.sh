@@ -6,15 +6,30 @@
 #                            clang-tidy with the repo's .clang-tidy over every translation unit
 #                            of a build configured with compile_commands.json (build/lint).
 #   tests/lint.sh --fix      rewrite the files with clang-format instead of checking them.
+#   tests/lint.sh --build-dir DIR   configure the clang-tidy build in DIR (any path, also outside
+#                            the tree; default build/lint, or $RLOCK_LINT_BUILD when set).
 #
 # Prints one line per step, "lint/format: N passed, N failed" and "lint/tidy: ...", counting
 # files, and exits non-zero when any file fails. tests/run.sh runs it before the variants.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CALLER_DIR=$PWD
 cd "$ROOT"
 FIX=0
-[ "${1:-}" = "--fix" ] && FIX=1
+BUILD=${RLOCK_LINT_BUILD:-$ROOT/build/lint}
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --fix) FIX=1 ;;
+    --build-dir)
+        [ $# -ge 2 ] || { echo "lint.sh: --build-dir needs a directory" >&2; exit 2; }
+        BUILD=$2
+        shift
+        ;;
+    *) echo "usage: tests/lint.sh [--fix] [--build-dir DIR]" >&2; exit 2 ;;
+    esac
+    shift
+done
 JOBS=${RLOCK_JOBS:-2}
 FORMAT=${CLANG_FORMAT:-clang-format}
 TIDY=${CLANG_TIDY:-clang-tidy}
@@ -51,8 +66,9 @@ echo "lint/format: $(( ${#FILES[@]} - ${#fmt_bad[@]} )) passed, ${#fmt_bad[@]} f
 
 # ---- clang-tidy --------------------------------------------------------------------------
 # A configured build gives clang-tidy the real compile flags; the library target also produces
-# the generated script header that sources include.
-BUILD="$ROOT/build/lint"
+# the generated script header that sources include. A relative DIR means one under the
+# caller's directory, not under the tree the script has changed into.
+case "$BUILD" in /*) ;; *) BUILD="$CALLER_DIR/$BUILD" ;; esac
 mkdir -p "$BUILD" # a fresh clone has no build/ yet
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DRLOCK_BUILD_TESTS=ON \
     -DRLOCK_BUILD_EXAMPLES=ON -DRLOCK_BUILD_BENCH=ON >"$BUILD/configure.log" 2>&1 ||

@@ -20,6 +20,8 @@
 #   RLOCK_FUZZ_SECONDS=20              run time of each libFuzzer target (tests/fuzz), after the
 #                                      variants, built with clang in build/fuzz; 0 skips fuzzing
 #   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
+#   RLOCK_SKIP_JAVA=1                  skip the Maven build of the Redisson peer (the tests
+#                                      labelled `redisson` then skip)
 #
 # Keeps going after a failure; the last line of output is exactly
 # "N passed, N failed" (tests counted from ctest's summaries; a failed
@@ -42,6 +44,8 @@ PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server 
 PACKAGES+=(libssl-dev openssl) # TLS: the library links libssl; tests/tls/make_certs.sh runs openssl
 # Sentinel tests (issue 13); the harness runs Sentinels as `redis-server --sentinel`.
 PACKAGES+=(redis-sentinel)
+# The Redisson peer of the compat tests (tests/compat/java, built by build_redisson_peer).
+PACKAGES+=(openjdk-17-jdk-headless maven)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"
@@ -174,6 +178,24 @@ run_fuzz() {
     record "fuzz" "$(grep -c '^PASS ' <<<"$out" || true)" "$(grep -c '^FAIL ' <<<"$out" || true)"
 }
 
+# build_redisson_peer: the Java peer of the compat tests (tests/compat/java), one jar per pinned
+# Redisson version (the default profile and -Predisson3), before the plain variant, the only one
+# that runs the tests labelled `redisson`. Maven downloads into ~/.m2 once and reuses it.
+build_redisson_peer() {
+    local pom="$ROOT/tests/compat/java/pom.xml" profile t0
+    [ "${RLOCK_SKIP_JAVA:-0}" = 1 ] && return 0
+    log "java: Redisson peer (Maven)"
+    t0=$(date +%s)
+    for profile in "" "-Predisson3"; do
+        # shellcheck disable=SC2086 # an empty profile is no argument
+        if ! mvn -q -B -Dstyle.color=never -f "$pom" package $profile; then
+            record "java/build" 0 1 "mvn package $profile failed"
+            return
+        fi
+    done
+    record "java/build" 1 0 "($(( $(date +%s) - t0 ))s)"
+}
+
 # run_lint: tests/lint.sh prints "lint/<step>: N passed, N failed" per step (files checked).
 run_lint() {
     local out
@@ -196,6 +218,7 @@ run_lint() {
 START=$(date +%s)
 [ "${RLOCK_SKIP_LINT:-0}" = 1 ] || run_lint
 for v in $VARIANTS; do
+    [ "$v" = plain ] && build_redisson_peer
     run_variant "$v"
 done
 run_fuzz

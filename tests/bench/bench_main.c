@@ -40,6 +40,7 @@ static const bench_scenario g_scenarios[] = {
     {"rw_handoff", bench_rw_handoff},   {"redlock", bench_redlock},
     {"sem", bench_semaphore},           {"drain", bench_drain},
     {"u1_sync", bench_sync_1},          {"cluster", bench_cluster},
+    {"redisson", bench_redisson},
 };
 
 static int selected(const char *only, const char *name)

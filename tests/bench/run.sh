@@ -14,7 +14,9 @@
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
 #   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u1_tls,u8,handoff,handoff_fair,watchdog,sem,
 #                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync,cluster (cluster:
-#                            the bench starts a 3-master cluster itself, tests/harness)
+#                            the bench starts a 3-master cluster itself, tests/harness),redisson
+#   RLOCK_REDISSON_JAR=...   the Redisson peer of the `redisson` scenario (default: the 4.x jar
+#                            of tests/compat/java, built here with Maven when missing)
 #   RLOCK_SKIP_APT=1         never call apt-get
 #   RLOCK_JOBS=2             parallel build jobs
 set -euo pipefail
@@ -133,6 +135,16 @@ for i in $(seq 1 100); do
 done
 ARGS+=(--sync-port "$SYNC_PORT")
 [ -n "${RLOCK_BENCH_ONLY:-}" ] && ARGS+=(--only "$RLOCK_BENCH_ONLY")
+
+# The redisson scenario's peer: Redisson 4.x from tests/compat/java (skipped without java/mvn).
+if [ -z "${RLOCK_REDISSON_JAR:-}" ]; then
+    RLOCK_REDISSON_JAR=$(ls "$ROOT"/tests/compat/java/target/4.*/redisson-peer-4.*.jar 2>/dev/null | head -n 1 || true)
+    if [ -z "$RLOCK_REDISSON_JAR" ] && command -v mvn >/dev/null 2>&1; then
+        mvn -q -B -f "$ROOT/tests/compat/java/pom.xml" package || true
+        RLOCK_REDISSON_JAR=$(ls "$ROOT"/tests/compat/java/target/4.*/redisson-peer-4.*.jar 2>/dev/null | head -n 1 || true)
+    fi
+fi
+export RLOCK_REDISSON_JAR
 
 echo "=== rlock_bench (reps $REPS, scale $SCALE; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg))"
 START=$(date +%s)

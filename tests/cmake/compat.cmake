@@ -3,3 +3,54 @@ rlock_add_test(NAME test_redisson_compat SOURCES compat/test_redisson_compat.c
                LABELS redis TIMEOUT 60)
 rlock_add_test(NAME test_redisson_compat_cluster SOURCES compat/test_redisson_compat_cluster.c
                LABELS redis TIMEOUT 180)
+
+# The released Redisson as a peer: the Java program of compat/java (built by tests/run.sh with
+# Maven into compat/java/target/<version>/) driven by these tests, once per pinned Redisson
+# version. Without java or the jar they skip. Label `redisson`; plain variant only.
+set(RLOCK_REDISSON_JAR_DIR "${CMAKE_CURRENT_SOURCE_DIR}/compat/java/target" CACHE PATH
+    "Where tests/compat/java's Maven build leaves redisson-peer-<version>.jar")
+set(RLOCK_REDISSON_VERSIONS 4.7.0 3.52.0)
+
+# rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [TLS] [FIRST_ONLY]): program
+# <name>, run as ctest <name> against the first version and, unless FIRST_ONLY, <name>_r<major>
+# against each other one; with TLS also <name>_tls (first version) over TLS servers, as
+# tls.cmake's twins (RH_TLS_DIR).
+function(rlock_add_redisson_test)
+  cmake_parse_arguments(R "TLS;FIRST_ONLY" "NAME;TIMEOUT" "SOURCES" ${ARGN})
+  list(GET RLOCK_REDISSON_VERSIONS 0 _first)
+  set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_first}/redisson-peer-${_first}.jar")
+  rlock_add_test(NAME ${R_NAME} SOURCES ${R_SOURCES} compat/redisson_java.c
+                 LABELS redis redisson plain_only TIMEOUT ${R_TIMEOUT}
+                 ENV "RLOCK_REDISSON_JAR=${_jar}")
+  get_test_property(${R_NAME} ENVIRONMENT _env)
+  get_test_property(${R_NAME} TIMEOUT _timeout)
+  set(_props TIMEOUT ${_timeout} SKIP_RETURN_CODE 77)
+  if(R_TLS)
+    # The certificates of tls.cmake's fixture (the same directory: that fragment comes later).
+    add_test(NAME ${R_NAME}_tls COMMAND ${R_NAME})
+    set_tests_properties(${R_NAME}_tls PROPERTIES ${_props} FIXTURES_REQUIRED tls_certs
+      LABELS "redis;redisson;plain_only"
+      ENVIRONMENT "${_env};RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs")
+  endif()
+  foreach(_v IN LISTS RLOCK_REDISSON_VERSIONS)
+    if(NOT _v STREQUAL _first AND NOT R_FIRST_ONLY)
+      string(REGEX REPLACE "\\..*" "" _major "${_v}")
+      set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_v}/redisson-peer-${_v}.jar")
+      set(_venv ${_env})
+      list(TRANSFORM _venv REPLACE "^RLOCK_REDISSON_JAR=.*" "RLOCK_REDISSON_JAR=${_jar}")
+      add_test(NAME ${R_NAME}_r${_major} COMMAND ${R_NAME})
+      set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}"
+                           LABELS "redis;redisson;plain_only")
+    endif()
+  endforeach()
+endfunction()
+
+rlock_add_redisson_test(NAME test_redisson_java_lock TIMEOUT 240 TLS
+                        SOURCES compat/test_redisson_java_lock.c)
+rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS
+                        SOURCES compat/test_redisson_java_sync.c)
+rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
+                        SOURCES compat/test_redisson_java_cluster.c)
+# Redisson 4.x only: a Sentinel run takes ~26 s, and the Java part's budget in CI is ~4 min.
+rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 FIRST_ONLY
+                        SOURCES compat/test_redisson_java_sentinel.c)

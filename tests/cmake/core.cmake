@@ -22,6 +22,14 @@ if(BUILD_SHARED_LIBS)
   set_tests_properties(exported_symbols PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
 endif()
 
+# (b2) cmake_missing_source: a source listed in RLOCK_SOURCE_LIST but missing stops the configure
+# step (a copy of the tree without src/inspect.c, ~3 s; it builds nothing, so sanitizers add
+# nothing: plain_only).
+add_test(NAME cmake_missing_source
+  COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/check_cmake_sources.sh" "${CMAKE_COMMAND}"
+          "${PROJECT_SOURCE_DIR}")
+set_tests_properties(cmake_missing_source PROPERTIES LABELS "unit;plain_only" TIMEOUT 60)
+
 # (c) install_consumer: install this build into a temporary prefix, then build
 # and run tests/consumer/ against it with find_package(rlock) and with
 # pkg-config. Not meaningful in sanitizer builds (the consumer is not
@@ -45,9 +53,9 @@ endif()
 # README's first example, compiled by README's own cc line, runs from that prefix against the
 # server REDIS_URL names; every example reaches its server through REDIS_URL alone;
 # examples/redlock3.sh prints its counter. Label install: plain build only (~30 s).
-# docs_first_hour: what README.md and include/rlock.h owe that user (one ACL list, the test
-# run's length and subsets, a usage line per example, the documented bounds of permits and latch
-# counts): tests/consumer/check_docs.sh.
+# docs_first_hour: what README.md, docs/ and include/rlock.h owe that user (one ACL list, the
+# test run's length and subsets, a usage line per example, the documented bounds of permits and
+# latch counts): tests/consumer/check_docs.sh.
 add_test(NAME docs_first_hour
   COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/consumer/check_docs.sh" "${PROJECT_SOURCE_DIR}")
 set_tests_properties(docs_first_hour PROPERTIES LABELS unit TIMEOUT 30)
@@ -67,6 +75,8 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
 rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
+# The public header: error codes and log levels as enums and macros, the numeric version.
+rlock_add_test(NAME test_header SOURCES unit/test_header.c LABELS unit TIMEOUT 30)
 
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
@@ -100,6 +110,11 @@ if(Python3_Interpreter_FOUND)
                    "${PROJECT_BINARY_DIR}/CMakeFiles/rlock_obj.dir/src"
                    "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
   set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
+  # README.md as the front door (at most 250 lines, the two commands first) and every relative
+  # link of README.md and docs/*.md resolving to a file and heading.
+  add_test(NAME docs_links COMMAND "${Python3_EXECUTABLE}"
+                                   "${CMAKE_CURRENT_SOURCE_DIR}/check_doc_links.py" "${PROJECT_SOURCE_DIR}")
+  set_tests_properties(docs_links PROPERTIES LABELS unit TIMEOUT 30)
 endif()
 
 # A client used on both sides of fork(): no re-entry of the parent's holds, no cross-talk, the
@@ -122,7 +137,7 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_reentry_lease SOURCES core/test_reentry_lease.c LABELS redis TIMEOUT 60)
 endif()
 
-# The README's minimal ACL rule set: every lock type's basic scenario as exactly that user.
+# The minimal ACL rule set (docs/acl.md): every lock type's basic scenario as exactly that user.
 if(TARGET rlock_harness)
   rlock_add_test(NAME core_acl_minimal SOURCES core/test_acl_minimal.c LABELS redis TIMEOUT 120)
 endif()
@@ -137,3 +152,17 @@ endif()
 
 # rlock's RESP request writer against hiredis' redisFormatCommandArgv(), byte for byte.
 rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit TIMEOUT 60)
+
+# Waiters that give up while Redis does not answer (issue 26): reentrant, fair and write waiters
+# under CLIENT PAUSE WRITE and under SIGSTOP of the server from shortly before their wait ends
+# return within wait_ms + command_timeout_ms; the queue entries they could not remove cost another
+# client at most waiter_timeout_ms. ~14 s.
+rlock_add_test(NAME core_giveup_paused SOURCES core/test_giveup_paused.c
+               LABELS redis fault TIMEOUT 90)
+
+# Mutual exclusion under connection faults (issue 26): every lock type with its connections
+# killed every 20-100 ms, CLIENT PAUSE and a stopped server; two independent checkers.
+if(TARGET rlock_harness)
+  rlock_add_test(NAME core_fault_exclusion SOURCES core/test_fault_exclusion.c
+                 LABELS redis fault stress TIMEOUT 300)
+endif()

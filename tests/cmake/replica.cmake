@@ -18,16 +18,16 @@ rlock_add_test(NAME test_replica_sync SOURCES replica/test_replica_sync.c
 rlock_add_test(NAME test_sentinel_discovery SOURCES replica/test_sentinel_discovery.c
                LABELS redis fault TIMEOUT 120)
 
-# Failover under load: 4 processes x 4 threads with the shared-memory checker while the
-# Sentinels fail over 5 times: 0 violations, tokens strictly increasing, every process
-# continues after the last switch.
+# Failover under load: 4 processes x 4 threads on two locks with the shared-memory checker
+# while the Sentinels fail over 5 times: 0 violations, tokens strictly increasing per lock (a
+# token 0 counts as a regression), every process continues after the last switch.
 # plain_only: about 100 s a run; the sanitizer builds leave the long Sentinel suites out to keep
 # tests/run.sh within 40 minutes (CONTRIBUTING "Test variants").
 rlock_add_test(NAME test_sentinel_failover SOURCES replica/test_sentinel_failover.c
                LABELS redis stress fault plain_only TIMEOUT 240)
 
 # kill -9 of the master under the same stress (the program's "kill" mode): 5 rounds with
-# replica_sync = 1 (0 violations, tokens increasing, every process continues; the old master is
+# replica_sync = 1 (0 violations, tokens increasing per lock, every process continues; the old master is
 # restarted as a replica of the new one), then 5 with replica_sync = 0, printed, not asserted.
 # plain_only: more than 60 s a run.
 rlock_add_test(NAME test_sentinel_kill SOURCES replica/test_sentinel_failover.c ARGS kill
@@ -57,3 +57,12 @@ if(COMMAND rlock_add_tls_variant)
     set_property(TEST test_sentinel_switch_tls APPEND PROPERTY LABELS plain_only)
   endif()
 endif()
+
+# A failover to a replica that missed a release (issue 26): the replica cut off by REPLICAOF NO
+# ONE, an unlock whose WAIT falls short, then the master's data rolled back to the replica's.
+# The thread's next lock gives the resurrected hold back and takes the lock from free (larger
+# token, hold count 1) for the reentrant, fair and write locks; a partial unlock undone this way
+# leaves no hold after the last unlock; a second handle of the holding thread reports the hold's
+# token, not 0. Runs in every variant (one replica, no Sentinel; a few seconds).
+rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
+               LABELS redis fault TIMEOUT 90)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_docs.sh SOURCE_DIR
-# What README.md and include/rlock.h owe a new user (issue 26, section 6): one ACL rule list (the
-# "Least privilege" one, which tests/core/test_acl_minimal.c runs), how long tests/run.sh takes
+# What README.md, docs/ and include/rlock.h owe a new user: one ACL rule list (docs/acl.md,
+# which tests/core/test_acl_minimal.c runs), how long tests/run.sh takes
 # and how to run part of it, where the examples are built and a usage line for each, and the
 # bounds of semaphore permits and latch counts in the header comment of every call taking one.
 # Used by the test docs_first_hour.
@@ -16,9 +16,11 @@ bad() {
     failed=1
 }
 
-n=$(grep -c -- '+evalsha' "$readme" || true)
-[ "$n" -eq 1 ] || bad "README.md has $n ACL rule lists (+evalsha), want one"
-grep -q 'Minimal ACL' "$readme" && bad "README.md still has a second, short ACL list"
+# The ACL rule list lives on docs/acl.md, and only there.
+n=$(cat "$readme" "$src"/docs/*.md | grep -c -- '+evalsha' || true)
+[ "$n" -eq 1 ] || bad "README.md and docs/ have $n ACL rule lists (+evalsha), want one"
+grep -q -- '+evalsha' "$src/docs/acl.md" || bad "docs/acl.md lacks the ACL rule list"
+cat "$readme" "$src"/docs/*.md | grep -q 'Minimal ACL' && bad "a second, short ACL list is back"
 
 grep -Eq 'about [0-9]+ minutes' "$readme" || bad "README.md does not say how long tests/run.sh takes"
 for v in RLOCK_VARIANTS RLOCK_CTEST_ARGS; do

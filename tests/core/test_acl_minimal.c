@@ -1,10 +1,10 @@
 /*
- * The README's minimal ACL rule set for a lock user ("Least privilege"), exactly: every server gets
+ * The minimal ACL rule set for a lock user (docs/acl.md), exactly: every server gets
  * the user below and every lock type runs its basic scenario as that user, with contention (so
  * waiters subscribe and releases publish), watchdog renewals and waiter heartbeats (short
  * timeouts, so they run while the test holds and waits), force unlock and inspect. The user's log
  * must stay free of warnings and no hold may be lost: a rule missing from the set shows up as a
- * failed call, a refused PUBLISH warning or a lost hold. If a type needs more, the README's rule
+ * failed call, a refused PUBLISH warning or a lost hold. If a type needs more, docs/acl.md's rule
  * set is what must change (and this copy of it), not the scenario.
  */
 #include <setjmp.h>
@@ -21,7 +21,7 @@
 #include "tc_redis.h"
 #include "tc_thread.h"
 
-/* The rule set of README.md, "Least privilege", for lock names that start with "app:". */
+/* The rule set of docs/acl.md for lock names that start with "app:". */
 static const char *const acl_rules[] = {
     "ACL", "SETUSER", "locker", "reset", "on", ">locker-pw",
     /* the client's own commands */

@@ -10,7 +10,9 @@
  *    permit and attempts itself;
  *  - the connection of an armed attempt breaks before Redis runs it: the waiter's call returns
  *    RLOCK_ECONN, as a failed attempt of its own would;
- *  - fair waiters (one channel each) hand off in order through grants, not attempts.
+ *  - fair waiters (one channel each) hand off in order through grants, not attempts;
+ *  - a grant kept for a wait is not taken once the wait has a new grant identity (the one it
+ *    takes before every give-back), and a grant of the new identity is.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -18,6 +20,9 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -335,6 +340,73 @@ static void test_fair_in_order(void **state)
     rlock_client_free(c);
 }
 
+/* Publishes "grant <token> <wait> <tag>" on wake, as a release that grants the lock does, and
+ * waits until the subscriber thread has read it. */
+static void publish_grant(rh_server *s, rlock_client *c, const char *wake, int token, uint64_t wait,
+                          const char *tag)
+{
+    char msg[256];
+    snprintf(msg, sizeof(msg), "grant %d %llu %s", token, (unsigned long long)wait, tag);
+    const char *pub[] = {"PUBLISH", wake, msg, NULL};
+    uint64_t seen = rlk_pubsub_messages(c->pubsub);
+    assert_int_equal(rh_cmd_int(s, pub), 1);
+    int64_t deadline = rh_now_ms() + 5000;
+    while (rlk_pubsub_messages(c->pubsub) == seen && rh_now_ms() < deadline) {
+        rh_sleep_ms(1);
+    }
+    assert_true(rlk_pubsub_messages(c->pubsub) > seen);
+}
+
+/* A grant read while its waiter is between two attempts is kept for that wait; once the wait has
+ * a new grant identity (rlk_armed_rewait, taken before every give-back), a grant for the old one
+ * is never returned as a hold: the give-back may have released it. A grant naming the new
+ * identity is. */
+static void test_stale_grant_not_taken(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *c = cu_client(s);
+    rlk_pubsub *ps = c->pubsub;
+    const char *twin = "redisson_lock__channel:{armed:stale}";
+    char wake[128], tag[128];
+    snprintf(wake, sizeof(wake), "rlock_lock_wake:{armed:stale}:%s", c->uuid);
+    snprintf(tag, sizeof(tag), "%s:77", c->uuid);
+    rlk_sub *sub = NULL, *named = NULL;
+    assert_int_equal(rlk_sub_join_pattern(ps, twin, strlen(twin), &sub), RLOCK_OK);
+    assert_int_equal(rlk_sub_wait(ps, sub, 5000, NULL), RLK_WAIT_WOKEN); /* confirmed */
+    assert_int_equal(rlk_sub_join_named(ps, wake, strlen(wake), twin, strlen(twin), &named),
+                     RLOCK_OK);
+    assert_true(tc_wait_numsub(s, wake, 1, 5000));
+    rlk_armed *armed = NULL;
+    char *cmd = strdup("PING");
+    assert_int_equal(rlk_armed_new(cmd, 4, &armed), RLOCK_OK);
+    rlk_armed_set_tag(armed, tag, strlen(tag), 41);
+
+    /* Kept for the wait it names, and taken by its next wait. */
+    publish_grant(s, c, wake, 7, 41, tag);
+    assert_int_equal(rlk_sub_wait(ps, sub, 2000, armed), RLK_WAIT_GRANTED);
+    assert_int_equal(rlk_armed_token(armed), 7);
+    while (rlk_sub_wait(ps, sub, 100, NULL) == RLK_WAIT_WOKEN) {
+        /* the permit each grant also gives */
+    }
+
+    /* Kept for 41, but the wait moved on to 42 before it slept again: not a hold. */
+    publish_grant(s, c, wake, 8, 41, tag);
+    rlk_armed_rewait(ps, sub, armed, strdup("PING"), 4, 42);
+    assert_int_not_equal(rlk_sub_wait(ps, sub, 300, armed), RLK_WAIT_GRANTED);
+    assert_int_not_equal(rlk_sub_wait(ps, sub, 300, armed), RLK_WAIT_GRANTED);
+
+    /* A grant of the new identity is. */
+    publish_grant(s, c, wake, 9, 42, tag);
+    assert_int_equal(rlk_sub_wait(ps, sub, 2000, armed), RLK_WAIT_GRANTED);
+    assert_int_equal(rlk_armed_token(armed), 9);
+    rlk_armed_end_wait(ps, sub, armed);
+    rlk_armed_free(armed);
+    rlk_sub_leave(ps, named);
+    rlk_sub_leave(ps, sub);
+    rlock_client_free(c);
+}
+
 TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_handoff_by_grant),
         TC_SERVER_TEST(test_noscript_reattempts), TC_SERVER_TEST(test_no_idle_connection),
-        TC_SERVER_TEST(test_connection_lost_in_flight), TC_SERVER_TEST(test_fair_in_order))
+        TC_SERVER_TEST(test_connection_lost_in_flight), TC_SERVER_TEST(test_fair_in_order),
+        TC_SERVER_TEST(test_stale_grant_not_taken))

@@ -206,7 +206,7 @@ static void test_fair_queue_across_failover(void **state)
     const char *name = "fo:fair";
     const char *qkey = "redisson_lock_queue:{fo:fair}";
     /* A waiter whose deadline passed on the new master is dropped from the queue there and joins
-     * again at its end (README "Deployments"). The deadline the new master knows is the last one
+     * again at its end (docs/deployments.md). The deadline the new master knows is the last one
      * replicated to it, and a SENTINEL FAILOVER here took up to 16 s from the request to the
      * switch, with replicas not acknowledging for part of it: with 10 s the whole queue came back
      * reordered. So the waiter timeout is longer than that. */

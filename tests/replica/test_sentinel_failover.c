@@ -1,14 +1,14 @@
 /*
  * Failover under load (issue 13): redis-server x3 + Sentinel x3, 4 processes x 4 threads taking
- * one reentrant lock (replica_sync on) with the independent shared-memory checker, while the
+ * two reentrant locks (replica_sync on) with the independent shared-memory checker, while the
  * parent makes the Sentinels fail over (SENTINEL FAILOVER) five times. Checked: no mutual-exclusion
- * violation, fencing tokens strictly increasing across every switch (tokens are compared inside the
- * exclusive section, in shared memory), and every process keeps acquiring after the last switch
- * without a restart. Errors while a switch is under way (RLOCK_ECONN, RLOCK_EREPLICA,
- * RLOCK_ETIMEDOUT) are retries, not failures; an unlock that failed is not retried (the next lock
- * settles it). Run with the argument "kill" (test_sentinel_kill), the switches are kill -9 of the
- * master instead (the harness restarts it as a replica of the new one): five rounds with
- * replica_sync = 1 checked as above, then five with replica_sync = 0 only printed.
+ * violation, fencing tokens strictly increasing per lock across every switch (compared inside the
+ * lock's exclusive section, in shared memory; a token 0 counts as a regression), and every process
+ * keeps acquiring after the last switch without a restart. Errors while a switch is under way
+ * (RLOCK_ECONN, RLOCK_EREPLICA, RLOCK_ETIMEDOUT) are retries, not failures; an unlock that failed
+ * is not retried (the next lock settles it). Run with the argument "kill" (test_sentinel_kill), the
+ * switches are kill -9 of the master instead (the harness restarts it as a replica of the new one):
+ * five rounds with replica_sync = 1 checked as above, then five with replica_sync = 0 only printed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,11 +31,14 @@
 #define THREADS   4
 #define FAILOVERS 5
 #define LEASE_MS  3000
+#define LOCKS     2
+
+static const char *const lock_names[LOCKS] = {"fo:lock", "fo:lock2"};
 
 /* Shared between the parent and the forked workers. */
 typedef struct shared {
     volatile int stop;
-    atomic_ullong last_token;
+    atomic_ullong last_token[LOCKS];
     atomic_long token_regressions;
     atomic_llong last_ok_ms[PROCS];
 } shared;
@@ -59,32 +62,35 @@ static void *proc_init(int proc, void *arg)
     o.replica_sync_timeout_ms = 500;
     o.replica_sync = g_sync;
     p->c = p != NULL ? tc_client_try(&o) : NULL;
-    p->h[0] = p->c != NULL ? rlock_open(p->c, RLOCK_REENTRANT, "fo:lock") : NULL;
-    if (p != NULL && p->h[0] == NULL) {
+    for (int k = 0; k < LOCKS; k++) {
+        p->h[k] = p->c != NULL ? rlock_open(p->c, RLOCK_REENTRANT, lock_names[k]) : NULL;
+    }
+    if (p != NULL && (p->h[0] == NULL || p->h[LOCKS - 1] == NULL)) {
         tc_proc_close(p);
         return NULL;
     }
     return p;
 }
 
-/* Inside the exclusive section: the token must be above every earlier holder's. */
-static void check_token(uint64_t t)
+/* Inside lock k's exclusive section: the token must be above every earlier holder's of k. */
+static void check_token(int k, uint64_t t)
 {
-    uint64_t last = atomic_load(&g_sh->last_token);
+    uint64_t last = atomic_load(&g_sh->last_token[k]);
     if (t <= last) {
         /* The first few are printed: a run with replica_sync = 0 may have thousands. */
         if (atomic_fetch_add(&g_sh->token_regressions, 1) < 5) {
-            fprintf(stderr, "token %llu after %llu\n", (unsigned long long)t,
+            fprintf(stderr, "%s: token %llu after %llu\n", lock_names[k], (unsigned long long)t,
                     (unsigned long long)last);
         }
     }
-    atomic_store(&g_sh->last_token, t);
+    atomic_store(&g_sh->last_token[k], t);
 }
 
 static int step(tc_worker *w, long i)
 {
     tc_proc *p = w->proc_ctx;
-    int r = rlock_try_lock(p->h[0], 2000, i % 2 ? LEASE_MS : -1);
+    int k = (int)((i / 2 + w->thread) % LOCKS);
+    int r = rlock_try_lock(p->h[k], 2000, i % 2 ? LEASE_MS : -1);
     if (r == RLOCK_ETIMEDOUT || r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
         /* A switch is under way: do not spin through the pool's fast failures. */
         rh_sleep_ms(r == RLOCK_ETIMEDOUT ? 0 : 20);
@@ -94,13 +100,13 @@ static int step(tc_worker *w, long i)
         fprintf(stderr, "lock: %s\n", rlock_last_error());
         return TC_STEP_ERROR;
     }
-    tc_mx_enter(w->mx, 0);
-    check_token(rlock_token(p->h[0]));
-    tc_mx_leave(w->mx, 0);
+    tc_mx_enter(w->mx, k);
+    check_token(k, rlock_token(p->h[k]));
+    tc_mx_leave(w->mx, k);
     /* An unlock that failed in a switch leaves its release pending and the worker moves on: its
      * next lock settles that release first (lock.c), so a re-entry of a ghost hold would show
      * here as a token regression. */
-    r = rlock_unlock(p->h[0]);
+    r = rlock_unlock(p->h[k]);
     if (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT) {
         return TC_STEP_RETRY;
     }

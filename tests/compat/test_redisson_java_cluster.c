@@ -1,0 +1,243 @@
+/*
+ * rlock against the released Redisson (the Java peer of redisson_java.h) on a Redis 7 cluster of
+ * 3 masters, both in their default pub/sub mode (Redisson's AUTO, rlock's AUTO): RLock mixed
+ * stress, RLock wake-ups both ways on every master, semaphore and latch wake-ups both ways.
+ * Leases are 60 s and waits 10 s, so a wait that ends early was ended by the release's message.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "redisson_java.h"
+#include "rlock.h"
+#include "tc_cluster.h"
+#include "tc_redis.h"
+#include "tc_thread.h"
+
+/* Every wake-up within MESSAGE_MS (far below the 10 s waits); the lock's median within WAKE_MS. */
+#define WAKE_MS    50.0
+#define MESSAGE_MS 1000.0
+/* How long a waiter is given to subscribe before the release (no NUMSUB for sharded channels). */
+#define SUBSCRIBE_MS 300
+
+static rj_peer *g_peer;
+static rlock_client *g_c;
+
+static int group_setup(void **state)
+{
+    rj_require(state);
+    if (tc_cluster_setup(state) != 0) {
+        return -1;
+    }
+    char where[1024] = "cluster:";
+    for (int i = 0; i < rc_node_count(tc_cl); i++) {
+        size_t n = strlen(where);
+        snprintf(where + n, sizeof(where) - n, "%s%s", i > 0 ? "," : "", rh_url(rc_node(tc_cl, i)));
+    }
+    g_peer = rj_start_at(where, 0);
+    g_c = tc_cluster_client(0);
+    print_message("Redisson %s on the cluster %s\n", rj_version(g_peer), where);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    rlock_client_free(g_c);
+    rj_stop(g_peer);
+    return tc_cluster_teardown(state);
+}
+
+/* One round on name: Redisson's unlock wakes an rlock waiter, then rlock's unlock a Redisson
+ * waiter; the two wake-ups in ms. */
+static void lock_round(const char *name, double *to_c, double *to_java)
+{
+    rlock *l = tc_open(g_c, RLOCK_REENTRANT, name);
+    rj_expect(g_peer, "w1", "ok", "lock lock %s 60000", name);
+    tc_holder h;
+    tc_holder_start(&h, l, 10000, -1, 0);
+    rh_sleep_ms(SUBSCRIBE_MS);
+    char *r = rj_call(g_peer, "w1", "unlock lock %s", name);
+    double released = rj_reply_ms(r);
+    free(r);
+    assert_int_equal(tc_holder_join(&h), RLOCK_OK);
+    *to_c = (double)h.got_at - released;
+    assert_int_equal(rlock_lock(l, 60000), RLOCK_OK);
+    int id = rj_send(g_peer, "w2", "try lock %s 10000 -1", name);
+    rh_sleep_ms(SUBSCRIBE_MS);
+    double c_released = rj_now_ms();
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    r = rj_wait(g_peer, id, 15000);
+    assert_non_null(r);
+    assert_int_equal(r[0], '1');
+    *to_java = rj_reply_ms(r) - c_released;
+    free(r);
+    rj_expect(g_peer, "w2", "ok", "unlock lock %s", name);
+    rlock_free(l);
+}
+
+/* Wake-ups both ways on a name of each master, after a warm-up round. */
+static void test_cluster_lock_wakeups(void **state)
+{
+    (void)state;
+    double to_c[6], to_java[6];
+    char name[64];
+    tc_cluster_name_on(0, "rjc:warm", name, sizeof(name));
+    lock_round(name, &to_c[0], &to_java[0]);
+    for (int i = 0; i < 6; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "rjc:wake%d:", i);
+        tc_cluster_name_on(i % 3, prefix, name, sizeof(name));
+        lock_round(name, &to_c[i], &to_java[i]);
+        print_message("%s (master %d): Redisson unlock -> rlock grant %.1f ms, rlock unlock -> "
+                      "Redisson grant %.1f ms\n",
+                      name, i % 3, to_c[i], to_java[i]);
+        assert_true(to_c[i] < MESSAGE_MS && to_java[i] < MESSAGE_MS);
+    }
+    int fast = 0;
+    for (int i = 0; i < 6; i++) {
+        fast += to_c[i] < WAKE_MS && to_java[i] < WAKE_MS;
+    }
+    assert_true(fast >= 4);
+}
+
+typedef struct stress_thread {
+    rlock *l;
+    rj_checker *ck;
+    int failures;
+} stress_thread;
+
+static void *stress_run(void *arg)
+{
+    stress_thread *t = arg;
+    for (int i = 0; i < 100; i++) {
+        if (rlock_lock(t->l, 30000) != RLOCK_OK) {
+            t->failures++;
+            continue;
+        }
+        rj_ck_enter(t->ck, 0);
+        usleep(200);
+        rj_ck_leave(t->ck, 0);
+        t->failures += rlock_unlock(t->l) != RLOCK_OK;
+    }
+    return NULL;
+}
+
+/* 3 rlock threads (clients of their own) and 3 Redisson threads, 100 sections each on one name:
+ * the independent checker sees no two inside. */
+static void test_cluster_lock_mixed_stress(void **state)
+{
+    (void)state;
+    char path[64];
+    rj_checker *ck = rj_checker_new(path);
+    assert_non_null(ck);
+    int ids[3];
+    for (int i = 0; i < 3; i++) {
+        char worker[8];
+        snprintf(worker, sizeof(worker), "s%d", i);
+        ids[i] = rj_send(g_peer, worker, "stress lock rjc:stress 100 200 %s 0", path);
+    }
+    rlock_client *cs[3];
+    stress_thread t[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        cs[i] = tc_cluster_client(0);
+        t[i] = (stress_thread){.l = tc_open(cs[i], RLOCK_REENTRANT, "rjc:stress"), .ck = ck};
+        pthread_create(&th[i], NULL, stress_run, &t[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        char *r = rj_wait(g_peer, ids[i], 120000);
+        assert_non_null(r);
+        assert_string_equal(r, "ok 100");
+        free(r);
+        pthread_join(th[i], NULL);
+        assert_int_equal(t[i].failures, 0);
+        rlock_free(t[i].l);
+        rlock_client_free(cs[i]);
+    }
+    print_message("cluster stress: %lld sections, %lld violations\n",
+                  (long long)atomic_load(&ck->slot[0].entries),
+                  (long long)atomic_load(&ck->slot[0].violations));
+    assert_int_equal(atomic_load(&ck->slot[0].violations), 0);
+    assert_int_equal(atomic_load(&ck->slot[0].entries), 600);
+    rj_checker_free(ck, path);
+}
+
+static int sem_acquire(void *arg)
+{
+    return rlock_semaphore_acquire(arg, 1, 10000);
+}
+
+static int latch_await(void *arg)
+{
+    return rlock_latch_await(arg, 10000);
+}
+
+/* A semaphore's releases and a latch's count-downs wake the other side's waiters. */
+static void test_cluster_semaphore_latch_wakeups(void **state)
+{
+    (void)state;
+    rlock_semaphore *s = rlock_semaphore_open(g_c, "rjc:sem");
+    rj_expect(g_peer, "w", "true", "sset rjc:sem 1");
+    rj_expect(g_peer, "w", "1", "sacq rjc:sem 1 0");
+    tc_bg b;
+    tc_bg_start(&b, sem_acquire, s);
+    rh_sleep_ms(SUBSCRIBE_MS);
+    char *r = rj_call(g_peer, "w", "srel rjc:sem 1");
+    double released = rj_reply_ms(r);
+    free(r);
+    assert_int_equal(tc_bg_join(&b), RLOCK_OK);
+    double sem_to_c = (double)b.done_at - released;
+    int id = rj_send(g_peer, "w", "sacq rjc:sem 1 10000");
+    rh_sleep_ms(SUBSCRIBE_MS);
+    released = rj_now_ms();
+    assert_int_equal(rlock_semaphore_release(s, 1), RLOCK_OK);
+    r = rj_wait(g_peer, id, 15000);
+    assert_non_null(r);
+    assert_int_equal(r[0], '1');
+    double sem_to_java = rj_reply_ms(r) - released;
+    free(r);
+    rlock_semaphore_free(s);
+    rlock_latch *l = rlock_latch_open(g_c, "rjc:latch");
+    rj_expect(g_peer, "w", "true", "lset rjc:latch 1");
+    tc_bg_start(&b, latch_await, l);
+    rh_sleep_ms(SUBSCRIBE_MS);
+    r = rj_call(g_peer, "w", "ldown rjc:latch");
+    released = rj_reply_ms(r);
+    free(r);
+    assert_int_equal(tc_bg_join(&b), RLOCK_OK);
+    double latch_to_c = (double)b.done_at - released;
+    assert_int_equal(rlock_latch_try_set_count(l, 1), 1);
+    id = rj_send(g_peer, "w", "lawait rjc:latch 10000");
+    rh_sleep_ms(SUBSCRIBE_MS);
+    released = rj_now_ms();
+    assert_int_equal(rlock_latch_count_down(l), RLOCK_OK);
+    r = rj_wait(g_peer, id, 15000);
+    assert_non_null(r);
+    assert_int_equal(r[0], '1');
+    double latch_to_java = rj_reply_ms(r) - released;
+    free(r);
+    rlock_latch_free(l);
+    print_message("semaphore: to rlock %.1f ms, to Redisson %.1f ms; latch: to rlock %.1f ms, to "
+                  "Redisson %.1f ms\n",
+                  sem_to_c, sem_to_java, latch_to_c, latch_to_java);
+    assert_true(sem_to_c < MESSAGE_MS && sem_to_java < MESSAGE_MS);
+    assert_true(latch_to_c < MESSAGE_MS && latch_to_java < MESSAGE_MS);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cluster_lock_wakeups),
+        cmocka_unit_test(test_cluster_lock_mixed_stress),
+        cmocka_unit_test(test_cluster_semaphore_latch_wakeups),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

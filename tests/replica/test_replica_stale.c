@@ -1,0 +1,208 @@
+/*
+ * A failover to a replica that missed a release (issue 26, section 2), on a master with one
+ * replica and replica_sync = 1. The replica is cut off (REPLICAOF NO ONE) while it still has the
+ * hold, the unlock's WAIT falls short (the unlock returns RLOCK_OK, as documented), and then the
+ * master's data is rolled back to the replica's (the master replicates from it once and is made a
+ * master again): to the client, a failover to the stale replica. The thread's next lock must give
+ * the resurrected hold back and take the lock from free with a new token, not re-enter it (token
+ * 0, hold count 2, and a lock left held after its unlock); a partial unlock that a failover undid
+ * must not leave a hold behind either. Also: an exclusive lock never reports token 0, even when
+ * the thread re-enters through a second handle.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tc_redis.h"
+#include "tc_replicas.h"
+
+#define SYNC_MS 300
+
+static rh_server *g_master;
+static rh_server *g_rep[1];
+
+/* A full sync starts at once instead of after the default 5 s of diskless-sync delay. */
+static int no_sync_delay(rh_server *s)
+{
+    const char *argv[] = {"CONFIG", "SET", "repl-diskless-sync-delay", "0", NULL};
+    char *ok = rh_cmd_str(s, argv);
+    int r = ok != NULL && strcmp(ok, "OK") == 0 ? 0 : -1;
+    free(ok);
+    return r;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    rh_skip_if_unavailable();
+    if (tc_replicated_start(&g_master, g_rep, 1) != 0) {
+        return -1;
+    }
+    return no_sync_delay(g_master) == 0 && no_sync_delay(g_rep[0]) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return tc_replicated_stop(&g_master, g_rep, 1);
+}
+
+static rlock_client *client_synced(void)
+{
+    rlock_options o;
+    tc_options(&o, g_master);
+    o.replica_sync = 1;
+    o.replica_sync_timeout_ms = SYNC_MS;
+    return tc_client(&o);
+}
+
+/* REPLICAOF of s: of `of`, or NO ONE when of is NULL. */
+static void replicaof(rh_server *s, rh_server *of)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", of != NULL ? rh_port(of) : 0);
+    const char *to[] = {"REPLICAOF", "127.0.0.1", port, NULL};
+    const char *none[] = {"REPLICAOF", "NO", "ONE", NULL};
+    char *ok = rh_cmd_str(s, of != NULL ? to : none);
+    assert_non_null(ok);
+    assert_string_equal(ok, "OK");
+    free(ok);
+}
+
+/* The replica stops replicating and keeps what it has: the holds the master releases next. */
+static void cut_off_replica(void)
+{
+    replicaof(g_rep[0], NULL);
+}
+
+/* To the client, a failover to the replica that was cut off: the master takes the replica's data
+ * (a full sync from it), becomes a master again, and the replica follows it as before. */
+static void fail_over_to_stale_replica(void)
+{
+    replicaof(g_master, g_rep[0]);
+    assert_int_equal(tc_replicas_wait(g_rep[0], 1, 10000), 0);
+    replicaof(g_master, NULL);
+    replicaof(g_rep[0], g_master);
+    assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
+}
+
+static long long field_count(const char *key)
+{
+    return tc_hash_only_value(g_master, key);
+}
+
+static long long exists(const char *key)
+{
+    const char *argv[] = {"EXISTS", key, NULL};
+    return rh_cmd_int(g_master, argv);
+}
+
+/* Lock, an unlock the replica misses, the failover: the next try_lock takes the lock from free
+ * with a larger token, and its unlock leaves the lock free. */
+static void check_released_hold_not_reentered(rlock_kind kind, const char *name)
+{
+    rlock_client *c = client_synced();
+    rlock *l = tc_open(c, kind, name);
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    uint64_t t1 = rlock_token(l);
+    assert_true(t1 > 0);
+    cut_off_replica();
+    assert_int_equal(rlock_unlock(l), RLOCK_OK); /* released on the master; WAIT fell short */
+    assert_int_equal(rlock_token(l), 0);
+    fail_over_to_stale_replica();
+    assert_int_equal(exists(name), 1); /* the released hold is back */
+
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    print_message("%s: token before %llu, after the failover %llu, hold count %d\n", name,
+                  (unsigned long long)t1, (unsigned long long)rlock_token(l), rlock_hold_count(l));
+    assert_true(rlock_token(l) > t1);
+    assert_int_equal(rlock_hold_count(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(rlock_is_locked(l), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
+    tc_close_own(l, c);
+}
+
+static void test_reentrant_released_hold_not_reentered(void **state)
+{
+    (void)state;
+    check_released_hold_not_reentered(RLOCK_REENTRANT, "st:re");
+}
+
+static void test_fair_released_hold_not_reentered(void **state)
+{
+    (void)state;
+    check_released_hold_not_reentered(RLOCK_FAIR, "st:fair");
+}
+
+static void test_write_released_hold_not_reentered(void **state)
+{
+    (void)state;
+    check_released_hold_not_reentered(RLOCK_WRITE, "st:rw");
+}
+
+/* Two holds, one unlock the replica misses, the failover (Redis counts two again): the last
+ * unlock must leave the lock free, not one hold that nobody renews or releases. */
+static void test_partial_unlock_undone(void **state)
+{
+    (void)state;
+    rlock_client *c = client_synced();
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "st:partial");
+    assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
+    assert_int_equal(rlock_lock(l, 10000), RLOCK_OK);
+    uint64_t t1 = rlock_token(l);
+    cut_off_replica();
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(rlock_token(l), t1); /* one hold left */
+    fail_over_to_stale_replica();
+    assert_int_equal(field_count("st:partial"), 2);
+
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(rlock_is_locked(l), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_ENOTOWNER);
+    tc_close_own(l, c);
+}
+
+/* A thread that holds an exclusive lock through one handle and locks it through another: Redis
+ * counts a re-entry, and the second handle reports the hold's token, never 0. */
+static void test_second_handle_token(void **state)
+{
+    (void)state;
+    static const rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_WRITE};
+    static const char *const names[] = {"st:two:re", "st:two:fair", "st:two:rw"};
+    rlock_client *c = client_synced();
+    for (int i = 0; i < 3; i++) {
+        rlock *a = tc_open(c, kinds[i], names[i]);
+        rlock *b = tc_open(c, kinds[i], names[i]);
+        assert_int_equal(rlock_lock(a, -1), RLOCK_OK);
+        assert_int_equal(rlock_try_lock(b, 0, 10000), RLOCK_OK);
+        print_message("%s: tokens %llu and %llu\n", names[i], (unsigned long long)rlock_token(a),
+                      (unsigned long long)rlock_token(b));
+        assert_true(rlock_token(a) > 0);
+        assert_int_equal(rlock_token(b), rlock_token(a));
+        assert_int_equal(rlock_unlock(b), RLOCK_OK);
+        assert_int_equal(rlock_unlock(a), RLOCK_OK);
+        assert_int_equal(rlock_is_locked(a), 0);
+        rlock_free(b);
+        rlock_free(a);
+    }
+    rlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reentrant_released_hold_not_reentered),
+        cmocka_unit_test(test_fair_released_hold_not_reentered),
+        cmocka_unit_test(test_write_released_hold_not_reentered),
+        cmocka_unit_test(test_partial_unlock_undone),
+        cmocka_unit_test(test_second_handle_token),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,90 @@
+/*
+ * The public header's promises that a program compiles against, no server: the error codes and
+ * log levels keep their names and values as enums and as macros (#ifdef works), the version
+ * compares as one number both at compile time and against the library actually linked, and the
+ * options' reserved space starts zeroed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rlock.h"
+
+/* A program built against an older header tests for a newer code with #ifdef. */
+#if !defined(RLOCK_OK) || !defined(RLOCK_ETLS) || !defined(RLOCK_EREPLICA) ||                      \
+    !defined(RLOCK_LOG_DEBUG)
+#error "error codes and log levels must stay visible to #ifdef"
+#endif
+#if RLOCK_VERSION_HEX < 0x000100
+#error "RLOCK_VERSION_HEX must be usable in #if"
+#endif
+
+typedef struct {
+    int code;
+    int want;
+} code_value;
+
+/* The values are the ABI: a program compiled against any earlier header compares against them. */
+static void test_error_values(void **state)
+{
+    (void)state;
+    const code_value codes[] = {
+        {RLOCK_OK, 0},       {RLOCK_ETIMEDOUT, -1}, {RLOCK_ENOTOWNER, -2}, {RLOCK_ELOST, -3},
+        {RLOCK_EINVAL, -4},  {RLOCK_ENOMEM, -5},    {RLOCK_ECONN, -6},     {RLOCK_EREDIS, -7},
+        {RLOCK_ECLOSED, -8}, {RLOCK_EDEADLK, -9},   {RLOCK_ENOTSUP, -10},  {RLOCK_EPROTO, -11},
+        {RLOCK_EAUTH, -12},  {RLOCK_ETLS, -13},     {RLOCK_EREPLICA, -14},
+    };
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        assert_int_equal(codes[i].code, codes[i].want);
+        assert_string_not_equal(rlock_strerror(codes[i].code), "unknown error code");
+    }
+    rlock_error e = RLOCK_ETLS;
+    assert_int_equal((int)e, -13);
+    assert_true(sizeof(rlock_error) == sizeof(int));
+}
+
+static void test_log_levels(void **state)
+{
+    (void)state;
+    rlock_log_level l = RLOCK_LOG_DEBUG;
+    assert_int_equal((int)l, 3);
+    assert_int_equal(RLOCK_LOG_ERROR, 0);
+    assert_int_equal(RLOCK_LOG_WARN, 1);
+    assert_int_equal(RLOCK_LOG_INFO, 2);
+    rlock_options o;
+    rlock_options_init(&o);
+    assert_int_equal(o.log_level, RLOCK_LOG_WARN);
+    assert_null(o.reserved[0]);
+    assert_null(o.reserved[1]);
+}
+
+/* The number, the macros and the linked library's string all name one version. */
+static void test_version(void **state)
+{
+    (void)state;
+    assert_int_equal(RLOCK_VERSION_HEX, (RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) |
+                                            RLOCK_VERSION_PATCH);
+    assert_int_equal(rlock_version(), (unsigned long)RLOCK_VERSION_HEX);
+    unsigned maj = 0;
+    unsigned min = 0;
+    unsigned pat = 0;
+    assert_int_equal(sscanf(rlock_version_string(), "%u.%u.%u", &maj, &min, &pat), 3);
+    assert_int_equal((maj << 16) | (min << 8) | pat, rlock_version());
+    /* One byte per part, so a later minor version always compares greater. */
+    assert_true(RLOCK_VERSION_MINOR < 256 && RLOCK_VERSION_PATCH < 256);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_values),
+        cmocka_unit_test(test_log_levels),
+        cmocka_unit_test(test_version),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
