@@ -63,7 +63,7 @@ RLOCK_EXPORT rlock_election *rlock_election_open(rlock_client *client, const cha
     e->client = client;
     rlk_client_ref(client);
     e->lock = lock;
-    memcpy(e->name, name, len);
+    memcpy(e->name, name, len + 1); /* with its NUL */
     e->name_len = len;
     rlk_buf_init(&e->record);
     rlk_buf_init(&e->channel);
