@@ -476,7 +476,7 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
     a.confirms = rlk_pubsub_confirms(l->client->pubsub);
     r = rlk_keep_synced(&a, l->single->attempt(&a));
     if (r == 0 && wait_ms != 0) {
-        r = rlk_wait_loop(&a, deadline);
+        r = l->single->wait != NULL ? l->single->wait(&a, deadline) : rlk_wait_loop(&a, deadline);
     }
     if (r == 1) {
         return rlk_grant(&a, lease_ms < 0);

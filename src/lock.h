@@ -77,6 +77,9 @@ typedef struct rlk_single_ops {
      * decodes its reply (a non-error reply) exactly as attempt() does, with the same results. */
     int (*attempt_format)(rlk_acq *a, char **cmd, size_t *len);
     int (*attempt_reply)(rlk_acq *a, redisReply *r);
+    /* Optional: the wait after a busy first attempt, in place of rlk_wait_loop() (same results);
+     * the spin lock polls here instead of subscribing, and channel may then be NULL. */
+    int (*wait)(rlk_acq *a, int64_t deadline);
 } rlk_single_ops;
 
 #define RLK_NOT_HELD 2
@@ -171,6 +174,14 @@ uint64_t rlk_wait_id_next(void);
 /* Waits for wake-ups and re-attempts until acquired (1), the deadline passes (0) or an error
  * (lock_wait.c). a has had its first attempt, which found the lock busy. */
 int rlk_wait_loop(rlk_acq *a, int64_t deadline);
+/* The outcome r of a waiter's attempt, after the recovery every wait shares (lock_wait.c): a
+ * connection error or an unsynced grant is retried while the wait lasts (sub and armed: the wait
+ * loop's subscription and armed attempt, NULL for a wait without them). Returns a grant (1),
+ * busy (0) or the error that ends the wait. */
+int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline);
+/* The spin lock's wait (lock_spin.c): attempts after pauses of Redisson's exponential back-off
+ * until acquired (1), the deadline passes (0) or an error; no subscription. */
+int rlk_spin_wait(rlk_acq *a, int64_t deadline);
 /* A grant (r == 1) stays only when its replicas acknowledged it; otherwise it is given back and
  * RLOCK_EREPLICA returned. Any other r is returned as it is. */
 int rlk_keep_synced(rlk_acq *a, int r);
@@ -222,6 +233,7 @@ void rlk_hold_forget_all(rlock *l);
 
 /* Lock-type constructors, one per source file. */
 rlock *rlk_reentrant_open(rlock_client *c, const char *name);
+rlock *rlk_spin_open(rlock_client *c, const char *name);
 rlock *rlk_fair_open(rlock_client *c, const char *name);
 rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name);
 

@@ -312,3 +312,25 @@ rlock *rlk_reentrant_open(rlock_client *c, const char *name)
 {
     return rlk_single_new(c, RLOCK_REENTRANT, name, &reentrant_ops, &reentrant_single);
 }
+
+/* The spin lock's attempt: the reentrant lock's, but never recorded as a waiter (it listens to
+ * nothing, so a release must not name it) and never registering a grant. */
+static int reentrant_spin_attempt(rlk_acq *a)
+{
+    a->may_queue = 0;
+    return reentrant_attempt(a);
+}
+
+/* RLOCK_SPIN: the reentrant lock's data, attempts and releases (a release still wakes the
+ * reentrant lock's waiters on the same name), and a wait that polls (lock_spin.c). */
+static const rlk_single_ops reentrant_spin_single = {
+    .attempt = reentrant_spin_attempt,
+    .release = reentrant_release,
+    .renew = &reentrant_renew,
+    .wait = rlk_spin_wait,
+};
+
+rlock *rlk_spin_open(rlock_client *c, const char *name)
+{
+    return rlk_single_new(c, RLOCK_SPIN, name, &reentrant_ops, &reentrant_spin_single);
+}

@@ -162,7 +162,7 @@ static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
  * (rlk_wait_rewait), then attempts again; the subscriber meanwhile reconnects and its new
  * SUBSCRIBE confirmation wakes the wait. Returns the outcome to go on with: a grant, busy (0),
  * or the error that ends the wait. */
-static int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
+int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
 {
     int64_t pause = 0;
     if (r == 1 && rlk_sync_target(a->client) > 0) {
