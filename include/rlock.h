@@ -613,6 +613,11 @@ RLOCK_EXPORT int rlock_election_campaign(rlock_election *e, const char *value, i
  * or a negative error (*value NULL). term may be NULL. */
 RLOCK_EXPORT int rlock_election_leader(rlock_election *e, char **value, uint64_t *term);
 
+/* As rlock_election_leader(), and *since_ms (when not NULL) is when the current leader's term
+ * began, in milliseconds since the Unix epoch on the Redis server's clock (0 when none leads). */
+RLOCK_EXPORT int rlock_election_leader_since(rlock_election *e, char **value, uint64_t *term,
+                                             int64_t *since_ms);
+
 /* Waits until a leader with a term after after_term has been elected (woken by that leader's
  * message; not polling), or wait_ms passed (as rlock_try_lock(); 0 = look once). Returns
  * RLOCK_OK, RLOCK_ETIMEDOUT, or a negative error. Pass the term rlock_election_leader() gave to

@@ -172,9 +172,16 @@ int rlk_election_reply(const redisReply *r, int *held, uint64_t *term)
     return RLOCK_OK;
 }
 
-/* Reads the record and whether its leader holds: *held, *term, and *value (malloc()ed) when
- * value is not NULL. */
-static int election_read(rlock_election *e, int *held, uint64_t *term, char **value)
+/* The start of the recorded leader's term (ms on the server's clock) in a reply that
+ * rlk_election_reply() accepted. */
+static int64_t election_reply_since(const redisReply *r)
+{
+    return (int64_t)r->element[3]->integer;
+}
+
+/* Reads the record and whether its leader holds: *held, *term, *since (ms on the server's clock,
+ * 0 without a leader) and *value (malloc()ed) when value is not NULL. */
+static int election_read(rlock_election *e, int *held, uint64_t *term, char **value, int64_t *since)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -187,6 +194,9 @@ static int election_read(rlock_election *e, int *held, uint64_t *term, char **va
         return r;
     }
     r = rlk_election_reply(rep, held, term);
+    if (r == RLOCK_OK && since != NULL) {
+        *since = *held ? election_reply_since(rep) : 0;
+    }
     if (r == RLOCK_OK && value != NULL) {
         *value = *held ? election_strndup(rep->element[2]->str, rep->element[2]->len) : NULL;
         r = *held && *value == NULL ? rlk_err(RLOCK_ENOMEM, "out of memory") : RLOCK_OK;
@@ -195,7 +205,8 @@ static int election_read(rlock_election *e, int *held, uint64_t *term, char **va
     return r == RLOCK_EPROTO ? rlk_err(r, "election '%s': unexpected reply", e->name) : r;
 }
 
-RLOCK_EXPORT int rlock_election_leader(rlock_election *e, char **value, uint64_t *term)
+RLOCK_EXPORT int rlock_election_leader_since(rlock_election *e, char **value, uint64_t *term,
+                                             int64_t *since_ms)
 {
     if (value == NULL) {
         return rlk_err(RLOCK_EINVAL, "value must not be NULL");
@@ -207,11 +218,20 @@ RLOCK_EXPORT int rlock_election_leader(rlock_election *e, char **value, uint64_t
     }
     int held = 0;
     uint64_t t = 0;
-    r = election_read(e, &held, &t, value);
+    int64_t since = 0;
+    r = election_read(e, &held, &t, value, &since);
     if (term != NULL) {
         *term = r == RLOCK_OK ? t : 0;
     }
+    if (since_ms != NULL) {
+        *since_ms = r == RLOCK_OK ? since : 0;
+    }
     return r == RLOCK_OK ? held : r;
+}
+
+RLOCK_EXPORT int rlock_election_leader(rlock_election *e, char **value, uint64_t *term)
+{
+    return rlock_election_leader_since(e, value, term, NULL);
 }
 
 typedef struct election_wait {
@@ -225,7 +245,7 @@ static int election_passed(void *arg, int64_t *hint_ms)
     election_wait *w = arg;
     int held = 0;
     uint64_t term = 0;
-    int r = election_read(w->e, &held, &term, NULL);
+    int r = election_read(w->e, &held, &term, NULL, NULL);
     return r != RLOCK_OK ? r : term > w->after;
 }
 

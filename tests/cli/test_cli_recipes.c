@@ -216,9 +216,14 @@ static void test_elect_leader(void **state)
     char want[64];
     snprintf(want, sizeof(want), "leader host-a, term %ld", term_a);
     assert_non_null(strstr(ct_slurp("out"), want));
+    assert_non_null(strstr(ct_slurp("out"), ", since 20")); /* an ISO date follows */
+    assert_non_null(strstr(ct_slurp("out"), "Z\n"));
     const char *js[] = {"rlock", "leader", "--json", "el:cli", NULL};
     assert_int_equal(ct_run(js, "out", NULL), 0);
     assert_non_null(strstr(ct_slurp("out"), "\"leader\":true,\"value\":\"host-a\""));
+    const char *since = strstr(ct_slurp("out"), "\"since_ms\":");
+    assert_non_null(since);
+    assert_true(atoll(since + strlen("\"since_ms\":")) > 1700000000000LL);
     rh_sleep_ms(300); /* B is in line */
     const char *del[] = {"DEL", "el:cli", NULL};
     assert_int_equal(rh_cmd_int(g_srv, del), 1);
@@ -229,6 +234,8 @@ static void test_elect_leader(void **state)
     print_message("terms: A %ld, B %ld\n", term_a, term_b);
     assert_true(term_b > term_a);
     assert_int_equal(ct_run(show, "out", NULL), 1); /* B resigned when its command ended */
+    assert_int_equal(ct_run(js, "out", NULL), 1);
+    assert_non_null(strstr(ct_slurp("out"), "\"since_ms\":null}"));
 }
 
 static int setup(void **state)

@@ -306,11 +306,23 @@ static void test_api(void **state)
     assert_int_equal(rlock_election_leader(a, &v, &term), 0);
     assert_null(v);
     assert_int_equal(term, 0);
+    int64_t since = -1;
+    assert_int_equal(rlock_election_leader_since(a, &v, &term, &since), 0);
+    assert_int_equal(since, 0);
     assert_int_equal(rlock_election_observe(a, 0, 0), RLOCK_ETIMEDOUT);
+    struct timeval before, after;
+    gettimeofday(&before, NULL);
     assert_int_equal(rlock_election_campaign(a, "host-a:80", 0), RLOCK_OK);
+    gettimeofday(&after, NULL);
     assert_int_equal(rlock_election_leader(b, &v, &term), 1);
     assert_string_equal(v, "host-a:80");
     free(v);
+    /* The term began while the campaign ran (the server's clock is this machine's). */
+    assert_int_equal(rlock_election_leader_since(b, &v, NULL, &since), 1);
+    free(v);
+    int64_t lo = (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000;
+    int64_t hi = (int64_t)after.tv_sec * 1000 + after.tv_usec / 1000;
+    assert_true(since >= lo - 5 && since <= hi + 5);
     assert_true(term > 0);
     assert_int_equal(rlock_election_observe(b, term - 1, 0), RLOCK_OK);
     assert_int_equal(rlock_election_observe(b, term, 100), RLOCK_ETIMEDOUT);
@@ -330,6 +342,8 @@ static void test_api(void **state)
     assert_int_equal(rlock_election_campaign(NULL, "v", 0), RLOCK_EINVAL);
     assert_int_equal(rlock_election_campaign(b, NULL, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_election_leader(b, NULL, &t2), RLOCK_EINVAL);
+    assert_int_equal(rlock_election_leader_since(b, NULL, &t2, &since), RLOCK_EINVAL);
+    assert_int_equal(rlock_election_leader_since(NULL, &v, &t2, &since), RLOCK_EINVAL);
     assert_int_equal(rlock_election_observe(b, 0, -1), RLOCK_EINVAL);
     assert_null(rlock_election_open(c, ""));
     assert_null(rlock_election_open(NULL, "x"));
