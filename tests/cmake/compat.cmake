@@ -55,7 +55,7 @@ function(rlock_add_redisson_test)
 endfunction()
 
 rlock_add_redisson_test(NAME test_redisson_java_lock TIMEOUT 240 TLS
-                        SOURCES compat/test_redisson_java_lock.c)
+                        SOURCES compat/test_redisson_java_lock.c compat/redisson_java_cases.c)
 # The semaphores and latch over TLS with both versions (a run takes ~5 s).
 rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS TLS_ALL
                         SOURCES compat/test_redisson_java_sync.c)

@@ -429,3 +429,129 @@ void rjc_multilock(rj_peer *p, rlock_client *c, const char *const names[3])
     }
     rj_checker_free(ck, path);
 }
+
+/* ---- the fair queue: mixed queues and their inversions ------------------------------------- */
+
+/* The number of pairs (i < j) whose grant times are in the opposite order of their arrival. */
+static int inversions(const double *got, int n)
+{
+    int inv = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = i + 1; j < n; j++) {
+            inv += got[i] > got[j];
+        }
+    }
+    return inv;
+}
+
+/* One waiter of a fair queue: an rlock thread or a Redisson thread that waits, holds 20 ms and
+ * unlocks. */
+typedef struct fair_waiter {
+    int java;
+    rlock *l;
+    tc_holder h;
+    int lock_id, unlock_id;
+    double got; /* when its lock call returned (monotonic ms) */
+    int granted;
+} fair_waiter;
+
+/* Enqueues waiter i (waiting up to wait_ms), then waits until it is in Redisson's queue. */
+static void fair_enqueue(const rjc_fair_env *e, const char *name, int i, fair_waiter *w,
+                         int64_t wait_ms)
+{
+    if (!w->java) {
+        w->l = tc_open(e->c, RLOCK_FAIR, name);
+        tc_holder_start(&w->h, w->l, wait_ms, -1, 20);
+    } else {
+        char worker[16];
+        snprintf(worker, sizeof(worker), "q%d", i);
+        w->lock_id = rj_send(e->p, worker, "try fair %s %lld -1", name, (long long)wait_ms);
+        rj_send(e->p, worker, "sleep 20");
+        w->unlock_id = rj_send(e->p, worker, "unlock fair %s", name);
+    }
+    char queue[128];
+    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
+    const char *llen[] = {"LLEN", queue, NULL};
+    int64_t deadline = rh_now_ms() + 5000;
+    while (rh_cmd_int(e->queue_server(queue), llen) != i + 1 && rh_now_ms() < deadline) {
+        rh_sleep_ms(2);
+    }
+    assert_int_equal(rh_cmd_int(e->queue_server(queue), llen), i + 1);
+}
+
+/* Collects waiter w's outcome. */
+static void fair_collect(rj_peer *p, fair_waiter *w)
+{
+    if (!w->java) {
+        int rc = tc_holder_join(&w->h);
+        assert_true(rc == RLOCK_OK || rc == RLOCK_ETIMEDOUT);
+        w->granted = rc == RLOCK_OK;
+        w->got = (double)w->h.got_at;
+        rlock_free(w->l);
+        return;
+    }
+    char *r = rj_wait(p, w->lock_id, 60000);
+    assert_non_null(r);
+    w->granted = r[0] == '1';
+    w->got = rj_reply_ms(r);
+    free(r);
+    r = rj_wait(p, w->unlock_id, 10000); /* "err" when it was not granted */
+    assert_non_null(r);
+    free(r);
+}
+
+rjc_fair_result rjc_fair_queue(const rjc_fair_env *e, const char *name, char holder,
+                               const char *pattern, int64_t wait_ms)
+{
+    enum { MAX = 32 };
+    int n = (int)strlen(pattern);
+    assert_true(n <= MAX);
+    rlock *mine = NULL;
+    if (holder == 'c') {
+        mine = tc_hold(e->c, RLOCK_FAIR, name);
+    } else {
+        rj_expect(e->p, "qh", "ok", "lock fair %s -1", name);
+    }
+    fair_waiter w[MAX];
+    for (int i = 0; i < n; i++) {
+        w[i] = (fair_waiter){.java = pattern[i] == 'j'};
+        fair_enqueue(e, name, i, &w[i], wait_ms);
+    }
+    if (holder == 'c') {
+        assert_int_equal(rlock_unlock(mine), RLOCK_OK);
+    } else {
+        rj_expect(e->p, "qh", "ok", "unlock fair %s", name);
+    }
+    rjc_fair_result res = {0};
+    double got[MAX], sorted[MAX];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        fair_collect(e->p, &w[i]);
+        if (w[i].granted) {
+            got[m++] = w[i].got;
+        } else if (w[i].java) {
+            res.not_granted_j++;
+        } else {
+            res.not_granted_c++;
+        }
+    }
+    res.inversions = inversions(got, m);
+    memcpy(sorted, got, sizeof(double) * (size_t)m);
+    for (int i = 1; i < m; i++) { /* insertion sort, then the gaps between grants */
+        for (int k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
+            double t = sorted[k];
+            sorted[k] = sorted[k - 1];
+            sorted[k - 1] = t;
+        }
+    }
+    for (int i = 1; i < m; i++) {
+        assert_true(sorted[i] - sorted[i - 1] >= 19.0);
+    }
+    res.span_ms = m > 0 ? sorted[m - 1] - sorted[0] : 0;
+    print_message("fair queue %s behind %s holder: %d inversions; not granted within %lld ms: "
+                  "%d rlock, %d Redisson; served in %.0f ms\n",
+                  pattern, holder == 'c' ? "an rlock" : "a Redisson", res.inversions,
+                  (long long)wait_ms, res.not_granted_c, res.not_granted_j, res.span_ms);
+    rlock_free(mine);
+    return res;
+}

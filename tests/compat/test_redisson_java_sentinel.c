@@ -234,6 +234,24 @@ static void test_sentinel_fair_one_side_queues(void **state)
     rlock_client_free(c);
 }
 
+static rh_server *current_master(const char *key)
+{
+    (void)key;
+    return tc_deploy_master(&g_d);
+}
+
+/* The mixed queue of 20 of test_redisson_java_lock's test_fair_mixed_queue on the new master:
+ * every rlock waiter served, exclusion kept, and the same divergence (docs/compatibility.md). */
+static void test_sentinel_fair_mixed_queue(void **state)
+{
+    (void)state;
+    rjc_fair_env e = {.p = g_peer, .c = sentinel_client(), .queue_server = current_master};
+    rjc_fair_result r = rjc_fair_queue(&e, "rjs:fair:mixed", 'c', "cjcjcjcjcjcjcjcjcjcj", 8000);
+    assert_int_equal(r.not_granted_c, 0);
+    assert_true(r.inversions > 0 || r.not_granted_j > 0);
+    rlock_client_free(e.c);
+}
+
 static void test_sentinel_semaphores(void **state)
 {
     (void)state;
@@ -280,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_sentinel_rw_mixed),
         cmocka_unit_test(test_sentinel_fenced_tokens),
         cmocka_unit_test(test_sentinel_fair_one_side_queues),
+        cmocka_unit_test(test_sentinel_fair_mixed_queue),
         cmocka_unit_test(test_sentinel_semaphores),
         cmocka_unit_test(test_sentinel_latch),
         cmocka_unit_test(test_sentinel_force_inspect_watchdogs),
