@@ -18,6 +18,7 @@
 
 #include "redis_harness.h"
 #include "redisson_java.h"
+#include "redisson_java_cases.h"
 #include "rlock.h"
 #include "tc_redis.h"
 #include "tc_thread.h"
@@ -355,137 +356,21 @@ static void test_fenced_tokens_shared(void **state)
 
 /* ---- the fair queue ------------------------------------------------------------------------- */
 
-/* The number of pairs (i < j) whose grant times are in the opposite order of their arrival. */
-static int inversions(const double *got, int n)
+static rh_server *standalone(const char *key)
 {
-    int inv = 0;
-    for (int i = 0; i < n; i++) {
-        for (int j = i + 1; j < n; j++) {
-            inv += got[i] > got[j];
-        }
-    }
-    return inv;
+    (void)key;
+    return g_srv;
 }
 
-/* One waiter of a fair queue: an rlock thread or a Redisson thread that waits, holds 20 ms and
- * unlocks. */
-typedef struct fair_waiter {
-    int java;
-    rlock *l;
-    tc_holder h;
-    int lock_id, unlock_id;
-    double got; /* when its lock call returned (monotonic ms) */
-    int granted;
-} fair_waiter;
+typedef rjc_fair_result fair_result;
 
-/* Enqueues waiter i (waiting up to wait_ms), then waits until it is in Redisson's queue. */
-static void fair_enqueue(rlock_client *c, const char *name, int i, fair_waiter *w, int64_t wait_ms)
-{
-    if (!w->java) {
-        w->l = tc_open(c, RLOCK_FAIR, name);
-        tc_holder_start(&w->h, w->l, wait_ms, -1, 20);
-    } else {
-        char worker[16];
-        snprintf(worker, sizeof(worker), "q%d", i);
-        w->lock_id = rj_send(g_peer, worker, "try fair %s %lld -1", name, (long long)wait_ms);
-        rj_send(g_peer, worker, "sleep 20");
-        w->unlock_id = rj_send(g_peer, worker, "unlock fair %s", name);
-    }
-    char queue[128];
-    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
-    const char *llen[] = {"LLEN", queue, NULL};
-    int64_t deadline = rh_now_ms() + 5000;
-    while (rh_cmd_int(g_srv, llen) != i + 1 && rh_now_ms() < deadline) {
-        rh_sleep_ms(2);
-    }
-    assert_int_equal(rh_cmd_int(g_srv, llen), i + 1);
-}
-
-/* Collects waiter w's outcome. */
-static void fair_collect(fair_waiter *w)
-{
-    if (!w->java) {
-        int rc = tc_holder_join(&w->h);
-        assert_true(rc == RLOCK_OK || rc == RLOCK_ETIMEDOUT);
-        w->granted = rc == RLOCK_OK;
-        w->got = (double)w->h.got_at;
-        rlock_free(w->l);
-        return;
-    }
-    char *r = rj_wait(g_peer, w->lock_id, 60000);
-    assert_non_null(r);
-    w->granted = r[0] == '1';
-    w->got = rj_reply_ms(r);
-    free(r);
-    r = rj_wait(g_peer, w->unlock_id, 10000); /* "err" when it was not granted */
-    assert_non_null(r);
-    free(r);
-}
-
-/* The outcome of a fair queue: inversions among the granted waiters, waiters not granted. */
-typedef struct fair_result {
-    int inversions, not_granted_c, not_granted_j;
-    double span_ms;
-} fair_result;
-
-/* Queues waiters as pattern says ('c' rlock, 'j' Redisson, in arrival order) behind a holder of
- * the side holder says, releases it and checks exclusion: grants at least a hold (20 ms, on one
- * clock) apart. */
+/* rjc_fair_queue() on the program's server, with a client of its own. */
 static fair_result fair_queue(const char *name, char holder, const char *pattern, int64_t wait_ms)
 {
-    enum { MAX = 32 };
-    int n = (int)strlen(pattern);
-    assert_true(n <= MAX);
-    rlock_client *c = rj_client(g_srv);
-    rlock *mine = NULL;
-    if (holder == 'c') {
-        mine = tc_hold(c, RLOCK_FAIR, name);
-    } else {
-        rj_expect(g_peer, "qh", "ok", "lock fair %s -1", name);
-    }
-    fair_waiter w[MAX];
-    for (int i = 0; i < n; i++) {
-        w[i] = (fair_waiter){.java = pattern[i] == 'j'};
-        fair_enqueue(c, name, i, &w[i], wait_ms);
-    }
-    if (holder == 'c') {
-        assert_int_equal(rlock_unlock(mine), RLOCK_OK);
-    } else {
-        rj_expect(g_peer, "qh", "ok", "unlock fair %s", name);
-    }
-    fair_result res = {0};
-    double got[MAX], sorted[MAX];
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        fair_collect(&w[i]);
-        if (w[i].granted) {
-            got[m++] = w[i].got;
-        } else if (w[i].java) {
-            res.not_granted_j++;
-        } else {
-            res.not_granted_c++;
-        }
-    }
-    res.inversions = inversions(got, m);
-    memcpy(sorted, got, sizeof(double) * (size_t)m);
-    for (int i = 1; i < m; i++) { /* insertion sort, then the gaps between grants */
-        for (int k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
-            double t = sorted[k];
-            sorted[k] = sorted[k - 1];
-            sorted[k - 1] = t;
-        }
-    }
-    for (int i = 1; i < m; i++) {
-        assert_true(sorted[i] - sorted[i - 1] >= 19.0);
-    }
-    res.span_ms = m > 0 ? sorted[m - 1] - sorted[0] : 0;
-    print_message("fair queue %s behind %s holder: %d inversions; not granted within %lld ms: "
-                  "%d rlock, %d Redisson; served in %.0f ms\n",
-                  pattern, holder == 'c' ? "an rlock" : "a Redisson", res.inversions,
-                  (long long)wait_ms, res.not_granted_c, res.not_granted_j, res.span_ms);
-    rlock_free(mine);
-    rlock_client_free(c);
-    return res;
+    rjc_fair_env e = {.p = g_peer, .c = rj_client(g_srv), .queue_server = standalone};
+    fair_result r = rjc_fair_queue(&e, name, holder, pattern, wait_ms);
+    rlock_client_free(e.c);
+    return r;
 }
 
 /* Queues of one side behind the other side's holder keep arrival order exactly. */
