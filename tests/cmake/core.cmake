@@ -50,6 +50,9 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
 rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
+# rlock_client_new() refuses a server too old for the scripts (RLOCK_ENOTSUP naming it) and accepts
+# Redis 7.0 and Valkey: a fake server thread in the test plays each version (no redis-server).
+rlock_add_test(NAME core_server_version SOURCES core/test_server_version.c LABELS unit TIMEOUT 60)
 
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
