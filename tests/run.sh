@@ -20,6 +20,9 @@
 #   RLOCK_FUZZ_SECONDS=20              run time of each libFuzzer target (tests/fuzz), after the
 #                                      variants, built with clang in build/fuzz; 0 skips fuzzing
 #   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
+#   RLOCK_VALKEY=1                     the valkey step (after the plain variant, when it ran): a set of
+#                                      the Redis-facing tests (RLOCK_VALKEY_TESTS, a ctest -R regex)
+#                                      from build/plain again, on valkey-server; 0 skips it
 #
 # Keeps going after a failure; the last line of output is exactly
 # "N passed, N failed" (tests counted from ctest's summaries; a failed
@@ -45,6 +48,10 @@ PACKAGES+=(redis-sentinel)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"
+# Valkey 8 for the valkey step, from bookworm-backports (added to apt's sources when missing). Its
+# absence fails that step only.
+rlock_enable_backports && rlock_install_packages valkey-server valkey-sentinel ||
+    echo "valkey-server could not be installed: the valkey step will fail" >&2
 
 # ---------------------------------------------------------------------------
 # 2. Sanitizer runtime options.
@@ -174,6 +181,28 @@ run_fuzz() {
     record "fuzz" "$(grep -c '^PASS ' <<<"$out" || true)" "$(grep -c '^FAIL ' <<<"$out" || true)"
 }
 
+# The valkey step: RLOCK_VALKEY_TESTS from the plain build with RLOCK_REDIS_SERVER=valkey-server,
+# so every harness server is a Valkey (Sentinels `valkey-server --sentinel`, clusters made with
+# valkey-cli). The default set takes about 4 minutes: one or a few representative tests of each
+# suite, not the long failover stress tests (CONTRIBUTING, "Test variants").
+VALKEY_TESTS_DEFAULT='^(core_client|core_scripts|core_errors|core_subscriber|core_armed|core_acl_minimal'
+VALKEY_TESTS_DEFAULT+='|test_reentrant_(basic|stress|fencing|waiting)|test_fair_(order|grant|compat)'
+VALKEY_TESTS_DEFAULT+='|test_rw_(scenarios|wake)|test_multi|test_redlock|test_sem_(basic|stress|compat)|test_latch_procs'
+VALKEY_TESTS_DEFAULT+='|test_redisson_compat|test_redisson_compat_cluster|test_cli_accept|test_tls'
+VALKEY_TESTS_DEFAULT+='|test_reentrant_basic_tls|test_sentinel_discovery|test_sentinel_switch|test_replica_sync'
+VALKEY_TESTS_DEFAULT+='|test_cluster_(routing|pubsub|redirect|tls))$'
+run_valkey() {
+    local dir="$ROOT/build/plain" server
+    server=$(command -v valkey-server || true)
+    if [ -z "$server" ]; then
+        record "valkey" 0 1 "no valkey-server (apt: bookworm-backports)"
+        return
+    fi
+    local -x RLOCK_REDIS_SERVER=$server
+    log "valkey: $("$server" --version)"
+    run_ctest "valkey" "$dir" -R "${RLOCK_VALKEY_TESTS:-$VALKEY_TESTS_DEFAULT}" -LE 'unit|memcheck'
+}
+
 # run_lint: tests/lint.sh prints "lint/<step>: N passed, N failed" per step (files checked).
 run_lint() {
     local out
@@ -197,6 +226,7 @@ START=$(date +%s)
 [ "${RLOCK_SKIP_LINT:-0}" = 1 ] || run_lint
 for v in $VARIANTS; do
     run_variant "$v"
+    [ "$v" != plain ] || [ "${RLOCK_VALKEY:-1}" = 0 ] || run_valkey
 done
 run_fuzz
 

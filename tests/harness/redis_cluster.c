@@ -20,10 +20,18 @@ struct rc_cluster {
     char url[RC_MAX_NODES * 24 + 32];
 };
 
-/* redis-cli from the directory of the redis-server binary the harness runs, else from PATH. */
+/* The cli that comes with the server the harness runs: "<dir>/<name>-cli" beside
+ * "<dir>/<name>-server" (redis-cli, valkey-cli), else redis-cli from PATH. */
 static void rc__cli_path(char *out, size_t outlen)
 {
     const char *server = rh_server_binary();
+    size_t len = server != NULL ? strlen(server) : 0;
+    if (len > 7 && strcmp(server + len - 7, "-server") == 0) {
+        snprintf(out, outlen, "%.*s-cli", (int)(len - 7), server);
+        if (access(out, X_OK) == 0) {
+            return;
+        }
+    }
     const char *slash = server != NULL ? strrchr(server, '/') : NULL;
     if (slash != NULL) {
         snprintf(out, outlen, "%.*s/redis-cli", (int)(slash - server), server);
