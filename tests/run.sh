@@ -43,6 +43,9 @@ log() { printf '\n=== %s\n' "$*"; }
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
           libcmocka-dev valgrind binutils clang clang-format clang-tidy python3)
 PACKAGES+=(libssl-dev openssl) # TLS: the library links libssl; tests/tls/make_certs.sh runs openssl
+# clang's sanitizer and libFuzzer runtimes, which the fuzz step links: clang only recommends them
+# (through libclang-common-14-dev), and recommends are not installed.
+PACKAGES+=(libclang-rt-14-dev)
 # Sentinel tests (issue 13); the harness runs Sentinels as `redis-server --sentinel`.
 PACKAGES+=(redis-sentinel)
 # shellcheck source=tests/lib/packages.sh
