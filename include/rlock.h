@@ -246,7 +246,7 @@ RLOCK_EXPORT void rlock_options_init(rlock_options *opts);
 typedef struct rlock_client rlock_client;
 
 /* Creates a client. Copies everything it needs from *opts (NULL = defaults). Parses the URL and
- * dials one connection to check the server (AUTH, SELECT and a PING, all within
+ * dials one connection to check the server (AUTH, SELECT, a PING and INFO server, all within
  * connect_timeout_ms), so a wrong password or an unreachable server is reported here. With a
  * redis-sentinel:// URL it first asks the Sentinels in turn for the master (a Sentinel that is
  * down or answers nonsense is skipped) and checks with ROLE that the node is a master; all
@@ -254,8 +254,10 @@ typedef struct rlock_client rlock_client;
  * seeds in turn for the slot map (CLUSTER SHARDS, or CLUSTER SLOTS), then checks one master;
  * no seed answering with a map is RLOCK_ECONN naming the last failure. Starts the watchdog
  * thread and the subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or
- * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (replica_sync_aof on a server
- * older than 7.2); *out is NULL on failure. Thread-safe. */
+ * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (a server that cannot run
+ * the scripts' flags, Redis older than 7.0, named with its version in rlock_last_error(); or
+ * replica_sync_aof on a server older than 7.2); *out is NULL on failure. A user denied INFO
+ * skips the version check. Valkey (any version) is accepted. Thread-safe. */
 RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
 
 /* Stops the background threads, closes every connection and frees the client. Holds still

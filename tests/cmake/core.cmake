@@ -78,6 +78,10 @@ rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
 # The public header: error codes and log levels as enums and macros, the numeric version.
 rlock_add_test(NAME test_header SOURCES unit/test_header.c LABELS unit TIMEOUT 30)
 
+# rlock_client_new() refuses a server too old for the scripts (RLOCK_ENOTSUP naming it) and accepts
+# Redis 7.0 and Valkey: a fake server thread in the test plays each version (no redis-server).
+rlock_add_test(NAME core_server_version SOURCES core/test_server_version.c LABELS unit TIMEOUT 60)
+
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
   rlock_add_test(NAME test_harness SOURCES harness/test_harness.c LABELS redis TIMEOUT 120)
