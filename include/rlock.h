@@ -403,7 +403,9 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
  * heartbeat Redis ran (one sent before the give-up may still run when Redis answers again); until
  * then a waiting writer entry keeps new readers out, and a release may grant the lock to the
  * departed waiter (reentrant and fair locks), which then holds it no longer than
- * min(lease, waiter_timeout_ms) before the next waiter gets it.
+ * min(lease, waiter_timeout_ms) before the next waiter gets it. The thread's next lock
+ * of that handle leaves again and gives such a grant back first, so it never counts it as a
+ * re-entry.
  * Reentrant and fair locks: a release may grant the lock directly to a waiting rlock thread (no
  * attempt of its own follows; rlock_options.waiter_timeout_ms). A wait that runs out just as
  * such a grant arrives returns RLOCK_OK (the caller holds the lock, with the grant's token),

@@ -59,7 +59,10 @@ typedef struct rlk_single_ops {
      * channel or wait_begin failed (so it must cope with a missing wait_begin). The fair lock
      * registers/cancels its liveness heartbeat here and leaves the queue on give-up. wait_end
      * returns 1 when the give-up found the waiter granted the lock by a release (a->token set,
-     * a->granted_ttl too when the hold must be extended), else 0. */
+     * a->granted_ttl too when the hold must be extended), a negative error when the give-up did
+     * not reach Redis (the waiter's entries stay, and a release may still grant it the lock),
+     * else 0. With a->scratch NULL and acquired 0 it only leaves, which lock.c uses to settle a
+     * wait whose give-up failed (RLK_UNSURE_LEAVE). */
     int (*wait_begin)(rlk_acq *a);
     int (*wait_end)(rlk_acq *a, int acquired);
     /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),
@@ -89,6 +92,10 @@ typedef struct rlk_single_ops {
  * undone by a failover (Redis may count one hold more than the record). */
 #define RLK_UNSURE_RELEASE 1
 #define RLK_UNSURE_GRANT   2
+/* With RLK_UNSURE_GRANT: a wait's give-up (single->wait_end) did not reach Redis, so its grant
+ * registration may remain and a release may grant the thread the lock after the call returned.
+ * The settle leaves again first, so that no grant can follow the count it reads. */
+#define RLK_UNSURE_LEAVE 4
 
 /* Per (handle, thread) state of a hold. Only its thread changes count/token; the watchdog may
  * set lost. Linked in the handle's list under the handle mutex. */
@@ -144,8 +151,9 @@ struct rlk_acq {
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (rlk_grant in lock.c). */
     int64_t granted_ttl;
-    uint64_t token; /* out of attempt() */
-    void *scratch;  /* type-specific */
+    uint64_t token;   /* out of attempt() */
+    void *scratch;    /* type-specific */
+    int leave_failed; /* the wait's give-up did not reach Redis (rlk_wait_loop) */
 };
 
 /* Creates a handle of a single-key type (called by rlock_open()). */

@@ -164,6 +164,11 @@ rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit
 rlock_add_test(NAME core_giveup_paused SOURCES core/test_giveup_paused.c
                LABELS redis fault TIMEOUT 90)
 
+# A waiter whose give-up could not reach Redis (issue 26): a release grants the lock to the
+# departed wait; the thread's next lock takes one hold, not a re-entry, and its unlock frees the
+# lock. Reentrant and fair. ~5 s.
+rlock_add_test(NAME core_leave_lost SOURCES core/test_leave_lost.c LABELS redis fault TIMEOUT 60)
+
 # Mutual exclusion under connection faults (issue 26): every lock type with its connections
 # killed every 20-100 ms, CLIENT PAUSE and a stopped server; two independent checkers.
 if(TARGET rlock_harness)
