@@ -582,6 +582,7 @@ static const fx_kind fx_kinds[] = {
      .servers = 1,
      .replica_sync = 1,
      .open = fx_open_reentrant},
+    {.name = "fair (replica_sync)", .servers = 1, .replica_sync = 1, .open = fx_open_fair},
 };
 
 static void test_reentrant(void **state)
@@ -633,7 +634,16 @@ static void test_reentrant_replica_sync(void **state)
     fx_run_kind(&fx_kinds[7]);
 }
 
+/* The fair lock with direct grants off: its waiters attempt after a wake-up, as a replica-synced
+ * client's do. */
+static void test_fair_replica_sync(void **state)
+{
+    (void)state;
+    fx_run_kind(&fx_kinds[8]);
+}
+
 TC_MAIN(NULL, NULL, cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair),
         cmocka_unit_test(test_write), cmocka_unit_test(test_read_write),
         cmocka_unit_test(test_multi), cmocka_unit_test(test_redlock),
-        cmocka_unit_test(test_multi_mixed), cmocka_unit_test(test_reentrant_replica_sync))
+        cmocka_unit_test(test_multi_mixed), cmocka_unit_test(test_reentrant_replica_sync),
+        cmocka_unit_test(test_fair_replica_sync))
