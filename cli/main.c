@@ -21,6 +21,8 @@ static const char cli_usage[] =
     "          or a semaphore permit (at most N at once)\n"
     "  status  show who holds a lock, its queue, its TTL  (rlock status --help)\n"
     "  unlock  break a lock whoever holds it             (rlock unlock --help)\n"
+    "  elect   run a command while this host leads       (rlock elect --help)\n"
+    "  leader  show an election's leader and term        (rlock leader --help)\n"
     "\n"
     "Global options:\n"
     "  --url URL                 default $RLOCK_URL, else $REDIS_URL, else\n"
@@ -211,7 +213,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if (optind >= argc) {
-        return cli_usage_error(NULL, "missing COMMAND (run, status or unlock)");
+        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, elect or leader)");
     }
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
@@ -222,6 +224,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "status") == 0) {
         return cli_status(&g, sub_argc, sub_argv);
+    }
+    if (strcmp(cmd, "elect") == 0) {
+        return cli_elect(&g, sub_argc, sub_argv);
+    }
+    if (strcmp(cmd, "leader") == 0) {
+        return cli_leader(&g, sub_argc, sub_argv);
     }
     if (strcmp(cmd, "unlock") == 0) {
         return cli_unlock(&g, sub_argc, sub_argv);

@@ -39,7 +39,8 @@ static const char cli_run_usage[] =
     "With --semaphore N, NAME is a semaphore of N permits (set if it was never set) and at most\n"
     "N commands run at once; COMMAND gets RLOCK_NAME and RLOCK_PERMIT_ID instead.\n"
     "\n"
-    "  -k, --kind KIND              reentrant (default), fair (FIFO queue), read, write\n"
+    "  -k, --kind KIND              reentrant (default), fair (FIFO queue), read, write,\n"
+    "                               spin (polls; no pub/sub needed)\n"
     "      --semaphore N            hold one leased permit of semaphore NAME instead of a lock\n"
     "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
     "  -n, --nonblock               one attempt; do not wait\n"
@@ -52,12 +53,41 @@ static const char cli_run_usage[] =
     "      --grace DURATION         then SIGKILL to the group after this long (default 10s)\n"
     "  -q, --quiet                  no status line on a terminal while waiting, and no\n"
     "                               message when the lock was not acquired\n"
+    "      --hold-at-least DURATION a command that ends sooner leaves the lock held until\n"
+    "                               DURATION after it was taken (not with --semaphore)\n"
+    "      --once-per DURATION      at most one run per DURATION across hosts: a run that\n"
+    "                               succeeded leaves a marker for DURATION from when it took\n"
+    "                               the lock; later runs skip (exit as not acquired)\n"
+    "      --mark-on-failure        with --once-per: a failed run leaves the marker too\n"
     "\n"
     "Exit: COMMAND's status; 1 (or -E N) not acquired, nothing ran; 2 usage; 3 lock (or permit)\n"
     "lost, or its --lease ended, while COMMAND ran; 4 Redis error; 126/127 COMMAND not "
     "executable/not found; 130/143\n"
     "SIGINT/SIGTERM while waiting (the waiter left the queue). SIGINT/SIGTERM/SIGHUP/SIGQUIT\n"
     "while COMMAND runs are forwarded to it.\n";
+
+static const char cli_elect_usage[] =
+    "usage: rlock [GLOBAL] elect [OPTIONS] NAME -- COMMAND [ARG...]\n"
+    "\n"
+    "Campaigns in the election NAME (candidates take over in arrival order) and runs COMMAND\n"
+    "while this host leads, with RLOCK_NAME and RLOCK_TERM (the leader's term, larger for each\n"
+    "new leader) in its environment; a lost leadership signals COMMAND's process group as a\n"
+    "lost lock does under rlock run (exit 3). When COMMAND exits, rlock resigns and exits with\n"
+    "its status.\n"
+    "\n"
+    "      --value V                the leader's value that rlock leader shows\n"
+    "                               (default: HOSTNAME:PID)\n"
+    "  -w, --wait DURATION          give up after this long (default: wait forever)\n"
+    "  -n, --nonblock               one attempt; do not wait\n"
+    "  -E, --conflict-exit-code N   exit N instead of 1 when not elected\n"
+    "      --kill-signal SIG        sent to COMMAND's process group when leadership is lost\n"
+    "      --grace DURATION         then SIGKILL to the group after this long (default 10s)\n"
+    "  -q, --quiet                  no status line, no message when not elected\n"
+    "\n"
+    "Exit: as rlock run.\n";
+
+/* The command being parsed: "run", or "elect" (rlock run's machinery over an election). */
+static const char *cli_cmd = "run";
 
 enum { CLI_WAITING, CLI_RUNNING, CLI_DONE };
 
@@ -70,6 +100,12 @@ typedef struct cli_run_opts {
     int conflict_exit;
     int kill_signal;
     int64_t grace_ms;
+    int64_t hold_least_ms; /* --hold-at-least; 0 = none */
+    int64_t once_per_ms;   /* --once-per; 0 = none */
+    int mark_on_failure;
+    int elect;         /* rlock elect: campaign in the election NAME */
+    const char *value; /* rlock elect --value */
+    int lock_opts;     /* -k, --semaphore, --lease or a cron option was given */
     const char *name;
     char **cmd;
 } cli_run_opts;
@@ -77,6 +113,7 @@ typedef struct cli_run_opts {
 /* What rlock run holds while the command runs: a lock, or one leased permit of a semaphore. */
 typedef struct cli_guard {
     rlock *lock;
+    rlock_election *el;
     rlock_semaphore *sem;
     char permit[RLOCK_PERMIT_ID_LEN + 1]; /* the permit's id while held */
 } cli_guard;
@@ -96,6 +133,9 @@ typedef struct cli_run_state {
     atomic_llong lease_end; /* monotonic ms when a --lease ends; 0 without --lease */
     atomic_int lease_ended; /* the command was signalled because its --lease ended */
     int status_shown;       /* the status line is on screen (under mu) */
+    int64_t asked_at;       /* monotonic ms: when the acquisition began (main thread) */
+    int64_t taken_at;       /* monotonic ms: when the lock was taken (main thread) */
+    int extended;           /* --hold-at-least: the hold was extended while the command ran */
     int64_t next_status;    /* signal thread only */
 } cli_run_state;
 
@@ -114,7 +154,8 @@ static int cli_parse_kind(const char *s, rlock_kind *k)
     } kinds[] = {{"reentrant", RLOCK_REENTRANT},
                  {"fair", RLOCK_FAIR},
                  {"read", RLOCK_READ},
-                 {"write", RLOCK_WRITE}};
+                 {"write", RLOCK_WRITE},
+                 {"spin", RLOCK_SPIN}};
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(s, kinds[i].name) == 0) {
             *k = kinds[i].kind;
@@ -126,7 +167,7 @@ static int cli_parse_kind(const char *s, rlock_kind *k)
 
 static int cli_bad(const char *what, const char *value)
 {
-    cli_usage_error("run", "bad %s '%s'", what, value);
+    cli_usage_error(cli_cmd, "bad %s '%s'", what, value);
     return -1;
 }
 
@@ -160,6 +201,20 @@ static int cli_run_opt(cli_run_opts *o, int c, const char *arg)
         return o->kill_signal < 0 ? cli_bad("signal", arg) : 0;
     case 'g':
         return cli_parse_duration(arg, &o->grace_ms) ? cli_bad("grace", arg) : 0;
+    case 'H':
+        return cli_parse_duration(arg, &o->hold_least_ms) || o->hold_least_ms <= 0
+                   ? cli_bad("hold-at-least", arg)
+                   : 0;
+    case 'P':
+        return cli_parse_duration(arg, &o->once_per_ms) || o->once_per_ms <= 0
+                   ? cli_bad("once-per", arg)
+                   : 0;
+    case 'M':
+        o->mark_on_failure = 1;
+        return 0;
+    case 'V':
+        o->value = arg;
+        return 0;
     case 'h':
         return 1;
     default:
@@ -174,35 +229,51 @@ static int cli_run_operands(cli_run_opts *o, int argc, char **argv)
 {
     int i = optind;
     if (cli_dashdash_seen(argv) && (i + 1 >= argc || strcmp(argv[i + 1], "--") != 0)) {
-        return cli_usage_error("run", "missing NAME before '--'");
+        return cli_usage_error(cli_cmd, "missing NAME before '--'");
     }
     if (i >= argc) {
-        return cli_usage_error("run", "missing NAME and '-- COMMAND'");
+        return cli_usage_error(cli_cmd, "missing NAME and '-- COMMAND'");
     }
     o->name = argv[i];
     if (*o->name == '\0') {
-        return cli_usage_error("run", "empty NAME");
+        return cli_usage_error(cli_cmd, "empty NAME");
     }
     if (i + 1 >= argc) {
-        return cli_usage_error("run", "missing '-- COMMAND' after NAME");
+        return cli_usage_error(cli_cmd, "missing '-- COMMAND' after NAME");
     }
     const char *next = argv[i + 1];
     if (strcmp(next, "--") != 0) {
-        return next[0] == '-' ? cli_usage_error("run",
+        return next[0] == '-' ? cli_usage_error(cli_cmd,
                                                 "option '%s' after NAME: options go "
                                                 "before NAME",
                                                 next)
-                              : cli_usage_error("run", "missing '--' between NAME and COMMAND");
+                              : cli_usage_error(cli_cmd, "missing '--' between NAME and COMMAND");
     }
     if (i + 2 >= argc) {
-        return cli_usage_error("run", "missing COMMAND after '--'");
+        return cli_usage_error(cli_cmd, "missing COMMAND after '--'");
     }
     o->cmd = argv + i + 2;
     return 0;
 }
 
+/* The cron options' combinations; 0, or CLI_EXIT_USAGE after the error. */
+static int cli_cron_check(const cli_run_opts *o)
+{
+    if (o->permits > 0 && (o->hold_least_ms > 0 || o->once_per_ms > 0)) {
+        return cli_usage_error(cli_cmd,
+                               "--hold-at-least and --once-per take a lock, not --semaphore");
+    }
+    if (o->mark_on_failure && o->once_per_ms == 0) {
+        return cli_usage_error(cli_cmd, "--mark-on-failure needs --once-per");
+    }
+    if (o->hold_least_ms > 0 && o->lease_ms > 0 && o->hold_least_ms > o->lease_ms) {
+        return cli_usage_error(cli_cmd, "--hold-at-least is longer than --lease");
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 after --help, or CLI_EXIT_USAGE after a one-line error. */
-static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
+static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv, int elect)
 {
     static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
                                          {"semaphore", required_argument, NULL, 'S'},
@@ -213,6 +284,10 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                                          {"kill-signal", required_argument, NULL, 's'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"quiet", no_argument, NULL, 'q'},
+                                         {"hold-at-least", required_argument, NULL, 'H'},
+                                         {"once-per", required_argument, NULL, 'P'},
+                                         {"mark-on-failure", no_argument, NULL, 'M'},
+                                         {"value", required_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     *o = (cli_run_opts){.kind = RLOCK_REENTRANT,
@@ -220,7 +295,8 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
                         .lease_ms = -1,
                         .conflict_exit = CLI_EXIT_CONFLICT,
                         .kill_signal = SIGTERM,
-                        .grace_ms = 10000};
+                        .grace_ms = 10000,
+                        .elect = elect};
     int c;
     while ((c = getopt_long(argc, argv, "+:k:w:nE:qh", opts, NULL)) != -1) {
         if (c == 'q') {
@@ -228,20 +304,29 @@ static int cli_run_parse(cli_run_opts *o, cli_global *g, int argc, char **argv)
             continue;
         }
         if (c == '?' || c == ':') {
-            return cli_option_error("run", c, argv);
+            return cli_option_error(cli_cmd, c, argv);
+        }
+        o->lock_opts |= c == 'k' || c == 'S' || c == 'l' || c == 'H' || c == 'P' || c == 'M';
+        if (c == 'V' && !o->elect) {
+            return cli_usage_error(cli_cmd, "--value is rlock elect's");
         }
         int r = cli_run_opt(o, c, optarg);
         if (r != 0) {
             if (r > 0) {
-                fputs(cli_run_usage, stdout);
+                fputs(o->elect ? cli_elect_usage : cli_run_usage, stdout);
             }
             return r > 0 ? 1 : CLI_EXIT_USAGE;
         }
     }
     if (o->permits > 0 && o->kind_set) {
-        return cli_usage_error("run", "--kind and --semaphore exclude each other");
+        return cli_usage_error(cli_cmd, "--kind and --semaphore exclude each other");
     }
-    return cli_run_operands(o, argc, argv);
+    if (o->elect && o->lock_opts) {
+        return cli_usage_error(cli_cmd, "-k, --semaphore, --lease and the cron options are "
+                                        "rlock run's");
+    }
+    int r = cli_cron_check(o);
+    return r != 0 ? r : cli_run_operands(o, argc, argv);
 }
 
 /* A loss (on_lost, or the end of a --lease): signal the command's process group now, SIGKILL
@@ -435,11 +520,20 @@ static int cli_exit_status(int wstatus)
 static void cli_guard_env(const cli_run_state *st)
 {
     setenv("RLOCK_NAME", st->o->name, 1);
+    char token[24];
+    if (st->guard.el != NULL) {
+        char *v = NULL;
+        uint64_t term = 0;
+        (void)rlock_election_leader(st->guard.el, &v, &term);
+        free(v);
+        snprintf(token, sizeof(token), "%" PRIu64, term);
+        setenv("RLOCK_TERM", token, 1);
+        return;
+    }
     if (st->guard.sem != NULL) {
         setenv("RLOCK_PERMIT_ID", st->guard.permit, 1);
         return;
     }
-    char token[24];
     snprintf(token, sizeof(token), "%" PRIu64, rlock_token(st->guard.lock));
     setenv("RLOCK_TOKEN", token, 1);
 }
@@ -475,17 +569,57 @@ static void cli_stopped(pid_t pid)
     kill(-pid, SIGCONT);
 }
 
+static void cli_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* --hold-at-least: the hold has a lease of DURATION only, so that a command that ends sooner
+ * leaves it to expire then. Until that lease is about to end this polls for the command's end
+ * (its time does not matter: the lock stays held anyway); a command still running then gets its
+ * hold extended (the watchdog, or the rest of --lease). Returns 1 when the command ended, with
+ * *wstatus set. Main thread: the hold is its own. */
+static int cli_poll_child(cli_run_state *st, pid_t pid, int tty, int *wstatus)
+{
+    const cli_run_opts *o = st->o;
+    int64_t margin = o->hold_least_ms / 3 < 2000 ? o->hold_least_ms / 3 : 2000;
+    int64_t extend_at = st->asked_at + o->hold_least_ms - margin;
+    int64_t now;
+    while ((now = cli_now_ms()) < extend_at) {
+        pid_t r = waitpid(pid, wstatus, WNOHANG | (tty ? WUNTRACED : 0));
+        if (r == pid && WIFSTOPPED(*wstatus)) {
+            cli_stopped(pid);
+        } else if (r == pid) {
+            return 1;
+        } else if (r < 0 && errno != EINTR) {
+            return 0; /* The blocking wait reports it. */
+        } else {
+            cli_sleep_ms(extend_at - now < 100 ? extend_at - now : 100);
+        }
+    }
+    int64_t lease = o->lease_ms > 0 ? o->lease_ms - (now - st->asked_at) : -1;
+    int rc = lease != 0 ? cli_hold_extend(st->guard.lock, lease) : RLOCK_OK;
+    if (rc != RLOCK_OK) {
+        cli_report(o->name, rc);
+        cli_lose(st);
+    }
+    st->extended = rc == RLOCK_OK;
+    return 0;
+}
+
 /* Waits for the command; after a loss nothing of its group may run on, so what is left of it
  * gets SIGKILL once the command itself has exited. */
 static int cli_wait_child(cli_run_state *st, pid_t pid, int tty)
 {
     int wstatus = 0;
-    for (;;) {
+    int done = st->o->hold_least_ms > 0 && cli_poll_child(st, pid, tty, &wstatus);
+    while (!done) {
         pid_t r = waitpid(pid, &wstatus, tty ? WUNTRACED : 0);
         if (r == pid && WIFSTOPPED(wstatus)) {
             cli_stopped(pid);
         } else if (r >= 0 || errno != EINTR) {
-            break;
+            done = 1;
         }
     }
     if (tty) {
@@ -541,8 +675,13 @@ static int cli_run_child(cli_run_state *st, const sigset_t *old_mask, int *sig)
 static int cli_guard_take(cli_run_state *st)
 {
     cli_guard *gd = &st->guard;
+    if (gd->el != NULL) {
+        return rlock_election_campaign(gd->el, st->o->value, st->o->wait_ms);
+    }
     if (gd->sem == NULL) {
-        return rlock_try_lock(gd->lock, st->o->wait_ms, st->o->lease_ms);
+        /* --hold-at-least: a lease of that long, extended if the command outlasts it. */
+        int64_t lease = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
+        return rlock_try_lock(gd->lock, st->o->wait_ms, lease);
     }
     int rc = rlock_semaphore_try_set_permits(gd->sem, st->o->permits);
     if (rc < 0) {
@@ -557,11 +696,11 @@ static int cli_guard_take(cli_run_state *st)
  * most one reply earlier, or later for a grant that the waiter's client extends). */
 static int cli_guard_acquire(cli_run_state *st)
 {
-    int64_t t0 = cli_now_ms();
+    st->asked_at = cli_now_ms();
     int rc = cli_guard_take(st);
+    st->taken_at = st->o->wait_ms == 0 ? st->asked_at : cli_now_ms();
     if (rc == RLOCK_OK && st->o->lease_ms > 0) {
-        int64_t from = st->o->wait_ms == 0 ? t0 : cli_now_ms();
-        atomic_store(&st->lease_end, from + st->o->lease_ms);
+        atomic_store(&st->lease_end, st->taken_at + st->o->lease_ms);
     }
     return rc;
 }
@@ -569,8 +708,57 @@ static int cli_guard_acquire(cli_run_state *st)
 static int cli_guard_release(cli_run_state *st)
 {
     cli_guard *gd = &st->guard;
+    if (gd->el != NULL) {
+        return rlock_election_resign(gd->el);
+    }
     return gd->sem != NULL ? rlock_semaphore_release_leased(gd->sem, gd->permit)
                            : rlock_unlock(gd->lock);
+}
+
+/* --once-per: a marker left by a run within the period means this run is skipped (the lock,
+ * taken to look, is released). Returns -1 to go on, or rlock run's exit status. */
+static int cli_once_skip(cli_run_state *st)
+{
+    const cli_run_opts *o = st->o;
+    int m = o->once_per_ms > 0 ? cli_once_marked(st->client, o->name) : 0;
+    if (m == 0) {
+        return -1;
+    }
+    (void)cli_guard_release(st);
+    if (m < 0) {
+        cli_report(o->name, m);
+        return CLI_EXIT_ERROR;
+    }
+    if (!st->g->quiet && o->conflict_exit != 0) {
+        fprintf(stderr, "rlock: %s: already ran within the --once-per period; skipped\n", o->name);
+    }
+    return o->conflict_exit;
+}
+
+/* After the command ran (wstatus >= 0): --once-per's marker is set while the lock is still held,
+ * so that no other host runs in between; then the lock is released, except that
+ * --hold-at-least leaves a command that ended sooner its hold until DURATION after it was taken
+ * (a re-entry makes sure the lease reaches that far) and holds an extended one until then. */
+static int cli_guard_finish(cli_run_state *st, int wstatus)
+{
+    const cli_run_opts *o = st->o;
+    int ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (o->once_per_ms > 0 && !atomic_load(&st->lost) && (ok || o->mark_on_failure)) {
+        int64_t ttl = st->taken_at + o->once_per_ms - cli_now_ms();
+        int r = ttl > 0 ? cli_once_mark(st->client, o->name, ttl) : RLOCK_OK;
+        if (r != RLOCK_OK) {
+            cli_report(o->name, r);
+        }
+    }
+    int64_t left = st->taken_at + o->hold_least_ms - cli_now_ms();
+    if (o->hold_least_ms > 0 && !atomic_load(&st->lost) && left > 0) {
+        if (!st->extended) {
+            int r = rlock_try_lock(st->guard.lock, 0, left);
+            return r == RLOCK_OK && rlock_hold_count(st->guard.lock) > 0 ? RLOCK_OK : RLOCK_ELOST;
+        }
+        cli_sleep_ms(left);
+    }
+    return cli_guard_release(st);
 }
 
 /* Acquired (or not), ran (or not): the exit status of rlock run. */
@@ -595,15 +783,21 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
         cli_report(st->o->name, rc);
         return CLI_EXIT_ERROR;
     }
+    int skip = cli_once_skip(st);
+    if (skip >= 0) {
+        return skip;
+    }
     int wstatus = cli_run_child(st, old_mask, &sig);
-    rc = cli_guard_release(st);
+    rc = wstatus >= 0 ? cli_guard_finish(st, wstatus) : cli_guard_release(st);
     if (wstatus == -1) {
         return 128 + sig;
     }
     if (wstatus == -2) {
         return CLI_EXIT_ERROR;
     }
-    const char *what = st->guard.sem != NULL ? "permit" : "lock";
+    const char *what = st->guard.el != NULL    ? "leadership"
+                       : st->guard.sem != NULL ? "permit"
+                                               : "lock";
     if (atomic_load(&st->lease_ended)) {
         fprintf(stderr,
                 "rlock: %s: the %s's --lease ended while the command ran; it was sent "
@@ -629,11 +823,43 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
     return cli_exit_status(wstatus);
 }
 
-int cli_run(const cli_global *g0, int argc, char **argv)
+/* Opens what NAME guards: an election, a semaphore or a lock. 0, or -1 after the error. */
+static int cli_guard_open(cli_run_state *st)
+{
+    const cli_run_opts *o = st->o;
+    if (o->elect) {
+        st->guard.el = rlock_election_open(st->client, o->name);
+    } else if (o->permits > 0) {
+        st->guard.sem = rlock_semaphore_open(st->client, o->name);
+    } else {
+        st->guard.lock = rlock_open(st->client, o->kind, o->name);
+    }
+    if (st->guard.lock == NULL && st->guard.sem == NULL && st->guard.el == NULL) {
+        cli_report(o->name, RLOCK_EINVAL);
+        return -1;
+    }
+    return 0;
+}
+
+static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect);
+
+int cli_run(const cli_global *g, int argc, char **argv)
+{
+    return cli_run_mode(g, argc, argv, 0);
+}
+
+int cli_elect(const cli_global *g, int argc, char **argv)
+{
+    cli_cmd = "elect";
+    return cli_run_mode(g, argc, argv, 1);
+}
+
+static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect)
 {
     cli_global g = *g0;
     cli_run_opts o;
-    int r = cli_run_parse(&o, &g, argc, argv);
+    char value[300];
+    int r = cli_run_parse(&o, &g, argc, argv, elect);
     if (r != 0) {
         return r == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
@@ -649,13 +875,13 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     if (st.client == NULL) {
         return status;
     }
-    if (o.permits > 0) {
-        st.guard.sem = rlock_semaphore_open(st.client, o.name);
-    } else {
-        st.guard.lock = rlock_open(st.client, o.kind, o.name);
+    if (elect && o.value == NULL) {
+        char host[256] = "";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(value, sizeof(value), "%s:%ld", host, (long)getpid());
+        o.value = value;
     }
-    if (st.guard.lock == NULL && st.guard.sem == NULL) {
-        cli_report(o.name, RLOCK_EINVAL);
+    if (cli_guard_open(&st) != 0) {
         rlock_client_free(st.client);
         return CLI_EXIT_ERROR;
     }
@@ -669,6 +895,7 @@ int cli_run(const cli_global *g0, int argc, char **argv)
     pthread_join(th, NULL);
     rlock_free(st.guard.lock);
     rlock_semaphore_free(st.guard.sem);
+    rlock_election_free(st.guard.el);
     rlock_client_free(st.client);
     pthread_mutex_destroy(&st.mu);
     return status;

@@ -246,7 +246,7 @@ RLOCK_EXPORT void rlock_options_init(rlock_options *opts);
 typedef struct rlock_client rlock_client;
 
 /* Creates a client. Copies everything it needs from *opts (NULL = defaults). Parses the URL and
- * dials one connection to check the server (AUTH, SELECT and a PING, all within
+ * dials one connection to check the server (AUTH, SELECT, a PING and INFO server, all within
  * connect_timeout_ms), so a wrong password or an unreachable server is reported here. With a
  * redis-sentinel:// URL it first asks the Sentinels in turn for the master (a Sentinel that is
  * down or answers nonsense is skipped) and checks with ROLE that the node is a master; all
@@ -254,8 +254,10 @@ typedef struct rlock_client rlock_client;
  * seeds in turn for the slot map (CLUSTER SHARDS, or CLUSTER SLOTS), then checks one master;
  * no seed answering with a map is RLOCK_ECONN naming the last failure. Starts the watchdog
  * thread and the subscriber. Returns RLOCK_OK and sets *out, or RLOCK_EINVAL (bad URL or
- * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (replica_sync_aof on a server
- * older than 7.2); *out is NULL on failure. Thread-safe. */
+ * option), RLOCK_ECONN, RLOCK_EAUTH, RLOCK_ENOMEM, RLOCK_ENOTSUP (a server that cannot run
+ * the scripts' flags, Redis older than 7.0, named with its version in rlock_last_error(); or
+ * replica_sync_aof on a server older than 7.2); *out is NULL on failure. A user denied INFO
+ * skips the version check. Valkey (any version) is accepted. Thread-safe. */
 RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out);
 
 /* Stops the background threads, closes every connection and frees the client. Holds still
@@ -293,7 +295,17 @@ typedef enum rlock_kind {
     RLOCK_REENTRANT = 0, /* Redisson RLock: hash at name, owner -> hold count */
     RLOCK_FAIR = 1,      /* Redisson RFairLock: strict FIFO hand-off to waiters */
     RLOCK_READ = 2,      /* the read side of the read-write lock called name */
-    RLOCK_WRITE = 3      /* the write side of the read-write lock called name */
+    RLOCK_WRITE = 3,     /* the write side of the read-write lock called name */
+    /* Redisson RSpinLock: the reentrant lock's data (the two exclude each other on one name),
+     * but a waiter polls instead of subscribing, for deployments where pub/sub is refused (an
+     * ACL without subscribe, proxies such as twemproxy). The pause between attempts follows
+     * Redisson's default exponential back-off: 1 ms, then doubled plus a random 0 .. n-1 ms
+     * after the n-th busy attempt, at most 128 ms; so a release is noticed within 128 ms (plus
+     * a round trip). A release still publishes Redisson's unlock message (through pcall, so a
+     * user without publish releases too), which wakes reentrant waiters; a release by
+     * Redisson's own RSpinLock publishes nothing, and such waiters then wake when their wait
+     * bound (the lease) runs out. */
+    RLOCK_SPIN = 4
 } rlock_kind;
 
 typedef struct rlock rlock;
@@ -391,7 +403,9 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms);
  * heartbeat Redis ran (one sent before the give-up may still run when Redis answers again); until
  * then a waiting writer entry keeps new readers out, and a release may grant the lock to the
  * departed waiter (reentrant and fair locks), which then holds it no longer than
- * min(lease, waiter_timeout_ms) before the next waiter gets it.
+ * min(lease, waiter_timeout_ms) before the next waiter gets it. The thread's next lock
+ * of that handle leaves again and gives such a grant back first, so it never counts it as a
+ * re-entry.
  * Reentrant and fair locks: a release may grant the lock directly to a waiting rlock thread (no
  * attempt of its own follows; rlock_options.waiter_timeout_ms). A wait that runs out just as
  * such a grant arrives returns RLOCK_OK (the caller holds the lock, with the grant's token),
@@ -649,6 +663,56 @@ RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
  * woken by it (as Redisson's are not). Returns 1 deleted, 0 the latch was not counting, or a
  * negative error. A lost reply is resent and applied once, as rlock_latch_count_down(). */
 RLOCK_EXPORT int rlock_latch_delete(rlock_latch *latch);
+
+/* ---------------------------------------------------------------------------------------------
+ * Leader election: one active instance among many, with a term every follower can see. Built on
+ * the fair lock called name (candidates queue in arrival order; rlock status shows it), so the
+ * term is that lock's fencing token and strictly increases from leader to leader. The leader's
+ * value and term are kept in "{name}:rlock_election" (a hash; "name:rlock_election" for a name
+ * with a hash tag), and each new leader publishes on rlock_election:{name}: a least-privilege
+ * ACL (README) adds ~rlock_election:{app:* and &rlock_election:{app:* for them.
+ * Leadership belongs to the thread that campaigned, as a lock hold does.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct rlock_election rlock_election;
+
+/* Opens a handle on the election called name (the rules of rlock_open()). Does not touch Redis.
+ * NULL + last error on failure. */
+RLOCK_EXPORT rlock_election *rlock_election_open(rlock_client *client, const char *name);
+
+/* Waits up to wait_ms (as rlock_try_lock()) to become the leader, then records value (copied, at
+ * most 64 KiB; "" allowed) as the leader's and wakes every observer. The hold is kept by the
+ * watchdog: a leader whose renewals fail (its process paused past the watchdog timeout, a
+ * failover that lost the hold) stops being the leader, on_lost is called with the election's
+ * name, and the next candidate in line takes over with a higher term. A leader that campaigns
+ * again only replaces its value. Returns RLOCK_OK (leader), RLOCK_ETIMEDOUT, RLOCK_EINVAL,
+ * RLOCK_ELOST (the hold ran out before it was recorded), or an error as rlock_try_lock(). */
+RLOCK_EXPORT int rlock_election_campaign(rlock_election *e, const char *value, int64_t wait_ms);
+
+/* The current leader: 1 with *value (malloc()ed; free it with free()) and *term while a leader
+ * holds; 0 when none does (*value NULL, *term the last leader's term, 0 if there never was one);
+ * or a negative error (*value NULL). term may be NULL. */
+RLOCK_EXPORT int rlock_election_leader(rlock_election *e, char **value, uint64_t *term);
+
+/* As rlock_election_leader(), and *since_ms (when not NULL) is when the current leader's term
+ * began, in milliseconds since the Unix epoch on the Redis server's clock (0 when none leads). */
+RLOCK_EXPORT int rlock_election_leader_since(rlock_election *e, char **value, uint64_t *term,
+                                             int64_t *since_ms);
+
+/* Waits until a leader with a term after after_term has been elected (woken by that leader's
+ * message; not polling), or wait_ms passed (as rlock_try_lock(); 0 = look once). Returns
+ * RLOCK_OK, RLOCK_ETIMEDOUT, or a negative error. Pass the term rlock_election_leader() gave to
+ * wait for the next leader. */
+RLOCK_EXPORT int rlock_election_observe(rlock_election *e, uint64_t after_term, int64_t wait_ms);
+
+/* Gives up the calling thread's leadership: its value is taken out of the record (the term
+ * stays), the fair lock is released and the next candidate in line becomes the leader. Returns
+ * RLOCK_OK, RLOCK_ENOTOWNER (the thread does not lead), RLOCK_ELOST (its hold had run out), or
+ * an error as rlock_unlock(). */
+RLOCK_EXPORT int rlock_election_resign(rlock_election *e);
+
+/* Frees the handle. A leadership it still holds is not renewed any more and ends when its lease
+ * runs out. NULL is a no-op. */
+RLOCK_EXPORT void rlock_election_free(rlock_election *e);
 
 /* ---------------------------------------------------------------------------------------------
  * Inspection and interruption (operators' tools, such as the `rlock` command).

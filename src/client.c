@@ -134,11 +134,11 @@ static int rlk_client_pubsub_mode(rlock_client *c, rlk_conn *conn)
     return r;
 }
 
-/* Dials one connection and PINGs the server, so that a wrong URL, password or db, and a server
- * that accepts connections but does not answer (stopped, overloaded), are reported by
- * rlock_client_new() rather than by the first lock call. A TCP connect alone proves little: the
- * kernel completes it even for a SIGSTOPped server. Dial and PING together are bounded by
- * connect_timeout_ms, as the header promises; the connection then joins the pool. */
+/* Dials one connection and PINGs the server, so that a wrong URL, password or db, a server
+ * that accepts connections but does not answer (stopped, overloaded), and one too old for the
+ * scripts, are reported by rlock_client_new() rather than by the first lock call. A TCP connect
+ * alone proves little: the kernel completes it even for a SIGSTOPped server. Dial and PING together
+ * are bounded by connect_timeout_ms, as the header promises; the connection then joins the pool. */
 static int rlk_client_probe(rlock_client *c)
 {
     int64_t deadline = rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms);
@@ -157,6 +157,7 @@ static int rlk_client_probe(rlock_client *c)
         r = rlk_err(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "PING refused by Redis: %s", rep->str);
     }
     freeReplyObject(rep);
+    r = r ? r : rlk_client_check_version(c, conn);
     r = r ? r : rlk_client_pubsub_mode(c, conn);
     r = r ? r : rlk_replica_init(c, conn);
     r = r ? r : rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);

@@ -89,6 +89,11 @@ size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf);
 /* Sends a formatted message to the user's log_fn if level is enabled. */
 void rlk_log(const rlock_client *c, int level, const char *fmt, ...) RLK_PRINTF(3, 4);
 
+/* Reads INFO server on conn (client_version.c): RLOCK_ENOTSUP naming the server and its version
+ * when it cannot run script flags (Redis < 7.0); RLOCK_OK when it can, or when INFO is denied
+ * (logged at INFO). A connection error is returned as it is. */
+int rlk_client_check_version(rlock_client *c, struct rlk_conn *conn);
+
 /* Reference counting: a handle keeps its client's memory alive after rlock_client_free(). */
 void rlk_client_ref(rlock_client *c);
 void rlk_client_unref(rlock_client *c);

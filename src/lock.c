@@ -434,12 +434,13 @@ static int rlk_settle_before_lock(rlock *l, uint64_t tid)
 }
 
 /* Marks that the thread's last attempt may have been granted unseen (its reply was lost, or the
- * give-back of an unsynced grant may have failed), for rlk_settle_grant() to settle next time. */
+ * give-back of an unsynced grant may have failed), or that a release may still grant it to the
+ * wait whose give-up failed, for rlk_settle_grant() to settle next time. */
 static void rlk_mark_grant_unsure(rlk_acq *a)
 {
     rlk_hold *h = rlk_hold_get(a->lock, a->tid, 1);
     if (h != NULL) {
-        h->unsure |= RLK_UNSURE_GRANT;
+        h->unsure |= RLK_UNSURE_GRANT | (a->leave_failed ? RLK_UNSURE_LEAVE : 0);
     }
 }
 
@@ -476,12 +477,12 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
     a.confirms = rlk_pubsub_confirms(l->client->pubsub);
     r = rlk_keep_synced(&a, l->single->attempt(&a));
     if (r == 0 && wait_ms != 0) {
-        r = rlk_wait_loop(&a, deadline);
+        r = l->single->wait != NULL ? l->single->wait(&a, deadline) : rlk_wait_loop(&a, deadline);
     }
     if (r == 1) {
         return rlk_grant(&a, lease_ms < 0);
     }
-    if (r == RLOCK_ECONN || r == RLOCK_EREPLICA) {
+    if (r == RLOCK_ECONN || r == RLOCK_EREPLICA || (r != 1 && a.leave_failed)) {
         rlk_mark_grant_unsure(&a);
     }
     if (r == 0) {
@@ -495,6 +496,35 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
 
 static int rlk_field_count(rlk_acq *a);
 
+/* Leaves the queues of a wait whose give-up did not reach Redis (RLK_UNSURE_LEAVE): it removes
+ * the wait's grant registration, so no release can grant the lock to that wait after the count
+ * that rlk_settle_grant() then reads. Bounded by command_timeout_ms when the call has no bound of
+ * its own (an unlock, a lock without a wait limit). */
+static int rlk_settle_leave(rlk_acq *a, rlk_hold *h)
+{
+    int r = RLOCK_OK;
+    if ((h->unsure & RLK_UNSURE_LEAVE) && a->lock->single->wait_end != NULL) {
+        int64_t bound = rlk_pool_bound_get();
+        int64_t saved =
+            bound != 0
+                ? 0
+                : rlk_pool_bound(rlk_add_sat(rlk_now_ms(), a->client->opts.command_timeout_ms));
+        a->may_queue = 1;
+        r = a->lock->single->wait_end(a, 0);
+        a->may_queue = 0;
+        a->token = 0;
+        a->granted_ttl = 0;
+        if (bound == 0) {
+            rlk_pool_bound_restore(saved);
+        }
+    }
+    if (r < 0) {
+        return r;
+    }
+    h->unsure &= (unsigned char)~RLK_UNSURE_LEAVE;
+    return RLOCK_OK;
+}
+
 /* Settles an attempt whose outcome was unknown (RLK_UNSURE_GRANT): when Redis counts more holds
  * of the thread's field than the record does, that attempt was granted and its reply lost, or a
  * release that fewer replicas acknowledged was undone by a failover. The thread does not count
@@ -503,6 +533,10 @@ static int rlk_field_count(rlk_acq *a);
  * keeping a hold nobody will release. Returns RLOCK_OK (the mark cleared) or a negative error. */
 static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
 {
+    int left = rlk_settle_leave(a, h);
+    if (left != RLOCK_OK) {
+        return left;
+    }
     int n = rlk_field_count(a);
     if (n < 0) {
         return n;

@@ -59,7 +59,10 @@ typedef struct rlk_single_ops {
      * channel or wait_begin failed (so it must cope with a missing wait_begin). The fair lock
      * registers/cancels its liveness heartbeat here and leaves the queue on give-up. wait_end
      * returns 1 when the give-up found the waiter granted the lock by a release (a->token set,
-     * a->granted_ttl too when the hold must be extended), else 0. */
+     * a->granted_ttl too when the hold must be extended), a negative error when the give-up did
+     * not reach Redis (the waiter's entries stay, and a release may still grant it the lock),
+     * else 0. With a->scratch NULL and acquired 0 it only leaves, which lock.c uses to settle a
+     * wait whose give-up failed (RLK_UNSURE_LEAVE). */
     int (*wait_begin)(rlk_acq *a);
     int (*wait_end)(rlk_acq *a, int acquired);
     /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),
@@ -77,6 +80,9 @@ typedef struct rlk_single_ops {
      * decodes its reply (a non-error reply) exactly as attempt() does, with the same results. */
     int (*attempt_format)(rlk_acq *a, char **cmd, size_t *len);
     int (*attempt_reply)(rlk_acq *a, redisReply *r);
+    /* Optional: the wait after a busy first attempt, in place of rlk_wait_loop() (same results);
+     * the spin lock polls here instead of subscribing, and channel may then be NULL. */
+    int (*wait)(rlk_acq *a, int64_t deadline);
 } rlk_single_ops;
 
 #define RLK_NOT_HELD 2
@@ -86,6 +92,10 @@ typedef struct rlk_single_ops {
  * undone by a failover (Redis may count one hold more than the record). */
 #define RLK_UNSURE_RELEASE 1
 #define RLK_UNSURE_GRANT   2
+/* With RLK_UNSURE_GRANT: a wait's give-up (single->wait_end) did not reach Redis, so its grant
+ * registration may remain and a release may grant the thread the lock after the call returned.
+ * The settle leaves again first, so that no grant can follow the count it reads. */
+#define RLK_UNSURE_LEAVE 4
 
 /* Per (handle, thread) state of a hold. Only its thread changes count/token; the watchdog may
  * set lost. Linked in the handle's list under the handle mutex. */
@@ -141,8 +151,9 @@ struct rlk_acq {
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (rlk_grant in lock.c). */
     int64_t granted_ttl;
-    uint64_t token; /* out of attempt() */
-    void *scratch;  /* type-specific */
+    uint64_t token;   /* out of attempt() */
+    void *scratch;    /* type-specific */
+    int leave_failed; /* the wait's give-up did not reach Redis (rlk_wait_loop) */
 };
 
 /* Creates a handle of a single-key type (called by rlock_open()). */
@@ -171,6 +182,14 @@ uint64_t rlk_wait_id_next(void);
 /* Waits for wake-ups and re-attempts until acquired (1), the deadline passes (0) or an error
  * (lock_wait.c). a has had its first attempt, which found the lock busy. */
 int rlk_wait_loop(rlk_acq *a, int64_t deadline);
+/* The outcome r of a waiter's attempt, after the recovery every wait shares (lock_wait.c): a
+ * connection error or an unsynced grant is retried while the wait lasts (sub and armed: the wait
+ * loop's subscription and armed attempt, NULL for a wait without them). Returns a grant (1),
+ * busy (0) or the error that ends the wait. */
+int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline);
+/* The spin lock's wait (lock_spin.c): attempts after pauses of Redisson's exponential back-off
+ * until acquired (1), the deadline passes (0) or an error; no subscription. */
+int rlk_spin_wait(rlk_acq *a, int64_t deadline);
 /* A grant (r == 1) stays only when its replicas acknowledged it; otherwise it is given back and
  * RLOCK_EREPLICA returned. Any other r is returned as it is. */
 int rlk_keep_synced(rlk_acq *a, int r);
@@ -222,6 +241,7 @@ void rlk_hold_forget_all(rlock *l);
 
 /* Lock-type constructors, one per source file. */
 rlock *rlk_reentrant_open(rlock_client *c, const char *name);
+rlock *rlk_spin_open(rlock_client *c, const char *name);
 rlock *rlk_fair_open(rlock_client *c, const char *name);
 rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name);
 

@@ -218,7 +218,7 @@ static int fair_attempt_done(rlk_acq *a, redisReply *r)
  * it succeeds, the lock call's bound passes (rlk_pool_bound: its wait plus command_timeout_ms),
  * or the entry must have expired on its own: waiter_timeout_ms after the last heartbeat, which
  * has stopped before this is called. Returns 1 when the waiter turned out to be
- * granted the lock (rlk_leave_granted), else 0. */
+ * granted the lock (rlk_leave_granted), 0 when it left, or the error of a leave that failed. */
 static int fair_leave(rlk_acq *a)
 {
     rlk_args keys;
@@ -247,7 +247,7 @@ static int fair_leave(rlk_acq *a)
                     "fair lock '%s': could not leave the queue (%s); "
                     "the entry expires after waiter_timeout_ms",
                     a->lock->name, rlock_last_error());
-            return 0;
+            return rc;
         }
         int64_t left = bound != 0 ? bound - now : nap;
         left = left < nap ? left : nap;

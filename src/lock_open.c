@@ -27,6 +27,8 @@ RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char
     case RLOCK_READ:
     case RLOCK_WRITE:
         return rlk_rw_open(client, kind, name);
+    case RLOCK_SPIN:
+        return rlk_spin_open(client, name);
     }
     rlk_err(RLOCK_EINVAL, "unknown lock kind %d", (int)kind);
     return NULL;

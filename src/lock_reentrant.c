@@ -221,7 +221,8 @@ static int reentrant_wait_begin(rlk_acq *a)
 /* Ends a wait on every way out: the heartbeat stops before the zset entry goes, so it cannot be
  * put back afterwards; a waiter that gives up leaves the zset and passes on a wake-up it may
  * have been named for. A grant already took the waiter out of the zset; a grant that came as
- * the waiter gave up is reported (1) for the wait loop to keep or pass on. */
+ * the waiter gave up is reported (1) for the wait loop to keep or pass on; a leave that failed
+ * reports its error. */
 static int reentrant_wait_end(rlk_acq *a, int acquired)
 {
     reentrant_wait *w = a->scratch;
@@ -245,10 +246,11 @@ static int reentrant_wait_end(rlk_acq *a, int acquired)
     rlk_args_add(&keys, n.token.p, n.token.len);
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
-    int granted = 0;
-    /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
-    if (rlk_script(a->client, RLK_SCRIPT_LOCK_WAITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &rep) ==
-        RLOCK_OK) {
+    /* On failure the entry expires after waiter_timeout_ms without heartbeats; until then a
+     * release may grant this thread the lock, which its next lock or unlock settles (lock.c). */
+    int granted =
+        rlk_script(a->client, RLK_SCRIPT_LOCK_WAITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &rep);
+    if (granted == RLOCK_OK) {
         granted = rlk_leave_granted(a, rep);
         freeReplyObject(rep);
     }
@@ -311,4 +313,26 @@ static const rlk_lock_ops reentrant_ops = {
 rlock *rlk_reentrant_open(rlock_client *c, const char *name)
 {
     return rlk_single_new(c, RLOCK_REENTRANT, name, &reentrant_ops, &reentrant_single);
+}
+
+/* The spin lock's attempt: the reentrant lock's, but never recorded as a waiter (it listens to
+ * nothing, so a release must not name it) and never registering a grant. */
+static int reentrant_spin_attempt(rlk_acq *a)
+{
+    a->may_queue = 0;
+    return reentrant_attempt(a);
+}
+
+/* RLOCK_SPIN: the reentrant lock's data, attempts and releases (a release still wakes the
+ * reentrant lock's waiters on the same name), and a wait that polls (lock_spin.c). */
+static const rlk_single_ops reentrant_spin_single = {
+    .attempt = reentrant_spin_attempt,
+    .release = reentrant_release,
+    .renew = &reentrant_renew,
+    .wait = rlk_spin_wait,
+};
+
+rlock *rlk_spin_open(rlock_client *c, const char *name)
+{
+    return rlk_single_new(c, RLOCK_SPIN, name, &reentrant_ops, &reentrant_spin_single);
 }

@@ -252,12 +252,13 @@ static int rw_write_wait_end(rlk_acq *a, int acquired)
     rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
-    /* On failure the entry simply expires after waiter_timeout_ms without heartbeats. */
-    if (rlk_script(a->client, RLK_SCRIPT_RW_WRITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r) ==
-        RLOCK_OK) {
+    /* On failure the entry expires after waiter_timeout_ms without heartbeats, or when the
+     * thread's next lock or unlock leaves again (lock.c). */
+    int rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
+    if (rc == RLOCK_OK) {
         freeReplyObject(r);
     }
-    return 0;
+    return rc;
 }
 
 /* Maps the -1/0/1 reply of both release scripts onto the rlk_single_ops contract. */

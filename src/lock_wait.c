@@ -162,7 +162,7 @@ static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
  * (rlk_wait_rewait), then attempts again; the subscriber meanwhile reconnects and its new
  * SUBSCRIBE confirmation wakes the wait. Returns the outcome to go on with: a grant, busy (0),
  * or the error that ends the wait. */
-static int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
+int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
 {
     int64_t pause = 0;
     if (r == 1 && rlk_sync_target(a->client) > 0) {
@@ -258,8 +258,16 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     }
     rlk_armed_end_wait(ps, sub, armed);
     rlk_armed_free(armed);
-    if (l->single->wait_end != NULL && l->single->wait_end(a, r == 1) == 1) {
+    char saved[256];
+    snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+    int left = l->single->wait_end != NULL ? l->single->wait_end(a, r == 1) : 0;
+    if (left == 1) {
         r = rlk_wait_granted_late(a, r);
+    } else if (left < 0) {
+        /* The call reports why its wait ended, not the give-up's failure, which the thread's
+         * next lock or unlock settles (RLK_UNSURE_LEAVE, lock.c). */
+        a->leave_failed = 1;
+        rlk_err_restore(saved);
     }
     rlk_sub_leave(ps, sub);
     return r;

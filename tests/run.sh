@@ -22,6 +22,9 @@
 #   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
 #   RLOCK_SKIP_JAVA=1                  skip the Maven build of the Redisson peer (the tests
 #                                      labelled `redisson` then skip)
+#   RLOCK_VALKEY=1                     the valkey step (after the plain variant, when it ran): a set of
+#                                      the Redis-facing tests (RLOCK_VALKEY_TESTS, a ctest -R regex)
+#                                      from build/plain again, on valkey-server; 0 skips it
 #
 # Keeps going after a failure; the last line of output is exactly
 # "N passed, N failed" (tests counted from ctest's summaries; a failed
@@ -42,6 +45,9 @@ log() { printf '\n=== %s\n' "$*"; }
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
           libcmocka-dev valgrind binutils clang clang-format clang-tidy python3)
 PACKAGES+=(libssl-dev openssl) # TLS: the library links libssl; tests/tls/make_certs.sh runs openssl
+# clang's sanitizer and libFuzzer runtimes, which the fuzz step links: clang only recommends them
+# (through libclang-common-14-dev), and recommends are not installed.
+PACKAGES+=(libclang-rt-14-dev)
 # Sentinel tests (issue 13); the harness runs Sentinels as `redis-server --sentinel`.
 PACKAGES+=(redis-sentinel)
 # The Redisson peer of the compat tests (tests/compat/java, built by build_redisson_peer).
@@ -49,6 +55,10 @@ PACKAGES+=(openjdk-17-jdk-headless maven)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"
+# Valkey 8 for the valkey step, from bookworm-backports (added to apt's sources when missing). Its
+# absence fails that step only.
+rlock_enable_backports && rlock_install_packages valkey-server valkey-sentinel ||
+    echo "valkey-server could not be installed: the valkey step will fail" >&2
 
 # ---------------------------------------------------------------------------
 # 2. Sanitizer runtime options.
@@ -196,6 +206,28 @@ build_redisson_peer() {
     record "java/build" 1 0 "($(( $(date +%s) - t0 ))s)"
 }
 
+# The valkey step: RLOCK_VALKEY_TESTS from the plain build with RLOCK_REDIS_SERVER=valkey-server,
+# so every harness server is a Valkey (Sentinels `valkey-server --sentinel`, clusters made with
+# valkey-cli). The default set takes about 4 minutes: one or a few representative tests of each
+# suite, not the long failover stress tests (CONTRIBUTING, "Test variants").
+VALKEY_TESTS_DEFAULT='^(core_client|core_scripts|core_errors|core_subscriber|core_armed|core_acl_minimal'
+VALKEY_TESTS_DEFAULT+='|test_reentrant_(basic|stress|fencing|waiting)|test_fair_(order|grant|compat)'
+VALKEY_TESTS_DEFAULT+='|test_rw_(scenarios|wake)|test_multi|test_redlock|test_sem_(basic|stress|compat)|test_latch_procs'
+VALKEY_TESTS_DEFAULT+='|test_redisson_compat|test_redisson_compat_cluster|test_cli_accept|test_tls'
+VALKEY_TESTS_DEFAULT+='|test_reentrant_basic_tls|test_sentinel_discovery|test_sentinel_switch|test_replica_sync'
+VALKEY_TESTS_DEFAULT+='|test_cluster_(routing|pubsub|redirect|tls))$'
+run_valkey() {
+    local dir="$ROOT/build/plain" server
+    server=$(command -v valkey-server || true)
+    if [ -z "$server" ]; then
+        record "valkey" 0 1 "no valkey-server (apt: bookworm-backports)"
+        return
+    fi
+    local -x RLOCK_REDIS_SERVER=$server
+    log "valkey: $("$server" --version)"
+    run_ctest "valkey" "$dir" -R "${RLOCK_VALKEY_TESTS:-$VALKEY_TESTS_DEFAULT}" -LE 'unit|memcheck'
+}
+
 # run_lint: tests/lint.sh prints "lint/<step>: N passed, N failed" per step (files checked).
 run_lint() {
     local out
@@ -220,6 +252,7 @@ START=$(date +%s)
 for v in $VARIANTS; do
     [ "$v" = plain ] && build_redisson_peer
     run_variant "$v"
+    [ "$v" != plain ] || [ "${RLOCK_VALKEY:-1}" = 0 ] || run_valkey
 done
 run_fuzz
 

@@ -205,10 +205,19 @@ static const char *on_terminal(const char *const *argv, const char *input)
     size_t n = 0;
     struct pollfd p = {.fd = m, .events = POLLIN};
     int64_t end = rh_now_ms() + 20000;
-    while (n + 1 < sizeof(out) && rh_now_ms() < end && poll(&p, 1, 100) >= 0) {
-        ssize_t k = (p.revents & (POLLIN | POLLHUP)) ? read(m, out + n, sizeof(out) - 1 - n) : 0;
-        if (k < 0 || (p.revents & POLLHUP)) {
-            break; /* The last writer closed the terminal: everything was read. */
+    while (n + 1 < sizeof(out) && rh_now_ms() < end) {
+        int ready = poll(&p, 1, 100);
+        if (ready < 0) {
+            break;
+        }
+        if (ready == 0) {
+            continue;
+        }
+        /* POLLHUP may come with the last output still unread: read until the terminal, drained
+         * after its last writer closed it, answers EIO (or 0). */
+        ssize_t k = read(m, out + n, sizeof(out) - 1 - n);
+        if (k <= 0) {
+            break;
         }
         n += (size_t)k;
     }

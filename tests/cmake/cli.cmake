@@ -32,3 +32,11 @@ if(TARGET rlock_cli)
                  FIXTURES_REQUIRED tls_certs)
   add_dependencies(test_cli_tls rlock_cli)
 endif()
+
+# Issue 32 recipes in rlock run: -k spin for a user without subscribe; --hold-at-least and
+# --once-per with two hosts simulated by two rlock processes.
+if(TARGET rlock_cli)
+  rlock_add_test(NAME test_cli_recipes SOURCES cli/test_cli_recipes.c cli/cli_spawn.c
+                 LABELS redis TIMEOUT 90 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cli_recipes rlock_cli)
+endif()

@@ -11,12 +11,13 @@ set(RLOCK_REDISSON_JAR_DIR "${CMAKE_CURRENT_SOURCE_DIR}/compat/java/target" CACH
     "Where tests/compat/java's Maven build leaves redisson-peer-<version>.jar")
 set(RLOCK_REDISSON_VERSIONS 4.7.0 3.52.0)
 
-# rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [TLS] [FIRST_ONLY]): program
-# <name>, run as ctest <name> against the first version and, unless FIRST_ONLY, <name>_r<major>
-# against each other one; with TLS also <name>_tls (first version) over TLS servers, as
-# tls.cmake's twins (RH_TLS_DIR).
+# rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [TLS] [FIRST_ONLY]
+# [OTHERS_TLS] [TLS_ALL]): program <name>, run as ctest <name> against the first version and,
+# unless FIRST_ONLY, <name>_r<major> against each other one; with TLS also <name>_tls (first
+# version) over TLS servers, as tls.cmake's twins (RH_TLS_DIR); with TLS_ALL each other version
+# also over TLS as <name>_tls_r<major>; with OTHERS_TLS the other versions run over TLS only.
 function(rlock_add_redisson_test)
-  cmake_parse_arguments(R "TLS;FIRST_ONLY" "NAME;TIMEOUT" "SOURCES" ${ARGN})
+  cmake_parse_arguments(R "TLS;FIRST_ONLY;OTHERS_TLS;TLS_ALL" "NAME;TIMEOUT" "SOURCES" ${ARGN})
   list(GET RLOCK_REDISSON_VERSIONS 0 _first)
   set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_first}/redisson-peer-${_first}.jar")
   rlock_add_test(NAME ${R_NAME} SOURCES ${R_SOURCES} compat/redisson_java.c
@@ -38,22 +39,32 @@ function(rlock_add_redisson_test)
       set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_v}/redisson-peer-${_v}.jar")
       set(_venv ${_env})
       list(TRANSFORM _venv REPLACE "^RLOCK_REDISSON_JAR=.*" "RLOCK_REDISSON_JAR=${_jar}")
-      add_test(NAME ${R_NAME}_r${_major} COMMAND ${R_NAME})
-      set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}"
-                           LABELS "redis;redisson;plain_only")
+      if(R_OTHERS_TLS OR R_TLS_ALL)
+        add_test(NAME ${R_NAME}_tls_r${_major} COMMAND ${R_NAME})
+        set_tests_properties(${R_NAME}_tls_r${_major} PROPERTIES ${_props}
+          FIXTURES_REQUIRED tls_certs LABELS "redis;redisson;plain_only"
+          ENVIRONMENT "${_venv};RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs")
+      endif()
+      if(NOT R_OTHERS_TLS)
+        add_test(NAME ${R_NAME}_r${_major} COMMAND ${R_NAME})
+        set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}"
+                             LABELS "redis;redisson;plain_only")
+      endif()
     endif()
   endforeach()
 endfunction()
 
 rlock_add_redisson_test(NAME test_redisson_java_lock TIMEOUT 240 TLS
-                        SOURCES compat/test_redisson_java_lock.c)
-rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS
+                        SOURCES compat/test_redisson_java_lock.c compat/redisson_java_cases.c)
+# The semaphores and latch over TLS with both versions (a run takes ~5 s).
+rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS TLS_ALL
                         SOURCES compat/test_redisson_java_sync.c)
 rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
-                        SOURCES compat/test_redisson_java_cluster.c)
-# Redisson 4.x only: a Sentinel run takes ~26 s, and the Java part's budget in CI is ~4 min.
-rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 FIRST_ONLY
-                        SOURCES compat/test_redisson_java_sentinel.c)
+                        SOURCES compat/test_redisson_java_cluster.c compat/redisson_java_cases.c)
+# A Sentinel run takes ~40 s: Redisson 4.x on plain servers, 3.x over TLS (which is also 3.x's
+# TLS run: the Java part's budget in CI is ~5 min).
+rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 OTHERS_TLS
+                        SOURCES compat/test_redisson_java_sentinel.c compat/redisson_java_cases.c)
 # Drain, set permits, lease updates and remaining leases, release-if-exists, totals, several
 # leased permits per call, trySetPermits with a TTL, latch deletes: each side reads what the
 # other wrote (~4 s per version).

@@ -78,6 +78,10 @@ rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
 # The public header: error codes and log levels as enums and macros, the numeric version.
 rlock_add_test(NAME test_header SOURCES unit/test_header.c LABELS unit TIMEOUT 30)
 
+# rlock_client_new() refuses a server too old for the scripts (RLOCK_ENOTSUP naming it) and accepts
+# Redis 7.0 and Valkey: a fake server thread in the test plays each version (no redis-server).
+rlock_add_test(NAME core_server_version SOURCES core/test_server_version.c LABELS unit TIMEOUT 60)
+
 # Harness self-test: starts real redis-server processes.
 if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/harness/test_harness.c")
   rlock_add_test(NAME test_harness SOURCES harness/test_harness.c LABELS redis TIMEOUT 120)
@@ -159,6 +163,11 @@ rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit
 # client at most waiter_timeout_ms. ~14 s.
 rlock_add_test(NAME core_giveup_paused SOURCES core/test_giveup_paused.c
                LABELS redis fault TIMEOUT 90)
+
+# A waiter whose give-up could not reach Redis (issue 26): a release grants the lock to the
+# departed wait; the thread's next lock takes one hold, not a re-entry, and its unlock frees the
+# lock. Reentrant and fair. ~5 s.
+rlock_add_test(NAME core_leave_lost SOURCES core/test_leave_lost.c LABELS redis fault TIMEOUT 60)
 
 # Mutual exclusion under connection faults (issue 26): every lock type with its connections
 # killed every 20-100 ms, CLIENT PAUSE and a stopped server; two independent checkers.

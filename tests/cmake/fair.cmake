@@ -37,3 +37,8 @@ endif()
 # it but the next waiter's re-arm), a grant whose message is lost is taken once (the wait running
 # out, a killed subscriber). ~3 s.
 rlock_add_test(NAME test_fair_grant SOURCES fair/test_fair_grant.c LABELS redis fault TIMEOUT 60)
+
+# Leader election on the fair lock (issue 32): the API, then 5 candidate processes whose leader
+# is SIGKILLed, SIGSTOPped and resigns; terms strictly increase, never two leaders acting at once
+# (independent checker), observers woken within 50 ms. ~6 s.
+rlock_add_test(NAME test_election SOURCES fair/test_election.c LABELS redis fault TIMEOUT 90)

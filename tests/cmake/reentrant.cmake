@@ -52,3 +52,8 @@ endif()
 # extended at once; a Redisson subscriber means no grant. ~10 s.
 rlock_add_test(NAME test_reentrant_herd SOURCES reentrant/test_reentrant_herd.c
                LABELS redis fault TIMEOUT 120)
+
+# RLOCK_SPIN (issue 32): a user without subscribe gets spin locks; hand-offs within the
+# back-off's 128 ms maximum; spin and reentrant threads exclude each other (independent
+# checker); a Redisson-protocol peer and a release without a message. ~10 s.
+rlock_add_test(NAME test_spin SOURCES reentrant/test_spin.c LABELS redis TIMEOUT 90)

@@ -24,7 +24,7 @@ if(TARGET rlock_harness)
     add_test(NAME ${base}_tls COMMAND ${base})
     set_tests_properties(${base}_tls PROPERTIES
       TIMEOUT ${_timeout} LABELS "${_labels}" SKIP_RETURN_CODE 77 FIXTURES_REQUIRED tls_certs
-      ENVIRONMENT "RLOCK_REDIS_SERVER=${RLOCK_REDIS_SERVER_PATH};RH_TLS_DIR=${RLOCK_TLS_CERT_DIR}")
+      ENVIRONMENT "RH_TLS_DIR=${RLOCK_TLS_CERT_DIR}")
   endfunction()
   # Not test_redlock: its fault cases time a 50 ms per-server timeout, which a TLS dial of a
   # loaded machine exceeds (test_redlock_stress_tls runs RedLock over three TLS servers).

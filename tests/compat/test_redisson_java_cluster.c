@@ -1,7 +1,8 @@
 /*
  * rlock against the released Redisson (the Java peer of redisson_java.h) on a Redis 7 cluster of
  * 3 masters, both in their default pub/sub mode (Redisson's AUTO, rlock's AUTO): RLock mixed
- * stress, RLock wake-ups both ways on every master, semaphore and latch wake-ups both ways.
+ * stress, RLock wake-ups both ways on every master, semaphore and latch wake-ups both ways, the
+ * other types' cases (redisson_java_cases.h), then a CLUSTER FAILOVER in a mixed RLock stress.
  * Leases are 60 s and waits 10 s, so a wait that ends early was ended by the release's message.
  */
 #include <setjmp.h>
@@ -17,7 +18,9 @@
 #include <unistd.h>
 
 #include "redisson_java.h"
+#include "redisson_java_cases.h"
 #include "rlock.h"
+#include "redis_cluster.h"
 #include "tc_cluster.h"
 #include "tc_redis.h"
 #include "tc_thread.h"
@@ -42,7 +45,7 @@ static int group_setup(void **state)
         size_t n = strlen(where);
         snprintf(where + n, sizeof(where) - n, "%s%s", i > 0 ? "," : "", rh_url(rc_node(tc_cl, i)));
     }
-    g_peer = rj_start_at(where, 0);
+    g_peer = rj_start_at(where, RJC_WATCHDOG_MS);
     g_c = tc_cluster_client(0);
     print_message("Redisson %s on the cluster %s\n", rj_version(g_peer), where);
     return 0;
@@ -232,12 +235,186 @@ static void test_cluster_semaphore_latch_wakeups(void **state)
     assert_true(latch_to_c < MESSAGE_MS && latch_to_java < MESSAGE_MS);
 }
 
+/* ---- the other cases of redisson_java_cases.h, on names of every master ------------------------
+ */
+
+static void test_cluster_rw_mixed(void **state)
+{
+    (void)state;
+    rjc_rw_mixed(g_peer, g_c, "rjk:rw");
+}
+
+static void test_cluster_fenced_tokens(void **state)
+{
+    (void)state;
+    rjc_fenced(g_peer, g_c, "rjk:fenced");
+}
+
+static void test_cluster_fair_one_side_queues(void **state)
+{
+    (void)state;
+    rjc_fair_one_side(g_peer, g_c, "rjk:fair");
+}
+
+static void test_cluster_semaphores(void **state)
+{
+    (void)state;
+    rjc_semaphores(g_peer, g_c, "rjk:sem", "rjk:lease");
+}
+
+static void test_cluster_force_inspect_watchdogs(void **state)
+{
+    (void)state;
+    rlock_options o;
+    tc_options_url(&o, rc_seed_url(tc_cl));
+    o.watchdog_timeout_ms = RJC_WATCHDOG_MS;
+    rlock_client *cw = tc_client(&o);
+    rjc_force(g_peer, g_c, "rjk:force");
+    rjc_inspect(g_peer, g_c, "rjk:inspect");
+    rjc_watchdogs(g_peer, g_c, cw, "rjk:wd:java", "rjk:wd:c");
+    rlock_client_free(cw);
+}
+
+/* Members on different slots (and masters): Redisson takes them one by one, as rlock does. */
+static void test_cluster_multilock(void **state)
+{
+    (void)state;
+    static const char *const names[3] = {"rjk:m:a", "rjk:m:b", "rjk:m:c"};
+    rjc_multilock(g_peer, g_c, names);
+}
+
+/* ---- a CLUSTER FAILOVER in the middle of a mixed RLock stress ---------------------------------
+ */
+
+/* Explicit leases on both sides, so a release lost in the switch frees the lock by itself. */
+#define FO_LEASE_MS 5000
+#define FO_ITERS    50
+
+typedef struct fo_thread {
+    rlock_client *c;
+    rlock *l;
+    rj_checker *ck;
+    int done, lock_errors, unlock_errors;
+} fo_thread;
+
+/* At least FO_ITERS sections, and on until the checker's slot 15 is raised; a lock that fails in
+ * the switch is retried, an unlock that fails is left to its lease. */
+static void *fo_run(void *arg)
+{
+    fo_thread *t = arg;
+    while (t->done < FO_ITERS || atomic_load(&t->ck->slot[15].writers) == 0) {
+        int r = rlock_try_lock(t->l, 2000, FO_LEASE_MS);
+        if (r != RLOCK_OK) {
+            t->lock_errors += r != RLOCK_ETIMEDOUT;
+            rh_sleep_ms(20);
+            continue;
+        }
+        rj_ck_enter(t->ck, 0);
+        usleep(2000);
+        rj_ck_leave(t->ck, 0);
+        t->done++;
+        t->unlock_errors += rlock_unlock(t->l) != RLOCK_OK;
+    }
+    return NULL;
+}
+
+/* The replica of name's master takes over (CLUSTER FAILOVER) and every node learns it. */
+static void switch_owner(const char *name)
+{
+    rh_server *old = tc_cluster_owner(name);
+    rh_server *replica = rc_replica_of(tc_cl, old);
+    assert_non_null(replica);
+    assert_int_equal(rc_failover(tc_cl, replica, 30000), 0);
+    for (int64_t end = rh_now_ms() + 5000; tc_cluster_owner(name) != replica;) {
+        assert_true(rh_now_ms() < end);
+        rh_sleep_ms(20);
+    }
+}
+
+/* 2 rlock threads (clients of their own) and 2 Redisson threads take one lock while the replica
+ * of its master takes over, and go on for 500 ms after: no two inside, every section counted. */
+static void test_cluster_failover_mixed_stress(void **state)
+{
+    (void)state;
+    const char *name = "rjk:failover";
+    char path[64];
+    rj_checker *ck = rj_checker_new(path);
+    assert_non_null(ck);
+    int ids[2];
+    for (int i = 0; i < 2; i++) {
+        ids[i] = rj_send(g_peer, i == 0 ? "f0" : "f1", "fstress %s %d 2000 %s %d", name, FO_ITERS,
+                         path, FO_LEASE_MS);
+    }
+    fo_thread t[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        t[i] = (fo_thread){.c = tc_cluster_client(2000), .ck = ck};
+        t[i].l = tc_open(t[i].c, RLOCK_REENTRANT, name);
+        pthread_create(&th[i], NULL, fo_run, &t[i]);
+    }
+    rh_sleep_ms(300);
+    long long before = atomic_load(&ck->slot[0].entries);
+    switch_owner(name);
+    long long after = atomic_load(&ck->slot[0].entries);
+    rh_sleep_ms(500);
+    atomic_store(&ck->slot[15].writers, 1);
+    long long java = 0, c = 0;
+    for (int i = 0; i < 2; i++) {
+        char *r = rj_wait(g_peer, ids[i], 120000);
+        assert_non_null(r);
+        print_message("Redisson thread %d: %s (sections, lock errors, unlock errors)\n", i, r);
+        int sections = 0;
+        assert_int_equal(sscanf(r, "ok %d", &sections), 1);
+        free(r);
+        java += sections;
+        pthread_join(th[i], NULL);
+        print_message("rlock thread %d: %d sections, %d lock errors, %d unlock errors\n", i,
+                      t[i].done, t[i].lock_errors, t[i].unlock_errors);
+        assert_true(sections >= FO_ITERS && t[i].done >= FO_ITERS);
+        c += t[i].done;
+        rlock_free(t[i].l);
+        rlock_client_free(t[i].c);
+    }
+    long long entries = atomic_load(&ck->slot[0].entries);
+    print_message("the failover began after %lld and ended after %lld of %lld sections; %lld "
+                  "violations\n",
+                  before, after, entries, (long long)atomic_load(&ck->slot[0].violations));
+    assert_true(before > 0 && after < entries);
+    assert_int_equal(atomic_load(&ck->slot[0].violations), 0);
+    assert_int_equal(entries, java + c);
+    rj_checker_free(ck, path);
+}
+
+/* After the switch, wake-ups both ways on the lock whose master changed. */
+static void test_cluster_wakeups_after_failover(void **state)
+{
+    (void)state;
+    double to_c, to_java;
+    lock_round("rjk:failover", &to_c, &to_java);
+    print_message("after the failover: Redisson unlock -> rlock grant %.1f ms, rlock unlock -> "
+                  "Redisson grant %.1f ms\n",
+                  to_c, to_java);
+    assert_true(to_c < MESSAGE_MS && to_java < MESSAGE_MS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cluster_lock_wakeups),
         cmocka_unit_test(test_cluster_lock_mixed_stress),
         cmocka_unit_test(test_cluster_semaphore_latch_wakeups),
+        cmocka_unit_test(test_cluster_rw_mixed),
+        cmocka_unit_test(test_cluster_fenced_tokens),
+        cmocka_unit_test(test_cluster_fair_one_side_queues),
+        cmocka_unit_test(test_cluster_semaphores),
+        cmocka_unit_test(test_cluster_force_inspect_watchdogs),
+        cmocka_unit_test(test_cluster_multilock),
+        cmocka_unit_test(test_cluster_failover_mixed_stress),
+        cmocka_unit_test(test_cluster_wakeups_after_failover),
     };
+    /* RJ_TEST=<glob> runs the matching tests only (for a look at one case). */
+    if (getenv("RJ_TEST") != NULL) {
+        cmocka_set_test_filter(getenv("RJ_TEST"));
+    }
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,7 +1,8 @@
 /*
  * rlock against the released Redisson (the Java peer of redisson_java.h) under Sentinel (one
  * master, two replicas, three Sentinels): RLock mixed stress of rlock and Redisson threads with a
- * SENTINEL FAILOVER in the middle of it, then wake-ups both ways on the new master.
+ * SENTINEL FAILOVER in the middle of it, then wake-ups both ways and the other types' cases
+ * (redisson_java_cases.h) on the new master.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "redisson_java.h"
+#include "redisson_java_cases.h"
 #include "rlock.h"
 #include "tc_redis.h"
 #include "tc_sentinel.h"
@@ -54,7 +56,7 @@ static int group_setup(void **state)
     }
     char where[512];
     peer_where(where, sizeof(where));
-    g_peer = rj_start_at(where, 0);
+    g_peer = rj_start_at(where, RJC_WATCHDOG_MS);
     print_message("Redisson %s on %s\n", rj_version(g_peer), where);
     return 0;
 }
@@ -66,12 +68,21 @@ static int group_teardown(void **state)
     return tc_deploy_stop(&g_d);
 }
 
-static rlock_client *sentinel_client(void)
+/* A client on the Sentinels (watchdog_ms when > 0). */
+static rlock_client *sentinel_client_wd(int64_t watchdog_ms)
 {
     rlock_options o;
     tc_options_url(&o, g_d.url);
     o.command_timeout_ms = 2000;
+    if (watchdog_ms > 0) {
+        o.watchdog_timeout_ms = watchdog_ms;
+    }
     return tc_client(&o);
+}
+
+static rlock_client *sentinel_client(void)
+{
+    return sentinel_client_wd(0);
 }
 
 typedef struct fo_thread {
@@ -196,11 +207,106 @@ static void test_sentinel_wakeups_after_failover(void **state)
     rlock_client_free(c);
 }
 
+/* ---- the other types on the new master (redisson_java_cases.h) --------------------------------
+ */
+
+static void test_sentinel_rw_mixed(void **state)
+{
+    (void)state;
+    rlock_client *c = sentinel_client();
+    rjc_rw_mixed(g_peer, c, "rjs:rw");
+    rlock_client_free(c);
+}
+
+static void test_sentinel_fenced_tokens(void **state)
+{
+    (void)state;
+    rlock_client *c = sentinel_client();
+    rjc_fenced(g_peer, c, "rjs:fenced");
+    rlock_client_free(c);
+}
+
+static void test_sentinel_fair_one_side_queues(void **state)
+{
+    (void)state;
+    rlock_client *c = sentinel_client();
+    rjc_fair_one_side(g_peer, c, "rjs:fair");
+    rlock_client_free(c);
+}
+
+static rh_server *current_master(const char *key)
+{
+    (void)key;
+    return tc_deploy_master(&g_d);
+}
+
+/* The mixed queue of 20 of test_redisson_java_lock's test_fair_mixed_queue on the new master:
+ * every rlock waiter served, exclusion kept, and the same divergence (docs/compatibility.md). */
+static void test_sentinel_fair_mixed_queue(void **state)
+{
+    (void)state;
+    rjc_fair_env e = {.p = g_peer, .c = sentinel_client(), .queue_server = current_master};
+    rjc_fair_result r = rjc_fair_queue(&e, "rjs:fair:mixed", 'c', "cjcjcjcjcjcjcjcjcjcj", 8000);
+    assert_int_equal(r.not_granted_c, 0);
+    assert_true(r.inversions > 0 || r.not_granted_j > 0);
+    rlock_client_free(e.c);
+}
+
+static void test_sentinel_semaphores(void **state)
+{
+    (void)state;
+    rlock_client *c = sentinel_client();
+    rjc_semaphores(g_peer, c, "rjs:sem", "rjs:lease");
+    rjc_semaphore_wakeups(g_peer, c, "rjs:semw");
+    rlock_client_free(c);
+}
+
+static void test_sentinel_latch(void **state)
+{
+    (void)state;
+    rlock_client *c = sentinel_client();
+    rjc_latch(g_peer, c, "rjs:latch");
+    rlock_client_free(c);
+}
+
+static void test_sentinel_force_inspect_watchdogs(void **state)
+{
+    (void)state;
+    rlock_client *c = sentinel_client();
+    rlock_client *cw = sentinel_client_wd(RJC_WATCHDOG_MS);
+    rjc_force(g_peer, c, "rjs:force");
+    rjc_inspect(g_peer, c, "rjs:inspect");
+    rjc_watchdogs(g_peer, c, cw, "rjs:wd:java", "rjs:wd:c");
+    rlock_client_free(cw);
+    rlock_client_free(c);
+}
+
+static void test_sentinel_multilock(void **state)
+{
+    (void)state;
+    static const char *const names[3] = {"rjs:m:a", "rjs:m:b", "rjs:m:c"};
+    rlock_client *c = sentinel_client();
+    rjc_multilock(g_peer, c, names);
+    rlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sentinel_failover_mixed_stress),
         cmocka_unit_test(test_sentinel_wakeups_after_failover),
+        cmocka_unit_test(test_sentinel_rw_mixed),
+        cmocka_unit_test(test_sentinel_fenced_tokens),
+        cmocka_unit_test(test_sentinel_fair_one_side_queues),
+        cmocka_unit_test(test_sentinel_fair_mixed_queue),
+        cmocka_unit_test(test_sentinel_semaphores),
+        cmocka_unit_test(test_sentinel_latch),
+        cmocka_unit_test(test_sentinel_force_inspect_watchdogs),
+        cmocka_unit_test(test_sentinel_multilock),
     };
+    /* RJ_TEST=<glob> runs the matching tests only (for a look at one case). */
+    if (getenv("RJ_TEST") != NULL) {
+        cmocka_set_test_filter(getenv("RJ_TEST"));
+    }
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

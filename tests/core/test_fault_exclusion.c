@@ -6,8 +6,11 @@
  * SET NX on a second redis-server that no fault touches. Every lock call that returned OK must
  * hold on Redis (rlock_is_held), and its unlock must not find the hold gone (RLOCK_ELOST).
  * A kind is one row of fx_kinds: how a thread opens its handle and which side it takes, and for
- * an object that is not an rlock handle its own lock, unlock and check calls. FX_SECONDS (the
- * environment) lengthens each run and FX_KIND picks one kind, for a search by hand.
+ * an object that is not an rlock handle its own lock, unlock and check calls. For a search by
+ * hand, the environment sets FX_SECONDS (a longer run), FX_KIND (one kind), FX_LEASE (every
+ * lock with this lease in ms, -1 the watchdog) and FX_FAULT (one fault alone: normal, pubsub,
+ * user, id (CLIENT KILL ID of every connection), pause (CLIENT PAUSE 300-1800 ms apart) or stop
+ * (SIGSTOP of 0.3-3 s every 1-2 s)).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -287,7 +290,8 @@ static void *fx_work(void *arg)
     fx_worker *w = arg;
     for (long i = 0; fx_going(w->run); i++) {
         const fx_kind *k = w->run->kind;
-        int64_t lease = i % 2 == 0 ? FX_LEASE_MS : -1;
+        const char *fixed = getenv("FX_LEASE");
+        int64_t lease = fixed != NULL ? atoll(fixed) : i % 2 == 0 ? FX_LEASE_MS : -1;
         int r = k->lock != NULL ? k->lock(&w->h, FX_WAIT_MS, lease)
                                 : rlock_try_lock(w->h.lock, FX_WAIT_MS, lease);
         if (r == RLOCK_OK) {
@@ -318,12 +322,73 @@ static void fx_admin(redisContext *c, const char *fmt, const char *arg)
     freeReplyObject(r);
 }
 
+/* The fault FX_FAULT names alone, or NULL for the mix. */
+static const char *fx_only_fault(void)
+{
+    const char *e = getenv("FX_FAULT");
+    return e != NULL && *e != '\0' && strcmp(e, "mix") != 0 ? e : NULL;
+}
+
+/* Kills every connection but the admin's own, one CLIENT KILL ID each. */
+static void fx_kill_each(redisContext *c)
+{
+    redisReply *list = redisCommand(c, "CLIENT LIST");
+    redisReply *me = redisCommand(c, "CLIENT ID");
+    if (list != NULL && list->type == REDIS_REPLY_STRING && me != NULL &&
+        me->type == REDIS_REPLY_INTEGER) {
+        for (const char *p = list->str; (p = strstr(p, "id=")) != NULL; p += 3) {
+            long long id = atoll(p + 3);
+            if (id != me->integer) {
+                freeReplyObject(redisCommand(c, "CLIENT KILL ID %lld", id));
+            }
+        }
+    }
+    freeReplyObject(list);
+    freeReplyObject(me);
+}
+
+/* One fault of FX_FAULT's kind alone; 0 when it names none of them. */
+static int fx_one_fault(fx_run *run, redisContext *admin, int s, unsigned *seed,
+                        int64_t *next_pause, const char *only)
+{
+    int64_t now = rh_now_ms();
+    if (strcmp(only, "normal") == 0 || strcmp(only, "pubsub") == 0) {
+        fx_admin(admin, "CLIENT KILL TYPE %s", only);
+    } else if (strcmp(only, "user") == 0) {
+        char user[16];
+        snprintf(user, sizeof(user), "fx%u", rand_r(seed) % FX_CLIENTS);
+        fx_admin(admin, "CLIENT KILL USER %s", user);
+    } else if (strcmp(only, "id") == 0) {
+        fx_kill_each(admin);
+    } else if (strcmp(only, "pause") == 0 && now >= *next_pause) {
+        fx_admin(admin, "CLIENT PAUSE %s WRITE", run->pauses % 2 ? "300" : "1000");
+        run->pauses++;
+        *next_pause = now + 300 + rand_r(seed) % 1500;
+        return 1;
+    } else if (strcmp(only, "stop") == 0 && now >= *next_pause) {
+        rh_pause(run->srv[s]);
+        rh_sleep_ms(300 + rand_r(seed) % 2700);
+        rh_resume(run->srv[s]);
+        run->stops++;
+        *next_pause = rh_now_ms() + 1000 + rand_r(seed) % 1000;
+        return 1;
+    } else {
+        return strcmp(only, "pause") == 0 || strcmp(only, "stop") == 0;
+    }
+    run->kills++;
+    return 1;
+}
+
 /* One fault on one server: a kill every time, a CLIENT PAUSE every ~1.5 s, and once in the run
  * (past its middle) the whole server stopped for 300-600 ms. */
 static void fx_fault(fx_run *run, redisContext **admin, unsigned *seed, int64_t *next_pause,
                      int *stopped)
 {
     int s = (int)(rand_r(seed) % (unsigned)run->kind->servers);
+    const char *only = fx_only_fault();
+    if (only != NULL && fx_one_fault(run, admin[s], s, seed, next_pause, only)) {
+        return;
+    }
     int pick = (int)(rand_r(seed) % 100);
     char user[16];
     snprintf(user, sizeof(user), "fx%u", rand_r(seed) % FX_CLIENTS);
@@ -517,6 +582,7 @@ static const fx_kind fx_kinds[] = {
      .servers = 1,
      .replica_sync = 1,
      .open = fx_open_reentrant},
+    {.name = "fair (replica_sync)", .servers = 1, .replica_sync = 1, .open = fx_open_fair},
 };
 
 static void test_reentrant(void **state)
@@ -568,7 +634,16 @@ static void test_reentrant_replica_sync(void **state)
     fx_run_kind(&fx_kinds[7]);
 }
 
+/* The fair lock with direct grants off: its waiters attempt after a wake-up, as a replica-synced
+ * client's do. */
+static void test_fair_replica_sync(void **state)
+{
+    (void)state;
+    fx_run_kind(&fx_kinds[8]);
+}
+
 TC_MAIN(NULL, NULL, cmocka_unit_test(test_reentrant), cmocka_unit_test(test_fair),
         cmocka_unit_test(test_write), cmocka_unit_test(test_read_write),
         cmocka_unit_test(test_multi), cmocka_unit_test(test_redlock),
-        cmocka_unit_test(test_multi_mixed), cmocka_unit_test(test_reentrant_replica_sync))
+        cmocka_unit_test(test_multi_mixed), cmocka_unit_test(test_reentrant_replica_sync),
+        cmocka_unit_test(test_fair_replica_sync))

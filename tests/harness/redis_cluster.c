@@ -20,10 +20,18 @@ struct rc_cluster {
     char url[RC_MAX_NODES * 24 + 32];
 };
 
-/* redis-cli from the directory of the redis-server binary the harness runs, else from PATH. */
+/* The cli that comes with the server the harness runs: "<dir>/<name>-cli" beside
+ * "<dir>/<name>-server" (redis-cli, valkey-cli), else redis-cli from PATH. */
 static void rc__cli_path(char *out, size_t outlen)
 {
     const char *server = rh_server_binary();
+    size_t len = server != NULL ? strlen(server) : 0;
+    if (len > 7 && strcmp(server + len - 7, "-server") == 0) {
+        snprintf(out, outlen, "%.*s-cli", (int)(len - 7), server);
+        if (access(out, X_OK) == 0) {
+            return;
+        }
+    }
     const char *slash = server != NULL ? strrchr(server, '/') : NULL;
     if (slash != NULL) {
         snprintf(out, outlen, "%.*s/redis-cli", (int)(slash - server), server);
@@ -172,6 +180,11 @@ rc_cluster *rc_start(int masters, int replicas)
     /* Short node timeouts make failovers in tests take about a second, not fifteen. */
     const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                           "--cluster-node-timeout", "1000", "--appendonly", "no",
+                          /* A replica's full sync starts at once instead of after the default
+                           * 5 s wait for more replicas to share it: every cluster with replicas
+                           * was ready 4-5 s later for nothing. rc_wait_ok() still waits until
+                           * every master counts all its replicas online. */
+                          "--repl-diskless-sync-delay", "0",
                           /* On a TLS node (RH_TLS_DIR) the cluster bus and the replication
                            * links talk TLS too; a plain node stops reading here. */
                           rh_tls_dir() != NULL ? "--tls-cluster" : NULL, "yes", "--tls-replication",

@@ -28,3 +28,28 @@ rlock_install_packages() {
     # start their own servers on free ports, so it is left alone.
     "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
+
+# rlock_enable_backports   adds Debian 12's bookworm-backports suite (valkey-server 8 comes from
+# there) to apt's sources when no source lists it yet: a deb822 file of its own beside the
+# distribution's debian.sources, on deb.debian.org with Debian's archive key. Does nothing on
+# another release or when RLOCK_SKIP_APT=1. Packages only backports has install from it without
+# `-t`; nothing else is upgraded from it (its pin priority is 100).
+rlock_enable_backports() {
+    local codename="" file=/etc/apt/sources.list.d/rlock-bookworm-backports.sources
+    [ "${RLOCK_SKIP_APT:-0}" = 1 ] && return 0
+    [ -r /etc/os-release ] && codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ "$codename" = bookworm ] || return 0
+    if grep -rqsE '(^|[[:space:]])bookworm-backports([[:space:]]|$)' /etc/apt/sources.list \
+        /etc/apt/sources.list.d/; then
+        return 0
+    fi
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || { echo "no bookworm-backports and not root" >&2; return 1; }
+        sudo=(sudo)
+    fi
+    printf '\n=== adding bookworm-backports to apt (%s)\n' "$file"
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
+        'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+        | "${sudo[@]}" tee "$file" >/dev/null
+}

@@ -39,7 +39,7 @@ long long mu_exists(rh_server *s, const char *key);
 /* Number of fields of hash key (HLEN). */
 long long mu_hlen(rh_server *s, const char *key);
 
-/* Scale for stress loops: 1 normally; smaller under ThreadSanitizer or when RLOCK_STRESS_SCALE
+/* Scale for stress loops: 1 normally; smaller under ASan or TSan or when RLOCK_STRESS_SCALE
  * (a percentage) is set. */
 double mu_scale(void);
 

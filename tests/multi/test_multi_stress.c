@@ -1,7 +1,7 @@
 /*
  * No deadlock, no livelock, no violation: 2 processes x 4 threads (each process its own client)
  * take random overlapping groups of 2-4 of 6 lock names, in random member order, 2,000
- * acquisitions each (half under ThreadSanitizer, or RLOCK_STRESS_SCALE percent), with lock() (no
+ * acquisitions each (half under a sanitizer, or RLOCK_STRESS_SCALE percent), with lock() (no
  * wait limit) so that a deadlock would hang the run (ctest's TIMEOUT then fails it). The shared
  * stress driver (tests/common/tc_stress.h) runs it; inside each section every member name goes
  * through the independent shared-memory checker (tests/common/tc_checker.h, one slot a name): no

@@ -1,7 +1,7 @@
 /*
  * RedLock mutual exclusion across processes: 3 processes x 4 threads share one RedLock over 3
  * servers (each process has its own 3 clients; the 4 threads of a process share one group
- * handle) for 3,000 acquisitions in all (half under ThreadSanitizer), run by the shared stress
+ * handle) for 3,000 acquisitions in all (half under a sanitizer), run by the shared stress
  * driver (tests/common/tc_stress.h). Inside every section the independent shared-memory checker
  * (tests/common/tc_checker.h) finds nobody else inside and bumps a non-atomic counter, so an
  * overlap shows as a violation or a lost update; it involves no Redis at all, so the fault below

@@ -1,0 +1,76 @@
+/*
+ * The spin lock's wait (RLOCK_SPIN, Redisson's RSpinLock): attempts again after pauses that grow
+ * as Redisson's default exponential back-off (LockOptions.defaults()) does, with no subscription,
+ * so that it works where pub/sub is refused. The lock's data, attempts and releases are the
+ * reentrant lock's (lock_reentrant.c). Static helpers are named spin_*.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+#include "lock.h"
+
+/* Redisson's ExponentialBackOff defaults: initialDelay 1, multiplier 2, maxDelay 128 (ms). */
+#define SPIN_INITIAL_MS 1
+#define SPIN_MULTIPLIER 2
+#define SPIN_MAX_MS     128
+#define SPIN_SLICE_MS   50
+
+/* One wait's back-off state, as Redisson's ExponentialBackOffPolicy keeps it. */
+typedef struct spin_backoff {
+    int64_t next;  /* the pause after the next busy attempt */
+    int fails;     /* busy attempts so far: the bound of the random part */
+    unsigned seed; /* rand_r() state, per wait, so that waiters do not pause in step */
+} spin_backoff;
+
+/* The next pause: the current one, while the following one becomes current * 2 + a random
+ * 0 .. fails-1 ms, capped at the maximum (Redisson's getNextSleepPeriod()). */
+static int64_t spin_next(spin_backoff *b)
+{
+    if (b->next >= SPIN_MAX_MS) {
+        return SPIN_MAX_MS;
+    }
+    int64_t pause = b->next;
+    b->fails++;
+    b->next = b->next * SPIN_MULTIPLIER + rand_r(&b->seed) % b->fails;
+    if (b->next > SPIN_MAX_MS) {
+        b->next = SPIN_MAX_MS;
+    }
+    return pause;
+}
+
+/* Sleeps until `until` in slices that notice rlock_client_interrupt() and a freed client.
+ * Returns RLOCK_OK, or the error that ends the wait. */
+static int spin_sleep(rlk_acq *a, int64_t until)
+{
+    int64_t now;
+    while ((now = rlk_now_ms()) < until) {
+        if (rlk_pubsub_interrupted(a->client->pubsub)) {
+            return rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", a->lock->name);
+        }
+        int r = rlk_client_check(a->client);
+        if (r != RLOCK_OK) {
+            return r;
+        }
+        int64_t step = until - now < SPIN_SLICE_MS ? until - now : SPIN_SLICE_MS;
+        struct timespec ts = {0, (long)step * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return RLOCK_OK;
+}
+
+int rlk_spin_wait(rlk_acq *a, int64_t deadline)
+{
+    spin_backoff b = {.next = SPIN_INITIAL_MS,
+                      .seed = (unsigned)(rlk_now_ms() ^ (int64_t)(a->tid * 2654435761U))};
+    int r = 0;
+    /* Like Redisson's tryLock(): pause, attempt, and give up once the wait is over; the last
+     * pause is cut short so that an attempt is made at the deadline. */
+    while (r == 0 && rlk_now_ms() < deadline) {
+        int64_t now = rlk_now_ms();
+        int64_t until = rlk_add_sat(now, spin_next(&b));
+        r = spin_sleep(a, until < deadline ? until : deadline);
+        r = r ? r : a->lock->single->attempt(a);
+        r = rlk_wait_recover(a, NULL, NULL, r, deadline);
+    }
+    return r;
+}
