@@ -493,6 +493,13 @@ RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem);
  * it). */
 RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t permits);
 
+/* rlock_semaphore_try_set_permits() that also gives the counter a time to live of ttl_ms
+ * (1 .. RLOCK_MAX_DURATION_MS, else RLOCK_EINVAL; Redisson trySetPermits(permits, timeToLive)):
+ * when it runs out the semaphore is never-set again. Returns 1 set, 0 it was already set (its TTL
+ * is left as it is), or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64_t permits,
+                                                     int64_t ttl_ms);
+
 /* Adds delta permits (delta != 0 and within -(2^31-1) .. 2^31-1, else RLOCK_EINVAL; negative
  * removes permits and may take the count below 0, as Redisson's addPermits). Like Redisson it
  * clears a TTL set on the key. Returns RLOCK_OK or a negative error. */
@@ -554,6 +561,69 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wa
  * (RLOCK_OK, not RLOCK_ENOTOWNER, when the first copy released the permit). */
 RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id);
 
+/* Takes every available permit (Redisson RSemaphore.drainPermits: the count is set to 0, which
+ * clears a TTL on it). Returns the permits taken (>= 0; a count below 0 after a negative add is
+ * set to 0 too and reports 0), or a negative error. Leased permits stay with their holders. A
+ * drain whose reply was lost is resent and applied once, as rlock_semaphore_release(). */
+RLOCK_EXPORT int64_t rlock_semaphore_drain(rlock_semaphore *sem);
+
+/* Makes the semaphore's total permits (available plus leased) permits, 0 .. 2^31-1, else
+ * RLOCK_EINVAL (Redisson RPermitExpirableSemaphore.setPermits): the available count moves by
+ * the difference and may go below 0 while more leased permits are held; a never-set semaphore
+ * is set. Plain permits taken by acquire count as gone, as in Redisson. Wakes waiters when
+ * permits became available. Returns RLOCK_OK or a negative error; a lost reply is resent and
+ * applied once. */
+RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permits);
+
+/* Gives the leased permit with this id (any holder's) a lease of lease_ms from now
+ * (1 .. RLOCK_MAX_DURATION_MS, else RLOCK_EINVAL; Redisson updateLeaseTime). A watchdog permit of
+ * this handle stops being renewed: it keeps the new lease. Expired leases go back to the pool
+ * first. Returns RLOCK_OK; RLOCK_ENOTOWNER if no such permit is held (released, or its lease ran
+ * out); RLOCK_EINVAL for an id that is not 32 hex digits; or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
+                                              int64_t lease_ms);
+
+/* The remaining lease of the leased permit with this id (any holder's; Redisson getLeaseTime) in
+ * *lease_ms: ms left (> 0; a watchdog permit's runs to its next renewal), or -1 for a permit
+ * without expiry (taken by Redisson without a lease). Returns RLOCK_OK; RLOCK_ENOTOWNER if no such
+ * permit is held; RLOCK_EINVAL for a malformed id or NULL; or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const char *permit_id,
+                                                    int64_t *lease_ms);
+
+/* The most leased permits one call takes or releases (rlock_semaphore_acquire_leased_n(),
+ * rlock_semaphore_release_leased_n()). */
+#define RLOCK_PERMIT_IDS_MAX 16
+
+/* Takes permits (1 .. RLOCK_PERMIT_IDS_MAX, else RLOCK_EINVAL) leased permits at once, all or
+ * none (Redisson tryAcquire(permits, waitTime, leaseTime)), and writes their ids to
+ * permit_ids[0 .. permits-1]. Otherwise as rlock_semaphore_acquire_leased(), whose one-permit
+ * call this is; each permit is released on its own. */
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t permits,
+                                                  int64_t wait_ms, int64_t lease_ms,
+                                                  char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1]);
+
+/* Releases count (1 .. RLOCK_PERMIT_IDS_MAX) leased permits (Redisson tryRelease(List)): each as
+ * rlock_semaphore_release_leased(), one after the other. Returns how many were released (an id
+ * no longer held, or lost, counts as not released), RLOCK_EINVAL (checked for every id before
+ * any is released: NULL, a count out of range, an id that is not 32 hex digits), or a
+ * connection/Redis error, after which the ids before the failing one are released. */
+RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
+                                                  const char *const *permit_ids, size_t count);
+
+/* Returns permits (1 .. 2^31-1, else RLOCK_EINVAL) plain permits as rlock_semaphore_release(),
+ * but only to a semaphore that exists (Redisson releaseIfExists): returns 1 released, 0 the
+ * semaphore was never set (nothing written), or a negative error. */
+RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t permits);
+
+/* The semaphore's total permits: available plus leased permits held, after returning expired
+ * leases to the pool (Redisson getPermits); 0 for a never-set semaphore, and a total taken below 0
+ * reads as 0. Plain permits taken by acquire are not counted. Or a negative error. */
+RLOCK_EXPORT int64_t rlock_semaphore_permits(rlock_semaphore *sem);
+
+/* The leased permits held now, after returning expired leases to the pool (Redisson
+ * acquiredPermits), or a negative error. */
+RLOCK_EXPORT int64_t rlock_semaphore_acquired(rlock_semaphore *sem);
+
 /* ---------------------------------------------------------------------------------------------
  * Count-down latch (Redisson RCountDownLatch data: the count is a string at name, wake-ups go
  * over redisson_countdownlatch__channel__{name}).
@@ -587,6 +657,12 @@ RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *latch);
  * Redisson), RLOCK_ETIMEDOUT after wait_ms (as rlock_try_lock()), or a negative error. The wait
  * is woken by the count-down's message, not by polling. */
 RLOCK_EXPORT int rlock_latch_await(rlock_latch *latch, int64_t wait_ms);
+
+/* Deletes the latch's count (Redisson delete, which publishes its new-count message "1"): an
+ * await that starts afterwards returns RLOCK_OK at once, while waiters already blocked are not
+ * woken by it (as Redisson's are not). Returns 1 deleted, 0 the latch was not counting, or a
+ * negative error. A lost reply is resent and applied once, as rlock_latch_count_down(). */
+RLOCK_EXPORT int rlock_latch_delete(rlock_latch *latch);
 
 /* ---------------------------------------------------------------------------------------------
  * Leader election: one active instance among many, with a term every follower can see. Built on

@@ -109,9 +109,10 @@ RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *l, int64_t count)
     return r ? r : (int)v;
 }
 
-/* Runs latch_count_down.lua with the request q, resent after a lost reply (rlk_sem_run): the
- * count after it in *v. */
-static int rlk_latch_count_down_once(rlock_latch *l, rlk_sem_req *q, long long *v)
+/* Runs script (latch_count_down.lua, latch_delete.lua) with the request q, resent after a lost
+ * reply (rlk_sem_run): its integer reply in *v. */
+static int rlk_latch_keyed(rlock_latch *l, int script, rlk_sem_req *q, long long *v,
+                           const char *what)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -121,8 +122,7 @@ static int rlk_latch_count_down_once(rlock_latch *l, rlk_sem_req *q, long long *
     rlk_args_init(&args);
     rlk_args_addi(&args, rlk_sem_req_ttl(l->client));
     redisReply *rep = NULL;
-    int r = rlk_sem_run(l->client, q, RLK_SCRIPT_LATCH_COUNT_DOWN, &keys, &args, &rep,
-                        "latch count-down", l->name);
+    int r = rlk_sem_run(l->client, q, script, &keys, &args, &rep, what, l->name);
     if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
         r = rlk_err(RLOCK_EPROTO, "latch '%s': expected an integer reply", l->name);
     }
@@ -143,7 +143,7 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
     }
     long long v = 0;
     rlk_sync_clear();
-    r = rlk_latch_count_down_once(l, &q, &v);
+    r = rlk_latch_keyed(l, RLK_SCRIPT_LATCH_COUNT_DOWN, &q, &v, "latch count-down");
     rlk_sem_req_free(&q);
     int acked = 0, n = 0;
     if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
@@ -153,6 +153,20 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
         return rlk_sync_error(acked, n, "latch count-down", l->name);
     }
     return r;
+}
+
+RLOCK_EXPORT int rlock_latch_delete(rlock_latch *l)
+{
+    int r = rlk_latch_check(l);
+    rlk_sem_req q;
+    r = r ? r : rlk_sem_req_init(&q, l->name, l->name_len, 1);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    long long v = 0;
+    r = rlk_latch_keyed(l, RLK_SCRIPT_LATCH_DELETE, &q, &v, "latch delete");
+    rlk_sem_req_free(&q);
+    return r ? r : (int)v;
 }
 
 RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)

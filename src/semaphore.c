@@ -404,8 +404,7 @@ typedef struct rlk_sem_pending {
     struct rlk_sem_pending *next;
     rlk_sem_req q;
     int64_t n;
-    int leased;
-    unsigned char id[16];
+    unsigned char (*ids)[16]; /* n ids of a leased acquire (malloc'd), NULL for plain permits */
     int64_t until_ms; /* monotonic: the request key, the only trace of the permits, is gone */
 } rlk_sem_pending;
 
@@ -432,9 +431,14 @@ static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
         return;
     }
     p->n = n;
-    p->leased = ids != NULL;
     if (ids != NULL) {
-        memcpy(p->id, ids[0], sizeof(p->id)); /* a leased acquire takes one permit */
+        p->ids = malloc((size_t)n * sizeof(*p->ids));
+        if (p->ids == NULL) {
+            rlk_buf_free(&p->q.key);
+            free(p);
+            return;
+        }
+        memcpy(p->ids, ids, (size_t)n * sizeof(*p->ids));
     }
     p->until_ms = rlk_add_sat(rlk_now_ms(), rlk_sem_req_ttl(sem->client));
     rlk_sem_pending_push(sem, p);
@@ -444,8 +448,7 @@ static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
  * the next call if Redis is still out of reach and the request key may still be there. */
 static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
 {
-    const unsigned char(*ids)[16] = p->leased ? (const unsigned char(*)[16]) & p->id : NULL;
-    int s = rlk_sem_settle(sem, &p->q, p->n, 0, ids, 1);
+    int s = rlk_sem_settle(sem, &p->q, p->n, 0, (const unsigned char(*)[16])p->ids, 1);
     if (s < 0 && rlk_now_ms() < p->until_ms) {
         rlk_sem_pending_push(sem, p);
         return;
@@ -461,6 +464,7 @@ static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
                 sem->name, (long long)p->n);
     }
     rlk_sem_req_free(&p->q);
+    free(p->ids);
     free(p);
 }
 
@@ -489,6 +493,7 @@ void rlk_sem_drop_pending(rlock_semaphore *sem)
     while (p != NULL) {
         rlk_sem_pending *next = p->next;
         rlk_sem_req_free(&p->q);
+        free(p->ids);
         free(p);
         p = next;
     }
@@ -623,4 +628,126 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     rlk_sem_req_free(&q);
     rlk_sem_warn_unsynced(sem, r, "release");
     return r;
+}
+
+/* Runs a count-changing script on [name, (zset,) (channel,) request key] with its arguments
+ * [(arg,) request TTL] (the zset for set permits, the channel and arg but for drain), resent after
+ * a lost reply and applied once; its integer reply in *v. */
+static int rlk_sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v,
+                         const char *what)
+{
+    rlk_sem_req q;
+    int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_init(&args);
+    if (script == RLK_SCRIPT_SEM_SET_PERMITS) {
+        rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    }
+    if (script != RLK_SCRIPT_SEM_DRAIN) {
+        rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+        rlk_args_addi(&args, arg);
+    }
+    rlk_args_add(&keys, q.key.p, q.key.len);
+    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    redisReply *rep = NULL;
+    r = rlk_sem_run(sem->client, &q, script, &keys, &args, &rep, what, sem->name);
+    r = r ? r : rlk_int_reply(rep, v, what);
+    freeReplyObject(rep);
+    rlk_sem_req_free(&q);
+    return r;
+}
+
+RLOCK_EXPORT int64_t rlock_semaphore_drain(rlock_semaphore *sem)
+{
+    int r = rlk_sem_check(sem);
+    long long v = 0;
+    r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_DRAIN, 0, &v, "drain");
+    /* A count below 0 (a negative add) is set to 0 as by Redisson, but no permit was taken. */
+    return r ? r : v < 0 ? 0 : v;
+}
+
+RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permits)
+{
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    long long v = 0;
+    r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_SET_PERMITS, permits, &v, "set permits");
+    return r;
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t permits)
+{
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_check_permits(permits, 1, "permits");
+    long long v = 0;
+    rlk_sync_clear();
+    r = r ? r
+          : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_RELEASE_IF_EXISTS, permits, &v, "release if exists");
+    rlk_sem_warn_unsynced(sem, r, "release");
+    return r ? r : (int)v;
+}
+
+/* Runs sem_permits.lua in mode ('total' or 'leased'): its count, or a negative error. */
+static int64_t rlk_sem_permits(rlock_semaphore *sem, const char *mode)
+{
+    int r = rlk_sem_check(sem);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, rlk_epoch_ms());
+    rlk_args_adds(&args, mode);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_PERMITS, RLK_IDEMPOTENT, &keys, &args, &rep);
+    long long v = 0;
+    r = r ? r : rlk_int_reply(rep, &v, "sem_permits");
+    freeReplyObject(rep);
+    return r ? r : v < 0 ? 0 : v;
+}
+
+RLOCK_EXPORT int64_t rlock_semaphore_permits(rlock_semaphore *sem)
+{
+    return rlk_sem_permits(sem, "total");
+}
+
+RLOCK_EXPORT int64_t rlock_semaphore_acquired(rlock_semaphore *sem)
+{
+    return rlk_sem_permits(sem, "leased");
+}
+
+RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64_t permits,
+                                                     int64_t ttl_ms)
+{
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    if (r == RLOCK_OK && (ttl_ms <= 0 || ttl_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL, "ttl_ms must be in 1 .. %lld, got %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)ttl_ms);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, permits);
+    rlk_args_addi(&args, ttl_ms);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &keys, &args, &rep);
+    long long v = 0;
+    r = r ? r : rlk_int_reply(rep, &v, "sem_try_set");
+    freeReplyObject(rep);
+    return r ? r : (int)v;
 }

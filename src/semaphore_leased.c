@@ -115,36 +115,67 @@ static rlk_permit *rlk_permit_take(rlock_semaphore *sem, const unsigned char id[
     return p;
 }
 
-RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
-                                                int64_t lease_ms,
-                                                char permit_id[RLOCK_PERMIT_ID_LEN + 1])
+/* Returns the first n permits of ids after a failure to record them (best effort). */
+static void rlk_permits_give_back(rlock_semaphore *sem, const unsigned char (*ids)[16], int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        long long v = 0;
+        rlk_permit *p = rlk_permit_take(sem, ids[i]);
+        if (p != NULL) {
+            rlk_permit_unwatch(sem, p);
+            free(p);
+        }
+        rlk_sem_release_id(sem, ids[i], &v);
+    }
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t permits,
+                                                  int64_t wait_ms, int64_t lease_ms,
+                                                  char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1])
 {
     int r = rlk_sem_check(sem);
     if (r == RLOCK_OK && (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL, "lease_ms must be > 0 or < 0 and at most %lld, got %lld",
                     (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
     }
-    if (r == RLOCK_OK && (wait_ms < 0 || permit_id == NULL)) {
-        r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_id not NULL");
+    if (r == RLOCK_OK && (permits < 1 || permits > RLOCK_PERMIT_IDS_MAX)) {
+        r = rlk_err(RLOCK_EINVAL, "permits must be in 1 .. %d, got %lld", RLOCK_PERMIT_IDS_MAX,
+                    (long long)permits);
     }
-    if (r != RLOCK_OK || permit_id == NULL) {
+    if (r == RLOCK_OK && (wait_ms < 0 || permit_ids == NULL)) {
+        r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_ids not NULL");
+    }
+    if (r != RLOCK_OK || permit_ids == NULL) {
         return r;
     }
-    unsigned char ids[1][16];
-    uuid_generate_random(ids[0]); /* 16 random bytes, as Redisson's generateIdArray */
-    r = rlk_sem_acquire(sem, 1, wait_ms, lease_ms, (const unsigned char(*)[16])ids);
-    if (r != RLOCK_OK) {
-        return r;
+    unsigned char ids[RLOCK_PERMIT_IDS_MAX][16];
+    for (int64_t i = 0; i < permits; i++) {
+        uuid_generate_random(ids[i]); /* 16 random bytes, as Redisson's generateIdArray */
     }
-    r = rlk_permit_record(sem, ids[0], lease_ms < 0);
-    if (r != RLOCK_OK) {
-        long long v = 0;
-        rlk_sem_release_id(sem, ids[0], &v);
-        return rlk_err(r, "semaphore '%s': cannot record the leased permit; returned it",
-                       sem->name);
+    r = rlk_sem_acquire(sem, permits, wait_ms, lease_ms, (const unsigned char(*)[16])ids);
+    for (int64_t i = 0; r == RLOCK_OK && i < permits; i++) {
+        r = rlk_permit_record(sem, ids[i], lease_ms < 0);
+        if (r != RLOCK_OK) {
+            rlk_permits_give_back(sem, (const unsigned char(*)[16])ids, permits);
+            return rlk_err(r, "semaphore '%s': cannot record the leased permits; returned them",
+                           sem->name);
+        }
     }
-    rlk_sem_hex(ids[0], permit_id);
-    return RLOCK_OK;
+    for (int64_t i = 0; r == RLOCK_OK && i < permits; i++) {
+        rlk_sem_hex(ids[i], permit_ids[i]);
+    }
+    return r;
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
+                                                int64_t lease_ms,
+                                                char permit_id[RLOCK_PERMIT_ID_LEN + 1])
+{
+    if (permit_id == NULL) {
+        return rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_id not NULL");
+    }
+    return rlock_semaphore_acquire_leased_n(sem, 1, wait_ms, lease_ms,
+                                            (char(*)[RLOCK_PERMIT_ID_LEN + 1]) permit_id);
 }
 
 RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id)
@@ -194,4 +225,121 @@ void rlk_sem_forget_permits(rlock_semaphore *sem)
         free(p);
         p = next;
     }
+}
+
+/* Stops this handle's watchdog renewals of id, which would overwrite a lease the caller set. */
+static void rlk_permit_stop_renewing(rlock_semaphore *sem, const unsigned char id[16])
+{
+    rlk_permit *p = rlk_permit_take(sem, id);
+    if (p == NULL) {
+        return;
+    }
+    rlk_permit_unwatch(sem, p);
+    p->watched = 0;
+    pthread_mutex_lock(&sem->mu);
+    p->next = sem->permits;
+    sem->permits = p;
+    pthread_mutex_unlock(&sem->mu);
+}
+
+RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *permit_id,
+                                              int64_t lease_ms)
+{
+    unsigned char id[16];
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_unhex(permit_id, id);
+    if (r == RLOCK_OK && (lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL, "lease_ms must be in 1 .. %lld, got %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
+    }
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_permit_stop_renewing(sem, id);
+    int64_t now = rlk_epoch_ms();
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, (const char *)id, 16);
+    rlk_args_addi(&args, rlk_add_sat(now, lease_ms));
+    rlk_args_addi(&args, now);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_UPDATE_LEASE, RLK_IDEMPOTENT, &keys, &args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "sem_update_lease: expected an integer reply");
+    }
+    if (r == RLOCK_OK && rep->integer != 1) {
+        r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'", permit_id,
+                    sem->name);
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
+                                                  const char *const *permit_ids, size_t count)
+{
+    int r = rlk_sem_check(sem);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    if (permit_ids == NULL || count < 1 || count > RLOCK_PERMIT_IDS_MAX) {
+        return rlk_err(RLOCK_EINVAL, "permit_ids must hold 1 .. %d ids, got %zu",
+                       RLOCK_PERMIT_IDS_MAX, permit_ids == NULL ? (size_t)0 : count);
+    }
+    unsigned char id[16];
+    for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
+        r = rlk_unhex(permit_ids[i], id); /* all ids checked before any is released */
+    }
+    int released = 0;
+    for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
+        int one = rlock_semaphore_release_leased(sem, permit_ids[i]);
+        if (one == RLOCK_OK) {
+            released++;
+        } else if (one != RLOCK_ENOTOWNER && one != RLOCK_ELOST) {
+            r = one;
+        }
+    }
+    return r ? r : released;
+}
+
+RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const char *permit_id,
+                                                    int64_t *lease_ms)
+{
+    unsigned char id[16];
+    int r = rlk_sem_check(sem);
+    r = r ? r : rlk_unhex(permit_id, id);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    if (lease_ms == NULL) {
+        return rlk_err(RLOCK_EINVAL, "lease_ms must not be NULL");
+    }
+    int64_t now = rlk_epoch_ms();
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, sem->name, sem->name_len);
+    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, (const char *)id, 16);
+    rlk_args_addi(&args, now);
+    rlk_args_addi(&args, RLK_SEM_NO_EXPIRY);
+    redisReply *rep = NULL;
+    r = rlk_script(sem->client, RLK_SCRIPT_SEM_LEASE_LEFT, RLK_IDEMPOTENT, &keys, &args, &rep);
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(RLOCK_EPROTO, "sem_lease_left: expected an integer reply");
+    }
+    if (r == RLOCK_OK && rep->integer == -2) {
+        r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'", permit_id,
+                    sem->name);
+    }
+    if (r == RLOCK_OK) {
+        *lease_ms = rep->integer;
+    }
+    freeReplyObject(rep);
+    return r;
 }

@@ -65,3 +65,8 @@ rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
 # TLS run: the Java part's budget in CI is ~5 min).
 rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 OTHERS_TLS
                         SOURCES compat/test_redisson_java_sentinel.c compat/redisson_java_cases.c)
+# Drain, set permits, lease updates and remaining leases, release-if-exists, totals, several
+# leased permits per call, trySetPermits with a TTL, latch deletes: each side reads what the
+# other wrote (~4 s per version).
+rlock_add_redisson_test(NAME test_redisson_java_sem_ops TIMEOUT 120
+                        SOURCES compat/test_redisson_java_sem_ops.c)

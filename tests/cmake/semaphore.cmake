@@ -42,3 +42,8 @@ rlock_add_test(NAME test_sem_lost_reply SOURCES semaphore/test_sem_lost_reply.c 
 # (independent checker), no acquire timed out, every permit back at the end (~9 s).
 rlock_add_test(NAME test_sem_fault_stress SOURCES semaphore/test_sem_fault_stress.c
                LABELS redis fault stress TIMEOUT 120)
+
+# Drain, set permits (total = available + leased, wakes a waiter), lease updates (a watchdog
+# permit's renewals stop) and remaining leases, release-if-exists, totals, several leased permits
+# per call, trySetPermits with a TTL, latch deletes; each with its bad input (~8 s).
+rlock_add_test(NAME test_sem_ops SOURCES semaphore/test_sem_ops.c LABELS redis TIMEOUT 60)

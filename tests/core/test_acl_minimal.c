@@ -256,6 +256,15 @@ static void test_semaphore(void **state)
     EXPECT(rlock_semaphore_release_leased(sa, id), RLOCK_OK);
     EXPECT(rlock_semaphore_add_permits(sa, 1), RLOCK_OK);
     EXPECT(rlock_semaphore_available(sa), 2);
+    /* Drain, set permits, lease updates, totals and release-if-exists. */
+    EXPECT(rlock_semaphore_acquire_leased(sa, 0, 60000, id), RLOCK_OK);
+    EXPECT(rlock_semaphore_update_lease(sa, id, 30000), RLOCK_OK);
+    EXPECT(rlock_semaphore_set_permits(sa, 3), RLOCK_OK);
+    EXPECT(rlock_semaphore_permits(sa), 3);
+    EXPECT(rlock_semaphore_acquired(sa), 1);
+    EXPECT(rlock_semaphore_drain(sa), 2);
+    EXPECT(rlock_semaphore_release_if_exists(sa, 2), 1);
+    EXPECT(rlock_semaphore_release_leased(sa, id), RLOCK_OK);
     rlock_semaphore_free(sb);
     rlock_semaphore_free(sa);
 }
@@ -269,6 +278,8 @@ static void test_latch(void **state)
     assert_non_null(lb);
     EXPECT(rlock_latch_try_set_count(la, 1), 1);
     waiter_woken(latch_wait, lb, latch_count_down_last, la);
+    EXPECT(rlock_latch_try_set_count(la, 2), 1);
+    EXPECT(rlock_latch_delete(la), 1);
     rlock_latch_free(lb);
     rlock_latch_free(la);
 }

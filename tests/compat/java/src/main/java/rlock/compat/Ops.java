@@ -249,7 +249,7 @@ final class Ops {
             case "lawait":
                 return (r.getCountDownLatch(name).await(Long.parseLong(w[4]), MS) ? "1 " : "0 ")
                         + t();
-            default: throw new IllegalArgumentException(op);
+            default: return SemOps.run(r, op, w);
         }
     }
 }
