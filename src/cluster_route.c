@@ -102,11 +102,24 @@ static int route_follow(rlock_client *c, int slot, uint64_t epoch, redisReply *r
     return 0;
 }
 
+/* Reads the map again after a failed request, keeping the request's own error as the last one:
+ * it, not the refresh's, is what the caller reports. */
+static void route_refresh_after_failure(rlk_cluster *cl, uint64_t epoch)
+{
+    char saved[256];
+    snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+    (void)rlk_cluster_refresh_after_failure(cl, epoch);
+    rlk_err_restore(saved);
+}
+
 int rlk_cluster_run(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
                     redisReply **out)
 {
     rlk_cluster *cl = c->cluster;
     int64_t deadline = rlk_add_sat(rlk_now_ms(), c->opts.command_timeout_ms);
+    int64_t bound = rlk_pool_bound_get();
+    /* A lock call's bound (pool.h) also ends the resends: past it no command may go out. */
+    deadline = bound > 0 && bound < deadline ? bound : deadline;
     route_state st = {.ask = NULL, .why = ""};
     for (int hop = 0;; hop++) {
         uint64_t epoch = 0;
@@ -123,7 +136,7 @@ int rlk_cluster_run(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, vo
             /* A node that cannot be reached may have failed over or left: the next request
              * should find the map as the cluster sees it now. */
             if (r == RLOCK_ECONN) {
-                (void)rlk_cluster_refresh_after_failure(cl, epoch);
+                route_refresh_after_failure(cl, epoch);
             }
             return r;
         }
@@ -133,17 +146,16 @@ int rlk_cluster_run(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, vo
         }
         freeReplyObject(*out);
         *out = NULL;
-        if (again == 2 && rlk_now_ms() >= deadline) {
-            return rlk_err(RLOCK_ECONN, "cluster: %s (for %lld ms)", st.why,
-                           (long long)c->opts.command_timeout_ms);
-        }
-        if (hop >= RLK_ROUTE_HOPS_MAX) {
+        if (again == 2) {
+            route_pause(deadline); /* bounded by the deadline, not counted as a redirection */
+            if (rlk_now_ms() >= deadline) {
+                return rlk_err(RLOCK_ECONN, "cluster: %s (for %lld ms)", st.why,
+                               (long long)c->opts.command_timeout_ms);
+            }
+            hop--;
+        } else if (hop >= RLK_ROUTE_HOPS_MAX) {
             return rlk_err(RLOCK_ECONN, "cluster: more than %d redirections for slot %d",
                            RLK_ROUTE_HOPS_MAX, slot);
-        }
-        if (again == 2) {
-            route_pause(deadline);
-            hop--; /* pauses are bounded by the deadline, not counted as redirections */
         }
     }
 }
