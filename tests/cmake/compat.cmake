@@ -65,3 +65,7 @@ rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
 # TLS run: the Java part's budget in CI is ~5 min).
 rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 OTHERS_TLS
                         SOURCES compat/test_redisson_java_sentinel.c compat/redisson_java_cases.c)
+# Two ways of losing a mixed fair queue's order, measured: a killed Redisson waiter (a second JVM
+# with a 3 s fairLockWaitTimeout) and a Redisson JVM whose wall clock is shifted by libfaketime.
+rlock_add_redisson_test(NAME test_redisson_java_fair TIMEOUT 60
+                        SOURCES compat/test_redisson_java_fair.c compat/redisson_java_cases.c)
