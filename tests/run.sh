@@ -52,6 +52,8 @@ PACKAGES+=(libclang-rt-14-dev)
 PACKAGES+=(redis-sentinel)
 # The Redisson peer of the compat tests (tests/compat/java, built by build_redisson_peer).
 PACKAGES+=(openjdk-17-jdk-headless maven)
+# libfaketime: test_redisson_java_fair runs a Redisson peer whose wall clock is shifted.
+PACKAGES+=(faketime)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"

@@ -70,3 +70,8 @@ rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 OTHERS_TLS
 # other wrote (~4 s per version).
 rlock_add_redisson_test(NAME test_redisson_java_sem_ops TIMEOUT 120
                         SOURCES compat/test_redisson_java_sem_ops.c)
+
+# Two ways of losing a mixed fair queue's order, measured: a killed Redisson waiter (a second JVM
+# with a 3 s fairLockWaitTimeout) and a Redisson JVM whose wall clock is shifted by libfaketime.
+rlock_add_redisson_test(NAME test_redisson_java_fair TIMEOUT 60
+                        SOURCES compat/test_redisson_java_fair.c compat/redisson_java_cases.c)

@@ -113,22 +113,31 @@ static void *peer_read(void *arg)
 }
 
 /* Forks the JVM with its stdin and stdout on pipes (stderr stays the test's). */
-static pid_t peer_spawn(rj_peer *p, const char *url, int64_t watchdog_ms)
+static pid_t peer_spawn(rj_peer *p, const char *url, int64_t watchdog_ms, int64_t fair_wait_ms,
+                        const char *faketime)
 {
     int to[2], from[2];
     if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) {
         return -1;
     }
-    char wd[32];
-    snprintf(wd, sizeof(wd), "%lld", (long long)watchdog_ms);
+    char wd[32], fw[32];
+    snprintf(wd, sizeof(wd), "%lld", (long long)(watchdog_ms > 0 ? watchdog_ms : 0));
+    snprintf(fw, sizeof(fw), "%lld", (long long)fair_wait_ms);
     pid_t pid = fork();
     if (pid == 0) {
         /* The JVM must not outlive the test program (a ctest timeout kills only the program). */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (faketime != NULL) {
+            /* The wall clock only: System.nanoTime() (the replies' times) stays the C side's. */
+            setenv("LD_PRELOAD", RJ_LIBFAKETIME, 1);
+            setenv("FAKETIME", faketime, 1);
+            setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+        }
         dup2(to[0], 0);
         dup2(from[1], 1);
         execlp("java", "java", "-XX:+UseSerialGC", "-Xss512k", "-jar", rj_jar(), url,
-               watchdog_ms > 0 ? wd : NULL, (char *)NULL);
+               watchdog_ms > 0 || fair_wait_ms > 0 ? wd : NULL, fair_wait_ms > 0 ? fw : NULL,
+               (char *)NULL);
         _exit(127);
     }
     close(to[0]);
@@ -145,12 +154,18 @@ rj_peer *rj_start(rh_server *s, int64_t watchdog_ms)
 
 rj_peer *rj_start_at(const char *where, int64_t watchdog_ms)
 {
+    return rj_start_fair(where, watchdog_ms, 0, NULL);
+}
+
+rj_peer *rj_start_fair(const char *where, int64_t watchdog_ms, int64_t fair_wait_ms,
+                       const char *faketime)
+{
     rj_peer *p = calloc(1, sizeof(*p));
     assert_non_null(p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->next_id = 1;
-    p->pid = peer_spawn(p, where, watchdog_ms);
+    p->pid = peer_spawn(p, where, watchdog_ms, fair_wait_ms, faketime);
     assert_true(p->pid > 0);
     pthread_create(&p->reader, NULL, peer_read, p);
     char *ready = rj_wait(p, 0, 30000);
@@ -274,6 +289,14 @@ double rj_reply_ms(const char *reply)
 {
     const char *sp = strchr(reply, ' ');
     return sp != NULL ? strtod(sp + 1, NULL) : -1.0;
+}
+
+void rj_kill(rj_peer *p)
+{
+    /* rj_stop()'s "quit" then meets a closed pipe: EPIPE, not a signal that ends the test. */
+    signal(SIGPIPE, SIG_IGN);
+    kill(p->pid, SIGKILL);
+    rj_stop(p);
 }
 
 void rj_stop(rj_peer *p)

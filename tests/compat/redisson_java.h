@@ -25,6 +25,11 @@ int rj_require(void **state);
 rj_peer *rj_start(rh_server *s, int64_t watchdog_ms);
 /* The same on where: a URL, or "cluster:" and comma-separated seed URLs (a cluster client). */
 rj_peer *rj_start_at(const char *where, int64_t watchdog_ms);
+/* The same with Redisson's fairLockWaitTimeout set to fair_wait_ms when > 0 and, when faketime
+ * is set, the JVM's wall clock shifted by libfaketime (its FAKETIME, e.g. "+600"). */
+#define RJ_LIBFAKETIME "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+rj_peer *rj_start_fair(const char *where, int64_t watchdog_ms, int64_t fair_wait_ms,
+                       const char *faketime);
 
 /* Redisson's id of the peer's client (the "<uuid>" of its lock owners) and its version. */
 const char *rj_id(const rj_peer *p);
@@ -60,6 +65,8 @@ rlock *rj_open_own(const rh_server *s, rlock_kind kind, const char *name, rlock_
 
 /* Ends the peer (its workers finish their requests first), killing its PID after 30 s. */
 void rj_stop(rj_peer *p);
+/* SIGKILL of the peer's JVM (its Redis state stays as it was), then rj_stop()'s cleanup. */
+void rj_kill(rj_peer *p);
 
 /* The checker: per slot writers and readers inside, violations, exclusive and read sections. */
 #define RJ_CK_SLOTS 16

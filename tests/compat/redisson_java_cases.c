@@ -447,7 +447,7 @@ static int inversions(const double *got, int n)
 /* One waiter of a fair queue: an rlock thread or a Redisson thread that waits, holds 20 ms and
  * unlocks. */
 typedef struct fair_waiter {
-    int java;
+    int java; /* 0 rlock, 1 Redisson, 2 Redisson on the peer e->dead that is killed */
     rlock *l;
     tc_holder h;
     int lock_id, unlock_id;
@@ -463,11 +463,18 @@ static void fair_enqueue(const rjc_fair_env *e, const char *name, int i, fair_wa
         w->l = tc_open(e->c, RLOCK_FAIR, name);
         tc_holder_start(&w->h, w->l, wait_ms, -1, 20);
     } else {
+        rj_peer *p = w->java == 2 ? e->dead : e->p;
         char worker[16];
         snprintf(worker, sizeof(worker), "q%d", i);
-        w->lock_id = rj_send(e->p, worker, "try fair %s %lld -1", name, (long long)wait_ms);
-        rj_send(e->p, worker, "sleep 20");
-        w->unlock_id = rj_send(e->p, worker, "unlock fair %s", name);
+        /* A dead peer's waiter calls lock(): its deadline is then the holder's remaining lease
+         * plus fairLockWaitTimeout (tryLock puts its own wait time in place of the latter). */
+        if (w->java == 2) {
+            w->lock_id = rj_send(p, worker, "lock fair %s -1", name);
+        } else {
+            w->lock_id = rj_send(p, worker, "try fair %s %lld -1", name, (long long)wait_ms);
+        }
+        rj_send(p, worker, "sleep 20");
+        w->unlock_id = rj_send(p, worker, "unlock fair %s", name);
     }
     char queue[128];
     snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
@@ -490,6 +497,9 @@ static void fair_collect(rj_peer *p, fair_waiter *w)
         rlock_free(w->l);
         return;
     }
+    if (w->java == 2) {
+        return; /* killed before the release: never granted, counted nowhere */
+    }
     char *r = rj_wait(p, w->lock_id, 60000);
     assert_non_null(r);
     w->granted = r[0] == '1';
@@ -500,42 +510,23 @@ static void fair_collect(rj_peer *p, fair_waiter *w)
     free(r);
 }
 
-rjc_fair_result rjc_fair_queue(const rjc_fair_env *e, const char *name, char holder,
-                               const char *pattern, int64_t wait_ms)
+/* Kills e->dead (its waiter stays in the queue), releases the holder; the release's time. */
+static double fair_release(const rjc_fair_env *e, const char *name, char holder, rlock *mine)
 {
-    enum { MAX = 32 };
-    int n = (int)strlen(pattern);
-    assert_true(n <= MAX);
-    rlock *mine = NULL;
-    if (holder == 'c') {
-        mine = tc_hold(e->c, RLOCK_FAIR, name);
-    } else {
-        rj_expect(e->p, "qh", "ok", "lock fair %s -1", name);
-    }
-    fair_waiter w[MAX];
-    for (int i = 0; i < n; i++) {
-        w[i] = (fair_waiter){.java = pattern[i] == 'j'};
-        fair_enqueue(e, name, i, &w[i], wait_ms);
+    if (e->dead != NULL) {
+        rj_kill(e->dead);
     }
     if (holder == 'c') {
         assert_int_equal(rlock_unlock(mine), RLOCK_OK);
     } else {
         rj_expect(e->p, "qh", "ok", "unlock fair %s", name);
     }
-    rjc_fair_result res = {0};
-    double got[MAX], sorted[MAX];
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        fair_collect(e->p, &w[i]);
-        if (w[i].granted) {
-            got[m++] = w[i].got;
-        } else if (w[i].java) {
-            res.not_granted_j++;
-        } else {
-            res.not_granted_c++;
-        }
-    }
-    res.inversions = inversions(got, m);
+    return rj_now_ms();
+}
+
+/* Sorts the m grant times of got into sorted and checks exclusion: grants a hold apart. */
+static void fair_check_gaps(const double *got, double *sorted, int m)
+{
     memcpy(sorted, got, sizeof(double) * (size_t)m);
     for (int i = 1; i < m; i++) { /* insertion sort, then the gaps between grants */
         for (int k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
@@ -547,11 +538,52 @@ rjc_fair_result rjc_fair_queue(const rjc_fair_env *e, const char *name, char hol
     for (int i = 1; i < m; i++) {
         assert_true(sorted[i] - sorted[i - 1] >= 19.0);
     }
+}
+
+rjc_fair_result rjc_fair_queue(const rjc_fair_env *e, const char *name, char holder,
+                               const char *pattern, int64_t wait_ms)
+{
+    enum { MAX = 32 };
+    int n = (int)strlen(pattern);
+    assert_true(n <= MAX);
+    rlock *mine = NULL;
+    if (holder == 'c') {
+        mine = tc_open(e->c, RLOCK_FAIR, name);
+        assert_int_equal(rlock_lock(mine, e->hold_ms > 0 ? e->hold_ms : -1), RLOCK_OK);
+    } else {
+        rj_expect(e->p, "qh", "ok", "lock fair %s -1", name);
+    }
+    fair_waiter w[MAX];
+    double arrived = rj_now_ms();
+    for (int i = 0; i < n; i++) {
+        w[i] = (fair_waiter){.java = pattern[i] == 'j' ? 1 : pattern[i] == 'd' ? 2 : 0};
+        fair_enqueue(e, name, i, &w[i], wait_ms);
+    }
+    double released = fair_release(e, name, holder, mine);
+    rjc_fair_result res = {0};
+    double got[MAX], sorted[MAX];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        fair_collect(e->p, &w[i]);
+        if (w[i].granted) {
+            got[m++] = w[i].got;
+        } else if (w[i].java == 1) {
+            res.not_granted_j++;
+        } else if (w[i].java == 0) {
+            res.not_granted_c++;
+        }
+    }
+    res.inversions = inversions(got, m);
+    fair_check_gaps(got, sorted, m);
     res.span_ms = m > 0 ? sorted[m - 1] - sorted[0] : 0;
+    res.queue_ms = released - arrived;
+    res.first_ms = m > 0 ? sorted[0] - released : 0;
     print_message("fair queue %s behind %s holder: %d inversions; not granted within %lld ms: "
-                  "%d rlock, %d Redisson; served in %.0f ms\n",
+                  "%d rlock, %d Redisson; queued in %.0f ms, first grant %.0f ms after the "
+                  "release, served in %.0f ms\n",
                   pattern, holder == 'c' ? "an rlock" : "a Redisson", res.inversions,
-                  (long long)wait_ms, res.not_granted_c, res.not_granted_j, res.span_ms);
+                  (long long)wait_ms, res.not_granted_c, res.not_granted_j, res.queue_ms,
+                  res.first_ms, res.span_ms);
     rlock_free(mine);
     return res;
 }

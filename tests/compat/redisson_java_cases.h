@@ -19,20 +19,27 @@ void rjc_fenced(rj_peer *p, rlock_client *c, const char *name);
 /* 4 rlock waiters behind a Redisson holder, then 4 Redisson waiters behind an rlock holder, on
  * a fair lock: each queue served in its order. */
 void rjc_fair_one_side(rj_peer *p, rlock_client *c, const char *name);
-/* Where a fair queue runs: the peer, a client, and the server that holds key now (for LLEN). */
+/* Where a fair queue runs: the peer, a client, and the server that holds key now (for LLEN);
+ * dead, when set, a second peer whose waiters are killed (rj_kill) before the release; hold_ms,
+ * when > 0, the lease of an rlock holder (else it holds with the watchdog). */
 typedef struct rjc_fair_env {
     rj_peer *p;
     rlock_client *c;
     rh_server *(*queue_server)(const char *key);
+    rj_peer *dead;
+    int64_t hold_ms;
 } rjc_fair_env;
-/* The outcome of a fair queue: inversions among the granted waiters, waiters not granted. */
+/* The outcome of a fair queue: inversions among the granted waiters, waiters not granted, the
+ * time from the first waiter's arrival to the release, from the release to the first grant and
+ * from the first grant to the last. */
 typedef struct rjc_fair_result {
     int inversions, not_granted_c, not_granted_j;
-    double span_ms;
+    double queue_ms, first_ms, span_ms;
 } rjc_fair_result;
-/* Queues waiters as pattern says ('c' rlock, 'j' Redisson, in arrival order, each in the queue
- * before the next) behind a holder of the side holder says, each waiting up to wait_ms and
- * holding 20 ms, releases the holder and checks exclusion: grants at least a hold apart. */
+/* Queues waiters as pattern says ('c' rlock, 'j' Redisson, 'd' Redisson on e->dead, in arrival
+ * order, each in the queue before the next) behind a holder of the side holder says, each
+ * waiting up to wait_ms and holding 20 ms, releases the holder and checks exclusion: grants at
+ * least a hold apart. 'd' waiters count nowhere in the result. */
 rjc_fair_result rjc_fair_queue(const rjc_fair_env *e, const char *name, char holder,
                                const char *pattern, int64_t wait_ms);
 /* RSemaphore of 2 shared by 2 Java and 2 rlock threads (bound held, permits back); a leased

@@ -2,8 +2,9 @@
  * rlock against the released Redisson (the Java peer of redisson_java.h) on a Redis 7 cluster of
  * 3 masters, both in their default pub/sub mode (Redisson's AUTO, rlock's AUTO): RLock mixed
  * stress, RLock wake-ups both ways on every master, semaphore and latch wake-ups both ways, the
- * other types' cases (redisson_java_cases.h), then a CLUSTER FAILOVER in a mixed RLock stress.
- * Leases are 60 s and waits 10 s, so a wait that ends early was ended by the release's message.
+ * other types' cases (redisson_java_cases.h), the mixed fair queue of 20, then a CLUSTER FAILOVER
+ * in a mixed RLock stress. Leases are 60 s and waits 10 s, so a wait that ends early was ended by
+ * the release's message.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -256,6 +257,18 @@ static void test_cluster_fair_one_side_queues(void **state)
     rjc_fair_one_side(g_peer, g_c, "rjk:fair");
 }
 
+/* The mixed queue of 20 of test_redisson_java_lock's test_fair_mixed_queue on the master that
+ * serves the name: every rlock waiter served, exclusion kept, and the same divergence
+ * (docs/compatibility.md). */
+static void test_cluster_fair_mixed_queue(void **state)
+{
+    (void)state;
+    rjc_fair_env e = {.p = g_peer, .c = g_c, .queue_server = tc_cluster_owner};
+    rjc_fair_result r = rjc_fair_queue(&e, "rjk:fair:mixed", 'c', "cjcjcjcjcjcjcjcjcjcj", 8000);
+    assert_int_equal(r.not_granted_c, 0);
+    assert_true(r.inversions > 0 || r.not_granted_j > 0);
+}
+
 static void test_cluster_semaphores(void **state)
 {
     (void)state;
@@ -406,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_cluster_rw_mixed),
         cmocka_unit_test(test_cluster_fenced_tokens),
         cmocka_unit_test(test_cluster_fair_one_side_queues),
+        cmocka_unit_test(test_cluster_fair_mixed_queue),
         cmocka_unit_test(test_cluster_semaphores),
         cmocka_unit_test(test_cluster_force_inspect_watchdogs),
         cmocka_unit_test(test_cluster_multilock),

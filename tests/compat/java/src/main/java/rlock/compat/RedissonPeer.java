@@ -1,8 +1,10 @@
 /*
  * The Redisson peer of the compat tests: one RedissonClient (released Redisson, default Config
- * apart from the address and the watchdog timeout) driven line by line over stdin by a C test.
+ * apart from the address, the watchdog timeout and the fair lock's wait timeout) driven line by
+ * line over stdin by a C test.
  *
- * Usage: java -jar redisson-peer-<version>.jar <where> [lockWatchdogTimeout ms], where <where> is
+ * Usage: java -jar redisson-peer-<version>.jar <where> [lockWatchdogTimeout ms]
+ * [fairLockWaitTimeout ms] (0: Redisson's default), where <where> is
  * a redis:// or rediss:// URL, or "cluster:" and a comma-separated list of seed URLs (see
  * Peers.java for TLS).
  * Prints "ready <redisson id> <redisson version>" once connected. Then each request line is
@@ -59,12 +61,17 @@ public final class RedissonPeer {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 1) {
-            System.err.println("usage: RedissonPeer <redis url> [lockWatchdogTimeout ms]");
+            System.err.println(
+                    "usage: RedissonPeer <redis url> [lockWatchdogTimeout ms] [fairLockWaitTimeout ms]");
             System.exit(2);
         }
         Config config = Peers.config(args[0]);
-        if (args.length > 1) {
+        // 0 keeps Redisson's default, so a fair wait timeout can be given alone.
+        if (args.length > 1 && Long.parseLong(args[1]) > 0) {
             config.setLockWatchdogTimeout(Long.parseLong(args[1]));
+        }
+        if (args.length > 2 && Long.parseLong(args[2]) > 0) {
+            config.setFairLockWaitTimeout(Long.parseLong(args[2]));
         }
         RedissonClient redisson = Redisson.create(config);
         Ops ops = new Ops(redisson);
