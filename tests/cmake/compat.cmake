@@ -12,12 +12,19 @@ set(RLOCK_REDISSON_JAR_DIR "${CMAKE_CURRENT_SOURCE_DIR}/compat/java/target" CACH
 set(RLOCK_REDISSON_VERSIONS 4.7.0 3.52.0)
 
 # rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [TLS] [FIRST_ONLY]
-# [OTHERS_TLS] [TLS_ALL]): program <name>, run as ctest <name> against the first version and,
-# unless FIRST_ONLY, <name>_r<major> against each other one; with TLS also <name>_tls (first
-# version) over TLS servers, as tls.cmake's twins (RH_TLS_DIR); with TLS_ALL each other version
-# also over TLS as <name>_tls_r<major>; with OTHERS_TLS the other versions run over TLS only.
+# [OTHERS_TLS] [TLS_ALL] [OTHERS_LONG]): program <name>, run as ctest <name> against the first
+# version and, unless FIRST_ONLY, <name>_r<major> against each other one; with TLS also
+# <name>_tls (first version) over TLS servers, as tls.cmake's twins (RH_TLS_DIR); with TLS_ALL
+# each other version also over TLS as <name>_tls_r<major>; with OTHERS_TLS the other versions run
+# over TLS only; with OTHERS_LONG the other versions' tests carry the label `long`, which
+# tests/run.sh runs only with RLOCK_LONG=1 (CI's time; CONTRIBUTING, "Test variants").
 function(rlock_add_redisson_test)
-  cmake_parse_arguments(R "TLS;FIRST_ONLY;OTHERS_TLS;TLS_ALL" "NAME;TIMEOUT" "SOURCES" ${ARGN})
+  cmake_parse_arguments(R "TLS;FIRST_ONLY;OTHERS_TLS;TLS_ALL;OTHERS_LONG" "NAME;TIMEOUT" "SOURCES"
+                        ${ARGN})
+  set(_other_labels "redis;redisson;plain_only")
+  if(R_OTHERS_LONG)
+    set(_other_labels "redis;redisson;plain_only;long")
+  endif()
   list(GET RLOCK_REDISSON_VERSIONS 0 _first)
   set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_first}/redisson-peer-${_first}.jar")
   rlock_add_test(NAME ${R_NAME} SOURCES ${R_SOURCES} compat/redisson_java.c
@@ -42,13 +49,13 @@ function(rlock_add_redisson_test)
       if(R_OTHERS_TLS OR R_TLS_ALL)
         add_test(NAME ${R_NAME}_tls_r${_major} COMMAND ${R_NAME})
         set_tests_properties(${R_NAME}_tls_r${_major} PROPERTIES ${_props}
-          FIXTURES_REQUIRED tls_certs LABELS "redis;redisson;plain_only"
+          FIXTURES_REQUIRED tls_certs LABELS "${_other_labels}"
           ENVIRONMENT "${_venv};RH_TLS_DIR=${CMAKE_CURRENT_BINARY_DIR}/tls-certs")
       endif()
       if(NOT R_OTHERS_TLS)
         add_test(NAME ${R_NAME}_r${_major} COMMAND ${R_NAME})
         set_tests_properties(${R_NAME}_r${_major} PROPERTIES ${_props} ENVIRONMENT "${_venv}"
-                             LABELS "redis;redisson;plain_only")
+                             LABELS "${_other_labels}")
       endif()
     endif()
   endforeach()
@@ -59,11 +66,11 @@ rlock_add_redisson_test(NAME test_redisson_java_lock TIMEOUT 240 TLS
 # The semaphores and latch over TLS with both versions (a run takes ~5 s).
 rlock_add_redisson_test(NAME test_redisson_java_sync TIMEOUT 120 TLS TLS_ALL
                         SOURCES compat/test_redisson_java_sync.c)
-rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180
+rlock_add_redisson_test(NAME test_redisson_java_cluster TIMEOUT 180 OTHERS_LONG
                         SOURCES compat/test_redisson_java_cluster.c compat/redisson_java_cases.c)
-# A Sentinel run takes ~40 s: Redisson 4.x on plain servers, 3.x over TLS (which is also 3.x's
-# TLS run: the Java part's budget in CI is ~5 min).
-rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 OTHERS_TLS
+# A Sentinel run takes ~40 s: Redisson 4.x on plain servers, 3.x over TLS (label `long`: 3.x's
+# TLS runs in CI are test_redisson_java_sync_tls_r3's).
+rlock_add_redisson_test(NAME test_redisson_java_sentinel TIMEOUT 180 OTHERS_TLS OTHERS_LONG
                         SOURCES compat/test_redisson_java_sentinel.c compat/redisson_java_cases.c)
 # Drain, set permits, lease updates and remaining leases, release-if-exists, totals, several
 # leased permits per call, trySetPermits with a TTL, latch deletes: each side reads what the
@@ -73,5 +80,5 @@ rlock_add_redisson_test(NAME test_redisson_java_sem_ops TIMEOUT 120
 
 # Two ways of losing a mixed fair queue's order, measured: a killed Redisson waiter (a second JVM
 # with a 3 s fairLockWaitTimeout) and a Redisson JVM whose wall clock is shifted by libfaketime.
-rlock_add_redisson_test(NAME test_redisson_java_fair TIMEOUT 60
+rlock_add_redisson_test(NAME test_redisson_java_fair TIMEOUT 60 OTHERS_LONG
                         SOURCES compat/test_redisson_java_fair.c compat/redisson_java_cases.c)
