@@ -212,6 +212,10 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
         }
     }
     pthread_mutex_unlock(&l->mu);
+    if (h != NULL && create && tid >= RLK_OWNER_TID_BASE && h->count == 0) {
+        rlk_hold_index_remove(l, tid); /* at most one entry per record */
+        rlk_hold_index_add(l, tid);
+    }
     return h;
 }
 
@@ -237,6 +241,7 @@ static void rlk_hold_forget(rlock *l, rlk_hold *h)
     }
     rlk_hold_cb_drop_locked(l, h->tid);
     pthread_mutex_unlock(&l->mu);
+    rlk_hold_index_remove(l, h->tid);
     free(h);
 }
 

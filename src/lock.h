@@ -234,6 +234,14 @@ void rlk_hold_cb_drop_group(rlock *l, rlock *group);
 void rlk_hold_cb_fire(rlock *l, uint64_t tid);
 void rlk_hold_cb_free_all(rlock *l);
 
+/* The index of owners' hold records (hold_index.c): add/remove as a record of an owner (tid >=
+ * RLK_OWNER_TID_BASE; a no-op for threads) is created and forgotten; find gives the handle of
+ * the same lock (client, type, name) that holds tid's record when l does not, else l (groups:
+ * always l). The handle found must stay open while it is used. */
+void rlk_hold_index_add(rlock *l, uint64_t tid);
+void rlk_hold_index_remove(rlock *l, uint64_t tid);
+rlock *rlk_hold_index_find(rlock *l, uint64_t tid);
+
 /* Generic implementations for single-key types. */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms);
 int rlk_single_unlock(rlock *l);

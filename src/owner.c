@@ -137,7 +137,8 @@ RLOCK_EXPORT int rlock_lock_ex(rlock *lock, const rlock_lock_args *args)
     return r;
 }
 
-/* Runs op(lock) as owner: the shared frame of the owner calls below. */
+/* Runs expr as owner on the handle `target` (lock, or the handle of the same lock that holds the
+ * owner's record): the shared frame of the owner calls below. */
 #define OWNER_CALL(lock, owner, expr)                                                              \
     do {                                                                                           \
         if ((lock) == NULL) {                                                                      \
@@ -148,6 +149,7 @@ RLOCK_EXPORT int rlock_lock_ex(rlock *lock, const rlock_lock_args *args)
         if (r_ != RLOCK_OK) {                                                                      \
             return r_;                                                                             \
         }                                                                                          \
+        rlock *target = owner_handle((lock), tid_);                                                \
         rlk_call_ctx saved_;                                                                       \
         rlk_call_enter(tid_, NULL, &saved_);                                                       \
         r_ = (expr);                                                                               \
@@ -155,14 +157,25 @@ RLOCK_EXPORT int rlock_lock_ex(rlock *lock, const rlock_lock_args *args)
         return r_;                                                                                 \
     } while (0)
 
+/* The handle to act on for owner tid: lock when it holds the owner's record (or for the calling
+ * thread), else another open handle of the same lock that does. */
+static rlock *owner_handle(rlock *lock, uint64_t tid)
+{
+    if (tid == 0 || lock->ops->group) {
+        return lock;
+    }
+    rlk_hold *h = rlk_hold_get(lock, tid, 0);
+    return h != NULL && h->count > 0 ? lock : rlk_hold_index_find(lock, tid);
+}
+
 RLOCK_EXPORT int rlock_unlock_ex(rlock *lock, rlock_owner *owner)
 {
-    OWNER_CALL(lock, owner, rlock_unlock(lock));
+    OWNER_CALL(lock, owner, rlock_unlock(target));
 }
 
 RLOCK_EXPORT int rlock_is_held_by(rlock *lock, rlock_owner *owner)
 {
-    OWNER_CALL(lock, owner, rlock_is_held(lock));
+    OWNER_CALL(lock, owner, rlock_is_held(target));
 }
 
 static int extend_call(rlock *lock, int64_t lease_ms)
@@ -177,5 +190,5 @@ static int extend_call(rlock *lock, int64_t lease_ms)
 
 RLOCK_EXPORT int rlock_extend(rlock *lock, rlock_owner *owner, int64_t lease_ms)
 {
-    OWNER_CALL(lock, owner, extend_call(lock, lease_ms));
+    OWNER_CALL(lock, owner, extend_call(target, lease_ms));
 }

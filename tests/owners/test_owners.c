@@ -50,6 +50,12 @@ static int teardown(void **state)
     return tc_fixture_close(&g_srv, &g_c);
 }
 
+static long long int_exists(const char *key)
+{
+    const char *argv[] = {"EXISTS", key, NULL};
+    return rh_cmd_int(g_srv, argv);
+}
+
 static rlock_owner *owner(void)
 {
     rlock_owner *o = NULL;
@@ -106,6 +112,44 @@ static void test_handoff(void **state)
         assert_int_equal(ow_any_key(&sj, g_srv), 0);
         rlock_owner_free(h.o);
         ow_close(&sj);
+    }
+}
+
+typedef struct via_other {
+    rlock *other;
+    rlock_owner *o;
+} via_other;
+
+static int give_via_other(void *arg)
+{
+    via_other *v = arg;
+    int held = rlock_is_held_by(v->other, v->o);
+    int ext = rlock_extend(v->other, v->o, 20000);
+    int r = rlock_unlock_ex(v->other, v->o);
+    return held == 1 && ext == RLOCK_OK ? r : -100;
+}
+
+/* An owner's hold taken through one handle is queried, extended and released on another thread
+ * through another handle of the same lock. */
+static void test_other_handle(void **state)
+{
+    (void)state;
+    static const rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_SPIN, RLOCK_FAIR, RLOCK_READ,
+                                       RLOCK_WRITE};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "other-handle-%zu", k);
+        rlock *l = tc_open(g_c, kinds[k], name);
+        via_other v = {tc_open(g_c, kinds[k], name), owner()};
+        assert_int_equal(lock_as(l, v.o, 0, 2000), RLOCK_OK);
+        tc_bg b;
+        tc_bg_start(&b, give_via_other, &v);
+        assert_int_equal(tc_bg_join(&b), RLOCK_OK);
+        assert_int_equal(rlock_unlock_ex(l, v.o), RLOCK_ENOTOWNER);
+        assert_int_equal(int_exists(name), 0);
+        rlock_owner_free(v.o);
+        rlock_free(v.other);
+        rlock_free(l);
     }
 }
 
@@ -392,13 +436,10 @@ static void test_bad_input(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_handoff),
-        cmocka_unit_test(test_two_owners_one_thread),
-        cmocka_unit_test(test_reentry_per_owner),
-        cmocka_unit_test(test_extend),
-        cmocka_unit_test(test_on_lost),
-        cmocka_unit_test(test_watchdog_after_owner_free),
+        cmocka_unit_test(test_bad_input),         cmocka_unit_test(test_handoff),
+        cmocka_unit_test(test_other_handle),      cmocka_unit_test(test_two_owners_one_thread),
+        cmocka_unit_test(test_reentry_per_owner), cmocka_unit_test(test_extend),
+        cmocka_unit_test(test_on_lost),           cmocka_unit_test(test_watchdog_after_owner_free),
     };
     /* TSan does not support a child that starts threads after fork(): --no-fork there. */
     const struct CMUnitTest fork_tests[] = {cmocka_unit_test(test_fork)};
