@@ -864,7 +864,9 @@ RLOCK_EXPORT void rlock_lock_args_init(rlock_lock_args *args);
  * are not NULL. With args->owner NULL and no token it is rlock_try_lock(). */
 RLOCK_EXPORT int rlock_lock_ex(rlock *lock, const rlock_lock_args *args);
 
-/* rlock_unlock() of owner's hold (NULL: the calling thread's), from any thread. */
+/* rlock_unlock() of owner's hold (NULL: the calling thread's), from any thread, through lock or
+ * any other open handle of the same lock (same client, type and name) that took the hold; a
+ * group's hold through its own handle. Calls for one owner must not overlap. */
 RLOCK_EXPORT int rlock_unlock_ex(rlock *lock, rlock_owner *owner);
 
 /* Makes the remaining lease of owner's hold (NULL: the calling thread's) at least lease_ms; it

@@ -23,6 +23,13 @@
 
 #define SLEEPERS 16
 
+/* Latency is asserted in the plain build only: a sanitizer or valgrind slows every thread hop. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 typedef struct sleeper {
     rlock_cancel *token;
     int64_t deadline;
@@ -75,7 +82,7 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* SLEEPERS threads sleep on one token without a deadline; one firing wakes them all, each within
- * milliseconds. 20 rounds: the p99 of 320 wake-ups is printed and (not under valgrind) bounded
+ * milliseconds. 20 rounds: the p99 of 320 wake-ups is printed and (in the plain build) bounded
  * by 10 ms. A sleep with a deadline and an unfired token ends at its deadline. */
 static void test_wakes_sleepers(void **state)
 {
@@ -106,7 +113,7 @@ static void test_wakes_sleepers(void **state)
     int64_t p99 = lat[(n * 99) / 100];
     printf("cancel wake-up of %d sleepers: p50 %lld us, p99 %lld us, max %lld us\n", SLEEPERS,
            (long long)lat[n / 2], (long long)p99, (long long)lat[n - 1]);
-    if (!RUNNING_ON_VALGRIND) {
+    if (!RUNNING_ON_VALGRIND && !SANITIZED) {
         assert_true(p99 <= 10000);
     }
     rlock_cancel *t = NULL;
