@@ -289,12 +289,14 @@ static void test_extend(void **state)
 typedef struct lost_seen {
     atomic_int calls;
     rlock *lock;
+    pthread_t thread; /* who called: the watchdog thread, not the test's */
 } lost_seen;
 
 static void hold_lost(rlock *lock, void *user)
 {
     lost_seen *s = user;
     s->lock = lock;
+    s->thread = pthread_self();
     atomic_fetch_add(&s->calls, 1);
 }
 
@@ -331,6 +333,7 @@ static void test_on_lost(void **state)
         rh_sleep_ms(WATCHDOG_MS); /* two more renewal rounds: still once */
         assert_int_equal(atomic_load(&seen.calls), 1);
         assert_ptr_equal(seen.lock, sj.l);
+        assert_false(pthread_equal(seen.thread, pthread_self()));
         assert_true(atomic_load(&g_client_lost) > before);
         print_message("%s: per-hold on_lost once\n", ow_label(w));
         assert_int_equal(rlock_unlock_ex(sj.l, o), RLOCK_ELOST);
