@@ -124,9 +124,11 @@ static int dispatch(rlock_client *client, int jobs)
 
 int main(int argc, char **argv)
 {
-    const char *url = argc > 1 ? argv[1] : getenv("REDIS_URL");
-    int workers = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 4;
-    int jobs = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 40;
+    /* A first argument with "://" is the URL; else $REDIS_URL names the server. */
+    int a = argc > 1 && strstr(argv[1], "://") != NULL ? 2 : 1;
+    const char *url = a == 2 ? argv[1] : getenv("REDIS_URL");
+    int workers = argc > a ? (int)strtol(argv[a], NULL, 10) : 4;
+    int jobs = argc > a + 1 ? (int)strtol(argv[a + 1], NULL, 10) : 40;
     if (workers < 1 || workers > 64 || jobs < 1) {
         fprintf(stderr, "usage: worker_pool [REDIS_URL] [WORKERS (1-64) [JOBS]]\n");
         return 2;
