@@ -82,7 +82,8 @@ typedef enum rlock_error {
     /* TLS failed: handshake, untrusted certificate, name mismatch, client certificate refused
      * (OpenSSL's reason in rlock_last_error). */
     RLOCK_ETLS = -13,
-    RLOCK_EREPLICA = -14, /* fewer replicas than connected acknowledged a write in time */
+    RLOCK_EREPLICA = -14,  /* fewer replicas than connected acknowledged a write in time */
+    RLOCK_ECANCELED = -15, /* the wait was cancelled through an rlock_cancel */
 } rlock_error;
 #define RLOCK_OK        RLOCK_OK
 #define RLOCK_ETIMEDOUT RLOCK_ETIMEDOUT
@@ -99,6 +100,7 @@ typedef enum rlock_error {
 #define RLOCK_EAUTH     RLOCK_EAUTH
 #define RLOCK_ETLS      RLOCK_ETLS
 #define RLOCK_EREPLICA  RLOCK_EREPLICA
+#define RLOCK_ECANCELED RLOCK_ECANCELED
 
 /* Returns a short constant description of code ("unknown error code" for unknown values). */
 RLOCK_EXPORT const char *rlock_strerror(int code);
@@ -786,6 +788,98 @@ RLOCK_EXPORT const char *rlock_client_id(const rlock_client *client);
  * wait again. RedLock waits are not interrupted (they are bounded by their random pauses).
  * Thread-safe, but not async-signal-safe. NULL is a no-op. */
 RLOCK_EXPORT void rlock_client_interrupt(rlock_client *client);
+
+/* ---------------------------------------------------------------------------------------------
+ * Owners and cancellation.
+ *
+ * An owner is an identity that holds locks instead of a thread: a hold taken with an owner may
+ * be released, extended or queried from any thread, through any handle of the same lock, by
+ * passing the same owner. Re-entry is counted per owner, and two owners exclude each other even
+ * in one thread (a thread may hold a lock as one owner and wait for it as another). On Redis an
+ * owner's hold looks like any other: the field "<client-uuid>:<n>", where n is never reused
+ * within the client and never equals a thread's number, so Redisson and other clients see an
+ * ordinary hold. Every lock type and both groups (multi-lock, RedLock) take owners, and the
+ * watchdog renews an owner's watchdog holds as a thread's. After fork() the child forgets the
+ * parent's owner holds as it forgets thread holds.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct rlock_owner rlock_owner;
+
+/* Creates an owner of client's locks. Returns RLOCK_OK, RLOCK_EINVAL (NULL argument),
+ * RLOCK_ENOMEM or RLOCK_ECLOSED. */
+RLOCK_EXPORT int rlock_owner_new(rlock_client *client, rlock_owner **out);
+
+/* Frees an owner. It releases nothing: a hold it still has stays on Redis. A hold with an
+ * explicit lease ends when its lease runs out; a watchdog hold stays renewed by the watchdog
+ * until its handle is freed (rlock_free) or the client is (rlock_client_free), and then ends
+ * within watchdog_timeout_ms. Unlock every hold first to let others in at once. NULL is a no-op;
+ * the owner must not be in use by another call. */
+RLOCK_EXPORT void rlock_owner_free(rlock_owner *owner);
+
+/* The owner's field on Redis, "<client-uuid>:<n>"; valid as long as the owner; "" for NULL. */
+RLOCK_EXPORT const char *rlock_owner_id(const rlock_owner *owner);
+
+/* A cancellation token: firing it ends every wait that uses it, on any thread, with
+ * RLOCK_ECANCELED. A token stays fired; a fired token passed to a new call ends that call at once,
+ * before it sends any command. One token may serve many waits at once, of any client. */
+typedef struct rlock_cancel rlock_cancel;
+
+/* Creates an unfired token. RLOCK_OK, RLOCK_EINVAL (out NULL), RLOCK_ENOMEM, or RLOCK_ECONN when
+ * the process is out of file descriptors (a token needs a shared pipe). */
+RLOCK_EXPORT int rlock_cancel_new(rlock_cancel **out);
+
+/* Fires the token: every wait using it returns RLOCK_ECANCELED within milliseconds, having left
+ * every queue it joined and holding nothing (a grant that raced with the cancel is either
+ * returned as RLOCK_OK or released first). Async-signal-safe (atomics and write(2) only), so a
+ * signal handler may call it; idempotent. NULL is a no-op. */
+RLOCK_EXPORT void rlock_cancel_fire(rlock_cancel *cancel);
+
+/* 1 once the token was fired, else 0 (also for NULL). Async-signal-safe. */
+RLOCK_EXPORT int rlock_cancel_fired(const rlock_cancel *cancel);
+
+/* Frees a token. No wait may be using it. NULL is a no-op. */
+RLOCK_EXPORT void rlock_cancel_free(rlock_cancel *cancel);
+
+/* The arguments of rlock_lock_ex(); rlock_lock_args_init() sets the defaults. */
+typedef struct rlock_lock_args {
+    int64_t wait_ms;      /* as rlock_try_lock(); RLOCK_WAIT_FOREVER allowed (default) */
+    int64_t lease_ms;     /* as rlock_try_lock(); default -1: the watchdog keeps the hold */
+    rlock_owner *owner;   /* NULL = the calling thread, as rlock_lock() */
+    rlock_cancel *cancel; /* NULL = not cancellable */
+    /* Called once, from the watchdog thread, when this hold is lost (its lease ran out or its key
+     * vanished while it was held), with the handle it was taken through; the client-wide on_lost
+     * still fires too. It belongs to the hold, so a re-entry that passes another callback
+     * replaces it. NULL = none. Only watchdog holds (lease_ms < 0) are watched. */
+    void (*on_lost)(rlock *lock, void *user_data);
+    void *user_data;
+    void *reserved[4]; /* must be NULL */
+} rlock_lock_args;
+
+/* Defaults: wait forever, watchdog lease, the calling thread, no token, no callback. NULL is a
+ * no-op. */
+RLOCK_EXPORT void rlock_lock_args_init(rlock_lock_args *args);
+
+/* rlock_try_lock() with an owner, a cancellation token and a per-hold loss callback. Returns
+ * what rlock_try_lock() returns, and RLOCK_ECANCELED when args->cancel fired before the lock was
+ * granted; RLOCK_EINVAL for NULL arguments, an owner of another client, or reserved fields that
+ * are not NULL. With args->owner NULL and no token it is rlock_try_lock(). */
+RLOCK_EXPORT int rlock_lock_ex(rlock *lock, const rlock_lock_args *args);
+
+/* rlock_unlock() of owner's hold (NULL: the calling thread's), from any thread, through lock or
+ * any other open handle of the same lock (same client, type and name) that took the hold; a
+ * group's hold through its own handle. Calls for one owner must not overlap. */
+RLOCK_EXPORT int rlock_unlock_ex(rlock *lock, rlock_owner *owner);
+
+/* Makes the remaining lease of owner's hold (NULL: the calling thread's) at least lease_ms; it
+ * never shortens a hold, and a watchdog hold stays under the watchdog. Written as any write is
+ * (with replica_sync, acknowledged by the replicas or RLOCK_EREPLICA). Returns RLOCK_OK;
+ * RLOCK_ENOTOWNER when the owner holds nothing through this handle; RLOCK_ELOST when the hold is
+ * gone on Redis (the local record is dropped and the loss counts as reported); RLOCK_EINVAL for
+ * lease_ms <= 0 or above RLOCK_MAX_DURATION_MS; or a connection/Redis error. */
+RLOCK_EXPORT int rlock_extend(rlock *lock, rlock_owner *owner, int64_t lease_ms);
+
+/* 1 if owner (NULL: the calling thread) holds the lock (verified on Redis), 0 if not, or a
+ * negative error. */
+RLOCK_EXPORT int rlock_is_held_by(rlock *lock, rlock_owner *owner);
 
 #ifdef __cplusplus
 }

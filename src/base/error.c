@@ -25,6 +25,7 @@ static const char *const rlk_messages[] = {
     "authentication or database selection failed", /* RLOCK_EAUTH */
     "TLS handshake or certificate check failed",   /* RLOCK_ETLS */
     "replicas did not acknowledge in time",        /* RLOCK_EREPLICA */
+    "the wait was cancelled",                      /* RLOCK_ECANCELED */
 };
 
 /* The detail text is per thread, because the client and handles are shared across threads and

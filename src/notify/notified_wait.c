@@ -7,6 +7,7 @@
  */
 #include "waiter.h"
 
+#include "cancel.h"
 #include "pubsub.h"
 
 static rlk_wait_hook_fn rlk_hook;
@@ -35,9 +36,17 @@ static int64_t rlk_sleep_bound(int64_t deadline, int64_t hint_ms)
 int rlk_wait_notified(rlock_client *c, const char *channel, size_t len, int mode, int64_t wait_ms,
                       rlk_attempt_fn attempt, void *arg)
 {
+    return rlk_wait_notified_cancel(c, channel, len, mode, wait_ms, NULL, attempt, arg);
+}
+
+int rlk_wait_notified_cancel(rlock_client *c, const char *channel, size_t len, int mode,
+                             int64_t wait_ms, const rlock_cancel *cancel, rlk_attempt_fn attempt,
+                             void *arg)
+{
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
     int64_t hint = -1;
-    int r = attempt(arg, &hint);
+    int r = rlk_cancel_check(cancel, "waiting on", channel);
+    r = r ? r : attempt(arg, &hint);
     if (r != 0 || wait_ms == 0) {
         return r;
     }
@@ -52,7 +61,11 @@ int rlk_wait_notified(rlock_client *c, const char *channel, size_t len, int mode
         }
         /* A refused or unconfirmed SUBSCRIBE ends the wait: without a channel, re-attempting
          * at once would spin until the deadline. */
-        int w = rlk_sub_wait(c->pubsub, sub, rlk_sleep_bound(deadline, hint), NULL);
+        int w = rlk_sub_wait_cancel(c->pubsub, sub, rlk_sleep_bound(deadline, hint), NULL, cancel);
+        if (w == RLK_WAIT_CANCELED) {
+            r = rlk_cancel_check(cancel, "waiting on", channel);
+            break;
+        }
         if (w < 0) {
             r = w;
             break;

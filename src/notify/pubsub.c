@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "pubsub_impl.h"
 
 static uint32_t rlk_hash(const char *p, size_t n)
@@ -294,25 +295,40 @@ static int rlk_sub_failure(const rlk_sub *s)
                    s->fail_msg != NULL ? s->fail_msg : "the channel's subscription failed");
 }
 
+/* What the cancel thread wakes when a sleeper's token fires (rlk_sub_wait_cancel). */
+typedef struct ps_cancel_wake {
+    rlk_pubsub *ps;
+    rlk_sub *s;
+    rlk_armed *armed;
+} ps_cancel_wake;
+
+static void ps_cancel_wake_fn(void *arg)
+{
+    ps_cancel_wake *w = arg;
+    pthread_mutex_lock(&w->ps->mu);
+    pthread_cond_broadcast(&w->s->cv);
+    if (w->armed != NULL) {
+        pthread_cond_broadcast(&w->armed->cv);
+    }
+    pthread_mutex_unlock(&w->ps->mu);
+}
+
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), timeout_ms);
-    pthread_mutex_lock(&ps->mu);
-    if (armed != NULL) {
-        armed->state = RLK_ARMED_IDLE;
-        armed->conn = NULL;
-        armed->listed = 0;
-        if (rlk_grant_take_pending(s, armed)) {
-            /* Granted while this waiter was between two attempts (pubsub_dispatch.c). */
-            pthread_mutex_unlock(&ps->mu);
-            return RLK_WAIT_GRANTED;
-        }
-    }
+    return rlk_sub_wait_cancel(ps, s, timeout_ms, armed, NULL);
+}
+
+/* The sleep of rlk_sub_wait_cancel(): until a permit, a failure, a claim of the armed attempt,
+ * an interrupt, the token or the deadline. Returns RLK_WAIT_TIMEOUT when the deadline passed
+ * (mutex released, armed unlinked), else -1 with the mutex held. */
+static int ps_sleep(rlk_pubsub *ps, rlk_sub *s, int64_t deadline, rlk_armed *armed,
+                    const rlock_cancel *cancel)
+{
     /* A claimed attempt (state SENT; the claim unlinked it) wakes without a permit: permits
      * given meanwhile answer later messages and stay for the next wait. */
     while (s->permits == 0 && s->fail_code == 0 &&
            (armed == NULL || (armed->state == RLK_ARMED_IDLE && armed->seen == s->wake_alls)) &&
-           !ps->interrupted) {
+           !ps->interrupted && !rlk_cancel_is_fired(cancel)) {
         if (armed != NULL && !armed->listed) {
             rlk_armed_link(s, armed); /* offered while asleep only */
         }
@@ -329,6 +345,27 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
         struct timespec ts = {(time_t)(deadline / 1000), (long)((deadline % 1000) * 1000000)};
         pthread_cond_timedwait(cv, &ps->mu, &ts);
     }
+    return -1;
+}
+
+/* rlk_sub_wait_cancel() once the token is watched. */
+static int rlk_sub_wait_locked(rlk_pubsub *ps, rlk_sub *s, int64_t deadline, rlk_armed *armed,
+                               const rlock_cancel *cancel)
+{
+    pthread_mutex_lock(&ps->mu);
+    if (armed != NULL) {
+        armed->state = RLK_ARMED_IDLE;
+        armed->conn = NULL;
+        armed->listed = 0;
+        if (rlk_grant_take_pending(s, armed)) {
+            /* Granted while this waiter was between two attempts (pubsub_dispatch.c). */
+            pthread_mutex_unlock(&ps->mu);
+            return RLK_WAIT_GRANTED;
+        }
+    }
+    if (ps_sleep(ps, s, deadline, armed, cancel) == RLK_WAIT_TIMEOUT) {
+        return RLK_WAIT_TIMEOUT;
+    }
     rlk_armed_unlink(s, armed);
     if (armed != NULL && armed->state != RLK_ARMED_IDLE) {
         pthread_mutex_unlock(&ps->mu);
@@ -342,12 +379,29 @@ int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *arme
     }
     if (s->fail_code != 0) {
         r = rlk_sub_failure(s);
+    } else if (rlk_cancel_is_fired(cancel) && !woken_all) {
+        r = RLK_WAIT_CANCELED; /* a permit stays for a waiter that is not cancelled */
     } else if (s->permits > 0) {
         s->permits--;
     } else if (!woken_all) {
         r = RLK_WAIT_INTERRUPTED; /* the permits stay for the waiters that are not */
     }
     pthread_mutex_unlock(&ps->mu);
+    return r;
+}
+
+int rlk_sub_wait_cancel(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed,
+                        const rlock_cancel *cancel)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), timeout_ms);
+    ps_cancel_wake cw = {ps, s, armed};
+    rlk_cancel_watch watch;
+    if (rlk_cancel_watch_begin(&watch, cancel, ps_cancel_wake_fn, &cw) != RLOCK_OK &&
+        deadline == INT64_MAX) {
+        deadline = rlk_add_sat(rlk_now_ms(), 10); /* no cancel thread: look again soon */
+    }
+    int r = rlk_sub_wait_locked(ps, s, deadline, armed, cancel);
+    rlk_cancel_watch_end(&watch);
     return r;
 }
 

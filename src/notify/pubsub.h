@@ -123,6 +123,15 @@ int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const ch
  * say). */
 int rlk_sub_wait(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed);
 
+/* The token fired (rlk_sub_wait_cancel): no permit consumed, so a wake-up meant for this waiter
+ * stays for another. A claimed armed attempt or a kept grant still comes first (RLK_WAIT_REPLY,
+ * RLK_WAIT_GRANTED): a grant racing with the cancel is never dropped. */
+#define RLK_WAIT_CANCELED 5
+/* rlk_sub_wait() that also ends when cancel (NULL: never) fires, within the cancel thread's
+ * wake-up (cancel.h): RLK_WAIT_CANCELED. A token fired before the call ends it at once. */
+int rlk_sub_wait_cancel(rlk_pubsub *ps, rlk_sub *s, int64_t timeout_ms, rlk_armed *armed,
+                        const rlock_cancel *cancel);
+
 /* Leaves the entry. When the last waiter leaves, the entry lingers, still subscribed, for a
  * short while (RLK_PS_LINGER_MS, pubsub_impl.h) so that a waiter coming back soon finds it live;
  * then the subscriber thread sends UNSUBSCRIBE. */

@@ -20,6 +20,15 @@ typedef int (*rlk_attempt_fn)(void *arg, int64_t *hint_ms);
 int rlk_wait_notified(rlock_client *c, const char *channel, size_t len, int mode, int64_t wait_ms,
                       rlk_attempt_fn attempt, void *arg);
 
+/* rlk_wait_notified() that cancel (NULL: never) ends with RLOCK_ECANCELED: at once, before the
+ * first attempt, when it fired already; else when it fires during a sleep (within the cancel
+ * thread's wake-up, cancel.h). An attempt that succeeded is returned (1) even if the token fired
+ * meanwhile, so a grant that races with the cancel is never dropped; the caller gives it back
+ * if it must. */
+int rlk_wait_notified_cancel(rlock_client *c, const char *channel, size_t len, int mode,
+                             int64_t wait_ms, const rlock_cancel *cancel, rlk_attempt_fn attempt,
+                             void *arg);
+
 /* For tests: called by a waiter before each sleep after its first with (arg, round), round = 1
  * for the sleep after the first attempt that followed the subscription. NULL = none. Set it
  * before any waiter runs. */

@@ -75,6 +75,12 @@ if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/unit/test_url.c")
   rlock_add_test(NAME test_url_secrets SOURCES unit/test_url_secrets.c LABELS unit TIMEOUT 60)
 endif()
 rlock_add_test(NAME test_fmt SOURCES unit/test_fmt.c LABELS unit TIMEOUT 60)
+# Cancellation tokens (src/cancel.c): wake-ups, signal handler, fork child (not under TSan).
+if(RLOCK_SANITIZE MATCHES "thread")
+  rlock_add_test(NAME test_cancel SOURCES unit/test_cancel.c LABELS unit TIMEOUT 60 ARGS --no-fork)
+else()
+  rlock_add_test(NAME test_cancel SOURCES unit/test_cancel.c LABELS unit TIMEOUT 60)
+endif()
 # The public header: error codes and log levels as enums and macros, the numeric version.
 rlock_add_test(NAME test_header SOURCES unit/test_header.c LABELS unit TIMEOUT 30)
 

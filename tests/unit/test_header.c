@@ -17,7 +17,7 @@
 
 /* A program built against an older header tests for a newer code with #ifdef. */
 #if !defined(RLOCK_OK) || !defined(RLOCK_ETLS) || !defined(RLOCK_EREPLICA) ||                      \
-    !defined(RLOCK_LOG_DEBUG)
+    !defined(RLOCK_ECANCELED) || !defined(RLOCK_LOG_DEBUG)
 #error "error codes and log levels must stay visible to #ifdef"
 #endif
 #if RLOCK_VERSION_HEX < 0x000100
@@ -37,7 +37,7 @@ static void test_error_values(void **state)
         {RLOCK_OK, 0},       {RLOCK_ETIMEDOUT, -1}, {RLOCK_ENOTOWNER, -2}, {RLOCK_ELOST, -3},
         {RLOCK_EINVAL, -4},  {RLOCK_ENOMEM, -5},    {RLOCK_ECONN, -6},     {RLOCK_EREDIS, -7},
         {RLOCK_ECLOSED, -8}, {RLOCK_EDEADLK, -9},   {RLOCK_ENOTSUP, -10},  {RLOCK_EPROTO, -11},
-        {RLOCK_EAUTH, -12},  {RLOCK_ETLS, -13},     {RLOCK_EREPLICA, -14},
+        {RLOCK_EAUTH, -12},  {RLOCK_ETLS, -13},     {RLOCK_EREPLICA, -14}, {RLOCK_ECANCELED, -15},
     };
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
         assert_int_equal(codes[i].code, codes[i].want);
