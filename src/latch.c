@@ -209,9 +209,11 @@ static int rlk_latch_open_now(void *arg, int64_t *hint_ms)
 
 RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_cancel *cancel)
 {
+    if (l == NULL) {
+        return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
+    }
     /* A fired token ends the call before the client is entered (which may dial after a fork()). */
-    int r = l == NULL ? rlk_err(RLOCK_EINVAL, "latch must not be NULL")
-                      : rlk_cancel_check(cancel, "latch", l->name);
+    int r = rlk_cancel_check(cancel, "latch", l->name);
     r = r ? r : rlk_latch_check(l);
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
