@@ -42,6 +42,23 @@ int64_t rlk_now_us(void);
  * at 1, unique in the process and never reused (thread ids of the OS are reused). */
 uint64_t rlk_thread_id(void);
 
+/* What an rlock_lock_ex() family call acts as, for the calls it makes on the way (a group's
+ * member calls included): the owner's number, which rlk_thread_id() then returns, so that hold
+ * records, the watchdog and the settling of unsure outcomes work for owners as for threads; and
+ * the call's cancellation token. Owner numbers start at RLK_OWNER_TID_BASE, far above any thread
+ * id (a process-wide counter from 1), and stay below 2^53 so that Lua reads them exactly. */
+#define RLK_OWNER_TID_BASE (UINT64_C(1) << 52)
+typedef struct rlk_call_ctx {
+    uint64_t tid;               /* 0: the calling thread */
+    const rlock_cancel *cancel; /* NULL: not cancellable */
+} rlk_call_ctx;
+/* Sets the calling thread's context (tid 0 keeps the thread's own id), saving the previous one
+ * into saved for rlk_call_leave(). */
+void rlk_call_enter(uint64_t tid, const rlock_cancel *cancel, rlk_call_ctx *saved);
+void rlk_call_leave(const rlk_call_ctx *saved);
+/* The token of the calling thread's current call, or NULL. */
+const rlock_cancel *rlk_call_cancel(void);
+
 /* The struct of type that contains member at address ptr (intrusive nodes: timers, watchdog
  * entries, hold records). */
 #define RLK_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "lock.h"
 #include "replica.h"
 #include "scripts.h"
@@ -56,6 +57,11 @@ void rlk_handle_refresh(rlock *l)
             l->holds = h->next;
             free(h);
         }
+        while (l->cbs != NULL) { /* the parent's holds' callbacks */
+            rlk_hold_cb *cb = l->cbs;
+            l->cbs = cb->next;
+            free(cb);
+        }
         atomic_store_explicit(&l->gen, now, memory_order_release);
     }
     rlk_fork_unlock();
@@ -88,6 +94,7 @@ RLOCK_EXPORT void rlock_free(rlock *lock)
     if (lock->ops->destroy != NULL) {
         lock->ops->destroy(lock);
     }
+    rlk_hold_cb_free_all(lock);
     if (!lock->ops->group) {
         rlk_client_unref(lock->client);
     }
@@ -205,6 +212,10 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
         }
     }
     pthread_mutex_unlock(&l->mu);
+    if (h != NULL && create && tid >= RLK_OWNER_TID_BASE && h->count == 0) {
+        rlk_hold_index_remove(l, tid); /* at most one entry per record */
+        rlk_hold_index_add(l, tid);
+    }
     return h;
 }
 
@@ -228,7 +239,9 @@ static void rlk_hold_forget(rlock *l, rlk_hold *h)
     if (*pp == h) {
         *pp = h->next;
     }
+    rlk_hold_cb_drop_locked(l, h->tid);
     pthread_mutex_unlock(&l->mu);
+    rlk_hold_index_remove(l, h->tid);
     free(h);
 }
 
@@ -267,6 +280,7 @@ void rlk_hold_on_lost(rlk_wd_entry *e)
             "lost the hold of thread %llu on lock '%s': its lease ran out",
             (unsigned long long)h->tid, h->lock->name);
     rlk_notify_lost(h->lock);
+    rlk_hold_cb_fire(h->lock, h->tid);
 }
 
 void rlk_notify_lost(const rlock *l)
@@ -315,6 +329,7 @@ void rlk_acq_init(rlk_acq *a, rlock *l)
     a->owner_len = rlk_owner(l->client, a->tid, a->owner);
     a->field_len = rlk_hash_field(l, a->owner, a->owner_len, a->field);
     a->ttl_ms = -1;
+    a->cancel = rlk_call_cancel();
 }
 
 /* The fencing counter's value (GET redisson_lock_token:{name}) into a->token, or a negative
@@ -469,7 +484,9 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
     a.wait_id = rlk_wait_id_next();
     a.wait_ms = wait_ms;
     a.may_queue = wait_ms != 0;
-    int r = rlk_settle_before_lock(l, a.tid);
+    /* A fired token ends the call before it sends anything. */
+    int r = rlk_cancel_check(a.cancel, "lock", l->name);
+    r = r ? r : rlk_settle_before_lock(l, a.tid);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -798,4 +815,75 @@ uint64_t rlk_single_token(rlock *l)
 void rlk_single_destroy(rlock *l)
 {
     rlk_hold_forget_all(l);
+}
+
+/* ---- extend ------------------------------------------------------------------------------ */
+
+int rlk_hash_extend_read(rlk_acq *a, int64_t lease_ms, const rlk_buf *timeout_prefix)
+{
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, a->lock->name, a->lock->name_len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, lease_ms);
+    rlk_args_add(&args, a->field, a->field_len);
+    rlk_args_add(&args, timeout_prefix != NULL ? timeout_prefix->p : "",
+                 timeout_prefix != NULL ? timeout_prefix->len : 0);
+    redisReply *rep = NULL;
+    long long v = 0;
+    /* Not idempotent: with replica_sync the write waits for the replicas, as every write. */
+    int r = rlk_script(a->client, RLK_SCRIPT_LOCK_EXTEND, 0, &keys, &args, &rep);
+    r = r ? r : rlk_reply_int(rep, &v, "lock_extend");
+    freeReplyObject(rep);
+    return r ? r : (v == 1 ? 1 : RLK_NOT_HELD);
+}
+
+int rlk_hash_extend(rlk_acq *a, int64_t lease_ms)
+{
+    return rlk_hash_extend_read(a, lease_ms, NULL);
+}
+
+/* The extend of a hold that Redis no longer has: the record goes, renewal stops, and the loss
+ * counts as reported (no per-hold callback follows). */
+static int rlk_extend_lost(rlock *l, rlk_hold *h)
+{
+    rlk_hold_forget(l, h);
+    return rlk_err(RLOCK_ELOST, "the hold on lock '%s' was gone when it was extended", l->name);
+}
+
+int rlk_single_extend(rlock *l, int64_t lease_ms)
+{
+    uint64_t tid = rlk_thread_id();
+    rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h == NULL || h->count == 0) {
+        return rlk_err(RLOCK_ENOTOWNER,
+                       "lock '%s' is not held by this owner (id %llu) through "
+                       "this handle",
+                       l->name, (unsigned long long)tid);
+    }
+    if (atomic_load(&h->lost)) {
+        rlk_hold_stop_renewal(l, h);
+        return rlk_extend_lost(l, h);
+    }
+    rlk_acq a;
+    rlk_acq_init(&a, l);
+    a.hold = h;
+    rlk_sync_clear();
+    int r = l->single->extend(&a, lease_ms);
+    if (r == RLK_NOT_HELD) {
+        rlk_hold_stop_renewal(l, h);
+        return rlk_extend_lost(l, h);
+    }
+    if (r < 0) {
+        return r;
+    }
+    int acked = 0, n = 0;
+    if (rlk_sync_short(&acked, &n)) {
+        return rlk_sync_error(acked, n, "extend of lock", l->name);
+    }
+    /* A partial release keeps the longest lease granted (rlock_unlock): the extension counts. */
+    if (!rlk_wd_active(l->client->watchdog, &h->wd) && lease_ms > h->lease_ms) {
+        h->lease_ms = lease_ms;
+    }
+    return RLOCK_OK;
 }

@@ -41,6 +41,8 @@ typedef struct rlk_lock_ops {
     /* Bytes of a hold record: 0 for a plain rlk_hold; a type that keeps more per thread embeds
      * rlk_hold as the member `base` of a larger struct (RedLock). */
     size_t hold_size;
+    /* rlock_extend() of the calling owner's hold (rlk_thread_id()): lease_ms validated. */
+    int (*extend)(rlock *l, int64_t lease_ms);
 } rlk_lock_ops;
 
 typedef struct rlk_single_ops {
@@ -83,6 +85,10 @@ typedef struct rlk_single_ops {
     /* Optional: the wait after a busy first attempt, in place of rlk_wait_loop() (same results);
      * the spin lock polls here instead of subscribing, and channel may then be NULL. */
     int (*wait)(rlk_acq *a, int64_t deadline);
+    /* Makes the remaining lease of a->field's hold at least lease_ms (lua/lock_extend.lua):
+     * 1 done, RLK_NOT_HELD when the owner holds nothing on Redis, or a negative error. Hash
+     * types use rlk_hash_extend(); the read side adds its timeout keys. */
+    int (*extend)(rlk_acq *a, int64_t lease_ms);
 } rlk_single_ops;
 
 #define RLK_NOT_HELD 2
@@ -114,6 +120,17 @@ struct rlk_hold {
     rlk_wd_entry wd;  /* watchdog registration (renewed while registered) */
 };
 
+/* A per-hold loss callback (rlock_lock_args.on_lost) of the owner tid on a handle (lock_lost.c).
+ * group != NULL: the hold is a member's share of a multi-lock's hold, whose callback (on the
+ * group handle) fires when this member's hold is lost. */
+typedef struct rlk_hold_cb {
+    struct rlk_hold_cb *next;
+    uint64_t tid;
+    void (*fn)(rlock *lock, void *user_data);
+    void *user_data;
+    rlock *group;
+} rlk_hold_cb;
+
 struct rlock {
     const rlk_lock_ops *ops;
     const rlk_single_ops *single; /* single-key types only */
@@ -125,8 +142,9 @@ struct rlock {
     uint32_t name_len;  /* names are at most 1 MiB; packed beside kind to save memory */
     pthread_mutex_t mu; /* guards holds */
     rlk_hold *holds;
-    void *impl;  /* type-specific state */
-    char name[]; /* the lock name, NUL-terminated; "" for groups */
+    rlk_hold_cb *cbs; /* per-hold loss callbacks, guarded by mu (lock_lost.c) */
+    void *impl;       /* type-specific state */
+    char name[];      /* the lock name, NUL-terminated; "" for groups */
 };
 
 /* One acquisition or release in progress, on the caller's stack. */
@@ -151,9 +169,10 @@ struct rlk_acq {
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (rlk_grant in lock.c). */
     int64_t granted_ttl;
-    uint64_t token;   /* out of attempt() */
-    void *scratch;    /* type-specific */
-    int leave_failed; /* the wait's give-up did not reach Redis (rlk_wait_loop) */
+    uint64_t token;             /* out of attempt() */
+    void *scratch;              /* type-specific */
+    const rlock_cancel *cancel; /* the call's token (rlk_call_cancel()), NULL: none */
+    int leave_failed;           /* the wait's give-up did not reach Redis (rlk_wait_loop) */
 };
 
 /* Creates a handle of a single-key type (called by rlock_open()). */
@@ -198,12 +217,38 @@ void rlk_acq_init(rlk_acq *a, rlock *l);
 /* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */
 size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out);
 
+/* The extend of hash-based types (rlk_single_ops.extend): lua/lock_extend.lua on a->field;
+ * rlk_hash_extend_read() passes a read owner's timeout-key prefix too. */
+int rlk_hash_extend(rlk_acq *a, int64_t lease_ms);
+int rlk_hash_extend_read(rlk_acq *a, int64_t lease_ms, const rlk_buf *timeout_prefix);
+
+/* Per-hold loss callbacks (lock_lost.c). set: registers fn for (l, tid), replacing the one of a
+ * re-entry (group: the multi-lock whose callback a member's loss fires). drop_locked: forgets
+ * those of tid (the hold is gone; called with l->mu held); drop_group: the forwarding entries of
+ * group on member l (the group handle is being freed); fire: takes the entries of tid out and calls
+ * them (once: the watchdog thread, on a loss); free_all: forgets every entry (handle freed, fork
+ * child). */
+int rlk_hold_cb_set(rlock *l, uint64_t tid, void (*fn)(rlock *, void *), void *ud, rlock *group);
+void rlk_hold_cb_drop_locked(rlock *l, uint64_t tid); /* l->mu held */
+void rlk_hold_cb_drop_group(rlock *l, rlock *group);
+void rlk_hold_cb_fire(rlock *l, uint64_t tid);
+void rlk_hold_cb_free_all(rlock *l);
+
+/* The index of owners' hold records (hold_index.c): add/remove as a record of an owner (tid >=
+ * RLK_OWNER_TID_BASE; a no-op for threads) is created and forgotten; find gives the handle of
+ * the same lock (client, type, name) that holds tid's record when l does not, else l (groups:
+ * always l). The handle found must stay open while it is used. */
+void rlk_hold_index_add(rlock *l, uint64_t tid);
+void rlk_hold_index_remove(rlock *l, uint64_t tid);
+rlock *rlk_hold_index_find(rlock *l, uint64_t tid);
+
 /* Generic implementations for single-key types. */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms);
 int rlk_single_unlock(rlock *l);
 int rlk_single_is_held(rlock *l);
 int rlk_single_hold_count(rlock *l);
 int64_t rlk_single_ttl(rlock *l);
+int rlk_single_extend(rlock *l, int64_t lease_ms);
 /* The calling thread's token from its hold record (0 with no hold, or a lost one); also the
  * token of groups that keep their token in rlk_hold (RedLock). */
 uint64_t rlk_single_token(rlock *l);

@@ -343,6 +343,7 @@ static const rlk_single_ops fair_single = {
     .renew = &fair_hold_renew,
     .attempt_format = fair_attempt_format,
     .attempt_reply = fair_attempt_done,
+    .extend = rlk_hash_extend,
 };
 
 static void fair_impl_free(fair_impl *f)
@@ -374,6 +375,7 @@ static const rlk_lock_ops fair_ops = {
     .ttl = rlk_single_ttl,
     .token = rlk_single_token,
     .destroy = fair_destroy,
+    .extend = rlk_single_extend,
 };
 
 static fair_impl *fair_impl_new(const char *name, size_t len)

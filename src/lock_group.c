@@ -4,6 +4,7 @@
  */
 #include <time.h>
 
+#include "cancel.h"
 #include "lock_group.h"
 
 int rlk_group_check_members(rlock *const *locks, size_t n, int redlock)
@@ -60,7 +61,5 @@ void rlk_group_sleep_ms(int64_t ms)
     if (ms <= 0) {
         return;
     }
-    struct timespec ts = {(time_t)(ms / 1000), (long)((ms % 1000) * 1000000)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
+    (void)rlk_cancel_sleep(rlk_call_cancel(), rlk_add_sat(rlk_now_ms(), ms));
 }

@@ -21,7 +21,12 @@ int64_t rlk_group_ttl(rlock *l);
 /* A per-thread xorshift generator for the random pauses between rounds (quality is irrelevant;
  * it only has to differ between threads and processes). */
 uint64_t rlk_group_rand(void);
-/* Sleeps ms milliseconds (nothing if ms <= 0). */
+/* Sleeps ms milliseconds (nothing if ms <= 0), or less when the call's token fires
+ * (rlk_call_cancel()). */
 void rlk_group_sleep_ms(int64_t ms);
+
+/* The members of a multi-lock (whose holds carry its loss callback, lock_lost.c); NULL with *n 0
+ * for any other handle. */
+rlock *const *rlk_group_members(rlock *l, size_t *n);
 
 #endif

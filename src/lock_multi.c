@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "lock_group.h"
 
 /* The longest random pause between failed rounds, in ms. */
@@ -125,6 +126,11 @@ static int multi_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     int rc;
     for (;;) {
         size_t busy = SIZE_MAX;
+        /* A token fired between rounds (while nothing is held) ends the wait here. */
+        rc = rlk_cancel_check(rlk_call_cancel(), "multi-lock", "group");
+        if (rc != RLOCK_OK) {
+            break;
+        }
         rc = multi_round(m, taken, first, deadline, lease_ms, &busy);
         if (rc != RLOCK_ETIMEDOUT || wait_ms == 0 || rlk_now_ms() >= deadline) {
             break;
@@ -222,9 +228,37 @@ static void multi_destroy(rlock *l)
         return;
     }
     rlk_hold_forget_all(l); /* holds of threads that never unlocked */
+    for (size_t i = 0; i < m->n; i++) {
+        rlk_hold_cb_drop_group(m->members[i], l); /* loss callbacks forwarded to this handle */
+    }
     free(m->members);
     free(m);
     l->impl = NULL;
+}
+
+/* Extends every member's hold; RLOCK_ELOST when any member's was gone (the others are extended
+ * all the same: the caller decides whether to unlock the group). */
+static int multi_extend(rlock *l, int64_t lease_ms)
+{
+    multi_group *m = multi_of(l);
+    rlk_hold *h = rlk_hold_get(l, rlk_thread_id(), 0);
+    if (h == NULL || h->count <= 0) {
+        return rlk_err(RLOCK_ENOTOWNER, "multi-lock: this owner does not hold the group");
+    }
+    int first_err = RLOCK_OK;
+    char msg[256] = "";
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = rlk_client_enter(m->members[i]->client);
+        rc = rc ? rc : m->members[i]->ops->extend(m->members[i], lease_ms);
+        if (rc != RLOCK_OK && (first_err == RLOCK_OK || rc == RLOCK_ELOST)) {
+            first_err = rc;
+            snprintf(msg, sizeof(msg), "%s", rlock_last_error());
+        }
+    }
+    if (first_err != RLOCK_OK) {
+        return rlk_err(first_err, "multi-lock: extending a member failed: %s", msg);
+    }
+    return RLOCK_OK;
 }
 
 static const rlk_lock_ops multi_ops = {
@@ -238,7 +272,18 @@ static const rlk_lock_ops multi_ops = {
     .token = multi_token,
     .destroy = multi_destroy,
     .group = 1,
+    .extend = multi_extend,
 };
+
+rlock *const *rlk_group_members(rlock *l, size_t *n)
+{
+    if (l->ops != &multi_ops) {
+        *n = 0;
+        return NULL;
+    }
+    *n = multi_of(l)->n;
+    return multi_of(l)->members;
+}
 
 RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n)
 {

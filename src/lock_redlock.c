@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "pubsub.h"
+#include "replica.h"
 #include "reply_checks.h"
 #include "redlock_round.h"
 #include "scripts.h"
@@ -258,6 +260,7 @@ static void redlock_member_lost(rlk_wd_entry *e)
             mh->idx, m->name, h->granted_n - lost, h->granted_n);
     if (h->granted_n - lost < g->quorum && !atomic_exchange(&h->base.lost, 1)) {
         rlk_notify_lost(g->members[0]);
+        rlk_hold_cb_fire(h->base.lock, h->base.tid);
     }
 }
 
@@ -377,11 +380,12 @@ static void redlock_pause_or_wait(redlock_group *g, redlock_hold *h, redlock_wai
     pause = pause < left ? pause : left;
     if (w->sub != NULL) {
         int64_t end = rlk_now_ms() + pause;
-        int rc = rlk_sub_wait(w->ps, w->sub, pause, NULL);
+        int rc = rlk_sub_wait_cancel(w->ps, w->sub, pause, NULL, rlk_call_cancel());
         if (rc == 1) {
             /* Every process' waiters wake at once: a few ms of jitter spares split votes. */
             rlk_group_sleep_ms((int64_t)(rlk_group_rand() % 4));
-        } else if ((rc < 0 || rc == RLK_WAIT_INTERRUPTED) && end > rlk_now_ms()) {
+        } else if ((rc < 0 || rc == RLK_WAIT_INTERRUPTED) && end > rlk_now_ms() &&
+                   !rlk_cancel_is_fired(rlk_call_cancel())) {
             /* The channel's subscription failed (refused by an ACL, or not confirmed in time):
              * the rest of the pause still bounds the next round, as without a channel. An
              * interrupted client gets the same bound. */
@@ -433,6 +437,11 @@ static int redlock_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
     redlock_wait w = {NULL, NULL};
     for (;;) {
+        /* A token fired during the pause ends the wait here: nothing is held between rounds. */
+        rc = rlk_cancel_check(rlk_call_cancel(), "RedLock", g->members[0]->name);
+        if (rc != RLOCK_OK) {
+            break;
+        }
         rc = redlock_attempt(l, h, lease_ms);
         if (rc == 1 || wait_ms == 0 || rlk_now_ms() >= deadline) {
             break;
@@ -444,6 +453,9 @@ static int redlock_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     }
     if (rc != 1) {
         rlk_hold_drop_if_empty(l, &h->base);
+        if (rc == RLOCK_ECANCELED) {
+            return rc;
+        }
         if (rc < 0) {
             return redlock_wrap(rc, "no majority of servers reachable");
         }
@@ -575,6 +587,44 @@ static void redlock_destroy(rlock *l)
     l->impl = NULL;
 }
 
+/* Extends the owner's grant on each server that granted it; a majority must still have it, or
+ * the hold is lost: the grants left are released and RLOCK_ELOST returned, as an unlock would. */
+static int redlock_extend(rlock *l, int64_t lease_ms)
+{
+    redlock_group *g = redlock_of(l);
+    int rc = redlock_check_clients(g);
+    redlock_hold *h = rc == RLOCK_OK ? redlock_held(l) : NULL;
+    if (rc != RLOCK_OK || h == NULL) {
+        return rc ? rc : rlk_err(RLOCK_ENOTOWNER, "RedLock: this owner does not hold the group");
+    }
+    int64_t start = rlk_now_ms();
+    int ok = 0, first_err = RLOCK_OK;
+    for (size_t i = 0; i < g->n && !atomic_load(&h->base.lost); i++) {
+        if (!h->granted[i]) {
+            continue;
+        }
+        rlk_acq a;
+        rlk_acq_init(&a, g->members[i]); /* the same field: this client's uuid, the owner */
+        rlk_sync_clear();
+        int one = g->members[i]->single->extend(&a, lease_ms);
+        ok += one == 1;
+        first_err = one < 0 && first_err == RLOCK_OK ? one : first_err;
+    }
+    if (ok >= g->quorum) {
+        int64_t valid = start + lease_ms - (lease_ms / 100 + 2);
+        h->valid_until =
+            h->valid_until == INT64_MAX || valid < h->valid_until ? h->valid_until : valid;
+        return RLOCK_OK;
+    }
+    if (first_err != RLOCK_OK && !atomic_load(&h->base.lost)) {
+        return redlock_wrap(first_err, "fewer than a majority extended the hold");
+    }
+    atomic_store(&h->base.lost, 1);
+    h->base.count = 1;
+    (void)redlock_unlock(l);
+    return rlk_err(RLOCK_ELOST, "RedLock: only %d of %zu servers still had the hold", ok, g->n);
+}
+
 static const rlk_lock_ops redlock_ops = {
     .acquire = redlock_acquire,
     .unlock = redlock_unlock,
@@ -587,6 +637,7 @@ static const rlk_lock_ops redlock_ops = {
     .destroy = redlock_destroy,
     .group = 1,
     .hold_size = sizeof(redlock_hold),
+    .extend = redlock_extend,
 };
 
 RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n)

@@ -296,6 +296,7 @@ static const rlk_single_ops reentrant_single = {
     .renew = &reentrant_renew,
     .attempt_format = reentrant_attempt_format,
     .attempt_reply = reentrant_attempt_reply,
+    .extend = rlk_hash_extend,
 };
 
 static const rlk_lock_ops reentrant_ops = {
@@ -308,6 +309,7 @@ static const rlk_lock_ops reentrant_ops = {
     .ttl = rlk_single_ttl,
     .token = rlk_single_token,
     .destroy = rlk_single_destroy,
+    .extend = rlk_single_extend,
 };
 
 rlock *rlk_reentrant_open(rlock_client *c, const char *name)
@@ -330,6 +332,7 @@ static const rlk_single_ops reentrant_spin_single = {
     .release = reentrant_release,
     .renew = &reentrant_renew,
     .wait = rlk_spin_wait,
+    .extend = rlk_hash_extend,
 };
 
 rlock *rlk_spin_open(rlock_client *c, const char *name)

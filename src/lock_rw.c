@@ -347,11 +347,23 @@ static const rlk_renew_class rw_write_renew = {
     .lost = rlk_hold_on_lost,
 };
 
+/* A read hold's extension also lengthens the owner's timeout keys, one per read hold. */
+static int rw_read_extend(rlk_acq *a, int64_t lease_ms)
+{
+    rlk_buf prefix;
+    rlk_buf_init(&prefix);
+    int r = rw_timeout_prefix(a, &prefix);
+    r = r ? r : rlk_hash_extend_read(a, lease_ms, &prefix);
+    rlk_buf_free(&prefix);
+    return r;
+}
+
 static const rlk_single_ops rw_read_single = {
     .attempt = rw_read_attempt,
     .channel = rw_channel,
     .release = rw_read_release,
     .renew = &rw_read_renew,
+    .extend = rw_read_extend,
 };
 
 static const rlk_single_ops rw_write_single = {
@@ -364,6 +376,7 @@ static const rlk_single_ops rw_write_single = {
     .hash_field = rw_write_field,
     .attempt_format = rw_write_attempt_format,
     .attempt_reply = rw_write_attempt_reply,
+    .extend = rlk_hash_extend,
 };
 
 static int rw_force_unlock(rlock *l)
@@ -450,6 +463,7 @@ static const rlk_lock_ops rw_ops = {
     .ttl = rlk_single_ttl,
     .token = rlk_single_token,
     .destroy = rw_destroy,
+    .extend = rlk_single_extend,
 };
 
 static rw_impl *rw_impl_new(const char *name, size_t len)

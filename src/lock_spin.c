@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "lock.h"
 
 /* Redisson's ExponentialBackOff defaults: initialDelay 1, multiplier 2, maxDelay 128 (ms). */
@@ -52,8 +53,9 @@ static int spin_sleep(rlk_acq *a, int64_t until)
             return r;
         }
         int64_t step = until - now < SPIN_SLICE_MS ? until - now : SPIN_SLICE_MS;
-        struct timespec ts = {0, (long)step * 1000000L};
-        nanosleep(&ts, NULL);
+        if (rlk_cancel_sleep(a->cancel, now + step)) {
+            return rlk_cancel_check(a->cancel, "waiting for lock", a->lock->name);
+        }
     }
     return RLOCK_OK;
 }

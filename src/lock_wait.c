@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "lock.h"
 #include "replica.h"
 
@@ -126,8 +127,9 @@ static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
             return 0;
         }
         int64_t step = until - now < 50 ? until - now : 50;
-        struct timespec ts = {0, (long)step * 1000000L};
-        nanosleep(&ts, NULL);
+        if (rlk_cancel_sleep(a->cancel, now + step)) {
+            return 0; /* the token fired: rlk_wait_recover() reports it */
+        }
     }
     return 1;
 }
@@ -177,6 +179,9 @@ int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t 
                     "waiting for lock '%s': gave back a grant whose reply was lost", a->lock->name);
         }
         r = rlk_keep_synced(a, back == RLOCK_ECONN ? back : a->lock->single->attempt(a));
+    }
+    if (r < 0 && pause > 0 && rlk_cancel_is_fired(a->cancel)) {
+        return rlk_cancel_check(a->cancel, "waiting for lock", a->lock->name);
     }
     if (r < 0 && pause > 0 && rlk_pubsub_interrupted(a->client->pubsub)) {
         return rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", a->lock->name);
@@ -235,8 +240,13 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         if (a->ttl_ms >= 0 && (bound < 0 || a->ttl_ms < bound)) {
             bound = a->ttl_ms > 0 ? a->ttl_ms : 1;
         }
-        int w = again ? RLK_WAIT_WOKEN : rlk_sub_wait(ps, sub, bound, armed);
+        int w = again ? RLK_WAIT_WOKEN : rlk_sub_wait_cancel(ps, sub, bound, armed, a->cancel);
         again = 0;
+        if (w == RLK_WAIT_CANCELED) {
+            /* wait_end below leaves every queue; a grant it finds is given on. */
+            r = rlk_cancel_check(a->cancel, "waiting for lock", l->name);
+            break;
+        }
         if (w == RLK_WAIT_INTERRUPTED) {
             r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
             break;

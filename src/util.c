@@ -28,12 +28,35 @@ int64_t rlk_now_us(void)
 static atomic_uint_fast64_t rlk_next_tid = 1;
 static _Thread_local uint64_t rlk_tid;
 
+/* The owner a call of this thread acts for (rlk_call_enter), 0 for the thread itself. */
+static _Thread_local rlk_call_ctx rlk_call;
+
 uint64_t rlk_thread_id(void)
 {
+    if (rlk_call.tid != 0) {
+        return rlk_call.tid;
+    }
     if (rlk_tid == 0) {
         rlk_tid = (uint64_t)atomic_fetch_add(&rlk_next_tid, 1);
     }
     return rlk_tid;
+}
+
+void rlk_call_enter(uint64_t tid, const rlock_cancel *cancel, rlk_call_ctx *saved)
+{
+    *saved = rlk_call;
+    rlk_call.tid = tid;
+    rlk_call.cancel = cancel;
+}
+
+void rlk_call_leave(const rlk_call_ctx *saved)
+{
+    rlk_call = *saved;
+}
+
+const rlock_cancel *rlk_call_cancel(void)
+{
+    return rlk_call.cancel;
 }
 
 void rlk_cond_init_monotonic(pthread_cond_t *cv)

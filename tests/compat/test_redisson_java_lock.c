@@ -1,7 +1,8 @@
 /*
  * rlock against the released Redisson (the Java peer of redisson_java.h) on one redis-server:
  * RLock and rlock's reentrant lock (mixed stress, wake-ups both ways, force unlock, watchdogs,
- * inspect), RFencedLock tokens, RFairLock's mixed queue, RReadWriteLock and RedissonMultiLock.
+ * inspect), RFencedLock tokens, RFairLock's mixed queue, RReadWriteLock and RedissonMultiLock, and
+ * rlock owners' holds, which Redisson sees as ordinary holds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -326,6 +327,58 @@ static void test_watchdogs_hold_across_periods(void **state)
     tc_close_own(l, c);
 }
 
+/* ---- owners (rlock_lock_ex) ----------------------------------------------------------------- */
+
+typedef struct owner_release {
+    rlock *l;
+    rlock_owner *o;
+} owner_release;
+
+static int owner_unlock(void *arg)
+{
+    owner_release *u = arg;
+    return rlock_unlock_ex(u->l, u->o);
+}
+
+/* An owner's hold is an ordinary hold to Redisson: isLocked() says so and tryLock() fails; its
+ * release from another thread than the one that took it wakes a waiting Redisson thread. The
+ * reentrant lock, the fair lock and the write side. */
+static void test_owner_holds_seen_by_redisson(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *java;
+        rlock_kind kind;
+    } types[] = {{"lock", RLOCK_REENTRANT}, {"fair", RLOCK_FAIR}, {"write", RLOCK_WRITE}};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "rj:owner:%s", types[i].java);
+        rlock_client *c;
+        rlock *l = rj_open_own(g_srv, types[i].kind, name, &c);
+        owner_release u = {l, NULL};
+        assert_int_equal(rlock_owner_new(c, &u.o), RLOCK_OK);
+        rlock_lock_args a;
+        rlock_lock_args_init(&a);
+        a.owner = u.o;
+        a.wait_ms = 0;
+        assert_int_equal(rlock_lock_ex(l, &a), RLOCK_OK);
+        rj_expect(g_peer, "o1", "1", "locked %s %s", types[i].java, name);
+        rj_expect(g_peer, "o1", "0", "try %s %s 0 -1", types[i].java, name);
+        int id = rj_send(g_peer, "o1", "try %s %s 10000 -1", types[i].java, name);
+        rh_sleep_ms(200); /* the Redisson thread waits */
+        tc_bg bg;
+        tc_bg_start(&bg, owner_unlock, &u);
+        assert_int_equal(tc_bg_join(&bg), RLOCK_OK);
+        char *r = rj_wait(g_peer, id, 15000);
+        assert_non_null(r);
+        assert_int_equal(r[0], '1');
+        free(r);
+        rj_expect(g_peer, "o1", "ok", "unlock %s %s", types[i].java, name);
+        rlock_owner_free(u.o);
+        tc_close_own(l, c);
+    }
+}
+
 /* rlock_inspect() shows a Redisson holder: its "<redisson id>:<thread id>" field, count 2. */
 static void test_inspect_shows_java_holder(void **state)
 {
@@ -524,6 +577,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inspect_shows_java_holder),
+        cmocka_unit_test(test_owner_holds_seen_by_redisson),
         cmocka_unit_test(test_wakeups_both_ways),
         cmocka_unit_test(test_force_unlock_wakes_other_side),
         cmocka_unit_test(test_watchdogs_hold_across_periods),

@@ -143,6 +143,7 @@ static void test_examples_read_redis_url(void **state)
     run_example("fifo_jobs --workers 2 --jobs 4 --gap 20 --work 5 --journal fifo.journal");
     run_example("rw_cache 3 1");
     run_example("transfer --workers 2 --transfers 20 --accounts 4");
+    run_example("worker_pool 3 12");
     /* redlock3 takes three servers: REDIS_URL lists them. */
     rh_server *more[2] = {rh_start(NULL), rh_start(NULL)};
     assert_non_null(more[0]);
