@@ -5,9 +5,10 @@
  *
  * Threads: the main thread acquires, forks and waits for the child. Every signal rlock handles
  * is blocked in all threads (the library's included, which start later) and taken by one
- * signal thread with sigtimedwait(): while waiting for the lock it fires the wait's cancellation
- * token (the wait ends with RLOCK_ECANCELED, having left the fair queue, and a grant that raced
- * with it is released by the main thread); while the child runs it forwards the signal.
+ * signal thread with sigtimedwait(): while waiting for the lock or permit it fires the wait's
+ * cancellation token (the wait ends with RLOCK_ECANCELED, having left the fair queue; a grant that
+ * raced with it is released by the main thread; an election's campaign is interrupted through
+ * rlock_client_interrupt instead); while the child runs it forwards the signal.
  * The same thread ticks every 100 ms (and at the end of a --lease) to draw the status line, to
  * signal the command when its fixed lease ends and, after a loss, to send SIGKILL once the grace
  * period is over. on_lost (library watchdog thread) only signals the command and records the
@@ -416,8 +417,8 @@ static void cli_on_signal(cli_run_state *st, int sig)
     if (st->phase == CLI_WAITING && sig != SIGCHLD) {
         st->got_signal = sig;
         rlock_cancel_fire(st->cancel);
-        if (st->guard.sem == NULL) {
-            rlock_client_interrupt(st->client); /* locks and elections take no token */
+        if (st->guard.el != NULL) {
+            rlock_client_interrupt(st->client); /* an election's campaign takes no token */
         }
     } else if (st->phase == CLI_RUNNING && st->child > 0 && sig != SIGCHLD) {
         kill(-st->child, sig); /* The command's whole group, as a terminal would. */
@@ -684,9 +685,13 @@ static int cli_guard_take(cli_run_state *st)
         return rlock_election_campaign(gd->el, st->o->value, st->o->wait_ms);
     }
     if (gd->sem == NULL) {
+        rlock_lock_args a;
+        rlock_lock_args_init(&a);
+        a.wait_ms = st->o->wait_ms;
         /* --hold-at-least: a lease of that long, extended if the command outlasts it. */
-        int64_t lease = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
-        return rlock_try_lock(gd->lock, st->o->wait_ms, lease);
+        a.lease_ms = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
+        a.cancel = st->cancel;
+        return rlock_lock_ex(gd->lock, &a);
     }
     int rc = rlock_semaphore_try_set_permits(gd->sem, st->o->permits);
     if (rc < 0) {
