@@ -224,6 +224,9 @@ RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_can
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
     r = rlk_wait_notified_cancel(l->client, l->channel.p, l->channel.len, RLK_MSG_ZERO_ALL, wait,
                                  cancel, rlk_latch_open_now, l);
+    if (r == RLOCK_ECANCELED) {
+        return rlk_cancel_check(cancel, "latch", l->name); /* the error names the latch */
+    }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT, "latch '%s' still counting after %lld ms", l->name,
                        (long long)wait_ms);

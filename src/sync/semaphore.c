@@ -568,6 +568,9 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
     rlk_sync_clear();
     r = rlk_wait_notified_cancel(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
                                  cancel, rlk_sem_try_once, &t);
+    if (r == RLOCK_ECANCELED) {
+        r = rlk_cancel_check(cancel, "semaphore", sem->name); /* the error names the semaphore */
+    }
     /* A cancelled call is settled too: an attempt whose reply was lost may have taken the
      * permits, which are then kept and returned as RLOCK_OK rather than left taken unseen. */
     if (r != 1 && q.lost && r != RLOCK_ECLOSED) {

@@ -33,7 +33,8 @@ rlock_add_test(NAME test_sem_bounds SOURCES semaphore/test_sem_bounds.c LABELS r
 # Lost replies (800 ms command timeout; CLIENT PAUSE + CLIENT KILL before a command runs, the
 # server stopped while it is in flight): releases, leased releases and count-downs are resent and
 # applied once; acquires are kept and reported, or cancelled on Redis, or (Redis out of reach for
-# longer) given back by the handle's next call (~15 s).
+# longer) given back by the handle's next call; a waiter cancelled after a lost reply is settled
+# before RLOCK_ECANCELED (~16 s).
 rlock_add_test(NAME test_sem_lost_reply SOURCES semaphore/test_sem_lost_reply.c LABELS redis fault
                TIMEOUT 90)
 
