@@ -5,8 +5,10 @@
  *
  * Threads: the main thread acquires, forks and waits for the child. Every signal rlock handles
  * is blocked in all threads (the library's included, which start later) and taken by one
- * signal thread with sigtimedwait(): while waiting for the lock it interrupts the client's waits
- * (rlock_client_interrupt leaves the fair queue); while the child runs it forwards the signal.
+ * signal thread with sigtimedwait(): while waiting for the lock or permit it fires the wait's
+ * cancellation token (the wait ends with RLOCK_ECANCELED, having left the fair queue; a grant that
+ * raced with it is released by the main thread; an election's campaign is interrupted through
+ * rlock_client_interrupt instead); while the child runs it forwards the signal.
  * The same thread ticks every 100 ms (and at the end of a --lease) to draw the status line, to
  * signal the command when its fixed lease ends and, after a loss, to send SIGKILL once the grace
  * period is over. on_lost (library watchdog thread) only signals the command and records the
@@ -123,6 +125,7 @@ typedef struct cli_run_state {
     const cli_global *g;
     rlock_client *client;
     cli_guard guard;
+    rlock_cancel *cancel; /* fired by SIGINT/SIGTERM/SIGHUP/SIGQUIT while waiting */
     pthread_mutex_t mu;
     int phase;              /* CLI_WAITING, CLI_RUNNING, CLI_DONE (under mu) */
     pid_t child;            /* under mu */
@@ -413,7 +416,10 @@ static void cli_on_signal(cli_run_state *st, int sig)
     pthread_mutex_lock(&st->mu);
     if (st->phase == CLI_WAITING && sig != SIGCHLD) {
         st->got_signal = sig;
-        rlock_client_interrupt(st->client);
+        rlock_cancel_fire(st->cancel);
+        if (st->guard.el != NULL) {
+            rlock_client_interrupt(st->client); /* an election's campaign takes no token */
+        }
     } else if (st->phase == CLI_RUNNING && st->child > 0 && sig != SIGCHLD) {
         kill(-st->child, sig); /* The command's whole group, as a terminal would. */
     }
@@ -679,15 +685,20 @@ static int cli_guard_take(cli_run_state *st)
         return rlock_election_campaign(gd->el, st->o->value, st->o->wait_ms);
     }
     if (gd->sem == NULL) {
+        rlock_lock_args a;
+        rlock_lock_args_init(&a);
+        a.wait_ms = st->o->wait_ms;
         /* --hold-at-least: a lease of that long, extended if the command outlasts it. */
-        int64_t lease = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
-        return rlock_try_lock(gd->lock, st->o->wait_ms, lease);
+        a.lease_ms = st->o->hold_least_ms > 0 ? st->o->hold_least_ms : st->o->lease_ms;
+        a.cancel = st->cancel;
+        return rlock_lock_ex(gd->lock, &a);
     }
     int rc = rlock_semaphore_try_set_permits(gd->sem, st->o->permits);
     if (rc < 0) {
         return rc;
     }
-    return rlock_semaphore_acquire_leased(gd->sem, st->o->wait_ms, st->o->lease_ms, gd->permit);
+    return rlock_semaphore_acquire_leased_ex(gd->sem, st->o->wait_ms, st->o->lease_ms, st->cancel,
+                                             gd->permit);
 }
 
 /* Takes the guard and, with --lease, sets when the lease ends on rlock's clock. Redis started
@@ -768,10 +779,10 @@ static int cli_run_locked(cli_run_state *st, const sigset_t *old_mask)
     pthread_mutex_lock(&st->mu);
     int sig = st->got_signal;
     pthread_mutex_unlock(&st->mu);
+    if (rc == RLOCK_ECANCELED || (rc == RLOCK_ETIMEDOUT && sig)) {
+        return 128 + sig; /* the waiter left; nothing is held */
+    }
     if (rc == RLOCK_ETIMEDOUT) {
-        if (sig) {
-            return 128 + sig;
-        }
         /* -E 0 declares a skip normal, and -q asks for silence: a cron line stays quiet. */
         if (!st->g->quiet && st->o->conflict_exit != 0) {
             fprintf(stderr, "rlock: %s: not acquired%s\n", st->o->name,
@@ -843,6 +854,17 @@ static int cli_guard_open(cli_run_state *st)
 
 static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect);
 
+/* Frees what cli_run_mode() made once connected (NULL handles and token included). */
+static void cli_run_close(cli_run_state *st)
+{
+    rlock_free(st->guard.lock);
+    rlock_semaphore_free(st->guard.sem);
+    rlock_election_free(st->guard.el);
+    rlock_cancel_free(st->cancel);
+    rlock_client_free(st->client);
+    pthread_mutex_destroy(&st->mu);
+}
+
 int cli_run(const cli_global *g, int argc, char **argv)
 {
     return cli_run_mode(g, argc, argv, 0);
@@ -881,8 +903,13 @@ static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect)
         snprintf(value, sizeof(value), "%s:%ld", host, (long)getpid());
         o.value = value;
     }
-    if (cli_guard_open(&st) != 0) {
-        rlock_client_free(st.client);
+    /* The token's helper thread starts here, after the mask above, as the client's threads do. */
+    int rc = cli_guard_open(&st) != 0 ? RLOCK_EINVAL : rlock_cancel_new(&st.cancel);
+    if (rc != RLOCK_OK) {
+        if (rc != RLOCK_EINVAL) {
+            cli_report(o.name, rc);
+        }
+        cli_run_close(&st);
         return CLI_EXIT_ERROR;
     }
     pthread_t th;
@@ -893,10 +920,6 @@ static int cli_run_mode(const cli_global *g0, int argc, char **argv, int elect)
     pthread_mutex_unlock(&st.mu);
     pthread_kill(th, SIGUSR1);
     pthread_join(th, NULL);
-    rlock_free(st.guard.lock);
-    rlock_semaphore_free(st.guard.sem);
-    rlock_election_free(st.guard.el);
-    rlock_client_free(st.client);
-    pthread_mutex_destroy(&st.mu);
+    cli_run_close(&st);
     return status;
 }

@@ -881,6 +881,25 @@ RLOCK_EXPORT int rlock_extend(rlock *lock, rlock_owner *owner, int64_t lease_ms)
  * negative error. */
 RLOCK_EXPORT int rlock_is_held_by(rlock *lock, rlock_owner *owner);
 
+/* Cancellable semaphore and latch waits: the calls without _ex plus a token (NULL: none, and then
+ * exactly the call without it), with the same arguments and bounds (permits 1 .. 2^31-1 for
+ * rlock_semaphore_acquire_ex(), lease_ms as rlock_semaphore_acquire_leased()). A token that fired
+ * before the call returns RLOCK_ECANCELED at once, before any command (after the checks of bad
+ * input, which still return RLOCK_EINVAL). Firing it during the wait ends the wait with
+ * RLOCK_ECANCELED within milliseconds (one that fires while an attempt is on its way first waits
+ * for the attempt's reply), and the waiter has left the semaphore's or latch's channel by then.
+ * Permits that an attempt took as the token fired are never lost: the call returns RLOCK_OK with
+ * them (the caller holds them and releases them as usual), or it gives them back before returning
+ * RLOCK_ECANCELED (an attempt whose reply was lost is settled first, as a timed-out call is, so
+ * such a call may take up to the settlement's command timeouts to return). A latch that opened as
+ * the token fired may return RLOCK_OK. */
+RLOCK_EXPORT int rlock_semaphore_acquire_ex(rlock_semaphore *sem, int64_t permits, int64_t wait_ms,
+                                            rlock_cancel *cancel);
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_ex(rlock_semaphore *sem, int64_t wait_ms,
+                                                   int64_t lease_ms, rlock_cancel *cancel,
+                                                   char permit_id[RLOCK_PERMIT_ID_LEN + 1]);
+RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *latch, int64_t wait_ms, rlock_cancel *cancel);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"
@@ -206,9 +207,14 @@ static int rlk_latch_open_now(void *arg, int64_t *hint_ms)
     return n < 0 ? (int)n : n == 0;
 }
 
-RLOCK_EXPORT int rlock_latch_await(rlock_latch *l, int64_t wait_ms)
+RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_cancel *cancel)
 {
-    int r = rlk_latch_check(l);
+    if (l == NULL) {
+        return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
+    }
+    /* A fired token ends the call before the client is entered (which may dial after a fork()). */
+    int r = rlk_cancel_check(cancel, "latch", l->name);
+    r = r ? r : rlk_latch_check(l);
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
     }
@@ -216,11 +222,19 @@ RLOCK_EXPORT int rlock_latch_await(rlock_latch *l, int64_t wait_ms)
         return r;
     }
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
-    r = rlk_wait_notified(l->client, l->channel.p, l->channel.len, RLK_MSG_ZERO_ALL, wait,
-                          rlk_latch_open_now, l);
+    r = rlk_wait_notified_cancel(l->client, l->channel.p, l->channel.len, RLK_MSG_ZERO_ALL, wait,
+                                 cancel, rlk_latch_open_now, l);
+    if (r == RLOCK_ECANCELED) {
+        return rlk_cancel_check(cancel, "latch", l->name); /* the error names the latch */
+    }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT, "latch '%s' still counting after %lld ms", l->name,
                        (long long)wait_ms);
     }
     return r == 1 ? RLOCK_OK : r;
+}
+
+RLOCK_EXPORT int rlock_latch_await(rlock_latch *l, int64_t wait_ms)
+{
+    return rlock_latch_await_ex(l, wait_ms, NULL);
 }

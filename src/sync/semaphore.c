@@ -11,6 +11,7 @@
 #include <time.h>
 #include <uuid/uuid.h>
 
+#include "cancel.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"
@@ -131,6 +132,15 @@ int rlk_sem_check(rlock_semaphore *sem)
         rlk_sem_settle_pending(sem);
     }
     return r;
+}
+
+int rlk_sem_check_cancel(rlock_semaphore *sem, const rlock_cancel *cancel)
+{
+    if (sem == NULL) {
+        return rlk_err(RLOCK_EINVAL, "semaphore must not be NULL");
+    }
+    int r = rlk_cancel_check(cancel, "semaphore", sem->name);
+    return r ? r : rlk_sem_check(sem);
 }
 
 void rlk_sem_refresh(rlock_semaphore *sem)
@@ -546,7 +556,7 @@ static int rlk_sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
 }
 
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
-                    const unsigned char (*ids)[16])
+                    const unsigned char (*ids)[16], const rlock_cancel *cancel)
 {
     rlk_sem_req q;
     int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
@@ -556,8 +566,13 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
     rlk_sem_try t = {sem, &q, n, lease_ms, ids};
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
     rlk_sync_clear();
-    r = rlk_wait_notified(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
-                          rlk_sem_try_once, &t);
+    r = rlk_wait_notified_cancel(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
+                                 cancel, rlk_sem_try_once, &t);
+    if (r == RLOCK_ECANCELED) {
+        r = rlk_cancel_check(cancel, "semaphore", sem->name); /* the error names the semaphore */
+    }
+    /* A cancelled call is settled too: an attempt whose reply was lost may have taken the
+     * permits, which are then kept and returned as RLOCK_OK rather than left taken unseen. */
     if (r != 1 && q.lost && r != RLOCK_ECLOSED) {
         rlk_sync_clear();
         r = rlk_sem_settle_lost(sem, &q, n, ids, r);
@@ -579,14 +594,20 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
     return r == 1 ? RLOCK_OK : r;
 }
 
-RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms)
+RLOCK_EXPORT int rlock_semaphore_acquire_ex(rlock_semaphore *sem, int64_t permits, int64_t wait_ms,
+                                            rlock_cancel *cancel)
 {
-    int r = rlk_sem_check(sem);
+    int r = rlk_sem_check_cancel(sem, cancel);
     r = r ? r : rlk_check_permits(permits, 1, "permits");
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
     }
-    return r ? r : rlk_sem_acquire(sem, permits, wait_ms, 0, NULL);
+    return r ? r : rlk_sem_acquire(sem, permits, wait_ms, 0, NULL, cancel);
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms)
+{
+    return rlock_semaphore_acquire_ex(sem, permits, wait_ms, NULL);
 }
 
 void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what)

@@ -68,6 +68,9 @@ void rlk_sem_hex(const unsigned char id[16], char out[RLOCK_PERMIT_ID_LEN + 1]);
 
 /* Checks sem and its client: RLOCK_OK, RLOCK_EINVAL (NULL), RLOCK_ECLOSED. */
 int rlk_sem_check(rlock_semaphore *sem);
+/* rlk_sem_check() for a call with a token (NULL: none): a fired token ends the call with
+ * RLOCK_ECANCELED before the check, whose settlement of pending calls sends commands. */
+int rlk_sem_check_cancel(rlock_semaphore *sem, const rlock_cancel *cancel);
 
 /* The caller's wall clock in epoch ms (Redisson's lease scores are client epoch times). */
 int64_t rlk_epoch_ms(void);
@@ -86,12 +89,13 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
 /* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked. */
 void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what);
 
-/* Acquires by waiting on the channel: the attempt above in the shared notification wait. With
- * replica sync, permits that fewer replicas acknowledged are given back and the call returns
- * RLOCK_EREPLICA. A call whose attempt lost its reply is settled before it fails: permits that
- * attempt took are kept and reported (RLOCK_OK), or the call is cancelled on Redis. */
+/* Acquires by waiting on the channel: the attempt above in the shared notification wait, which
+ * cancel (NULL: none) ends with RLOCK_ECANCELED. With replica sync, permits that fewer replicas
+ * acknowledged are given back and the call returns RLOCK_EREPLICA. A call whose attempt lost its
+ * reply is settled before it fails (also when cancelled): permits that attempt took are kept and
+ * reported (RLOCK_OK), or the call is cancelled on Redis. */
 int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t lease_ms,
-                    const unsigned char (*ids)[16]);
+                    const unsigned char (*ids)[16], const rlock_cancel *cancel);
 
 /* In the child of a fork(), forgets the records of the leased permits the handle inherited: the
  * permits are the parent's, renewed by the parent's watchdog, so the child neither renews nor

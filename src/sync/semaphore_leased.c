@@ -129,11 +129,12 @@ static void rlk_permits_give_back(rlock_semaphore *sem, const unsigned char (*id
     }
 }
 
-RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t permits,
-                                                  int64_t wait_ms, int64_t lease_ms,
-                                                  char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1])
+/* rlock_semaphore_acquire_leased_n() whose wait cancel (NULL: none) ends. */
+static int rlk_sem_leased_n(rlock_semaphore *sem, int64_t permits, int64_t wait_ms,
+                            int64_t lease_ms, char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1],
+                            const rlock_cancel *cancel)
 {
-    int r = rlk_sem_check(sem);
+    int r = rlk_sem_check_cancel(sem, cancel);
     if (r == RLOCK_OK && (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL, "lease_ms must be > 0 or < 0 and at most %lld, got %lld",
                     (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
@@ -152,7 +153,7 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t 
     for (int64_t i = 0; i < permits; i++) {
         uuid_generate_random(ids[i]); /* 16 random bytes, as Redisson's generateIdArray */
     }
-    r = rlk_sem_acquire(sem, permits, wait_ms, lease_ms, (const unsigned char(*)[16])ids);
+    r = rlk_sem_acquire(sem, permits, wait_ms, lease_ms, (const unsigned char(*)[16])ids, cancel);
     for (int64_t i = 0; r == RLOCK_OK && i < permits; i++) {
         r = rlk_permit_record(sem, ids[i], lease_ms < 0);
         if (r != RLOCK_OK) {
@@ -167,15 +168,29 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t 
     return r;
 }
 
-RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
-                                                int64_t lease_ms,
-                                                char permit_id[RLOCK_PERMIT_ID_LEN + 1])
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t permits,
+                                                  int64_t wait_ms, int64_t lease_ms,
+                                                  char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1])
+{
+    return rlk_sem_leased_n(sem, permits, wait_ms, lease_ms, permit_ids, NULL);
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_ex(rlock_semaphore *sem, int64_t wait_ms,
+                                                   int64_t lease_ms, rlock_cancel *cancel,
+                                                   char permit_id[RLOCK_PERMIT_ID_LEN + 1])
 {
     if (permit_id == NULL) {
         return rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_id not NULL");
     }
-    return rlock_semaphore_acquire_leased_n(sem, 1, wait_ms, lease_ms,
-                                            (char(*)[RLOCK_PERMIT_ID_LEN + 1]) permit_id);
+    return rlk_sem_leased_n(sem, 1, wait_ms, lease_ms, (char(*)[RLOCK_PERMIT_ID_LEN + 1]) permit_id,
+                            cancel);
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased(rlock_semaphore *sem, int64_t wait_ms,
+                                                int64_t lease_ms,
+                                                char permit_id[RLOCK_PERMIT_ID_LEN + 1])
+{
+    return rlock_semaphore_acquire_leased_ex(sem, wait_ms, lease_ms, NULL, permit_id);
 }
 
 RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char *permit_id)

@@ -489,6 +489,61 @@ static void test_semaphore_lost(void **state)
     lost_case(pre, 5, "{cli:sem:lost}:timeout", "permit was lost");
 }
 
+/* Spawns `rlock run PRE... -- touch ran` (pre up to "NAME"), waits until it listens on channel,
+ * sends SIGINT and checks that it exits 130 promptly without running the command. */
+static void sigint_case(const char *const *pre, int npre, const char *channel)
+{
+    unlink(ct_path("ran"));
+    const char *argv[16] = {"rlock", "run"};
+    int n = 2;
+    for (int i = 0; i < npre && n < 12; i++) {
+        argv[n++] = pre[i];
+    }
+    argv[n++] = "--";
+    argv[n++] = "/bin/touch";
+    argv[n++] = ct_path("ran");
+    argv[n] = NULL;
+    pid_t pid = ct_spawn(argv, NULL, "err");
+    assert_true(tc_wait_listeners(g_srv, channel, 1, 10000));
+    int64_t t0 = rh_now_ms();
+    kill(pid, SIGINT);
+    assert_int_equal(rh_wait_child(pid, 10000), 130);
+    assert_true(rh_now_ms() - t0 < 2000);
+    assert_int_equal(access(ct_path("ran"), F_OK), -1);
+    assert_true(tc_wait_listeners(g_srv, channel, 0, 5000));
+}
+
+/* SIGINT to a waiting `rlock run` (its cancellation token): the wait ends with exit 130 and Redis
+ * is as before it came: the semaphore's one permit still the holder's and none of rlock's; the
+ * lock held by its holder alone with nobody queued. */
+static void test_sigint_while_waiting(void **state)
+{
+    (void)state;
+    rlock_client *c = tc_client_defaults(g_srv);
+    rlock_semaphore *s = rlock_semaphore_open(c, "cli:sigint");
+    assert_int_equal(rlock_semaphore_try_set_permits(s, 1), 1);
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    assert_int_equal(rlock_semaphore_acquire_leased(s, 0, -1, id), RLOCK_OK);
+    const char *sem[] = {"--semaphore", "1", "cli:sigint"};
+    sigint_case(sem, 3, "redisson_sc:{cli:sigint}");
+    assert_int_equal(rlock_semaphore_acquired(s), 1);
+    assert_int_equal(rlock_semaphore_available(s), 0);
+    const char *zcard[] = {"ZCARD", "{cli:sigint}:timeout", NULL};
+    assert_int_equal(rh_cmd_int(g_srv, zcard), 1);
+    assert_int_equal(rlock_semaphore_release_leased(s, id), RLOCK_OK);
+    assert_int_equal(rlock_semaphore_available(s), 1);
+    rlock_semaphore_free(s);
+    rlock *l = tc_hold(c, RLOCK_REENTRANT, "cli:sigint:lock");
+    const char *lock[] = {"cli:sigint:lock"};
+    sigint_case(lock, 1, "redisson_lock__channel:{cli:sigint:lock}");
+    assert_int_equal(queue_len(c, "cli:sigint:lock", 1), 1);
+    assert_int_equal(queue_len(c, "cli:sigint:lock", 0), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(queue_len(c, "cli:sigint:lock", 1), 0);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -519,4 +574,4 @@ TC_MAIN_PATH(ct_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_cou
              cmocka_unit_test(test_status_rw_readers), cmocka_unit_test(test_status_redisson),
              cmocka_unit_test(test_unlock_force), cmocka_unit_test(test_errors_and_help),
              cmocka_unit_test(test_semaphore_at_most_n), cmocka_unit_test(test_semaphore_busy),
-             cmocka_unit_test(test_semaphore_lost))
+             cmocka_unit_test(test_semaphore_lost), cmocka_unit_test(test_sigint_while_waiting))

@@ -343,6 +343,44 @@ static void test_acquire_unsettled_given_back_by_next_call(void **state)
     rlock_semaphore_free(s);
 }
 
+typedef struct cancellable {
+    rlock_semaphore *s;
+    rlock_cancel *tok;
+} cancellable;
+
+static int acquire_cancellable(void *arg)
+{
+    cancellable *c = arg;
+    return shown(rlock_semaphore_acquire_ex(c->s, 1, RLOCK_WAIT_FOREVER, c->tok));
+}
+
+/* A waiter whose first attempt lost its reply (the resend answered "not acquired"), then
+ * cancelled: the call is settled before it returns RLOCK_ECANCELED, so its request is cancelled
+ * on Redis and no copy of the attempt still on its way can take a permit released later. */
+static void test_acquire_lost_reply_then_cancelled(void **state)
+{
+    (void)state;
+    set_int("lr:cancel", 0);
+    cancellable c = {.s = rlock_semaphore_open(g_c, "lr:cancel")};
+    assert_int_equal(rlock_cancel_new(&c.tok), RLOCK_OK);
+    assert_int_equal(rh_pause(g_srv), 0);
+    tc_bg b;
+    tc_bg_start(&b, acquire_cancellable, &c);
+    rh_sleep_ms(STALL_MS);
+    assert_int_equal(rh_resume(g_srv), 0);
+    assert_true(tc_wait_numsub(g_srv, "redisson_sc:{lr:cancel}", 1, 5000));
+    assert_int_equal(atomic_load(&b.result), TC_BG_RUNNING);
+    rlock_cancel_fire(c.tok);
+    assert_int_equal(tc_bg_join(&b), RLOCK_ECANCELED);
+    char req[64];
+    request_values("{lr:cancel}:rlock_request:*", req, sizeof(req));
+    assert_string_equal(req, "0");
+    assert_int_equal(rlock_semaphore_release(c.s, 1), RLOCK_OK);
+    assert_int_equal(get_int("lr:cancel"), 1);
+    rlock_cancel_free(c.tok);
+    rlock_semaphore_free(c.s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_acquire_stopped_past_resends_settled),
         cmocka_unit_test(test_acquire_paused_past_resends_cancelled),
         cmocka_unit_test(test_acquire_unsettled_given_back_by_next_call),
+        cmocka_unit_test(test_acquire_lost_reply_then_cancelled),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
