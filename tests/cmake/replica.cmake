@@ -67,9 +67,10 @@ endif()
 rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
                LABELS redis fault TIMEOUT 90)
 
-# Direct grants for replica-synced clients (issue 33), master + 2 replicas: 10 hand-offs each of
-# the reentrant and fair locks end by a grant the waiter confirmed (its token and hash on both
-# replicas when the lock call returns; none believed unsynced, none won by a plain attempt);
+# Direct grants for replica-synced clients (issue 33), master + 2 replicas: 8 hand-offs each of
+# the reentrant and fair locks, each release publishing a grant (counted on a raw PSUBSCRIBE) that
+# the waiter confirmed (its token and hash on both replicas when the lock call returns; none
+# believed unsynced);
 # with both replicas stopped the grant is given back, nobody holds the lock, and it is free
 # when the wait ends. A few seconds.
 rlock_add_test(NAME test_replica_grants SOURCES replica/test_replica_grants.c
