@@ -208,6 +208,8 @@ typedef struct rlock_options {
      * (WAIT, pipelined behind the script) until all of them acknowledged it. A grant fewer
      * replicas acknowledged within replica_sync_timeout_ms is undone and the call returns
      * RLOCK_EREPLICA; see README "Deployments" for what this does and does not guarantee.
+     * A waiting thread that a release grants the lock directly is told it holds it only after
+     * the replicas acknowledged that grant (a grant they did not is given back).
      * On a cluster the replicas counted are those of the master that served the call, each
      * master's own. 0 = no waiting (a failover may then lose a grant). */
     int replica_sync;

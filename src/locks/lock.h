@@ -165,6 +165,7 @@ struct rlk_acq {
      * of a wait (rlk_wait_rewait), so that no grant made before a give-back is believed. */
     uint64_t wait_id;
     uint64_t confirms; /* rlk_pubsub_confirms() before the first attempt (rlk_wait_loop) */
+    int arm_n;         /* replicas the armed attempt's WAIT asks for (rlk_wait_loop) */
     int64_t ttl_ms;    /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (rlk_grant in lock.c). */
@@ -185,12 +186,19 @@ rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const 
  * a one-shot renewal (explicit leases). 0 for a single attempt (it never waits). */
 int64_t rlk_grant_ttl(const rlk_acq *a);
 /* 1 if c takes part in direct grants: as a waiter that registers a grant TTL, and as a releaser
- * that passes the grant keys. A client that syncs its grants to replicas (replica_sync) does not:
- * a release script publishes its grant before the client's WAIT, so a failover right then could
- * lose a hold whose new owner already acts on it, and a later token could repeat. It goes by the
- * replicas counted now (rlk_sync_target): a waiter registered before replicas attached is not
- * granted by a release that syncs, and one whose client syncs registers nothing. */
+ * that passes the grant keys. Every client does. A client that syncs to replicas (replica_sync)
+ * does not believe a grant's message, which a release publishes before its WAIT: the waiter
+ * confirms the grant by an attempt with its own WAIT behind it (lock_wait.c), so it holds the
+ * lock only once the replicas acknowledged the grant, and gives back a grant they did not. */
 int rlk_grants_on(const rlock_client *c);
+/* How waits for a lock ended in this process, for tests and benchmarks: a grant's message
+ * believed (no replica sync), a grant confirmed by an attempt whose replicas acknowledged it, a
+ * win by an attempt after a wake-up, and grants or attempts given back because fewer replicas
+ * acknowledged them than the master has (any lock call, not only waits). */
+typedef struct rlk_grant_stats {
+    uint64_t believed, confirmed, by_attempt, undone;
+} rlk_grant_stats;
+void rlk_grant_stats_get(rlk_grant_stats *out);
 /* A give-up script's reply (lock_waiter_leave.lua, fair_leave.lua): {2, token} when a release
  * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
  * (an integer: it left, or was not waiting). */

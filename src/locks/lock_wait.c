@@ -8,12 +8,25 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cancel.h"
 #include "lock.h"
+#include "pool.h"
 #include "replica.h"
+
+/* How waits ended, for tests and benchmarks (rlk_grant_stats_get). */
+static atomic_uint_fast64_t stat_believed, stat_confirmed, stat_by_attempt, stat_undone;
+
+void rlk_grant_stats_get(rlk_grant_stats *out)
+{
+    out->believed = atomic_load(&stat_believed);
+    out->confirmed = atomic_load(&stat_confirmed);
+    out->by_attempt = atomic_load(&stat_by_attempt);
+    out->undone = atomic_load(&stat_undone);
+}
 
 uint64_t rlk_wait_id_next(void)
 {
@@ -23,7 +36,8 @@ uint64_t rlk_wait_id_next(void)
 
 int rlk_grants_on(const rlock_client *c)
 {
-    return rlk_sync_target(c) == 0;
+    (void)c;
+    return 1;
 }
 
 int64_t rlk_grant_ttl(const rlk_acq *a)
@@ -47,12 +61,37 @@ int rlk_leave_granted(rlk_acq *a, const redisReply *r)
     return 1;
 }
 
+/* Reads what the armed attempt carried behind it (the replicas' WAIT, rlk_arm_format) and notes
+ * it as scripts.c notes a synced script's, so that rlk_keep_synced() judges the attempt's grant.
+ * Replicas counted since the attempt was formatted are waited for too: fewer acknowledgements
+ * than the count now are short. A tail that could not be read counts as no acknowledgement. */
+static void rlk_armed_sync(rlk_acq *a, rlk_armed *armed)
+{
+    rlk_sync s = {&a->client->replicas, a->arm_n, 0, 0};
+    rlk_conn *conn = rlk_armed_take_conn(armed);
+    if (conn != NULL) {
+        char saved[256];
+        snprintf(saved, sizeof(saved), "%s", rlock_last_error());
+        int r = rlk_sync_read(a->client, conn, &s);
+        rlk_pool_return(a->client->pool, conn, r != RLOCK_OK);
+        s.acked = r == RLOCK_OK ? s.acked : 0;
+        rlk_err_restore(saved);
+    } else {
+        s.acked = s.n;
+    }
+    int now = rlk_sync_target(a->client);
+    s.n = now > s.n ? now : s.n;
+    rlk_sync_note(&s);
+}
+
 /* Decodes the reply to the attempt the subscriber thread sent for this waiter, as attempt()
  * would. A NOSCRIPT reply means the script did not run, so the waiter simply attempts itself
  * (which loads it). */
-static int rlk_armed_reply(rlk_acq *a, redisReply *rep)
+static int rlk_armed_reply(rlk_acq *a, rlk_armed *armed)
 {
     const rlk_single_ops *ops = a->lock->single;
+    redisReply *rep = rlk_armed_take_reply(armed);
+    rlk_armed_sync(a, armed);
     int r;
     if (rlk_reply_is_noscript(rep)) {
         r = ops->attempt(a);
@@ -65,6 +104,24 @@ static int rlk_armed_reply(rlk_acq *a, redisReply *rep)
     return r;
 }
 
+/* The armed attempt's request: the type's attempt and, for a client that syncs to replicas,
+ * the WAIT that scripts.c would send behind it (a->arm_n: the replicas it waits for). Returns
+ * the number of requests behind the attempt (0 or 1), or an error with *cmd NULL. */
+static int rlk_arm_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    rlk_sync s = {0};
+    *cmd = NULL;
+    int r = a->lock->single->attempt_format(a, cmd, len);
+    r = r ? r : rlk_sync_format(a->client, &s, cmd, len);
+    if (r >= 0) {
+        a->arm_n = s.n;
+    } else {
+        free(*cmd);
+        *cmd = NULL;
+    }
+    return r;
+}
+
 /* The next attempt, formatted once for the whole wait (its arguments do not change), so that
  * the subscriber thread can send it the moment the notification arrives. NULL when the type
  * cannot arm or there is no memory to: the waiter then waits as without arming. */
@@ -73,11 +130,9 @@ static rlk_armed *rlk_arm(rlk_acq *a)
     char *cmd = NULL;
     size_t len = 0;
     rlk_armed *armed = NULL;
-    /* An armed attempt is sent by the subscriber thread without a WAIT behind it, so a client
-     * that syncs its grants to replicas attempts itself. */
-    if (rlk_sync_target(a->client) == 0 && a->lock->single->attempt_format != NULL &&
-        a->lock->single->attempt_format(a, &cmd, &len) == RLOCK_OK) {
-        (void)rlk_armed_new(cmd, len, &armed);
+    int tail = a->lock->single->attempt_format != NULL ? rlk_arm_format(a, &cmd, &len) : -1;
+    if (tail >= 0 && rlk_armed_new(cmd, len, &armed) == RLOCK_OK) {
+        rlk_armed_set_tail(armed, tail);
         rlk_armed_set_tag(armed, a->field, a->field_len, a->wait_id); /* named wake-ups */
     }
     return armed;
@@ -92,6 +147,7 @@ static int rlk_undo_unsynced(rlk_acq *a)
     if (!rlk_sync_short(&acked, &n)) {
         return 0;
     }
+    atomic_fetch_add(&stat_undone, 1);
     rlk_sync_suppress(1);
     (void)a->lock->single->release(a);
     rlk_sync_suppress(0);
@@ -149,10 +205,8 @@ static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
     if (armed == NULL) {
         return;
     }
-    if (a->lock->single->attempt_format(a, &cmd, &len) != RLOCK_OK) {
-        cmd = NULL;
-    }
-    rlk_armed_rewait(a->client->pubsub, sub, armed, cmd, len, a->wait_id);
+    int tail = rlk_arm_format(a, &cmd, &len);
+    rlk_armed_rewait(a->client->pubsub, sub, armed, cmd, len, tail, a->wait_id);
 }
 
 /* A waiter whose attempt (or wait) failed with a connection error, or whose grant fewer replicas
@@ -189,14 +243,39 @@ int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t 
     return r;
 }
 
+/* A grant that the give-up found was never confirmed by an attempt: a client that syncs to
+ * replicas renews it (PEXPIRE to the lease, a write of its own) with the replicas' WAIT behind,
+ * and keeps it only when they acknowledged (rlk_keep_synced gives it back otherwise). */
+static int rlk_confirm_late(rlk_acq *a)
+{
+    if (rlk_sync_target(a->client) == 0) {
+        return 1;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, a->lock->name, a->lock->name_len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, a->lease_ms);
+    rlk_args_add(&args, a->field, a->field_len);
+    redisReply *rep = NULL;
+    int r = rlk_script(a->client, RLK_SCRIPT_RENEW_HASH, RLK_SYNCED, &keys, &args, &rep);
+    if (r == RLOCK_OK) {
+        r = rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+            rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
+        freeReplyObject(rep);
+    }
+    return rlk_keep_synced(a, r);
+}
+
 /* A release granted the lock to this waiter as it gave up (wait_end() found it so). A wait that
- * ran out (r == 0) takes the grant: the caller holds the lock (rlock.h). A wait that ended with
- * an error gives the grant on, so that the lock is not left held by a thread that returns an
- * error; that release grants or wakes the next waiter. */
+ * ran out (r == 0) takes the grant: the caller holds the lock (rlock.h), once its replicas
+ * acknowledged it when the client syncs. A wait that ended with an error gives the grant on, so
+ * that the lock is not left held by a thread that returns an error; that release grants or wakes
+ * the next waiter. */
 static int rlk_wait_granted_late(rlk_acq *a, int r)
 {
     if (r == 0) {
-        return 1;
+        return rlk_confirm_late(a);
     }
     char saved[256];
     snprintf(saved, sizeof(saved), "%s", rlock_last_error());
@@ -251,20 +330,27 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
             r = rlk_err(RLOCK_ETIMEDOUT, "waiting for lock '%s' was interrupted", l->name);
             break;
         }
-        if (w == RLK_WAIT_GRANTED) {
+        /* A client that syncs to replicas believes no grant's message: the grant is confirmed
+         * by an attempt (the armed one, or its own) that finds it and whose WAIT follows. */
+        int confirming = w == RLK_WAIT_GRANTED || (w == RLK_WAIT_REPLY && rlk_armed_token(armed));
+        if (w == RLK_WAIT_GRANTED && rlk_sync_target(l->client) == 0) {
             /* A release granted the lock to this waiter and said so: no command to send. */
             a->token = rlk_armed_token(armed);
             a->granted_ttl = rlk_grant_ttl(a);
+            atomic_fetch_add(&stat_believed, 1);
             r = 1;
             break;
         }
         if (w == RLK_WAIT_REPLY) {
-            r = rlk_armed_reply(a, rlk_armed_take_reply(armed));
+            r = rlk_armed_reply(a, armed);
         } else {
             r = w < 0 ? w : rlk_client_check(l->client);
             r = r ? r : l->single->attempt(a);
         }
         r = rlk_wait_recover(a, sub, armed, r, deadline);
+        if (r == 1) {
+            atomic_fetch_add(confirming ? &stat_confirmed : &stat_by_attempt, 1);
+        }
     }
     rlk_armed_end_wait(ps, sub, armed);
     rlk_armed_free(armed);

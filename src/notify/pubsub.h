@@ -34,8 +34,17 @@ void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait)
  * attempt that registers it on Redis, and a grant kept on s for a's waiter is dropped: no grant
  * made for the old identity is taken after this. a must be a's owner's alone (between two calls
  * of rlk_sub_wait()). */
-void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_t len,
+void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_t len, int tail,
                       uint64_t wait);
+/* Says that cmd carries tail requests behind the attempt (a replica-synced client's WAIT,
+ * lock_wait.c), whose replies its owner reads after RLK_WAIT_REPLY on the connection that
+ * rlk_armed_take_conn() hands over. Such a waiter confirms its grants instead of believing their
+ * messages: a grant naming its wait sends its attempt, which finds the grant (its own field in
+ * the lock hash) and is believed only once the replicas acknowledged it. */
+void rlk_armed_set_tail(rlk_armed *a, int tail);
+/* After RLK_WAIT_REPLY of an attempt with a tail: the connection it went out on, where the tail's
+ * replies wait; the caller returns it to the pool. */
+struct rlk_conn *rlk_armed_take_conn(rlk_armed *a);
 /* Starts a's wait on s: from now on, every wake-up of all of s's waiters (a confirmation, a
  * reconnect, a "1") wakes a's owner once, even when faster waiters took the permits it gave. A
  * release may have granted the lock to exactly that waiter unheard, so it must attempt again. */
@@ -44,7 +53,8 @@ void rlk_armed_begin(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a);
  * ends otherwise (its own attempt found the grant): a kept grant is for one wait only, and the
  * few slots of an entry must stay free for the one grant of the lock that may be outstanding. */
 void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed);
-/* After rlk_sub_wait() returned RLK_WAIT_GRANTED: the fencing token of the grant. */
+/* After rlk_sub_wait() returned RLK_WAIT_GRANTED: the fencing token of the grant; after
+ * RLK_WAIT_REPLY: that of the grant the attempt was sent to confirm, 0 for a wake-up. */
 uint64_t rlk_armed_token(const rlk_armed *a);
 /* After rlk_sub_wait() returned RLK_WAIT_REPLY: the reply to the attempt (an error reply
  * included, such as NOSCRIPT), which the caller now owns and frees. */
@@ -111,7 +121,8 @@ int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const ch
 #define RLK_WAIT_INTERRUPTED 3 /* rlk_pubsub_interrupt() was called: no permit consumed */
 /* A release granted the lock to the armed waiter and said so on its wake channel ("grant
  * <token> <wait> <owner>", lua/lock_release.lua): the waiter holds the lock, rlk_armed_token() has
- * the token; no attempt was sent. */
+ * the token; no attempt was sent. A waiter whose grants need its replicas' acknowledgement takes
+ * it as a call to attempt (lock_wait.c). */
 #define RLK_WAIT_GRANTED 4
 
 /* Waits up to timeout_ms (< 0: without limit) for a permit and consumes it. armed (may be NULL)

@@ -44,6 +44,7 @@ static int armed_claim(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a)
     }
     rlk_armed_unlink(s, a);
     a->conn = conn;
+    a->token = 0;
     a->state = RLK_ARMED_SENT;
     a->inflight = 1;
     a->next = ps->sending;
@@ -75,6 +76,13 @@ int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t l
         if (a->tag_len == len && memcmp(a->tag, tag, len) == 0) {
             if (a->wait != wait) {
                 return RLOCK_EINVAL;
+            }
+            /* A waiter that confirms its grants (its attempt carries the replicas' WAIT) is
+             * sent that attempt, which finds the grant; without an idle connection it is
+             * handed the grant and attempts itself. */
+            if (a->tail > 0 && armed_claim(ps, s, a) == RLOCK_OK) {
+                a->token = token;
+                return RLOCK_OK;
             }
             /* Queued like a claimed attempt without a connection: rlk_send_armed() sends
              * nothing, and hands it back and wakes the owner in one step. */
@@ -199,9 +207,12 @@ int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a)
     }
     int r = rlk_conn_read(a->conn, &a->reply);
     /* A failed read is like a failed attempt of the waiter's own: the outcome is unknown, so
-     * the attempt is not resent, and the connection is closed. */
-    rlk_pool_return(ps->c->pool, a->conn, r != RLOCK_OK);
-    a->conn = NULL;
+     * the attempt is not resent, and the connection is closed. Replies still due behind the
+     * attempt's are the owner's to read (rlk_armed_take_conn). */
+    if (r != RLOCK_OK || a->tail == 0) {
+        rlk_pool_return(ps->c->pool, a->conn, r != RLOCK_OK);
+        a->conn = NULL;
+    }
     return r == RLOCK_OK ? RLK_WAIT_REPLY : r;
 }
 
@@ -228,7 +239,21 @@ void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait)
     }
 }
 
-void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_t len,
+void rlk_armed_set_tail(rlk_armed *a, int tail)
+{
+    if (a != NULL) {
+        a->tail = tail;
+    }
+}
+
+struct rlk_conn *rlk_armed_take_conn(rlk_armed *a)
+{
+    rlk_conn *conn = a->conn;
+    a->conn = NULL;
+    return conn;
+}
+
+void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_t len, int tail,
                       uint64_t wait)
 {
     pthread_mutex_lock(&ps->mu);
@@ -236,6 +261,7 @@ void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_
         free(a->cmd);
         a->cmd = cmd;
         a->len = len;
+        a->tail = tail;
     }
     a->wait = wait;
     for (unsigned i = 0; s != NULL && i < RLK_PENDING_GRANTS; i++) {

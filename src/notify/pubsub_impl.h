@@ -30,7 +30,9 @@ struct rlk_armed {
     pthread_cond_t cv;      /* an armed waiter sleeps here */
     int state;              /* RLK_ARMED_SENT: the attempt was sent on conn; GRANTED: a
                                release granted the lock (token), nothing is sent */
-    uint64_t token;         /* RLK_ARMED_GRANTED: the grant's fencing token */
+    uint64_t token;         /* RLK_ARMED_GRANTED: the grant's fencing token; SENT: the
+                               token of the grant the attempt confirms, 0 for a wake-up */
+    int tail;               /* replies behind the attempt's (rlk_armed_set_tail) */
     int inflight;           /* the subscriber thread still uses cmd and cv */
     rlk_conn *conn;         /* borrowed from the pool; the owner reads the reply and returns it */
     struct rlk_armed *next; /* the subscriber thread's list of attempts to send */

@@ -51,6 +51,7 @@ void rlk_pool_reset(rlk_pool *p);
 
 /* Flags for rlk_cmd()/rlk_pool_run()/rlk_script(). */
 #define RLK_IDEMPOTENT 1 /* safe to resend on a fresh connection after a connection failure */
+#define RLK_SYNCED     2 /* rlk_script(): the replicas' WAIT follows, as for a granting script */
 
 /* A list of arguments (binary-safe) with inline storage for numbers. */
 #define RLK_ARGS_MAX 24

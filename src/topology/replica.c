@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "replica.h"
+#include "resp_format.h"
 
 /* The calling thread's last synced outcome and its suppression flag (replica.h). */
 static _Thread_local struct {
@@ -229,6 +230,40 @@ int rlk_sync_append(const rlock_client *c, rlk_conn *conn, const rlk_sync *s)
         r = rlk_conn_append(conn, 2, argv, NULL);
     }
     return r;
+}
+
+int rlk_sync_format(rlock_client *c, rlk_sync *s, char **cmd, size_t *len)
+{
+    memset(s, 0, sizeof(*s));
+    /* A cluster client's armed attempts are never sent (pubsub_armed.c): its waiters attempt
+     * through the router, which syncs with the node's own count. */
+    if (!c->opts.replica_sync || rlk_sync_tls.suppress || c->cluster != NULL) {
+        return 0;
+    }
+    s->node = &c->replicas;
+    s->n = atomic_load(&c->replicas.n);
+    char n[16], timeout[24];
+    snprintf(n, sizeof(n), "%d", s->n);
+    snprintf(timeout, sizeof(timeout), "%lld", (long long)c->opts.replica_sync_timeout_ms);
+    const char *wait[3] = {"WAIT", n, timeout};
+    const char *waitaof[4] = {"WAITAOF", "1", n, timeout};
+    int aof = c->opts.replica_sync_aof;
+    if (!aof && s->n == 0) {
+        return 0;
+    }
+    char *tail = NULL;
+    long long tl =
+        aof ? rlk_resp_format(4, waitaof, NULL, &tail) : rlk_resp_format(3, wait, NULL, &tail);
+    char *joined = tl < 0 ? NULL : realloc(*cmd, *len + (size_t)tl);
+    if (joined == NULL) {
+        free(tail);
+        return rlk_err(RLOCK_ENOMEM, "cannot format a replica sync");
+    }
+    memcpy(joined + *len, tail, (size_t)tl);
+    free(tail);
+    *cmd = joined;
+    *len += (size_t)tl;
+    return 1;
 }
 
 /* WAIT answers the number of replicas; WAITAOF [local fsyncs, replicas], where a missing local

@@ -51,6 +51,11 @@ typedef struct rlk_sync {
  * node conn is on (claims the refresh when one is due). A cluster node's count is read on conn
  * first (INFO replication) when nothing is known of it yet. RLOCK_OK or conn's error. */
 int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s);
+/* Appends to the request cmd/len (malloc()ed, grown here) what a synced exchange sends behind
+ * it, for a request formatted in advance and sent later (an armed attempt, lock_wait.c): WAIT for
+ * the replicas counted now, or WAITAOF; no INFO refresh. Fills s for rlk_sync_read(). Returns
+ * the number of requests appended (0 or 1), or RLOCK_ENOMEM with cmd left as it was. */
+int rlk_sync_format(rlock_client *c, rlk_sync *s, char **cmd, size_t *len);
 /* Replicas a synced exchange would wait for now, without claiming a refresh (0: none). */
 int rlk_sync_target(const rlock_client *c);
 /* Appends WAIT/WAITAOF and INFO as planned. */

@@ -210,7 +210,8 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     int slot = c->cluster != NULL && keys != NULL && keys->n > 0
                    ? rlk_cluster_key_slot(keys->v[0], keys->len[0])
                    : -1;
-    rlk_eval e = {script, n, argv, lens, rlk_script_synced(script) ? c : NULL, {0}, slot};
+    int synced = rlk_script_synced(script) || (flags & RLK_SYNCED);
+    rlk_eval e = {script, n, argv, lens, synced ? c : NULL, {0}, slot};
     redisReply *r = NULL;
     int rc = rlk_script_run(c, flags, &e, &r);
     if (e.sync_client != NULL) {

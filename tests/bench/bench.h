@@ -23,6 +23,9 @@ typedef struct bench_cfg {
     int tls_port;       /* a TLS port of ports[0]'s server (u1_tls), 0 = none */
     const char *tls_ca; /* the CA that signed its certificate */
     int sync_port;      /* a master with 2 replicas online (u1_sync), 0 = none */
+    /* > 0 while a *_sync scenario runs (bench_on_sync_master): server 0 is then the master of
+     * sync_port, and the ideal sends WAIT sync_n 1000 behind each script (bench_eval). */
+    int sync_n;
 } bench_cfg;
 
 extern bench_cfg g_cfg;
@@ -43,6 +46,17 @@ void bench_cmd_ok(redisContext *c, const char *fmt, ...);
  * arrives within timeout_ms (< 0: no limit); 1 if one was consumed, 0 on timeout; dies on a
  * connection error. */
 int bench_sub_read(redisContext *c, int timeout_ms);
+/* The ideal's script call (printf-style, hiredis format): EVALSHA, with WAIT g_cfg.sync_n 1000
+ * pipelined behind it in a *_sync scenario (both written before either reply is read, as rlock
+ * sends them); returns the script's reply, NULL on a connection error; dies when the replicas
+ * did not all acknowledge. */
+redisReply *bench_eval(redisContext *c, const char *fmt, ...);
+/* Runs scenario fn with server 0 replaced by the master with 2 replicas (g_cfg.sync_port) and
+ * g_cfg.sync_n = 2; -1 (skipped) without --sync-port. */
+int bench_on_sync_master(int (*fn)(void), const char *scen);
+/* The WAIT round on server 0, p50 in us: a write with WAIT g_cfg.sync_n pipelined behind it,
+ * minus the same write alone, one pair at a time 1 ms apart (as the PING RTT is measured). */
+double bench_wait_round_us(void);
 /* Loads every embedded script on the server (so EVALSHA never sees NOSCRIPT in measured runs). */
 void bench_load_scripts(redisContext *c);
 /* SHA1 of an embedded script (RLK_SCRIPT_*). */

@@ -19,6 +19,8 @@
  * Plus one rlock client shared by 64 threads of one process (the reentrant lock), against the
  * reentrant ideal with 64 processes of the same repetition.
  * The ratio printed is the median over repetitions of rlock / ideal of the same repetition.
+ * drain_sync runs the same on a master with 2 replicas (replica_sync on, rlock's default): the
+ * ideal sends WAIT 2 1000 pipelined behind each of its scripts, and the WAIT round is printed.
  */
 #include <math.h>
 #include <pthread.h>
@@ -67,19 +69,19 @@ static redisReply *d_raw_acquire_call(d_waiter *w)
 {
     const char *n = w->name;
     if (w->kind == 1) {
-        return redisCommand(w->cmd,
-                            "EVALSHA %s 5 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s} "
-                            "redisson_lock_token:{%s} redisson_lock__channel:{%s} 30000 %s 5000 1",
-                            bench_sha(RLK_SCRIPT_FAIR_ACQUIRE), n, n, n, n, n, w->owner);
+        return bench_eval(w->cmd,
+                          "EVALSHA %s 5 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s} "
+                          "redisson_lock_token:{%s} redisson_lock__channel:{%s} 30000 %s 5000 1",
+                          bench_sha(RLK_SCRIPT_FAIR_ACQUIRE), n, n, n, n, n, w->owner);
     }
     if (w->kind == 2) {
-        return redisCommand(w->cmd,
-                            "EVALSHA %s 3 %s redisson_lock_token:{%s} rlock_rwlock_writers:{%s} "
-                            "30000 %s:write %s 0",
-                            bench_sha(RLK_SCRIPT_RW_WRITE_ACQUIRE), n, n, n, w->owner, w->owner);
+        return bench_eval(w->cmd,
+                          "EVALSHA %s 3 %s redisson_lock_token:{%s} rlock_rwlock_writers:{%s} "
+                          "30000 %s:write %s 0",
+                          bench_sha(RLK_SCRIPT_RW_WRITE_ACQUIRE), n, n, n, w->owner, w->owner);
     }
-    return redisCommand(w->cmd, "EVALSHA %s 2 %s redisson_lock_token:{%s} 30000 %s",
-                        bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), n, n, w->owner);
+    return bench_eval(w->cmd, "EVALSHA %s 2 %s redisson_lock_token:{%s} 30000 %s",
+                      bench_sha(RLK_SCRIPT_LOCK_ACQUIRE), n, n, w->owner);
 }
 
 static void d_raw_lock(d_waiter *w)
@@ -106,19 +108,19 @@ static void d_raw_unlock(d_waiter *w)
     const char *n = w->name;
     redisReply *r;
     if (w->kind == 1) {
-        r = redisCommand(w->cmd,
-                         "EVALSHA %s 4 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s} "
-                         "redisson_lock__channel:{%s} 30000 %s 0",
-                         bench_sha(RLK_SCRIPT_FAIR_RELEASE), n, n, n, n, w->owner);
+        r = bench_eval(w->cmd,
+                       "EVALSHA %s 4 %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s} "
+                       "redisson_lock__channel:{%s} 30000 %s 0",
+                       bench_sha(RLK_SCRIPT_FAIR_RELEASE), n, n, n, n, w->owner);
     } else if (w->kind == 2) {
-        r = redisCommand(w->cmd,
-                         "EVALSHA %s 5 %s redisson_rwlock:{%s} {%s}:%s:rwlock_timeout "
-                         "rlock_rwlock_writers:{%s} rlock_rwlock_writer:{%s} %s:write %s",
-                         bench_sha(RLK_SCRIPT_RW_WRITE_RELEASE), n, n, n, w->owner, n, n, w->owner,
-                         w->owner);
+        r = bench_eval(w->cmd,
+                       "EVALSHA %s 5 %s redisson_rwlock:{%s} {%s}:%s:rwlock_timeout "
+                       "rlock_rwlock_writers:{%s} rlock_rwlock_writer:{%s} %s:write %s",
+                       bench_sha(RLK_SCRIPT_RW_WRITE_RELEASE), n, n, n, w->owner, n, n, w->owner,
+                       w->owner);
     } else {
-        r = redisCommand(w->cmd, "EVALSHA %s 2 %s redisson_lock__channel:{%s} 30000 %s 0",
-                         bench_sha(RLK_SCRIPT_LOCK_RELEASE), n, n, w->owner);
+        r = bench_eval(w->cmd, "EVALSHA %s 2 %s redisson_lock__channel:{%s} 30000 %s 0",
+                       bench_sha(RLK_SCRIPT_LOCK_RELEASE), n, n, w->owner);
     }
     if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
         bench_die("drain: raw release failed");
@@ -427,24 +429,33 @@ int bench_drain(void)
         bench_die("drain: out of memory");
     }
     int reps = g_cfg.reps > D_MAX_REPS ? D_MAX_REPS : g_cfg.reps;
+    int sync = g_cfg.sync_n > 0;
+    const char *scen = sync ? "drain_sync" : "drain";
+    double wround[D_MAX_REPS];
     for (int rep = 0; rep < reps; rep++) {
+        wround[rep] = sync ? bench_wait_round_us() : 0;
         d_rep(s, res, rep);
     }
     munmap(s, sizeof(d_shm));
     bench_json j;
-    bench_json_begin(&j, "drain");
+    bench_json_begin(&j, scen);
     bench_json_num(&j, "reps", reps);
+    if (sync) {
+        double mwait = bench_median(wround, (size_t)reps);
+        bench_row(scen, "WAIT round p50 (us)", mwait, mwait, NULL, -1);
+        bench_json_num(&j, "wait_round_p50_us", mwait);
+    }
     bench_json_num(&j, "arrival_window_us", D_ARRIVAL_US);
     char metric[64], key[32];
     for (int k = 0; k < D_KINDS; k++) {
         for (int z = 0; z < D_SIZES; z++) {
             snprintf(metric, sizeof(metric), "%s, %d waiters (acq/s)", d_kind_names[k], d_sizes[z]);
             snprintf(key, sizeof(key), "%s_%d", d_kind_names[k], d_sizes[z]);
-            d_report_row("drain", metric, res->ideal[k][z], res->rlock[k][z], reps,
-                         k == 1 ? 0 : 0.95, &j, key);
+            d_report_row(scen, metric, res->ideal[k][z], res->rlock[k][z], reps, k == 1 ? 0 : 0.95,
+                         &j, key);
         }
     }
-    d_report_row("drain", "1 client x 64 threads (acq/s)", res->ideal[0][D_SIZES - 1], res->shared,
+    d_report_row(scen, "1 client x 64 threads (acq/s)", res->ideal[0][D_SIZES - 1], res->shared,
                  reps, 0, &j, "shared_64");
     bench_json_end(&j);
     free(res);

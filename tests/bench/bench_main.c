@@ -6,9 +6,9 @@
  *               [--reps N] [--scale X] [--only a,b,...]
  *
  * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog
- * fair_queue rw rw_handoff redlock sem drain u1_sync (needs --sync-port: a master with 2
- * replicas) cluster (starts a 3-master cluster of its own with the test harness). Prints a
- * table while it runs, then one JSON line per scenario.
+ * fair_queue rw rw_handoff redlock sem drain u1_sync handoff_sync handoff_fair_sync drain_sync
+ * (the *_sync ones need --sync-port: a master with 2 replicas) cluster (starts a 3-master cluster
+ * of its own with the test harness). Prints a table while it runs, then one JSON line per scenario.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -32,15 +32,40 @@ static int run_handoff_fair(void)
     return bench_handoff(RLOCK_FAIR);
 }
 
+static int run_handoff_sync(void)
+{
+    return bench_on_sync_master(run_handoff, "handoff_sync");
+}
+
+static int run_handoff_fair_sync(void)
+{
+    return bench_on_sync_master(run_handoff_fair, "handoff_fair_sync");
+}
+
+static int run_drain_sync(void)
+{
+    return bench_on_sync_master(bench_drain, "drain_sync");
+}
+
 static const bench_scenario g_scenarios[] = {
-    {"u1", bench_uncontended_1},        {"u1_tls", bench_uncontended_tls},
-    {"u8", bench_uncontended_8},        {"handoff", run_handoff},
-    {"handoff_fair", run_handoff_fair}, {"watchdog", bench_watchdog_memory},
-    {"fair_queue", bench_fair_queue},   {"rw", bench_rw},
-    {"rw_handoff", bench_rw_handoff},   {"redlock", bench_redlock},
-    {"sem", bench_semaphore},           {"drain", bench_drain},
-    {"u1_sync", bench_sync_1},          {"cluster", bench_cluster},
+    {"u1", bench_uncontended_1},
+    {"u1_tls", bench_uncontended_tls},
+    {"u8", bench_uncontended_8},
+    {"handoff", run_handoff},
+    {"handoff_fair", run_handoff_fair},
+    {"watchdog", bench_watchdog_memory},
+    {"fair_queue", bench_fair_queue},
+    {"rw", bench_rw},
+    {"rw_handoff", bench_rw_handoff},
+    {"redlock", bench_redlock},
+    {"sem", bench_semaphore},
+    {"drain", bench_drain},
+    {"u1_sync", bench_sync_1},
+    {"cluster", bench_cluster},
     {"redisson", bench_redisson},
+    {"handoff_sync", run_handoff_sync},
+    {"handoff_fair_sync", run_handoff_fair_sync},
+    {"drain_sync", run_drain_sync},
 };
 
 static int selected(const char *only, const char *name)
@@ -83,7 +108,8 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
                     "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
-                    "redlock,sem,drain,u1_sync,cluster] [--sync-port S]\n",
+                    "redlock,sem,drain,u1_sync,handoff_sync,handoff_fair_sync,drain_sync,cluster] "
+                    "[--sync-port S]\n",
                     argv[0]);
             return 2;
         }

@@ -426,3 +426,67 @@ double bench_lock_block(int raw, int pairs, rlock *l, int (*raw_pair)(void *arg)
     }
     return (double)pairs / ((double)(bench_now_ns() - a) / 1e9);
 }
+
+redisReply *bench_eval(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (g_cfg.sync_n == 0) {
+        redisReply *r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        return r;
+    }
+    int rc = redisvAppendCommand(c, fmt, ap);
+    va_end(ap);
+    redisReply *r = NULL, *w = NULL;
+    if (rc != REDIS_OK || redisAppendCommand(c, "WAIT %d 1000", g_cfg.sync_n) != REDIS_OK ||
+        redisGetReply(c, (void **)&r) != REDIS_OK || redisGetReply(c, (void **)&w) != REDIS_OK) {
+        freeReplyObject(r);
+        return NULL;
+    }
+    if (w->type != REDIS_REPLY_INTEGER || w->integer < g_cfg.sync_n) {
+        bench_die("WAIT %d: %lld replicas acknowledged", g_cfg.sync_n,
+                  w->type == REDIS_REPLY_INTEGER ? w->integer : -1);
+    }
+    freeReplyObject(w);
+    return r;
+}
+
+int bench_on_sync_master(int (*fn)(void), const char *scen)
+{
+    if (g_cfg.sync_port == 0) {
+        fprintf(stderr, "%s: skipped (no --sync-port)\n", scen);
+        return -1;
+    }
+    int saved = g_cfg.ports[0];
+    g_cfg.ports[0] = g_cfg.sync_port;
+    g_cfg.sync_n = 2;
+    int r = fn();
+    g_cfg.sync_n = 0;
+    g_cfg.ports[0] = saved;
+    return r;
+}
+
+double bench_wait_round_us(void)
+{
+    redisContext *c = bench_raw(0);
+    bench_samples alone = {0}, waited = {0};
+    for (int i = 0; i < 400; i++) {
+        int64_t a = bench_now_ns();
+        freeReplyObject(bench_cmd(c, "SET bench:wait-probe %d", i));
+        int64_t b = bench_now_ns();
+        bench_sleep_us(1000);
+        int64_t d = bench_now_ns();
+        redisReply *r = bench_eval(c, "SET bench:wait-probe %d", i);
+        int64_t e = bench_now_ns();
+        freeReplyObject(r);
+        bench_samples_add(&alone, (double)(b - a) / 1000.0);
+        bench_samples_add(&waited, (double)(e - d) / 1000.0);
+        bench_sleep_us(1000);
+    }
+    double round = bench_pct(&waited, 50) - bench_pct(&alone, 50);
+    bench_samples_free(&alone);
+    bench_samples_free(&waited);
+    redisFree(c);
+    return round;
+}

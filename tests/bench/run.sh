@@ -3,7 +3,7 @@
 #
 # Builds build/bench (Release, RLOCK_BUILD_BENCH=ON), starts its own redis-servers (3: the
 # RedLock scenario needs independent servers; the other scenarios use the first; plus a master
-# with 2 replicas for u1_sync) on free
+# with 2 replicas for u1_sync and the *_sync hand-off and drain scenarios) on free
 # loopback ports in a temp dir with --save '' --appendonly no, runs tests/bench/rlock_bench,
 # and kills the servers by PID on exit. Prints the table while it runs, then one JSON line
 # per scenario. Installs missing Debian packages like tests/run.sh does.
@@ -13,7 +13,8 @@
 #                            scenario times at most 5 sweep cycles of 15 s)
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
 #   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u1_tls,u8,handoff,handoff_fair,watchdog,sem,
-#                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync,cluster (cluster:
+#                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync,handoff_sync,
+#                            handoff_fair_sync,drain_sync,cluster (cluster:
 #                            the bench starts a 3-master cluster itself, tests/harness),redisson
 #   RLOCK_REDISSON_JAR=...   the Redisson peer of the `redisson` scenario (default: the 4.x jar
 #                            of tests/compat/java, built here with Maven when missing)
@@ -124,7 +125,8 @@ for n in 1 2 3; do
 done
 ARGS+=(--tls-port "$TLS_PORT" --tls-ca "$TMP/certs/ca.crt")
 
-# u1_sync: a master (server 4) with 2 replicas (5, 6), waited for until both are online.
+# u1_sync, handoff_sync, handoff_fair_sync, drain_sync: a master (server 4) with 2 replicas
+# (5, 6), waited for until both are online.
 start_server 4
 SYNC_PORT=$PORT
 start_server 5 --replicaof 127.0.0.1 "$SYNC_PORT"

@@ -8,8 +8,11 @@
  * the count rises again. After kill -9 of a master, a client that knew its count starts the
  * promoted replica from it (grants fail closed until the old master is back as its replica).
  * The number waited for is read from the thread's last synced outcome
- * (replica.h), which the library keeps for its own undo of unsynced grants.
+ * (replica.h), which the library keeps for its own undo of unsynced grants. Direct grants reach
+ * synced cluster clients too: a waiting thread of another client takes each release's grant,
+ * confirmed after its master's replica acknowledged it (issue 33).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "lock.h"
 #include "replica.h"
 #include "tc_cluster.h"
 #include "tc_redis.h"
@@ -26,13 +30,19 @@
 /* The default: shorter ones were seen to expire on a loaded machine with every replica up. */
 #define SYNC_TIMEOUT_MS 1000
 
-static rlock_client *sync_client(void)
+static rlock_client *sync_client_mode(int pubsub)
 {
     rlock_options o;
     tc_options_url(&o, rc_seed_url(tc_cl));
     o.replica_sync = 1;
     o.replica_sync_timeout_ms = SYNC_TIMEOUT_MS;
+    o.cluster_pubsub = pubsub;
     return tc_client(&o);
+}
+
+static rlock_client *sync_client(void)
+{
+    return sync_client_mode(RLOCK_CLUSTER_PUBSUB_AUTO);
 }
 
 /* How many replicas the calling thread's last synced script waited for. */
@@ -128,6 +138,72 @@ static void check_multi_refused(rlock_client *c)
     }
 }
 
+/* A waiting thread of the grants case: its lock call, its token and the replicas it waited for. */
+typedef struct grant_waiter {
+    rlock *l;
+    const char *grants; /* the grant hash, where the waiter registers */
+    int rc;
+    uint64_t token;
+    int waited;
+} grant_waiter;
+
+static void *grant_waiter_main(void *p)
+{
+    grant_waiter *w = p;
+    w->rc = rlock_try_lock(w->l, 10000, 10000);
+    w->waited = waited_for();
+    w->token = rlock_token(w->l);
+    if (w->rc == RLOCK_OK) {
+        (void)rlock_unlock(w->l);
+    }
+    return NULL;
+}
+
+/* Five hand-offs between two synced cluster clients: each is a grant that the waiter confirmed
+ * after its master's one replica acknowledged it; none was believed unsynced or won by a plain
+ * attempt. Classic pub/sub: in sharded mode a release counts rlock's own SSUBSCRIBE of Redisson's
+ * channel as a plain subscriber (SHARDNUMSUB) and grants to no cluster client, synced or not. */
+static void test_grants_confirmed(void **state)
+{
+    (void)state;
+    char name[32], grants[64];
+    tc_cluster_name_on(1, "rs-grant-", name, sizeof(name));
+    snprintf(grants, sizeof(grants), "rlock_lock_waiters:{%s}:grants", name);
+    rlock_client *a = sync_client_mode(RLOCK_CLUSTER_PUBSUB_CLASSIC);
+    rlock_client *b = sync_client_mode(RLOCK_CLUSTER_PUBSUB_CLASSIC);
+    rlock *la = rlock_open(a, RLOCK_REENTRANT, name), *lb = rlock_open(b, RLOCK_REENTRANT, name);
+    rlk_grant_stats s0, s1;
+    rlk_grant_stats_get(&s0);
+    uint64_t last = 0;
+    for (int round = 0; round < 5; round++) {
+        assert_int_equal(rlock_lock(la, 10000), RLOCK_OK);
+        assert_true(rlock_token(la) > last);
+        last = rlock_token(la);
+        grant_waiter w = {.l = lb, .grants = grants};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, grant_waiter_main, &w), 0);
+        for (int64_t end = rh_now_ms() + 5000; tc_cluster_exists(grants) == 0;) {
+            assert_true(rh_now_ms() < end);
+            rh_sleep_ms(2);
+        }
+        rh_sleep_ms(100); /* asleep after the attempt its subscription's confirmation causes */
+        assert_int_equal(rlock_unlock(la), RLOCK_OK);
+        pthread_join(t, NULL);
+        assert_int_equal(w.rc, RLOCK_OK);
+        assert_int_equal(w.waited, 1);
+        assert_true(w.token > last);
+        last = w.token;
+    }
+    rlk_grant_stats_get(&s1);
+    assert_int_equal(s1.confirmed - s0.confirmed, 5);
+    assert_int_equal(s1.believed - s0.believed, 0);
+    assert_int_equal(s1.by_attempt - s0.by_attempt, 0);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(a);
+    rlock_client_free(b);
+}
+
 static void test_wait_counts_the_serving_master(void **state)
 {
     (void)state;
@@ -216,6 +292,6 @@ static void test_new_master_starts_from_the_old_count(void **state)
     rlock_client_free(c);
 }
 
-TC_MAIN(tc_cluster_setup, tc_cluster_teardown,
+TC_MAIN(tc_cluster_setup, tc_cluster_teardown, cmocka_unit_test(test_grants_confirmed),
         cmocka_unit_test(test_wait_counts_the_serving_master),
         cmocka_unit_test(test_new_master_starts_from_the_old_count))

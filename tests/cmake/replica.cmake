@@ -66,3 +66,12 @@ endif()
 # token, not 0. Runs in every variant (one replica, no Sentinel; a few seconds).
 rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
                LABELS redis fault TIMEOUT 90)
+
+# Direct grants for replica-synced clients (issue 33), master + 2 replicas: 8 hand-offs each of
+# the reentrant and fair locks, each release publishing a grant (counted on a raw PSUBSCRIBE) that
+# the waiter confirmed (its token and hash on both replicas when the lock call returns; none
+# believed unsynced);
+# with both replicas stopped the grant is given back, nobody holds the lock, and it is free
+# when the wait ends. A few seconds.
+rlock_add_test(NAME test_replica_grants SOURCES replica/test_replica_grants.c
+               LABELS redis fault TIMEOUT 90)

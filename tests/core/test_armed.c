@@ -391,7 +391,7 @@ static void test_stale_grant_not_taken(void **state)
 
     /* Kept for 41, but the wait moved on to 42 before it slept again: not a hold. */
     publish_grant(s, c, wake, 8, 41, tag);
-    rlk_armed_rewait(ps, sub, armed, strdup("PING"), 4, 42);
+    rlk_armed_rewait(ps, sub, armed, strdup("PING"), 4, 0, 42);
     assert_int_not_equal(rlk_sub_wait(ps, sub, 300, armed), RLK_WAIT_GRANTED);
     assert_int_not_equal(rlk_sub_wait(ps, sub, 300, armed), RLK_WAIT_GRANTED);
 

@@ -58,8 +58,8 @@ typedef struct fx_handle {
 typedef struct fx_kind {
     const char *name;
     int servers;
-    /* 1: the server has a replica and the clients sync their grants to it (replica_sync), which
-     * turns direct grants and armed attempts off. */
+    /* 1: the server has a replica and the clients sync their grants to it (replica_sync): a
+     * waiter confirms each direct grant by an attempt with WAIT behind it (armed or its own). */
     int replica_sync;
     int (*open)(rlock_client *const *cs, int w, fx_handle *h);
     int (*lock)(fx_handle *h, int64_t wait_ms, int64_t lease_ms);
@@ -627,15 +627,14 @@ static void test_multi_mixed(void **state)
     fx_run_kind(&fx_kinds[6]);
 }
 
-/* Without direct grants and armed attempts: every hand-off is a waiter's own attempt. */
+/* Direct grants confirmed by the waiter's attempt and WAIT, armed attempts carrying the WAIT. */
 static void test_reentrant_replica_sync(void **state)
 {
     (void)state;
     fx_run_kind(&fx_kinds[7]);
 }
 
-/* The fair lock with direct grants off: its waiters attempt after a wake-up, as a replica-synced
- * client's do. */
+/* The fair lock's grants, confirmed by a replica-synced waiter as the reentrant lock's are. */
 static void test_fair_replica_sync(void **state)
 {
     (void)state;
