@@ -73,7 +73,8 @@ static int reentrant_channel(rlk_acq *a, rlk_buf *ch)
 
 /* The attempt's call: KEYS lock name, token counter, waiters zset, waiting flag and grant hash
  * (the last four named in names, one after the other), ARGV lease, field, the liveness timeout of
- * a waiter (0 for a single attempt, which does not wait and so is not recorded), whether the
+ * a waiter (0 for a retry that no longer queues; a single attempt, which does not wait and so is
+ * not recorded, sends only the first two keys and arguments), whether the
  * caller waits already, the TTL a release's grant gives it (rlk_grant_ttl) and the lock call's
  * id, which the grant's message repeats. */
 static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *args)
@@ -89,15 +90,22 @@ static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *
                     : rlk_grant_name(names, l->name, l->name_len);
         end[i] = names->len;
     }
+    /* A caller that does not wait (a single attempt, a spin lock) is never recorded and is no
+     * waiter: the lock and its counter, lease and field do, as absent keys and arguments mean
+     * to the script (every further one costs Redis a string and a table slot per call). */
+    int recorded = a->may_queue || a->scratch != NULL;
     rlk_args_init(keys);
     rlk_args_add(keys, l->name, l->name_len);
-    for (int i = 0; i < 4 && r == RLOCK_OK; i++) {
+    for (int i = 0; i < (recorded ? 4 : 1) && r == RLOCK_OK; i++) {
         size_t start = i == 0 ? 0 : end[i - 1];
         rlk_args_add(keys, names->p + start, end[i] - start);
     }
     rlk_args_init(args);
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->field, a->field_len);
+    if (!recorded) {
+        return r;
+    }
     rlk_args_addi(args, a->may_queue ? a->client->opts.waiter_timeout_ms : 0);
     /* Waiting (wait_begin ran): a grant must take this thread out of the waiters zset. */
     rlk_args_adds(args, a->scratch != NULL ? "1" : "0");
