@@ -24,6 +24,7 @@ typedef bench_uthread u_thread;
 
 /* The kinds of block: rlock, the raw ideal, Redisson's scripts sent raw. */
 enum { U_RLOCK = 0, U_RAW = 1, U_REDISSON = 2, U_SIDES = 3 };
+enum { U_BLOCKS = 32 }; /* ABBA blocks per repetition */
 
 /* Redisson 4.7.0's RLock scripts (redisson-protocol.md 2.1 and 1.5), as its jar sends them:
  * acquire (KEYS name; ARGV lease, owner) and unlock with its latch (KEYS name, channel, latch;
@@ -136,6 +137,7 @@ typedef struct u_result {
     double cpu[U_SIDES];        /* process CPU seconds (user + sys) summed over blocks */
     double gsecs[16][2];        /* per group of 4 blocks (ABBA): wall time per side */
     bench_cmdstats st[U_SIDES]; /* per-command calls summed over blocks */
+    bench_cmdstats bst[U_BLOCKS + U_BLOCKS / 4]; /* each block's own, for Redis' time */
 } u_result;
 
 static void u_stats_add(bench_cmdstats *sum, const bench_cmdstats *s)
@@ -198,9 +200,8 @@ static void u_rep(u_thread *ts, int nthreads, const int *modes, int blocks, int 
         res->cpu[modes[b]] += u_cpu_s() - cpu0;
         res->pairs[modes[b]] += (double)pairs * nthreads;
         if (ctl != NULL) {
-            bench_cmdstats st;
-            bench_cmdstats_get(ctl, &st);
-            u_stats_add(&res->st[modes[b]], &st);
+            bench_cmdstats_get(ctl, &res->bst[b]);
+            u_stats_add(&res->st[modes[b]], &res->bst[b]);
         }
     }
     int errors = 0;
@@ -224,11 +225,10 @@ typedef struct u_sum {
     size_t ng;
     bench_samples lat_i, lat_r;
     int redisson; /* Redisson's blocks run too (u_scenario) */
-    /* Redis' time (INFO commandstats) per EVALSHA and per pair, per side and repetition. */
-    double usec_call[U_SIDES][64], usec_pair[U_SIDES][64];
+    /* Redis' time (INFO commandstats) per EVALSHA and per pair, per side and block: medians of
+     * blocks, since a block in which Redis was preempted counts the wait as command time. */
+    bench_samples usec_call[U_SIDES], usec_pair[U_SIDES];
 } u_sum;
-
-enum { U_BLOCKS = 32 };
 
 /* ABBA BAAB ... : a block of each side in every pair of consecutive blocks; with redisson, a
  * block of Redisson's scripts after each group of four. Returns the number of blocks. */
@@ -244,24 +244,23 @@ static int u_modes(int *modes, int redisson)
     return n;
 }
 
-/* Redis' time per EVALSHA and per pair of each side in one repetition. Redisson's pair also
- * costs its client's DEL of the unlock latch: the DEL calls beyond the unlock script's own one
- * per pair, at the mean time of a DEL. */
-static void u_redis_time(u_sum *s, int rep, const u_result *res)
+/* Redis' time per EVALSHA and per pair of each block of one repetition (modes: each block's
+ * side; pairs: of a block, all threads). Redisson's pair also costs its client's DEL of the
+ * unlock latch: the DEL calls beyond the unlock script's own one per pair, at a DEL's mean time. */
+static void u_redis_time(u_sum *s, const u_result *res, const int *modes, int blocks, double pairs)
 {
-    for (int k = 0; k < (s->redisson ? U_SIDES : 2); k++) {
-        const bench_cmdstats *st = &res->st[k];
+    for (int b = 0; b < blocks; b++) {
+        const bench_cmdstats *st = &res->bst[b];
         double ev = (double)bench_cmdstats_usec(st, "evalsha");
         double calls = (double)bench_cmdstats_calls(st, "evalsha");
-        double extra = 0;
-        if (k == U_REDISSON) {
-            double dels = (double)bench_cmdstats_calls(st, "del");
-            extra = dels > 0
-                        ? (double)bench_cmdstats_usec(st, "del") / dels * (dels - res->pairs[k])
-                        : 0;
+        double dels = (double)bench_cmdstats_calls(st, "del");
+        double extra = modes[b] == U_REDISSON && dels > pairs
+                           ? (double)bench_cmdstats_usec(st, "del") / dels * (dels - pairs)
+                           : 0;
+        if (calls > 0) {
+            bench_samples_add(&s->usec_call[modes[b]], ev / calls);
+            bench_samples_add(&s->usec_pair[modes[b]], (ev + extra) / pairs);
         }
-        s->usec_call[k][rep] = calls > 0 ? ev / calls : 0;
-        s->usec_pair[k][rep] = res->pairs[k] > 0 ? (ev + extra) / res->pairs[k] : 0;
     }
 }
 
@@ -298,7 +297,7 @@ static void u_measure(u_thread *ts, int nthreads, int pairs, redisContext *ctl, 
                         (double)bench_cmdstats_diff(&res.st[0], &res.st[1], "evalsha")) /
                        res.pairs[0];
         if (ctl != NULL) {
-            u_redis_time(s, rep, &res);
+            u_redis_time(s, &res, modes, blocks, (double)per_block * nthreads);
         }
     }
     for (int i = 0; i < nthreads; i++) {
@@ -314,14 +313,13 @@ static void u_measure(u_thread *ts, int nthreads, int pairs, redisContext *ctl, 
 }
 
 /* Redis' time per EVALSHA and per pair: Redisson's scripts (in the ideal's column) against
- * rlock's, medians over repetitions; the target is on the time per call. Returns the ratio. */
+ * rlock's, medians over blocks; the target is on the time per call. Returns the ratio. */
 static double u_report_redis(const char *scen, u_sum *s)
 {
-    size_t reps = (size_t)s->reps;
     double call[U_SIDES], pair[U_SIDES];
     for (int k = 0; k < U_SIDES; k++) {
-        call[k] = bench_median(s->usec_call[k], reps);
-        pair[k] = bench_median(s->usec_pair[k], reps);
+        call[k] = bench_pct(&s->usec_call[k], 50);
+        pair[k] = bench_pct(&s->usec_pair[k], 50);
     }
     double ratio = call[U_RLOCK] / call[U_REDISSON];
     bench_row(scen, "redis us per EVALSHA vs Redisson", call[U_REDISSON], call[U_RLOCK],
@@ -393,6 +391,10 @@ static void u_run_all(const char *scen, bench_uthread *ts, int nthreads, int pai
     u_report(scen, nthreads, target, ctl != NULL, s);
     bench_samples_free(&s->lat_i);
     bench_samples_free(&s->lat_r);
+    for (int k = 0; k < U_SIDES; k++) {
+        bench_samples_free(&s->usec_call[k]);
+        bench_samples_free(&s->usec_pair[k]);
+    }
     free(s);
 }
 
