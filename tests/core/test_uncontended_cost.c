@@ -3,7 +3,9 @@
  * scripts run (INFO commandstats counts them beside EVALSHA), over 20 pairs nobody waits for.
  * Each redis.call costs a script about as much as its whole argument list, so the path that no
  * waiter takes runs no waiter or grant bookkeeping, reads no clock and checks an owner with the
- * read that also gives its count. A pair that runs any other command fails here.
+ * read that also gives its count. A pair that runs any other command fails here. And the
+ * reentrant lock's first attempt carries the waiters' keys only on a handle its thread has found
+ * busy (seen with MONITOR).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 #include <hiredis.h>
 
+#include "scripts.h"
 #include "tc_redis.h"
 
 #define PAIRS 20
@@ -127,4 +130,63 @@ static void test_uncontended_pairs_run_only_their_commands(void **state)
     rlock_client_free(cl);
 }
 
-TC_MAIN(NULL, NULL, TC_SERVER_TEST(test_uncontended_pairs_run_only_their_commands))
+/* The numkeys of the next lock_acquire EVALSHA that MONITOR connection m shows (-1: none within
+ * its read timeout). */
+static int next_acquire_numkeys(redisContext *m)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "\"EVALSHA\" \"%s\" \"",
+             rlk_script_table[RLK_SCRIPT_LOCK_ACQUIRE].sha1);
+    redisReply *r = NULL;
+    while (redisGetReply(m, (void **)&r) == REDIS_OK) {
+        const char *p = r->type == REDIS_REPLY_STATUS ? strstr(r->str, want) : NULL;
+        int n = p != NULL ? atoi(p + strlen(want)) : -1;
+        freeReplyObject(r);
+        if (n >= 0) {
+            return n;
+        }
+    }
+    return -1;
+}
+
+/* An uncontended rlock_lock() sends the lock and its counter only; once the lock was found busy
+ * the attempt that follows at once, and the thread's next lock() on that handle, carry the
+ * waiters' keys, so the waiter was recorded as before. */
+static void test_first_attempt_carries_waiter_keys_only_after_busy(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *cl = tc_client_tuned(s, 0, 0, NULL, NULL);
+    rlock *l = tc_open(cl, RLOCK_REENTRANT, "cost:brief");
+    assert_int_equal(cost_pair(l, 0), RLOCK_OK); /* loads the scripts */
+    redisContext *m = rh_connect(s);
+    assert_non_null(m);
+    redisReply *ok = redisCommand(m, "MONITOR");
+    assert_true(ok != NULL && ok->type == REDIS_REPLY_STATUS);
+    freeReplyObject(ok);
+    assert_int_equal(cost_pair(l, 0), RLOCK_OK);
+    assert_int_equal(next_acquire_numkeys(m), 2);
+    /* Held by someone else (a Redisson-style hold): busy. */
+    const char *hold[] = {"HSET", "cost:brief", "peer:1", "1", NULL};
+    const char *expire[] = {"PEXPIRE", "cost:brief", "30000", NULL};
+    assert_int_equal(rh_cmd_int(s, hold), 1);
+    assert_int_equal(rh_cmd_int(s, expire), 1);
+    assert_int_equal(rlock_try_lock(l, 200, 30000), RLOCK_ETIMEDOUT);
+    assert_int_equal(next_acquire_numkeys(m), 2);
+    assert_int_equal(next_acquire_numkeys(m), 5);
+    const char *del[] = {"DEL", "cost:brief", NULL};
+    assert_int_equal(rh_cmd_int(s, del), 1);
+    assert_int_equal(cost_pair(l, 0), RLOCK_OK);
+    /* The wait's own retries, then that lock(): the last attempt of all (MONITOR's read times
+     * out after it) carried the waiters' keys. */
+    int n, last = -1;
+    while ((n = next_acquire_numkeys(m)) >= 0) {
+        last = n;
+    }
+    assert_int_equal(last, 5);
+    redisFree(m);
+    rlock_free(l);
+    rlock_client_free(cl);
+}
+
+TC_MAIN(NULL, NULL, TC_SERVER_TEST(test_uncontended_pairs_run_only_their_commands),
+        TC_SERVER_TEST(test_first_attempt_carries_waiter_keys_only_after_busy))
