@@ -5,7 +5,7 @@
  * for a subscriber and a watchdog that do not exist, and hang joining them at free. So:
  *
  *  - Detection: a pthread_atfork child handler raises the process' fork generation
- *    (rlk_fork_generation, client_state.c); a client, a lock handle and a semaphore handle each
+ *    (rlk_fork_generation, context.c); a client, a lock handle and a semaphore handle each
  *    record the generation they belong to, and every public entry point compares the two (one
  *    relaxed load and a compare on the hot path, no getpid() system call).
  *  - Refresh, on the child's first call that uses the client (rlk_client_enter()): a new UUID, so
