@@ -34,18 +34,11 @@
 -- script halfway (after the LPOP of its grant).
 redis.replicate_commands()
 --@include inc/fair_purge.lua
--- The server's clock is read only when a queue needs it (nobody queues on the common path).
-local now = nil
-local function clock()
-    if not now then
-        local t = redis.call('time')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    return now
-end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Dead heads (deadline passed, or no deadline at all) leave the queue.
 local first = redis.call('lindex', KEYS[2], 0)
-local head = first and fair_purge(KEYS[2], KEYS[3], clock(), first)
+local head = fair_purge(KEYS[2], KEYS[3], now, first)
 if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
     if head then
         redis.call('lpop', KEYS[2])
@@ -54,14 +47,9 @@ if redis.call('exists', KEYS[1]) == 0 and ((not head) or head == ARGV[2]) then
             redis.pcall('publish', KEYS[5] .. ':' .. nxt, '0')
         end
     end
-    -- Only a queued caller has a deadline and a grant to take back: one that was first in line,
-    -- or one that waits (its entry may have been dropped as dead). With nobody in line a first
-    -- attempt is in neither, since the scripts add and drop queue and deadline together.
-    if head or ARGV[7] == '1' then
-        redis.call('zrem', KEYS[3], ARGV[2])
-        if KEYS[6] then
-            redis.call('hdel', KEYS[6], ARGV[2])
-        end
+    redis.call('zrem', KEYS[3], ARGV[2])
+    if KEYS[6] then
+        redis.call('hdel', KEYS[6], ARGV[2])
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
@@ -91,7 +79,7 @@ end
 -- deadline can be minutes away, so that bound is capped at the waiter timeout.
 local bound = redis.call('pttl', KEYS[1])
 if bound == -2 then
-    bound = tonumber(redis.call('zscore', KEYS[3], head)) - clock()
+    bound = tonumber(redis.call('zscore', KEYS[3], head)) - now
     bound = math.max(1, math.min(bound, tonumber(ARGV[3])))
 end
 -- A waiter that registers for grants is not re-armed when the waiter before it is granted the
@@ -102,7 +90,7 @@ end
 if ARGV[4] ~= '1' then
     return {0, bound, 0}
 end
-local deadline = clock() + tonumber(ARGV[3])
+local deadline = now + tonumber(ARGV[3])
 local grant = tonumber(ARGV[5] or '0')
 if KEYS[6] and grant > 0 then
     redis.call('hset', KEYS[6], ARGV[2], grant .. ':' .. ARGV[6])

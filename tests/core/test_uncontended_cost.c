@@ -38,7 +38,7 @@ static const cost_case g_cases[] = {
     {"reentrant", RLOCK_REENTRANT, 0, REENTRANT_CMDS},
     {"reentrant, single attempt", RLOCK_REENTRANT, 1, REENTRANT_CMDS},
     {"spin", RLOCK_SPIN, 0, REENTRANT_CMDS},
-    {"fair", RLOCK_FAIR, 0, "lindex exists hset pexpire incr lindex hget del"},
+    {"fair", RLOCK_FAIR, 0, "time lindex exists zrem hdel hset pexpire incr lindex hget del"},
     {"read", RLOCK_READ, 0, "hget zrange hset set pexpire get hget hget hlen del publish zrange"},
     {"write", RLOCK_WRITE, 0, "hget hset pexpire zrem incr hget hget hget del publish zrange"},
 };
