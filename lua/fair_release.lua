@@ -31,17 +31,25 @@
 redis.replicate_commands()
 --@include inc/fair_purge.lua
 --@include inc/notify.lua
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first = redis.call('lindex', KEYS[2], 0)
-local head = fair_purge(KEYS[2], KEYS[3], now, first)
+local head = nil
+if first then
+    -- The server's clock only when someone queues (dead heads are dropped by their deadline).
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    head = fair_purge(KEYS[2], KEYS[3], now, first)
+end
 local result
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+-- One HGET checks the owner and tells a partial release from the last one, which deletes the
+-- hash at once (no HINCRBY to 0 before the DEL: the data ends the same).
+local held = redis.call('hget', KEYS[1], ARGV[2])
+if not held then
     result = -1
     if redis.call('exists', KEYS[1]) == 0 then
         first = nil
     end
-elseif redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+elseif tonumber(held) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], -1)
     -- Like a re-entry, a partial release never shortens the hold that remains.
     local remain = redis.call('pttl', KEYS[1])
     if remain >= 0 and remain < tonumber(ARGV[1]) then

@@ -37,11 +37,14 @@
 -- still releases instead of failing after the DEL, and the client logs the refusal once.
 --@include inc/live_waiter.lua
 --@include inc/notify.lua
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+-- One HGET both checks the owner and tells a partial release from the last one, which deletes
+-- the hash at once (no HINCRBY to 0 before the DEL: the data ends the same).
+local held = redis.call('hget', KEYS[1], ARGV[2])
+if not held then
     return -1
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-if count > 0 then
+if tonumber(held) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], -1)
     -- Like a re-entry, a partial release never shortens the hold that remains.
     local remain = redis.call('pttl', KEYS[1])
     if remain >= 0 and remain < tonumber(ARGV[1]) then

@@ -22,12 +22,19 @@ local function writers_block()
     if ARGV[4] ~= '1' then
         return nil
     end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+    -- The earliest writer first: with none waiting (the common case) that is the one command.
     local first = redis.call('zrange', KEYS[4], 0, 0, 'withscores')
     if first[1] == nil then
         return nil
+    end
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if tonumber(first[2]) <= now then
+        redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+        first = redis.call('zrange', KEYS[4], 0, 0, 'withscores')
+        if first[1] == nil then
+            return nil
+        end
     end
     return math.max(1, tonumber(first[2]) - now)
 end
@@ -37,8 +44,7 @@ if mode == false then
     if wait ~= nil then
         return {0, wait}
     end
-    redis.call('hset', KEYS[1], 'mode', 'read')
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
     redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, token()}

@@ -25,12 +25,27 @@
 --@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
 --@include inc/notify.lua
+-- HGET of this owner's count checks it and tells the last hold from others (no HEXISTS, and no
+-- HINCRBY to 0 before an HDEL or DEL).
 local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local held = mode and redis.call('hget', KEYS[1], ARGV[1])
+if not held then
     return -1
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if count == 0 then
+local count = tonumber(held) - 1
+if count > 0 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 then
+    -- The last hold of the only reader (the hash is its field and the mode): the hash and the
+    -- hold's timeout key go in one DEL, as the steps below would end.
+    redis.call('del', KEYS[3] .. ':1', KEYS[1])
+    local err = notify(KEYS[2], 0)
+    err = rw_wake_writer(KEYS[5], KEYS[6]) or err
+    if err then
+        return {1, err}
+    end
+    return 1
+else
     redis.call('hdel', KEYS[1], ARGV[1])
 end
 redis.call('del', KEYS[3] .. ':' .. (count + 1))

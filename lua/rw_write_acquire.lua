@@ -20,8 +20,7 @@
 --         {-1, 0}     the caller holds the read side only: it can never get the write side
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
-    redis.call('hset', KEYS[1], 'mode', 'write')
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     redis.call('zrem', KEYS[3], ARGV[2])
     return {1, redis.call('incr', KEYS[2])}

@@ -22,20 +22,24 @@
 --@include inc/live_waiter.lua
 --@include inc/rw_wake_writer.lua
 --@include inc/notify.lua
-if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
-        redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+-- HGET of this owner's write count checks it and tells the last hold from others (no HEXISTS,
+-- and no HINCRBY to 0 before the HDEL or DEL).
+local held = redis.call('hget', KEYS[1], 'mode') == 'write' and
+    redis.call('hget', KEYS[1], ARGV[1])
+if not held then
     return -1
 end
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+if tonumber(held) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
     return 0
 end
-redis.call('hdel', KEYS[1], ARGV[1])
 local reads = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 local longest = -3
 for n = reads, 1, -1 do
     longest = math.max(longest, redis.call('pttl', KEYS[3] .. ':' .. n))
 end
 if longest > 0 then
+    redis.call('hdel', KEYS[1], ARGV[1])
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], longest)
 else

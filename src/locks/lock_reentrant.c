@@ -73,10 +73,11 @@ static int reentrant_channel(rlk_acq *a, rlk_buf *ch)
 
 /* The attempt's call: KEYS lock name, token counter, waiters zset, waiting flag and grant hash
  * (the last four named in names, one after the other), ARGV lease, field, the liveness timeout of
- * a waiter (0 for a single attempt, which does not wait and so is not recorded), whether the
- * caller waits already, the TTL a release's grant gives it (rlk_grant_ttl) and the lock call's
- * id, which the grant's message repeats. */
-static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *args)
+ * a waiter (0 for a retry that no longer queues), whether the caller waits already, the TTL a
+ * release's grant gives it (rlk_grant_ttl) and the lock call's id, which the grant's message
+ * repeats. An attempt that records nobody (brief, or a caller that cannot wait) sends only the
+ * first two keys and arguments. */
+static int reentrant_call(rlk_acq *a, int brief, rlk_buf *names, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
     size_t end[4];
@@ -89,15 +90,22 @@ static int reentrant_call(rlk_acq *a, rlk_buf *names, rlk_args *keys, rlk_args *
                     : rlk_grant_name(names, l->name, l->name_len);
         end[i] = names->len;
     }
+    /* A caller that does not wait (a single attempt, a spin lock) is never recorded and is no
+     * waiter: the lock and its counter, lease and field do, as absent keys and arguments mean
+     * to the script. */
+    int recorded = !brief && (a->may_queue || a->scratch != NULL);
     rlk_args_init(keys);
     rlk_args_add(keys, l->name, l->name_len);
-    for (int i = 0; i < 4 && r == RLOCK_OK; i++) {
+    for (int i = 0; i < (recorded ? 4 : 1) && r == RLOCK_OK; i++) {
         size_t start = i == 0 ? 0 : end[i - 1];
         rlk_args_add(keys, names->p + start, end[i] - start);
     }
     rlk_args_init(args);
     rlk_args_addi(args, a->lease_ms);
     rlk_args_add(args, a->field, a->field_len);
+    if (!recorded) {
+        return r;
+    }
     rlk_args_addi(args, a->may_queue ? a->client->opts.waiter_timeout_ms : 0);
     /* Waiting (wait_begin ran): a grant must take this thread out of the waiters zset. */
     rlk_args_adds(args, a->scratch != NULL ? "1" : "0");
@@ -121,13 +129,38 @@ static int reentrant_attempt_reply(rlk_acq *a, redisReply *rep)
     return 0;
 }
 
-static int reentrant_attempt(rlk_acq *a)
+/* The handles on which this thread found the lock busy lately, newest first (see
+ * reentrant_attempt). A freed handle's address reused by another only costs that one a round
+ * trip. */
+#define REENTRANT_BUSY_SLOTS 4
+static _Thread_local const rlock *g_busy[REENTRANT_BUSY_SLOTS];
+
+static int reentrant_met_busy(const rlock *l)
+{
+    for (int i = 0; i < REENTRANT_BUSY_SLOTS; i++) {
+        if (g_busy[i] == l) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void reentrant_note_busy(const rlock *l)
+{
+    for (int i = REENTRANT_BUSY_SLOTS - 1; i > 0; i--) {
+        g_busy[i] = g_busy[i - 1];
+    }
+    g_busy[0] = l;
+}
+
+/* One attempt; brief: without the waiters' keys and arguments (it records nobody). */
+static int reentrant_attempt_as(rlk_acq *a, int brief)
 {
     rlk_buf names;
     rlk_buf_init(&names);
     rlk_args keys, args;
     redisReply *rep = NULL;
-    int r = reentrant_call(a, &names, &keys, &args);
+    int r = reentrant_call(a, brief, &names, &keys, &args);
     r = r ? r : rlk_script(a->client, RLK_SCRIPT_LOCK_ACQUIRE, 0, &keys, &args, &rep);
     rlk_buf_free(&names);
     if (r != RLOCK_OK) {
@@ -138,12 +171,29 @@ static int reentrant_attempt(rlk_acq *a)
     return r;
 }
 
+/* A first attempt that may wait records its thread as a waiter when the lock is busy, which takes
+ * the waiters' keys and arguments: 11 values to Redis against 4, each a string and a table slot
+ * per call, on every uncontended lock. On a handle this thread has not found busy lately the
+ * first attempt goes without them, and if the lock is busy after all, the full attempt follows
+ * at once: one round trip more the first time, none while the lock stays contended. */
+static int reentrant_attempt(rlk_acq *a)
+{
+    if (a->may_queue && a->scratch == NULL && !reentrant_met_busy(a->lock)) {
+        int r = reentrant_attempt_as(a, 1);
+        if (r != 0) {
+            return r;
+        }
+        reentrant_note_busy(a->lock);
+    }
+    return reentrant_attempt_as(a, 0);
+}
+
 static int reentrant_attempt_format(rlk_acq *a, char **cmd, size_t *len)
 {
     rlk_buf names;
     rlk_buf_init(&names);
     rlk_args keys, args;
-    int r = reentrant_call(a, &names, &keys, &args);
+    int r = reentrant_call(a, 0, &names, &keys, &args);
     r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_ACQUIRE, &keys, &args, cmd, len);
     rlk_buf_free(&names);
     return r;
@@ -322,7 +372,7 @@ rlock *rlk_reentrant_open(rlock_client *c, const char *name)
 static int reentrant_spin_attempt(rlk_acq *a)
 {
     a->may_queue = 0;
-    return reentrant_attempt(a);
+    return reentrant_attempt_as(a, 0);
 }
 
 /* RLOCK_SPIN: the reentrant lock's data, attempts and releases (a release still wakes the

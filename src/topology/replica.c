@@ -214,10 +214,13 @@ int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s)
 
 int rlk_sync_append(const rlock_client *c, rlk_conn *conn, const rlk_sync *s)
 {
-    char n[16], timeout[24];
-    snprintf(n, sizeof(n), "%d", s->n);
-    snprintf(timeout, sizeof(timeout), "%lld", (long long)c->opts.replica_sync_timeout_ms);
     int r = RLOCK_OK;
+    if (!c->opts.replica_sync_aof && s->n <= 0 && !s->refresh) {
+        return r; /* nothing to wait for: every command without replicas comes here */
+    }
+    char n[24], timeout[24];
+    rlk_fmt_i64(n, s->n);
+    rlk_fmt_i64(timeout, c->opts.replica_sync_timeout_ms);
     if (c->opts.replica_sync_aof) {
         const char *argv[4] = {"WAITAOF", "1", n, timeout};
         r = rlk_conn_append(conn, 4, argv, NULL);

@@ -163,7 +163,7 @@ struct bench_uthread {
     int (*pair)(bench_uthread *t, int raw);
     void *ext;
     pthread_barrier_t *start, *end; /* around each block, shared with the main thread */
-    const int *modes;               /* per block: 1 raw, 0 rlock */
+    const int *modes; /* per block: 1 raw, 0 rlock, 2 Redisson's scripts (bench_uncontended.c) */
     int blocks;
     bench_samples lat, lat_raw; /* pair latency in us: rlock, raw */
     int errors;

@@ -100,6 +100,9 @@ if(TARGET rlock_harness)
   rlock_add_test(NAME core_scripts SOURCES core/test_scripts.c LABELS redis fault TIMEOUT 60
                  ARGS "${RLOCK_GENERATED_DIR}/lua")
   rlock_add_test(NAME core_errors SOURCES core/test_errors.c LABELS redis fault TIMEOUT 60)
+  # The commands each kind's uncontended lock+unlock pair runs on Redis, counted (~0.3 s).
+  rlock_add_test(NAME core_uncontended_cost SOURCES core/test_uncontended_cost.c LABELS redis
+                 TIMEOUT 60)
   rlock_add_test(NAME core_oom SOURCES core/test_oom.c LABELS redis fault TIMEOUT 60)
   rlock_add_test(NAME core_acl_nopublish SOURCES core/test_acl_nopublish.c LABELS redis TIMEOUT 60)
   rlock_add_test(NAME core_subscriber SOURCES core/test_subscriber.c LABELS redis fault
