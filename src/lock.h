@@ -1,13 +1,9 @@
 /*
- * Lock handles, per-thread hold records and the shared acquire/wait loop.
- *
- * Two levels of dispatch:
- *  - rlk_lock_ops: what each public call does for a handle. Single-key lock types (reentrant,
- *    fair, read, write) use the generic rlk_single_* implementations below; groups (multi-lock,
- *    RedLock) fill in their own.
- *  - rlk_single_ops: the few things a single-key lock type must say: how to attempt, how to
- *    release, which channel to wait on, how to leave a queue. The wait loop, hold records,
- *    fencing tokens, watchdog registration and lost-lease handling are shared.
+ * Lock handles, per-thread hold records and the shared acquire/wait loop. Two levels of
+ * dispatch: rlk_lock_ops says what each public call does for a handle (single-key types use the
+ * generic rlk_single_* functions, groups their own); rlk_single_ops says how a single-key type
+ * attempts, releases, names its channel and joins or leaves a queue. The wait loop, holds,
+ * fencing tokens, watchdog registration and lost leases are shared.
  */
 #ifndef RLK_LOCK_H
 #define RLK_LOCK_H

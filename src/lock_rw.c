@@ -1,31 +1,9 @@
 /*
- * The read-write lock: Redisson's RReadWriteLock data (hash `name` with field `mode`, read owners
- * "<uuid>:<tid>", write owner "<uuid>:<tid>:write", one key per read hold
- * `{name}:<owner>:rwlock_timeout:<n>`, channel `redisson_rwlock:{name}`; a write release
- * publishes "1", a read release that frees the lock "0"), opened as two handles, RLOCK_READ and
- * RLOCK_WRITE, that share the generic wait loop of lock_wait.c.
- *
- * Beyond Redisson:
- *  - Writers are not starved (default): a writer that waits records itself in the zset
- *    `rlock_rwlock_writers:{name}` (the one extra key; member = its write field, score = a
- *    liveness deadline on the server's clock, refreshed by the watchdog every
- *    waiter_timeout_ms/3), and new readers stay out while a live writer waits (re-entry and the
- *    write holder's own reads still pass). A dead waiting writer blocks readers for at most
- *    waiter_timeout_ms. rw_reader_preferring = 1 restores Redisson's behaviour (the zset is never
- *    written).
- *  - Such a waiting writer listens on its own channel `rlock_rwlock_writer:{name}:<owner>:write`:
- *    on the shared channel, the wake-up it needs could be consumed by a reader of the same process
- *    that has to keep waiting behind it. A release that may let a writer in publishes "0" on the
- *    channel of ONE waiting writer (the live one with the earliest deadline; a writer that gives
- *    up passes it on), and that writer's attempt is armed (sent by the subscriber thread as the
- *    message arrives), as the fair lock's waiters do. A Redisson client's release does not reach
- *    that channel, so the writer's wait is also bounded by waiter_timeout_ms.
- *  - A reader asking for the write side gets RLOCK_EDEADLK at once instead of waiting forever.
- *  - A write release that downgrades to read wakes waiting readers and sets the TTL to the
- *    longest remaining read hold; a reentrant write with a shorter lease, a later reader with a
- *    shorter lease, or a watchdog renewal never shortens the lock's TTL.
- *  - Fencing tokens on `redisson_lock_token:{name}`: a write grant from free increments it, a read
- *    grant returns its current value (0 before any write).
+ * The read-write lock: Redisson's RReadWriteLock data, opened as two handles (RLOCK_READ and
+ * RLOCK_WRITE) over the generic wait loop. Beyond Redisson: waiting writers recorded in a zset
+ * keep new readers out (not starved) and are woken one at a time on their own channels; read ->
+ * write is RLOCK_EDEADLK; a downgrade wakes readers; a lease is never shortened.
+ * docs/locks/rw.md explains the design. Static helpers are named rw_*.
  */
 #include <stddef.h>
 #include <stdlib.h>
