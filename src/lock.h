@@ -79,7 +79,19 @@ typedef struct rlk_single_ops {
     /* Optional: the wait after a busy first attempt, in place of rlk_wait_loop() (same results);
      * the spin lock polls here instead of subscribing, and channel may then be NULL. */
     int (*wait)(rlk_acq *a, int64_t deadline);
+    /* Optional: frees the type's state in rlock.impl (NULL is passed on) when the handle is
+     * freed, by rlk_single_destroy() after the hold records are gone. */
+    void (*impl_free)(void *impl);
 } rlk_single_ops;
+
+/* The rlk_lock_ops of every single-key lock type: the generic rlk_single_* calls, with the type's
+ * own force_unlock and is_locked, as designated initializers to put between the table's braces.
+ * One list, so a call added to the generic layer reaches every type at once. */
+#define RLK_SINGLE_LOCK_OPS(force_unlock_fn, is_locked_fn)                                         \
+    .acquire = rlk_single_acquire, .unlock = rlk_single_unlock, .force_unlock = (force_unlock_fn), \
+    .is_locked = (is_locked_fn), .is_held = rlk_single_is_held,                                    \
+    .hold_count = rlk_single_hold_count, .ttl = rlk_single_ttl, .token = rlk_single_token,         \
+    .destroy = rlk_single_destroy
 
 #define RLK_NOT_HELD 2
 

@@ -273,19 +273,9 @@ static const rlk_renew_class fair_hold_renew = {
     .lost = rlk_hold_on_lost,
 };
 
-static const rlk_single_ops fair_single = {
-    .attempt = fair_attempt,
-    .channel = fair_channel,
-    .wait_begin = fair_wait_begin,
-    .wait_end = fair_wait_end,
-    .release = fair_release,
-    .renew = &fair_hold_renew,
-    .attempt_format = fair_attempt_format,
-    .attempt_reply = fair_attempt_done,
-};
-
-static void fair_impl_free(fair_impl *f)
+static void fair_impl_free(void *impl)
 {
+    fair_impl *f = impl;
     if (f != NULL) {
         rlk_buf_free(&f->queue);
         rlk_buf_free(&f->zset);
@@ -296,23 +286,20 @@ static void fair_impl_free(fair_impl *f)
     }
 }
 
-static void fair_destroy(rlock *l)
-{
-    fair_impl_free(fair_of(l));
-    l->impl = NULL;
-    rlk_single_destroy(l);
-}
+static const rlk_single_ops fair_single = {
+    .attempt = fair_attempt,
+    .channel = fair_channel,
+    .wait_begin = fair_wait_begin,
+    .wait_end = fair_wait_end,
+    .release = fair_release,
+    .renew = &fair_hold_renew,
+    .attempt_format = fair_attempt_format,
+    .attempt_reply = fair_attempt_done,
+    .impl_free = fair_impl_free,
+};
 
 static const rlk_lock_ops fair_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = fair_force_unlock,
-    .is_locked = rlk_hash_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = fair_destroy,
+    RLK_SINGLE_LOCK_OPS(fair_force_unlock, rlk_hash_is_locked),
 };
 
 static fair_impl *fair_impl_new(const char *name, size_t len)

@@ -204,16 +204,8 @@ static void multi_destroy(rlock *l)
 }
 
 static const rlk_lock_ops multi_ops = {
-    .acquire = multi_acquire,
-    .unlock = multi_unlock,
-    .force_unlock = rlk_group_unsupported,
-    .is_locked = multi_is_locked,
-    .is_held = multi_is_held,
-    .hold_count = rlk_group_unsupported,
-    .ttl = rlk_group_ttl,
-    .token = multi_token,
-    .destroy = multi_destroy,
-    .group = 1,
+    RLK_GROUP_LOCK_OPS(multi_acquire, multi_unlock, multi_is_locked, multi_is_held, multi_token,
+                       multi_destroy),
 };
 
 RLOCK_EXPORT rlock *rlock_multi_new(rlock *const *locks, size_t n)

@@ -560,16 +560,8 @@ static void redlock_destroy(rlock *l)
 }
 
 static const rlk_lock_ops redlock_ops = {
-    .acquire = redlock_acquire,
-    .unlock = redlock_unlock,
-    .force_unlock = rlk_group_unsupported,
-    .is_locked = redlock_is_locked,
-    .is_held = redlock_is_held,
-    .hold_count = rlk_group_unsupported,
-    .ttl = rlk_group_ttl,
-    .token = rlk_single_token,
-    .destroy = redlock_destroy,
-    .group = 1,
+    RLK_GROUP_LOCK_OPS(redlock_acquire, redlock_unlock, redlock_is_locked, redlock_is_held,
+                       rlk_single_token, redlock_destroy),
     .hold_size = sizeof(redlock_hold),
 };
 

@@ -286,15 +286,7 @@ static const rlk_single_ops reentrant_single = {
 };
 
 static const rlk_lock_ops reentrant_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = reentrant_force_unlock,
-    .is_locked = rlk_hash_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = rlk_single_destroy,
+    RLK_SINGLE_LOCK_OPS(reentrant_force_unlock, rlk_hash_is_locked),
 };
 
 rlock *rlk_reentrant_open(rlock_client *c, const char *name)

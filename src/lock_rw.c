@@ -325,11 +325,14 @@ static const rlk_renew_class rw_write_renew = {
     .lost = rlk_hold_on_lost,
 };
 
+static void rw_impl_free(void *impl);
+
 static const rlk_single_ops rw_read_single = {
     .attempt = rw_read_attempt,
     .channel = rw_channel,
     .release = rw_read_release,
     .renew = &rw_read_renew,
+    .impl_free = rw_impl_free,
 };
 
 static const rlk_single_ops rw_write_single = {
@@ -342,6 +345,7 @@ static const rlk_single_ops rw_write_single = {
     .hash_field = rw_write_field,
     .attempt_format = rw_write_attempt_format,
     .attempt_reply = rw_write_attempt_reply,
+    .impl_free = rw_impl_free,
 };
 
 static int rw_force_unlock(rlock *l)
@@ -398,8 +402,9 @@ static int rw_is_locked(rlock *l)
     return rc != RLOCK_OK ? rc : (v == 1);
 }
 
-static void rw_impl_free(rw_impl *rw)
+static void rw_impl_free(void *impl)
 {
+    rw_impl *rw = impl;
     if (rw != NULL) {
         rlk_buf_free(&rw->channel);
         rlk_buf_free(&rw->token);
@@ -410,24 +415,9 @@ static void rw_impl_free(rw_impl *rw)
     }
 }
 
-static void rw_destroy(rlock *l)
-{
-    rw_impl_free(rw_of(l));
-    l->impl = NULL;
-    rlk_single_destroy(l);
-}
-
 /* Both sides: what differs between them is in their rlk_single_ops and the :write hook. */
 static const rlk_lock_ops rw_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = rw_force_unlock,
-    .is_locked = rw_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = rw_destroy,
+    RLK_SINGLE_LOCK_OPS(rw_force_unlock, rw_is_locked),
 };
 
 static rw_impl *rw_impl_new(const char *name, size_t len)
