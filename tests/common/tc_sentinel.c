@@ -133,6 +133,52 @@ rh_server *tc_deploy_master(tc_deploy *d)
     return NULL;
 }
 
+/* Prints each data server's view of replication, for a test that failed to bring the deployment
+ * back: which server is master, whom each replica follows and whether its link is up. */
+static void tc_deploy_dump(tc_deploy *d)
+{
+    static const char *const keys[] = {
+        "role:", "master_port:", "master_link_status:", "connected_slaves:", "slave0:", "slave1:",
+        NULL};
+    for (int i = 0; i < TC_NDATA; i++) {
+        const char *argv[] = {"INFO", "replication", NULL};
+        char *info = d->data[i] != NULL && rh_pid(d->data[i]) ? rh_cmd_str(d->data[i], argv) : NULL;
+        fprintf(stderr, "tc_deploy: data %d (port %d):", i, d->data[i] ? rh_port(d->data[i]) : 0);
+        char *save = NULL;
+        for (char *line = info != NULL ? strtok_r(info, "\r\n", &save) : NULL; line != NULL;
+             line = strtok_r(NULL, "\r\n", &save)) {
+            for (int k = 0; keys[k] != NULL; k++) {
+                if (strncmp(line, keys[k], strlen(keys[k])) == 0) {
+                    fprintf(stderr, " %s", line);
+                }
+            }
+        }
+        fprintf(stderr, "%s\n", info == NULL ? " unreachable" : "");
+        free(info);
+    }
+}
+
+/* Waits until the master has n replicas online. A replica that has not synced within 10 s is
+ * pointed at the master again, as an operator would, at most twice; the master is looked up again
+ * each round in case the Sentinels moved it. The master, or NULL after printing what each server
+ * saw. */
+static rh_server *tc_deploy_wait_replicas(tc_deploy *d, rh_server *m, int n)
+{
+    for (int round = 0; round < 3; round++) {
+        rh_server *now = tc_deploy_master(d);
+        if (now != NULL && now != m) {
+            fprintf(stderr, "tc_deploy: the master moved to port %d\n", rh_port(now));
+            m = now;
+        }
+        if (tc_replicas_wait(m, n, 10000) == 0) {
+            return m;
+        }
+        tc_deploy_dump(d);
+        tc_deploy_follow(d, m);
+    }
+    return NULL;
+}
+
 /* Waits until a data server other than old is the master with replicas replicas online. */
 static rh_server *tc_deploy_wait_master(tc_deploy *d, rh_server *old, int replicas)
 {
@@ -145,7 +191,7 @@ static rh_server *tc_deploy_wait_master(tc_deploy *d, rh_server *old, int replic
         }
         rh_sleep_ms(50);
     }
-    return tc_replicas_wait(m, replicas, 30000) == 0 ? m : NULL;
+    return tc_deploy_wait_replicas(d, m, replicas);
 }
 
 rh_server *tc_deploy_failover(tc_deploy *d)
@@ -189,5 +235,5 @@ rh_server *tc_deploy_kill_master(tc_deploy *d)
             }
         }
     }
-    return tc_replicas_wait(m, TC_NDATA - 1, 30000) == 0 ? m : NULL;
+    return tc_deploy_wait_replicas(d, m, TC_NDATA - 1);
 }
