@@ -2,7 +2,8 @@
 # `quick` on every unit test and on one real-Redis test per lock type, primitive and deployment,
 # plus the Redisson-compat suite, about 75 s of tests on 2 cores. The reentrant lock and RedLock
 # are represented by their stress tests, which judge by their checkers: the 50-100 ms bounds of
-# test_reentrant_basic and test_redlock miss now and then on a loaded box (load 10 here).
+# test_reentrant_basic and test_redlock miss now and then on a loaded box (load 10 here), as
+# does the 300 ms WAIT of test_replica_stale; replicas are test_cluster_replica_sync's (1 s).
 # Included after every other fragment, so that no twin (the <test>_tls programs of tls.cmake
 # copy their base's labels) inherits the label, and the tier stays one list.
 get_property(_rlock_all_tests DIRECTORY PROPERTY TESTS)
@@ -19,7 +20,7 @@ set(RLOCK_QUICK_TESTS
   test_reentrant_stress test_reentrant_fencing test_fair_order test_rw_wake test_spin
   test_multi test_redlock_stress test_election  # groups, and leader election over a fair lock
   test_sem_stress test_latch_procs       # primitives: semaphores (plain and leased), the latch
-  test_tls test_sentinel_discovery test_cluster_routing test_replica_stale   # deployments
+  test_tls test_sentinel_discovery test_cluster_routing test_cluster_replica_sync   # deployments
   test_redisson_compat                   # Redisson's protocol, byte for byte
   test_inspect test_cli_tls)             # rlock_inspect and the rlock command
 # A test the build left out (the CLI's with RLOCK_BUILD_CLI=OFF) is left out of the tier too.
