@@ -3,12 +3,12 @@
 
 Usage: check_deps.py OBJDIR ALLOWED
 
-OBJDIR holds the library's object files (one per src/*.c). An edge a -> b means a.c.o uses a
-symbol that b.c.o defines (read with `nm`), so the graph is what the code calls, not what it
-includes. Every cycle is reported unless each of its edges is listed in ALLOWED, a text file of
-lines "a.c -> b.c  # why" (docs/architecture.md defends each one). Generated code is left out.
-Prints the graph, one line per file, then "deps: N passed, N failed" (cycles found) and exits
-non-zero on an undefended cycle.
+OBJDIR holds the library's object files (one per src/<layer>/*.c, searched recursively). An edge
+a -> b means a.c.o uses a symbol that b.c.o defines (read with `nm`), so the graph is what the
+code calls, not what it includes. Every cycle is reported unless each of its edges is listed in
+ALLOWED, a text file of lines "a.c -> b.c  # why" (docs/architecture.md defends each one).
+Generated code is left out. Prints the graph, one line per file, then "deps: N passed, N failed"
+(cycles found) and exits non-zero on an undefended cycle.
 """
 import os
 import subprocess
@@ -27,8 +27,9 @@ def symbols(path):
 
 
 def graph(objdir):
-    files = sorted(f for f in os.listdir(objdir) if f.endswith(".c.o"))
-    info = {f[:-2]: symbols(os.path.join(objdir, f)) for f in files}
+    files = sorted((f, os.path.join(d, f)) for d, _, names in os.walk(objdir) for f in names
+                   if f.endswith(".c.o"))
+    info = {f[:-2]: symbols(path) for f, path in files}
     owner = {}
     for name, (defined, _) in info.items():
         for s in defined:

@@ -1,7 +1,7 @@
 /*
- * Unit tests for src/cluster_map.c: no server. The CLUSTER SHARDS and CLUSTER SLOTS replies are
- * RESP bytes read from a 4-master redis-server 7.0 cluster (ports 17001..17004), parsed with
- * hiredis' reader exactly as the client parses them; variants edit those bytes.
+ * Unit tests for src/topology/cluster_map.c: no server. The CLUSTER SHARDS and CLUSTER SLOTS
+ * replies are RESP bytes read from a 4-master redis-server 7.0 cluster (ports 17001..17004), parsed
+ * with hiredis' reader exactly as the client parses them; variants edit those bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/cluster_slot.c: no server. The expected slots were read from a
+ * Unit tests for src/base/cluster_slot.c: no server. The expected slots were read from a
  * cluster-enabled redis-server 7.0 with CLUSTER KEYSLOT; they cover plain keys, hash tags, the
  * empty tag, nested and unbalanced braces, and Redisson's own key and channel names. The
  * companion test test_cluster_slot_redis compares random keys with a live server.

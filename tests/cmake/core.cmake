@@ -23,7 +23,7 @@ if(BUILD_SHARED_LIBS)
 endif()
 
 # (b2) cmake_missing_source: a source listed in RLOCK_SOURCE_LIST but missing stops the configure
-# step (a copy of the tree without src/inspect.c, ~3 s; it builds nothing, so sanitizers add
+# step (a copy of the tree without src/locks/inspect.c, ~3 s; it builds nothing, so sanitizers add
 # nothing: plain_only).
 add_test(NAME cmake_missing_source
   COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/check_cmake_sources.sh" "${CMAKE_COMMAND}"

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: what rlock decodes from a Redis Cluster (src/cluster_map.c).
+ * libFuzzer target: what rlock decodes from a Redis Cluster (src/topology/cluster_map.c).
  *
  * The input is split at its first NUL byte: the part before is an error text for the MOVED/ASK
  * parser, the rest is RESP fed through hiredis' reader, whose reply goes to both topology

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the connection URL parser (src/url.c).
+ * libFuzzer target: the connection URL parser (src/base/url.c).
  *
  * Besides the sanitizers' checks, the parser's contract is asserted: it returns 0, RLOCK_EINVAL
  * or RLOCK_ENOMEM; a failure leaves the output zeroed and a NUL-terminated, non-empty reason; a

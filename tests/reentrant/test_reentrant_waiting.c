@@ -69,8 +69,8 @@ static void *contender_main(void *arg)
 
 /*
  * 8 threads x ROUNDS lock/hold 1 ms/unlock on one handle. Upper bound on acquire attempts
- * (EVALSHA of lock_acquire), derived from the wait loop (src/lock.c) and the subscriber
- * (src/pubsub.c):
+ * (EVALSHA of lock_acquire), derived from the wait loop (src/locks/lock.c) and the subscriber
+ * (src/notify/pubsub.c):
  *   - each lock() call makes one first attempt:                               calls
  *   - a call that finds the lock busy joins the channel once; joining gives that waiter at most
  *     one wake-up: either the SUBSCRIBE confirmation (which grants one permit per waiter

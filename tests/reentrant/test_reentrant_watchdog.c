@@ -33,7 +33,7 @@
 
 #define WD_MS     1500
 #define PERIOD_MS (WD_MS / 3)
-#define TICK_MS   10 /* the watchdog's wheel tick (RLK_WD_TICK_MS in src/watchdog.c) */
+#define TICK_MS   10 /* the watchdog's wheel tick (RLK_WD_TICK_MS in src/notify/watchdog.c) */
 
 static rh_server *g_srv;
 

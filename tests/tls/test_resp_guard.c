@@ -1,6 +1,6 @@
 /*
- * The reply stream's guard (src/resp_guard.c), no server: what Redis sends passes, split at
- * every byte; what announces more than the caps, or is no number Redis would send, is refused
+ * The reply stream's guard (src/transport/resp_guard.c), no server: what Redis sends passes, split
+ * at every byte; what announces more than the caps, or is no number Redis would send, is refused
  * with RLOCK_EPROTO; and a bulk payload that looks like a header is passed over, not read.
  */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /*
- * The decimal formatter every command's numbers go through (src/util.c), no server: each value
+ * The decimal formatter every command's numbers go through (src/base/util.c), no server: each value
  * must read back as printf("%lld") writes it, including both ends of the ranges, because a wrong
  * digit in a lease, a key count or an owner's thread id would silently change what Redis does.
  */

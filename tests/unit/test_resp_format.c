@@ -1,6 +1,6 @@
 /*
- * rlock's RESP request writer (src/resp_format.c), no server: it must write byte for byte what
- * hiredis' redisFormatCommandArgv() writes, which Redis has always read, for every shape of
+ * rlock's RESP request writer (src/transport/resp_format.c), no server: it must write byte for byte
+ * what hiredis' redisFormatCommandArgv() writes, which Redis has always read, for every shape of
  * request rlock sends: no argument, empty and binary arguments (NUL, CR, LF), lengths at every
  * digit-count boundary and argument counts of one and several digits.
  */

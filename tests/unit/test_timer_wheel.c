@@ -1,6 +1,6 @@
 /*
- * Unit tests for src/timer_wheel.c: no server, no threads. The randomized test checks the wheel
- * against a brute-force model (an array of expiries scanned linearly) with a fixed seed, so a
+ * Unit tests for src/base/timer_wheel.c: no server, no threads. The randomized test checks the
+ * wheel against a brute-force model (an array of expiries scanned linearly) with a fixed seed, so a
  * failure is reproducible.
  */
 #include <setjmp.h>

@@ -1,6 +1,6 @@
 /*
- * Unit tests for src/url.c: every accepted form parses to exact fields, and every malformed URL is
- * rejected with RLOCK_EINVAL, a specific reason and a zeroed output. No server needed.
+ * Unit tests for src/base/url.c: every accepted form parses to exact fields, and every malformed
+ * URL is rejected with RLOCK_EINVAL, a specific reason and a zeroed output. No server needed.
  */
 #include <setjmp.h>
 #include <stdarg.h>

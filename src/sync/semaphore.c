@@ -1,6 +1,6 @@
 /*
  * Semaphores: handles, setup, queries and plain permits (Redisson RSemaphore data). Leased
- * permits are in semaphore_leased.c. Waiting is the shared notification wait (waiter.c) on
+ * permits are in semaphore_leased.c. Waiting is the shared notification wait (notified_wait.c) on
  * redisson_sc:{name} in counting mode: a message N gives at most N local waiters a re-attempt.
  * Requests (also the latch's): a call that changes counts carries a request key, so that it is
  * resent after a lost reply and applied once, and an acquire that lost a reply is settled.

@@ -111,7 +111,7 @@ int rlk_check_cluster_name(const rlock_client *c, const char *name, const char *
 /* Records the master a Sentinel named (Sentinel deployments) and raises master_gen. */
 void rlk_client_set_master(rlock_client *c, const char *host, int port);
 
-/* ---- fork() (client_fork.c; the counter lives in client_state.c) ---------------------------
+/* ---- fork() (client_fork.c; the counter lives in context.c) ---------------------------
  * The process' fork generation: 0 in a process that never forked, raised by one in the child of
  * every fork() (a pthread_atfork child handler). An object that keeps per-process state (a
  * client's identity, connections and threads; a handle's hold records; a semaphore's leased
