@@ -1,19 +1,11 @@
 /*
- * rlock run: take a lock (or, with --semaphore N, one of N leased permits of a semaphore), run a
- * command as a child while holding it, release it when the child exits, and exit with the
- * child's status (flock(1)'s contract, across machines).
- *
- * Threads: the main thread acquires, forks and waits for the child. Every signal rlock handles
- * is blocked in all threads (the library's included, which start later) and taken by one
- * signal thread with sigtimedwait(): while waiting for the lock or permit it fires the wait's
- * cancellation token (the wait ends with RLOCK_ECANCELED, having left the fair queue; a grant that
- * raced with it is released by the main thread; an election's campaign is interrupted through
- * rlock_client_interrupt instead); while the child runs it forwards the signal.
- * The same thread ticks every 100 ms (and at the end of a --lease) to draw the status line, to
- * signal the command when its fixed lease ends and, after a loss, to send SIGKILL once the grace
- * period is over. on_lost (library watchdog thread) only signals the command and records the
- * time. The command runs in its own process group, and every signal goes to the whole group,
- * so that what the command started stops with it.
+ * rlock run: take a lock (or, with --semaphore N, a leased permit), run a command as a child in
+ * its own process group while holding it, release it when the child exits, and exit with the
+ * child's status. Every handled signal is blocked in all threads and taken by one signal thread
+ * (sigtimedwait): while acquiring it fires the wait's cancellation token (a grant that raced
+ * with it is released), it forwards signals to the group while the command runs, and it ticks
+ * every 100 ms for the status line, the end of --lease and the SIGKILL after a loss's grace
+ * period. on_lost only signals the group.
  */
 #include <errno.h>
 #include <getopt.h>

@@ -292,9 +292,13 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client);
 /* ---------------------------------------------------------------------------------------------
  * Lock handles.
  * ------------------------------------------------------------------------------------------- */
-/* The kind of lock a handle opens. (rlock_inspect() reports what it finds at a name as an
- * rlock_lock_type instead: data cannot tell a read from a write side, or an idle fair lock from
- * a reentrant one.) */
+/* The kind of lock a handle opens: the one enum of lock kinds, passed to rlock_open().
+ * rlock_inspect() reports what it finds at a name as an rlock_lock_type instead, a separate enum
+ * with values of its own (RLOCK_TYPE_FREE = 0, then one per data layout): data cannot tell a read
+ * from a write side, a spin lock from a reentrant one, or an idle fair lock from a reentrant one,
+ * and a free name has no kind. The two cannot share values without changing what existing
+ * programs compare against, so rlock_kind_type() (beside rlock_inspect()) converts a kind to
+ * the type its data shows. */
 typedef enum rlock_kind {
     RLOCK_REENTRANT = 0, /* Redisson RLock: hash at name, owner -> hold count */
     RLOCK_FAIR = 1,      /* Redisson RFairLock: strict FIFO hand-off to waiters */
@@ -731,6 +735,25 @@ typedef enum rlock_lock_type {
     RLOCK_TYPE_FAIR = 2,      /* a fair waiter queue exists (held or not) */
     RLOCK_TYPE_RW = 3         /* a hash with a "mode" field, or waiting writers only */
 } rlock_lock_type;
+
+/* The rlock_lock_type that rlock_inspect() reports for a lock of this kind while it is held:
+ * RLOCK_TYPE_REENTRANT for RLOCK_REENTRANT and RLOCK_SPIN (one data layout), RLOCK_TYPE_FAIR for
+ * RLOCK_FAIR (RLOCK_TYPE_REENTRANT when its queue is empty: the same data), RLOCK_TYPE_RW for
+ * RLOCK_READ and RLOCK_WRITE. An unknown kind gives RLOCK_TYPE_FREE. Inline: no symbol. */
+static inline rlock_lock_type rlock_kind_type(rlock_kind kind)
+{
+    switch (kind) {
+    case RLOCK_REENTRANT:
+    case RLOCK_SPIN:
+        return RLOCK_TYPE_REENTRANT;
+    case RLOCK_FAIR:
+        return RLOCK_TYPE_FAIR;
+    case RLOCK_READ:
+    case RLOCK_WRITE:
+        return RLOCK_TYPE_RW;
+    }
+    return RLOCK_TYPE_FREE;
+}
 
 typedef struct rlock_lock_holder {
     char *owner;   /* field as stored: "<uuid>:<thread>", a writer "<uuid>:<thread>:write" */

@@ -2,7 +2,7 @@
 """check_doc_links.py SOURCE_DIR
 
 README.md as the front door: at most 250 lines, opening with the two commands (examples/demo.sh,
-then tests/run.sh) before any section, and every relative link in README.md and docs/*.md pointing
+then tests/run.sh) before any section, and every relative link in README.md and docs/**/*.md pointing
 at a file that exists and, with a #fragment, at a heading of that file (GitHub's anchors). Prints
 one line per problem and "check_doc_links: OK" when there is none. Used by the test docs_links.
 """
@@ -88,7 +88,7 @@ def main():
     problems = []
     readme = src / "README.md"
     check_readme(readme, problems)
-    for page in [readme] + sorted((src / "docs").glob("*.md")):
+    for page in [readme] + sorted((src / "docs").rglob("*.md")):
         check_links(src, page, problems)
     for p in problems:
         print(f"check_doc_links: {p}")

@@ -8,6 +8,10 @@
 #   tests/lint.sh --fix      rewrite the files with clang-format instead of checking them.
 #   tests/lint.sh --build-dir DIR   configure the clang-tidy build in DIR (any path, also outside
 #                            the tree; default build/lint, or $RLOCK_LINT_BUILD when set).
+#   tests/lint.sh --changed  clang-format every file as above, but clang-tidy only the .c files
+#                            changed since the branch left $RLOCK_LINT_BASE (default main), committed
+#                            or not, and for a changed header the .c file of its name (else the
+#                            first one that includes it). tests/run.sh --quick uses it.
 #
 # Prints one line per step, "lint/format: N passed, N failed" and "lint/tidy: ...", counting
 # files, and exits non-zero when any file fails. tests/run.sh runs it before the variants.
@@ -17,16 +21,18 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CALLER_DIR=$PWD
 cd "$ROOT"
 FIX=0
+CHANGED=0
 BUILD=${RLOCK_LINT_BUILD:-$ROOT/build/lint}
 while [ $# -gt 0 ]; do
     case "$1" in
     --fix) FIX=1 ;;
+    --changed) CHANGED=1 ;;
     --build-dir)
         [ $# -ge 2 ] || { echo "lint.sh: --build-dir needs a directory" >&2; exit 2; }
         BUILD=$2
         shift
         ;;
-    *) echo "usage: tests/lint.sh [--fix] [--build-dir DIR]" >&2; exit 2 ;;
+    *) echo "usage: tests/lint.sh [--fix] [--changed] [--build-dir DIR]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -76,9 +82,36 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DRLOCK_BUILD_TE
 cmake --build "$BUILD" --target rlock_internal -j "$JOBS" >"$BUILD/build.log" 2>&1 ||
     { tail -n 50 "$BUILD/build.log"; echo "lint/tidy: 0 passed, 1 failed"; exit 1; }
 
+# The .c files that stand for the changes since the branch left its base (--changed): changed
+# .c files, and for a changed header the .c file of its name or else the first that includes it,
+# through which clang-tidy reads the header (HeaderFilterRegex).
+changed_units() {
+    local base f stem
+    base=$(git merge-base HEAD "${RLOCK_LINT_BASE:-main}" 2>/dev/null || git rev-parse HEAD)
+    { git diff --name-only "$base" --; git ls-files -o --exclude-standard; } | sort -u |
+        while read -r f; do
+            case "$f" in
+            *.c) echo "$f" ;;
+            *.h)
+                stem=${f%.h}
+                if [ -f "$stem.c" ]; then
+                    echo "$stem.c"
+                else
+                    printf '%s\n' "${FILES[@]}" | grep '\.c$' |
+                        xargs grep -lF "$(basename "$f")\"" 2>/dev/null | head -n 1 || true
+                fi
+                ;;
+            esac
+        done | sort -u
+}
+
 # Every tracked .c file that the build compiles (a file the build does not know cannot be
-# checked with the right flags, and is reported as such).
-mapfile -t UNITS < <(printf '%s\n' "${FILES[@]}" | grep '\.c$')
+# checked with the right flags, and is reported as such); with --changed, those of the changes.
+if [ "$CHANGED" = 1 ]; then
+    mapfile -t UNITS < <(comm -12 <(changed_units) <(printf '%s\n' "${FILES[@]}" | sort))
+else
+    mapfile -t UNITS < <(printf '%s\n' "${FILES[@]}" | grep '\.c$')
+fi
 known=$(grep -o '"file": *"[^"]*"' "$BUILD/compile_commands.json" | sed -E 's/.*"([^"]*)"$/\1/')
 checked=()
 for f in "${UNITS[@]}"; do
@@ -88,7 +121,7 @@ for f in "${UNITS[@]}"; do
 done
 # One report per file, so that parallel runs never interleave their output.
 outdir=$(mktemp -d)
-printf '%s\n' "${checked[@]}" |
+[ "${#checked[@]}" -eq 0 ] || printf '%s\n' "${checked[@]}" |
     xargs -P "$JOBS" -I{} sh -c '"$0" -p "$1" --quiet "$2" >"$3/$(echo "$2" | tr / _).txt" 2>&1' \
         "$TIDY" "$BUILD" {} "$outdir" || true
 n_bad=0

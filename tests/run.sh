@@ -28,12 +28,24 @@
 #                                      the Redis-facing tests (RLOCK_VALKEY_TESTS, a ctest -R regex)
 #                                      from build/plain again, on valkey-server; 0 skips it
 #
+# tests/run.sh --quick: the tier to run before every commit, about 2 minutes: tests/lint.sh
+# --changed (clang-format everywhere, clang-tidy on what the branch changed), then the plain
+# build only, its tests labelled `quick` (the unit tests in parallel, then one real-Redis test
+# per lock type, primitive and deployment and the Redisson-compat suite, serially); no
+# packages, Java, Valkey, sanitizers, valgrind or fuzzing. docs/testing.md lists the tiers.
+#
 # Keeps going after a failure; the last line of output is exactly
 # "N passed, N failed" (tests counted from ctest's summaries; a failed
 # configure or build counts as one failure). Exit status 0 only if nothing failed.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+QUICK=0
+case "${1:-}" in
+    --quick) QUICK=1 ;;
+    "") ;;
+    *) echo "usage: tests/run.sh [--quick]" >&2; exit 2 ;;
+esac
 VARIANTS=${RLOCK_VARIANTS:-plain asan tsan}
 JOBS=${RLOCK_JOBS:-2}
 # shellcheck disable=SC2206 # word splitting intended
@@ -46,8 +58,9 @@ LONG_EXCLUDE='|long'
 log() { printf '\n=== %s\n' "$*"; }
 
 # ---------------------------------------------------------------------------
-# 1. Packages.
+# 1. Packages (not in the quick tier, which runs on a prepared machine).
 # ---------------------------------------------------------------------------
+[ "$QUICK" = 1 ] && RLOCK_SKIP_APT=1
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server lua5.1
           libcmocka-dev valgrind binutils clang clang-format clang-tidy python3)
 PACKAGES+=(libssl-dev openssl) # TLS: the library links libssl; tests/tls/make_certs.sh runs openssl
@@ -164,7 +177,12 @@ run_variant() {
     fi
     grep -iE 'warning:' "$dir/build.log" || true
 
-    if [ -z "$exclude" ]; then
+    if [ "$QUICK" = 1 ]; then
+        # Every unit test carries `quick` (tests/cmake/quick.cmake), so -L unit is the tier's
+        # unit part; one regex, since two -L options mean "both" only from CMake 3.21 on.
+        run_ctest "quick/unit" "$dir" -j "$JOBS" -L '^unit$'
+        run_ctest "quick/redis" "$dir" -L '^quick$' -LE '^unit$'
+    elif [ -z "$exclude" ]; then
         run_ctest "$v/unit" "$dir" -j "$JOBS" -L unit
         run_ctest "$v/other" "$dir" -LE "unit|memcheck$LONG_EXCLUDE"
         run_ctest "$v/valgrind" "$dir" -j "$JOBS" -L memcheck
@@ -241,7 +259,9 @@ run_lint() {
     local out
     out=$(mktemp)
     log "lint: clang-format + clang-tidy"
-    bash "$ROOT/tests/lint.sh" 2>&1 | tee "$out" || true
+    local args=()
+    [ "$QUICK" = 1 ] && args=(--changed)
+    bash "$ROOT/tests/lint.sh" "${args[@]}" 2>&1 | tee "$out" || true
     local step line
     for step in format tidy; do
         line=$(grep -E "^lint/$step: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1 || true)
@@ -257,6 +277,12 @@ run_lint() {
 
 START=$(date +%s)
 [ "${RLOCK_SKIP_LINT:-0}" = 1 ] || run_lint
+if [ "$QUICK" = 1 ]; then
+    VARIANTS=plain
+    RLOCK_VALKEY=0
+    RLOCK_SKIP_JAVA=1
+    RLOCK_FUZZ_SECONDS=0
+fi
 for v in $VARIANTS; do
     [ "$v" = plain ] && build_redisson_peer
     run_variant "$v"
@@ -264,7 +290,7 @@ for v in $VARIANTS; do
 done
 run_fuzz
 
-log "summary ($(( $(date +%s) - START ))s)"
+log "summary ($(( $(date +%s) - START ))s$([ "$QUICK" = 1 ] && echo ", quick tier"))"
 for s in "${SUMMARY[@]}"; do
     echo "$s"
 done

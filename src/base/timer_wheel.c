@@ -1,17 +1,8 @@
 /*
- * A single-level hashed timer wheel; see timer_wheel.h for the contract.
- *
- * Invariants between calls:
- *  - Every pending timer has an effective tick eff = max(tick(expires_ms), cur_tick) and is
- *    linked into bucket eff % RLK_WHEEL_SLOTS. Timers whose expiry is already behind the wheel
- *    are therefore parked in the current bucket, which the next expire call always walks.
- *  - No pending timer has eff < cur_tick, so a timer in the bucket at distance d (0 <= d < 512)
- *    from the current one expires no earlier than the start of tick cur_tick + d, or of tick
- *    cur_tick + 512 when d = 0 and it is not due within the current tick.
- *  - cur_min_ms is at or below the expiry of every pending timer with eff == cur_tick. Cancels
- *    may leave it too low, which only makes the caller wake early once.
- * expire() decides by comparing expires_ms with now_ms, so it is exact and needs no round
- * counting; rounds is kept up to date only as a cheap record of how far away a timer is.
+ * A single-level hashed timer wheel; see timer_wheel.h for the contract and
+ * docs/internals/watchdog.md for the invariants kept between calls (every pending timer in the
+ * bucket of its effective tick, none behind the current tick, cur_min_ms a lower bound).
+ * expire() compares expiries with now_ms, so it is exact; rounds are only a record.
  */
 #include "timer_wheel.h"
 

@@ -1,19 +1,9 @@
 /*
- * Private header: a single-level hashed timer wheel (the Varghese-Lauck scheme used by Netty's
- * HashedWheelTimer) with intrusive timer nodes, for the watchdog thread.
- *
- * The wheel has RLK_WHEEL_SLOTS buckets of tick_ms each. A timer lives in the bucket of the tick
- * its expiry falls in; expiries more than one revolution away share the bucket with nearer ones
- * and carry a round count. A bitmap of non-empty buckets (like the kernel's pending_map) lets
- * rlk_wheel_next_expiry() and rlk_wheel_expire() skip empty buckets a 64-bit word at a time, so
- * an idle client sleeps instead of ticking.
- *
- * Thread safety: none. The watchdog holds its own mutex around every call.
- * Memory: the wheel never allocates; timers are embedded in the caller's records and must stay
- * alive (and must not be moved) while pending. Every function here is O(1) except
- * rlk_wheel_expire(), which costs the number of timers in the buckets it walks plus at most
- * RLK_WHEEL_SLOTS / 64 bitmap words per call.
- * Clock: all times are absolute milliseconds on one caller-chosen monotonic clock.
+ * Private header: a single-level hashed timer wheel (Varghese-Lauck, as Netty's
+ * HashedWheelTimer) with intrusive nodes, for the watchdog thread. A bitmap of non-empty buckets
+ * lets an idle client sleep instead of ticking. Not thread-safe (the watchdog's mutex guards it);
+ * never allocates (timers live in the caller's records, pinned while pending); O(1) except
+ * rlk_wheel_expire(); absolute ms on one monotonic clock. docs/internals/watchdog.md has more.
  */
 #ifndef RLK_TIMER_WHEEL_H
 #define RLK_TIMER_WHEEL_H

@@ -1,31 +1,8 @@
 /*
- * Private header: the connection URL parser.
- *
- * Accepted forms (scheme names are case-insensitive):
- *
- *   redis://[[user]:password@]host[:port][/[db]][?db=N]
- *   rediss://... (the same, over TLS: sets tls)
- *   unix://[[user]:password@]/absolute/path[?db=N]
- *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/[db]][?db=N]#MASTER_NAME
- *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]
- *   rediss-sentinel:// and rediss-cluster:// (the same, with tls set)
- *
- * - host is a name (letters, digits, '-', '.', '_'), an IPv4 address, or an IPv6 address in
- *   brackets ("[::1]"; stored without them; zone ids are not supported).
- * - port is 1..65535 (default 6379); db is 0..2147483647 (default 0), given either as the path or
- *   as the query parameter db, not both. db is the only query parameter.
- * - user and password are percent-decoded; a userinfo part needs the ':' (Redis cannot AUTH with
- *   a user alone) and a non-empty password; an empty user means the default user. A raw '@', '/',
- *   '?' or '#' in them must be percent-encoded (%40, %2F, %3F, %23).
- * - For unix:// the userinfo, when present, sits between "unix://" and the path, as in
- *   "unix://:secret@/run/redis.sock?db=2"; the path is percent-decoded, must be absolute, must not
- *   end in '/' and must fit in sockaddr_un.sun_path.
- * - Sentinel URLs list the Sentinels (default port 26379, at most RLK_URL_HOSTS_MAX), name the
- *   master after '#' (percent-decoded, required); user, password and db are the data nodes'.
- *   Cluster URLs list seed nodes (default port 6379) and take no db and no '#'. A '#' anywhere
- *   else is an error.
- * - The whole URL is at most RLK_URL_MAX bytes of printable ASCII without spaces.
- * Error messages never contain the user or the password.
+ * Private header: the connection URL parser (pure). Accepted forms: redis://, rediss://,
+ * unix://, redis-sentinel:// (#MASTER_NAME) and redis-cluster://, the last two also as rediss-*;
+ * the rules for hosts, ports, db, percent-encoded user, password and path, and the limits are in
+ * docs/deployments.md ("URLs"). Error messages never contain the user or the password.
  */
 #ifndef RLK_URL_H
 #define RLK_URL_H

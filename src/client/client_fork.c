@@ -1,29 +1,8 @@
 /*
- * A client across fork(). The child of a fork() inherits the client's memory but not its threads,
- * and shares its sockets with the parent. Left alone, the child would own the parent's holds (the
- * same "<uuid>:<thread-id>" owners), read the parent's replies on the shared connections, wait
- * for a subscriber and a watchdog that do not exist, and hang joining them at free. So:
- *
- *  - Detection: a pthread_atfork child handler raises the process' fork generation
- *    (rlk_fork_generation, context.c); a client, a lock handle and a semaphore handle each
- *    record the generation they belong to, and every public entry point compares the two (one
- *    relaxed load and a compare on the hot path, no getpid() system call).
- *  - Refresh, on the child's first call that uses the client (rlk_client_enter()): a new UUID, so
- *    that nothing the parent holds is the child's; every inherited connection abandoned (the
- *    descriptor closed, nothing written: the parent goes on using the socket); the subscriber and
- *    the watchdog freed without joining their threads, and new ones started. Handles forget the
- *    parent's hold records and leased permits on their own first use (lock.c, semaphore.c).
- *  - Consistency: the prepare handler takes the refresh mutex and, for every live client, the
- *    subscriber, pool and watchdog mutexes (in the one order they nest: subscriber, then pool;
- *    the watchdog's nests with neither), and the parent and child handlers release them. None of
- *    them is held across network I/O, so fork() waits at most for a short critical section, and
- *    the child inherits every one unlocked with the state it guards whole. The old condition
- *    variables are never destroyed in the child (glibc's destroy waits for the parent's waiters,
- *    which do not exist here), only freed.
- *
- * Not covered: fork() from inside a callback (log_fn, on_lost) would wait in the prepare handler
- * for a mutex its own thread holds; the child relies on a libc whose malloc and pthread_create
- * work after fork() in a multi-threaded process (glibc's do), beyond what POSIX promises.
+ * A client across fork(): pthread_atfork handlers hold the client's mutexes across fork() and
+ * raise the fork generation in the child; rlk_client_enter() at every entry point then gives a
+ * child's client a new UUID, abandons the inherited connections unwritten and starts a new
+ * subscriber and watchdog. docs/internals/fork.md explains the design and what is not covered.
  */
 #include <pthread.h>
 #include <uuid/uuid.h>

@@ -815,6 +815,10 @@ uint64_t rlk_single_token(rlock *l)
 void rlk_single_destroy(rlock *l)
 {
     rlk_hold_forget_all(l);
+    if (l->single != NULL && l->single->impl_free != NULL) {
+        l->single->impl_free(l->impl);
+    }
+    l->impl = NULL;
 }
 
 /* ---- extend ------------------------------------------------------------------------------ */

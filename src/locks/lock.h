@@ -1,13 +1,9 @@
 /*
- * Lock handles, per-thread hold records and the shared acquire/wait loop.
- *
- * Two levels of dispatch:
- *  - rlk_lock_ops: what each public call does for a handle. Single-key lock types (reentrant,
- *    fair, read, write) use the generic rlk_single_* implementations below; groups (multi-lock,
- *    RedLock) fill in their own.
- *  - rlk_single_ops: the few things a single-key lock type must say: how to attempt, how to
- *    release, which channel to wait on, how to leave a queue. The wait loop, hold records,
- *    fencing tokens, watchdog registration and lost-lease handling are shared.
+ * Lock handles, per-thread hold records and the shared acquire/wait loop. Two levels of
+ * dispatch: rlk_lock_ops says what each public call does for a handle (single-key types use the
+ * generic rlk_single_* functions, groups their own); rlk_single_ops says how a single-key type
+ * attempts, releases, names its channel and joins or leaves a queue. The wait loop, holds,
+ * fencing tokens, watchdog registration and lost leases are shared.
  */
 #ifndef RLK_LOCK_H
 #define RLK_LOCK_H
@@ -89,7 +85,19 @@ typedef struct rlk_single_ops {
      * 1 done, RLK_NOT_HELD when the owner holds nothing on Redis, or a negative error. Hash
      * types use rlk_hash_extend(); the read side adds its timeout keys. */
     int (*extend)(rlk_acq *a, int64_t lease_ms);
+    /* Optional: frees the type's state in rlock.impl (NULL is passed on) when the handle is
+     * freed, by rlk_single_destroy() after the hold records are gone. */
+    void (*impl_free)(void *impl);
 } rlk_single_ops;
+
+/* The rlk_lock_ops of every single-key lock type: the generic rlk_single_* calls, with the type's
+ * own force_unlock and is_locked, as designated initializers to put between the table's braces.
+ * One list, so a call added to the generic layer reaches every type at once. */
+#define RLK_SINGLE_LOCK_OPS(force_unlock_fn, is_locked_fn)                                         \
+    .acquire = rlk_single_acquire, .unlock = rlk_single_unlock, .force_unlock = (force_unlock_fn), \
+    .is_locked = (is_locked_fn), .is_held = rlk_single_is_held,                                    \
+    .hold_count = rlk_single_hold_count, .ttl = rlk_single_ttl, .token = rlk_single_token,         \
+    .destroy = rlk_single_destroy, .extend = rlk_single_extend
 
 #define RLK_NOT_HELD 2
 

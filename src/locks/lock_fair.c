@@ -1,70 +1,9 @@
 /*
- * The fair lock: Redisson's RFairLock data, with the queue's costs and failure modes fixed.
- *
- * Data (byte for byte Redisson's): the lock hash at `name` (owner "<uuid>:<tid>" -> hold count,
- * PEXPIRE lease), the waiter queue `redisson_lock_queue:{name}` (a list of owners in arrival
- * order), the waiter zset `redisson_lock_timeout:{name}` (owner -> deadline in epoch ms) and one
- * channel per waiting thread, `redisson_lock__channel:{name}:<owner>`. A release publishes "0"
- * on the channel of the first waiter only. Fencing tokens: `redisson_lock_token:{name}` is
- * incremented whenever the lock is taken from free; a re-entry keeps the hold's token.
- *
- * What differs from Redisson, and why:
- *  - A zset score is a liveness deadline, not a turn estimate: server now + waiter_timeout_ms,
- *    refreshed by the watchdog thread every third of that (fair_heartbeat.lua, batched with the
- *    other renewals) and by every attempt of the waiter. Nothing ever has to shift the other
- *    waiters' scores, so a grant (LINDEX, ZSCORE, LPOP, ZREM, HSET, PEXPIRE, INCR, PUBLISH to the
- *    next waiter) and an enqueue (ZADD, RPUSH) are O(log N) in the number of waiters;
- *    Redisson's ZINCRBY over every waiter was O(N) per grant and per give-up.
- *  - All deadlines come from the server's clock (TIME inside the scripts), never a client's.
- *  - A waiter whose process died stops heartbeating; within waiter_timeout_ms plus one heartbeat
- *    period of any live waiter of the lock, the heartbeat script sweeps it out of the zset and the
- *    list wherever it stands (LREM: one scan inside Redis per dead waiter, each removed once),
- *    and wakes the new first waiter. Dead heads are also dropped by every acquire and release.
- *    Redisson kept a dead waiter for its whole wait (5 minutes by default) and only ever looked
- *    at the head.
- *  - A waiter that gives up (its wait elapsed, or an error ended the wait) leaves the list and
- *    the zset before rlock_try_lock() returns, retrying through a transient Redis error (such as
- *    CLIENT PAUSE WRITE, Redisson #5019) for up to waiter_timeout_ms, after which its entry has
- *    expired anyway. If it was first in line while the lock was free, the hand-off passes on.
- *    The list removal is LPOP/RPOP when the waiter is first or last, else one LREM that stops at
- *    the waiter: Redis lists have no O(log N) removal by value, and the spec wants the entry out
- *    of the list (a tombstone would stay visible, and a tombstone at the head would stall a
- *    Redisson client, whose purge stops at a head without a score). LREM is a single command
- *    scanning inside Redis, not per-waiter script work.
- *  - try_lock(0) never joins the queue; like Redisson it does not take a free lock while another
- *    live waiter is first in line.
- *  - fair_wait_ms is not used: a waiter stays queued for as long as it waits and is alive.
- *
- * Whoever changes who is first in line (a grant, a give-up, dropping dead heads) publishes "0"
- * to the new first waiter, so the first waiter's wait bound is always re-armed on the current
- * holder's lease; a release notifies only the first waiter (no thundering herd). One exception:
- * a release's direct grant (below) does not notify a next waiter registered for grants, whose
- * wait bound is capped at waiter_timeout_ms instead (one attempt fewer per hand-off).
- *
- * Direct grants (issue 18): an rlock waiter registers, when it queues, the TTL a grant must give
- * it (rlock_lock_waiters:{name}:grants, lock.h rlk_grant_ttl). A full release whose first live
- * waiter has one grants it the lock inside fair_release.lua and tells it on its channel ("grant
- * <token> <wait> <owner>"), so the waiter returns without an attempt of its own; a grant whose
- * message is not seen is found by the waiter's next attempt or by its give-up. Redisson waiters
- * register nothing and are notified as before.
- *
- * Mixed queues (rlock and Redisson clients on one fair lock) keep mutual exclusion, because both
- * take the lock only through the hash and respect each other's first waiter, and each wakes the
- * other's waiters on their own channels. Strict arrival order can be lost in four places:
- *  - Redisson's grant and give-up subtract its wait (fairLockWaitTimeout, 300 s by default) from
- *    every score. An rlock waiter's score then lies in the past until its next heartbeat (at most
- *    waiter_timeout_ms/3 later); a purge in that window (any client's acquire or release when the
- *    waiter is first, or rlock's sweep) drops it. The heartbeat then finds it gone and wakes it,
- *    and it joins again at the tail: it loses its place, and waits at most one heartbeat period
- *    longer than it should to re-join.
- *  - A Redisson waiter's deadline is its predecessor's deadline + its wait, on its own clock;
- *    rlock drops it (as dead) when that passes on the server's clock, so clock skew between the
- *    Java host and Redis shifts when that happens.
- *  - A Redisson waiter that died blocks the queue until its deadline passes (minutes), as in
- *    Redisson; rlock cannot tell a slow Redisson waiter from a dead one before that.
- *  - Redisson does not notify the next waiter when it grants, so an rlock waiter that saw the lock
- *    free with a Redisson waiter first re-attempts after at most waiter_timeout_ms (its wait bound
- *    is capped there) rather than on a notification.
+ * The fair lock (RLOCK_FAIR): Redisson's RFairLock data, a FIFO queue whose zset scores are
+ * liveness deadlines on the server's clock (kept fresh by heartbeats), give-ups that leave the
+ * queue before returning, dead waiters swept out, a release that wakes or directly grants the
+ * first waiter only. docs/locks/fair.md explains the design, where it differs from Redisson and
+ * where a queue shared with Redisson clients can lose order. Static helpers are named fair_*.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -334,20 +273,9 @@ static const rlk_renew_class fair_hold_renew = {
     .lost = rlk_hold_on_lost,
 };
 
-static const rlk_single_ops fair_single = {
-    .attempt = fair_attempt,
-    .channel = fair_channel,
-    .wait_begin = fair_wait_begin,
-    .wait_end = fair_wait_end,
-    .release = fair_release,
-    .renew = &fair_hold_renew,
-    .attempt_format = fair_attempt_format,
-    .attempt_reply = fair_attempt_done,
-    .extend = rlk_hash_extend,
-};
-
-static void fair_impl_free(fair_impl *f)
+static void fair_impl_free(void *impl)
 {
+    fair_impl *f = impl;
     if (f != NULL) {
         rlk_buf_free(&f->queue);
         rlk_buf_free(&f->zset);
@@ -358,24 +286,21 @@ static void fair_impl_free(fair_impl *f)
     }
 }
 
-static void fair_destroy(rlock *l)
-{
-    fair_impl_free(fair_of(l));
-    l->impl = NULL;
-    rlk_single_destroy(l);
-}
+static const rlk_single_ops fair_single = {
+    .attempt = fair_attempt,
+    .channel = fair_channel,
+    .wait_begin = fair_wait_begin,
+    .wait_end = fair_wait_end,
+    .release = fair_release,
+    .renew = &fair_hold_renew,
+    .attempt_format = fair_attempt_format,
+    .attempt_reply = fair_attempt_done,
+    .extend = rlk_hash_extend,
+    .impl_free = fair_impl_free,
+};
 
 static const rlk_lock_ops fair_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = fair_force_unlock,
-    .is_locked = rlk_hash_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = fair_destroy,
-    .extend = rlk_single_extend,
+    RLK_SINGLE_LOCK_OPS(fair_force_unlock, rlk_hash_is_locked),
 };
 
 static fair_impl *fair_impl_new(const char *name, size_t len)

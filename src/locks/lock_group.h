@@ -18,6 +18,14 @@ int rlk_group_check_members(rlock *const *locks, size_t n, int redlock);
 int rlk_group_unsupported(rlock *l);
 int64_t rlk_group_ttl(rlock *l);
 
+/* The rlk_lock_ops of every group type, as designated initializers to put between the table's
+ * braces: the group's own calls, and what no group has (force unlock, hold count, TTL) from one
+ * list. A type that keeps more per hold adds .hold_size after it. */
+#define RLK_GROUP_LOCK_OPS(acquire_fn, unlock_fn, is_locked_fn, is_held_fn, token_fn, destroy_fn)  \
+    .acquire = (acquire_fn), .unlock = (unlock_fn), .force_unlock = rlk_group_unsupported,         \
+    .is_locked = (is_locked_fn), .is_held = (is_held_fn), .hold_count = rlk_group_unsupported,     \
+    .ttl = rlk_group_ttl, .token = (token_fn), .destroy = (destroy_fn), .group = 1
+
 /* A per-thread xorshift generator for the random pauses between rounds (quality is irrelevant;
  * it only has to differ between threads and processes). */
 uint64_t rlk_group_rand(void);

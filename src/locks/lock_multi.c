@@ -1,33 +1,9 @@
 /*
  * The multi-lock (Redisson RMultiLock): one handle over n member handles of any types, clients
- * and servers, taken all-or-nothing.
- *
- * Acquisition works in rounds. A round takes the members one after the other with a single
- * attempt each (wait 0). When a member is busy, the round gives back every hold it took (through
- * the members' own unlock, so only the calling thread's holds are touched) and the next round
- * starts by waiting for that busy member through its normal pub/sub notification, with the time
- * that is left; once it is granted, the round continues with single attempts on the others.
- * No thread ever waits while it holds a member of the group, so two groups that overlap in
- * opposite orders cannot deadlock. A round fails only because another thread took a member in
- * between, i.e. someone else made progress; after two failed rounds in a row a short random
- * pause (growing to at most 20 ms) breaks the symmetric case in which two threads keep taking
- * each other's next member, so the groups do not livelock either.
- *
- * Leases: with lease_ms > 0 every member gets that lease, counted from its own grant. All grants
- * of a successful round happen in one sweep of single attempts that starts when the first
- * member is granted, so the members' leases end at most one sweep apart. If the sweep itself
- * took as long as the lease, the first member may already have expired: the round is then
- * undone and retried, so a group is never returned with an already expired member. (Redisson
- * instead takes every member with a lease of 2 x wait and shortens it afterwards with PEXPIRE;
- * that keeps the keys of a crashed client for up to 2 x wait, which we avoid.) With
- * lease_ms < 0 each member is kept alive by its own client's watchdog.
- *
- * The group keeps a per-thread count of the group holds it handed out, so that unlocking a group
- * that the thread does not hold reports RLOCK_ENOTOWNER without touching members that the thread
- * may hold on their own. A re-entry takes every member again (each member counts it) and an
- * unlock releases one hold of every member.
- *
- * Static helpers are named multi_*. What both group types share is in lock_group.c.
+ * and servers, taken all-or-nothing in rounds that never wait while holding a member (no
+ * deadlock) and pause at random after failed rounds (no livelock); leases end at most one sweep
+ * apart. docs/locks/multi.md explains the design. Static helpers are named multi_*; what both
+ * group types share is in lock_group.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -262,16 +238,8 @@ static int multi_extend(rlock *l, int64_t lease_ms)
 }
 
 static const rlk_lock_ops multi_ops = {
-    .acquire = multi_acquire,
-    .unlock = multi_unlock,
-    .force_unlock = rlk_group_unsupported,
-    .is_locked = multi_is_locked,
-    .is_held = multi_is_held,
-    .hold_count = rlk_group_unsupported,
-    .ttl = rlk_group_ttl,
-    .token = multi_token,
-    .destroy = multi_destroy,
-    .group = 1,
+    RLK_GROUP_LOCK_OPS(multi_acquire, multi_unlock, multi_is_locked, multi_is_held, multi_token,
+                       multi_destroy),
     .extend = multi_extend,
 };
 

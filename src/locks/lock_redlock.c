@@ -1,25 +1,9 @@
 /*
  * RedLock: the Redlock algorithm of redis.io over n reentrant locks on n independent servers.
- *
- * One attempt: (1) the reentrant acquire script goes to every server before any reply is read
- * (a parallel round, lock_group.h), so it takes one per-server timeout at worst however many
- * servers hang; (2) with n/2+1 grants, the largest per-server fencing token is written back to
- * the granting servers (lua/redlock_raise_token.lua); (3) success iff n/2+1 servers granted and
- * confirmed and lease - elapsed - (lease/100 + 2 ms) > 0 on the monotonic clock, counted from
- * before the first send. Otherwise the release goes to every server at once, including those
- * that did not answer (on the same connection, right behind their acquire, so a server that
- * wakes up runs both in order), and the attempt is retried after a random pause.
- *
- * Holds live in the group handle's hold records (rlk_hold, lock.h) like those of every other lock,
- * extended by redlock_hold: which servers granted, the owner field sent to each, the end of its
- * validity and one watchdog entry per grant. A re-entry by the holding thread only counts locally
- * (no round trip) and does not extend the validity; the last unlock releases on every server.
- * With lease_ms < 0 each grant is registered with the watchdog of its member's client; a lost
- * member is counted and when fewer than a majority of the grants are still alive the hold is
- * lost (rlk_hold.lost, so rlock_token() answers 0): on_lost of the first member's client fires
- * once with the first member's name, and unlock returns RLOCK_ELOST.
- *
- * Static helpers are named redlock_*; the parallel round is redlock_round.c.
+ * An attempt sends to every server before reading a reply (redlock_round.c), needs n/2+1 grants
+ * and validity left on the monotonic clock, writes the largest fencing token back, and otherwise
+ * releases everywhere and retries after a random pause. Holds extend rlk_hold (redlock_hold).
+ * docs/locks/redlock.md explains the design. Static helpers are named redlock_*.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -626,16 +610,8 @@ static int redlock_extend(rlock *l, int64_t lease_ms)
 }
 
 static const rlk_lock_ops redlock_ops = {
-    .acquire = redlock_acquire,
-    .unlock = redlock_unlock,
-    .force_unlock = rlk_group_unsupported,
-    .is_locked = redlock_is_locked,
-    .is_held = redlock_is_held,
-    .hold_count = rlk_group_unsupported,
-    .ttl = rlk_group_ttl,
-    .token = rlk_single_token,
-    .destroy = redlock_destroy,
-    .group = 1,
+    RLK_GROUP_LOCK_OPS(redlock_acquire, redlock_unlock, redlock_is_locked, redlock_is_held,
+                       rlk_single_token, redlock_destroy),
     .hold_size = sizeof(redlock_hold),
     .extend = redlock_extend,
 };

@@ -1,22 +1,9 @@
 /*
- * The reentrant lock: Redisson's RLock data (a hash at the lock name, owner field = hold count,
- * PEXPIRE lease; release publishes "0" on redisson_lock__channel:{name}) plus a fencing token
- * counter redisson_lock_token:{name} incremented whenever the lock is taken from free. Static
- * helpers are named reentrant_*.
- *
- * Beyond Redisson, no thundering herd among rlock clients: Redisson's "0" wakes one waiter in
- * every client that waits, so each release cost N attempts (and N subscriber wake-ups) under N
- * waiting processes. A waiting rlock thread records itself in the zset rlock_lock_waiters:{name}
- * (member = its owner field, score = a liveness deadline on the server's clock, kept fresh by its
- * heartbeat as the read-write lock's waiting writers are). It listens on Redisson's channel
- * through a pattern matching that channel alone (rlk_sub_join_pattern), which PUBSUB NUMSUB does
- * not count, and on its client's own wake channel rlock_lock_wake:{name}:<uuid>. A release names
- * one live waiter on that waiter's client's wake channel (pubsub.h, rlk_sub_join_named): one
- * subscriber reads it and sends the named thread's attempt at once. It publishes Redisson's "0"
- * only when NUMSUB says a plain subscriber (a Redisson waiter) listens, so Redisson's waiters are
- * woken as ever, and a Redisson release (no name) still wakes one waiter per rlock client. A
- * named waiter that died is named at most until its deadline passes, and every recorded waiter's
- * sleep is bounded by waiter_timeout_ms.
+ * The reentrant lock: Redisson's RLock data plus a fencing token counter. Beyond Redisson, a
+ * release reaches one waiting rlock client (named on its client's wake channel, or granted the
+ * lock directly) and publishes Redisson's "0" only when a Redisson waiter listens.
+ * docs/locks/reentrant.md explains the design. Also the spin lock's handles (RLOCK_SPIN: same
+ * data, a polling wait in lock_spin.c). Static helpers are named reentrant_*.
  */
 #include <stdlib.h>
 
@@ -350,16 +337,7 @@ static const rlk_single_ops reentrant_single = {
 };
 
 static const rlk_lock_ops reentrant_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = reentrant_force_unlock,
-    .is_locked = rlk_hash_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = rlk_single_destroy,
-    .extend = rlk_single_extend,
+    RLK_SINGLE_LOCK_OPS(reentrant_force_unlock, rlk_hash_is_locked),
 };
 
 rlock *rlk_reentrant_open(rlock_client *c, const char *name)

@@ -1,31 +1,9 @@
 /*
- * The read-write lock: Redisson's RReadWriteLock data (hash `name` with field `mode`, read owners
- * "<uuid>:<tid>", write owner "<uuid>:<tid>:write", one key per read hold
- * `{name}:<owner>:rwlock_timeout:<n>`, channel `redisson_rwlock:{name}`; a write release
- * publishes "1", a read release that frees the lock "0"), opened as two handles, RLOCK_READ and
- * RLOCK_WRITE, that share the generic wait loop of lock_wait.c.
- *
- * Beyond Redisson:
- *  - Writers are not starved (default): a writer that waits records itself in the zset
- *    `rlock_rwlock_writers:{name}` (the one extra key; member = its write field, score = a
- *    liveness deadline on the server's clock, refreshed by the watchdog every
- *    waiter_timeout_ms/3), and new readers stay out while a live writer waits (re-entry and the
- *    write holder's own reads still pass). A dead waiting writer blocks readers for at most
- *    waiter_timeout_ms. rw_reader_preferring = 1 restores Redisson's behaviour (the zset is never
- *    written).
- *  - Such a waiting writer listens on its own channel `rlock_rwlock_writer:{name}:<owner>:write`:
- *    on the shared channel, the wake-up it needs could be consumed by a reader of the same process
- *    that has to keep waiting behind it. A release that may let a writer in publishes "0" on the
- *    channel of ONE waiting writer (the live one with the earliest deadline; a writer that gives
- *    up passes it on), and that writer's attempt is armed (sent by the subscriber thread as the
- *    message arrives), as the fair lock's waiters do. A Redisson client's release does not reach
- *    that channel, so the writer's wait is also bounded by waiter_timeout_ms.
- *  - A reader asking for the write side gets RLOCK_EDEADLK at once instead of waiting forever.
- *  - A write release that downgrades to read wakes waiting readers and sets the TTL to the
- *    longest remaining read hold; a reentrant write with a shorter lease, a later reader with a
- *    shorter lease, or a watchdog renewal never shortens the lock's TTL.
- *  - Fencing tokens on `redisson_lock_token:{name}`: a write grant from free increments it, a read
- *    grant returns its current value (0 before any write).
+ * The read-write lock: Redisson's RReadWriteLock data, opened as two handles (RLOCK_READ and
+ * RLOCK_WRITE) over the generic wait loop. Beyond Redisson: waiting writers recorded in a zset
+ * keep new readers out (not starved) and are woken one at a time on their own channels; read ->
+ * write is RLOCK_EDEADLK; a downgrade wakes readers; a lease is never shortened.
+ * docs/locks/rw.md explains the design. Static helpers are named rw_*.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -357,6 +335,7 @@ static int rw_read_extend(rlk_acq *a, int64_t lease_ms)
     rlk_buf_free(&prefix);
     return r;
 }
+static void rw_impl_free(void *impl);
 
 static const rlk_single_ops rw_read_single = {
     .attempt = rw_read_attempt,
@@ -364,6 +343,7 @@ static const rlk_single_ops rw_read_single = {
     .release = rw_read_release,
     .renew = &rw_read_renew,
     .extend = rw_read_extend,
+    .impl_free = rw_impl_free,
 };
 
 static const rlk_single_ops rw_write_single = {
@@ -377,6 +357,7 @@ static const rlk_single_ops rw_write_single = {
     .attempt_format = rw_write_attempt_format,
     .attempt_reply = rw_write_attempt_reply,
     .extend = rlk_hash_extend,
+    .impl_free = rw_impl_free,
 };
 
 static int rw_force_unlock(rlock *l)
@@ -433,8 +414,9 @@ static int rw_is_locked(rlock *l)
     return rc != RLOCK_OK ? rc : (v == 1);
 }
 
-static void rw_impl_free(rw_impl *rw)
+static void rw_impl_free(void *impl)
 {
+    rw_impl *rw = impl;
     if (rw != NULL) {
         rlk_buf_free(&rw->channel);
         rlk_buf_free(&rw->token);
@@ -445,25 +427,9 @@ static void rw_impl_free(rw_impl *rw)
     }
 }
 
-static void rw_destroy(rlock *l)
-{
-    rw_impl_free(rw_of(l));
-    l->impl = NULL;
-    rlk_single_destroy(l);
-}
-
 /* Both sides: what differs between them is in their rlk_single_ops and the :write hook. */
 static const rlk_lock_ops rw_ops = {
-    .acquire = rlk_single_acquire,
-    .unlock = rlk_single_unlock,
-    .force_unlock = rw_force_unlock,
-    .is_locked = rw_is_locked,
-    .is_held = rlk_single_is_held,
-    .hold_count = rlk_single_hold_count,
-    .ttl = rlk_single_ttl,
-    .token = rlk_single_token,
-    .destroy = rw_destroy,
-    .extend = rlk_single_extend,
+    RLK_SINGLE_LOCK_OPS(rw_force_unlock, rw_is_locked),
 };
 
 static rw_impl *rw_impl_new(const char *name, size_t len)

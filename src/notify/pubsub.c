@@ -1,29 +1,9 @@
 /*
  * The subscriber's channel table and waiter API (pubsub.h): one ref-counted entry per channel
- * that local waiters listen on, joined, waited on and left by waiter threads. The subscriber
- * thread and its connection live in pubsub_conn.c, the decoding of what Redis pushes in
- * pubsub_dispatch.c. Waiter threads never touch the connection; they change entries under the
- * mutex and wake the thread through a pipe, and the thread sends SUBSCRIBE/UNSUBSCRIBE, reads
- * messages and hands out wake-up permits.
- *
- * An entry's permits make wake-ups durable: a message that arrives while its waiter is between
- * an attempt and its sleep leaves a permit, so the next wait returns at once. Permits never
- * exceed the number of local waiters, so a burst of messages costs at most one extra attempt
- * per waiter.
- *
- * Server state per entry: sent = what we last asked the server for (1 subscribed), pending =
- * replies still to come. An entry is live when sent == 1 and pending == 0; it is freed when no
- * waiter uses it and the server has confirmed the unsubscribe. After a reconnect every entry
- * with waiters is subscribed again, and its confirmation wakes all of them, because messages
- * published while the connection was down are lost.
- *
- * An entry whose last waiter left stays subscribed for RLK_PS_LINGER_MS (it lingers) before the
- * thread unsubscribes it. A thread that waits on the same channel again soon (a fair waiter's
- * private channel, a worker looping on one lock) then finds it live, which saves a SUBSCRIBE, an
- * UNSUBSCRIBE and the re-attempt that the confirmation would trigger. Because a lingering entry
- * stayed subscribed, a waiter that joins it can only have missed a message that arrived while
- * nobody waited; such a message (or a confirmation, which stands for messages published before
- * the subscription) sets `missed`, and the joiner gets one permit for it.
+ * that local waiters listen on, with wake-up permits (a message never lost between an attempt
+ * and a sleep) and a linger after the last waiter left. Waiter threads change entries under the
+ * mutex and wake the subscriber thread (pubsub_conn.c), which alone touches the connections.
+ * docs/internals/subscriber.md explains the design.
  */
 #include <errno.h>
 #include <limits.h>

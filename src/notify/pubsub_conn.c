@@ -1,21 +1,9 @@
 /*
- * The subscriber thread and its connections (see pubsub.c): one thread per client dials the
- * nodes it listens on, sends what the dirty entries need (SUBSCRIBE/UNSUBSCRIBE, PSUBSCRIBE for
- * literal patterns, or SSUBSCRIBE/SUNSUBSCRIBE in sharded mode), polls every node's connection,
- * the wake pipe and a Sentinel's +switch-master subscription at once, reads the pushes
- * (pubsub_dispatch.c), resubscribes after a reconnect, a master switch or a slot move, and
- * unsubscribes entries that lingered long enough. Also the subscriber's creation and end, which
- * start and join the thread.
- *
- * Classic pub/sub has one node, the client's data node: a cluster broadcasts PUBLISH to every
- * node, so the home node hears every channel. Sharded pub/sub (a cluster client with
- * rlock_options.cluster_pubsub sharded, or auto on Redis >= 7) delivers SPUBLISH only to the
- * SSUBSCRIBErs of the master that owns the channel's slot, so each entry is subscribed on that
- * master, over one connection per master that has entries. When a slot moves, Redis drops its
- * sharded subscriptions with an "sunsubscribe" push, or answers the SSUBSCRIBE with MOVED; when a
- * node's connection fails its entries are detached too. Each case reads the map again and
- * subscribes the entry on the owner it names, and that confirmation wakes every waiter of the
- * entry to re-attempt once (a release in between was published where nobody listened).
+ * The subscriber thread and its connections: one thread per client dials the nodes it listens
+ * on (the data node; in sharded cluster pub/sub, each master owning a listened slot), sends what
+ * dirty entries need, polls the connections, the wake pipe and a Sentinel's +switch-master
+ * subscription, and resubscribes after a reconnect, a master switch or a slot move. Also the
+ * subscriber's creation and end. docs/internals/subscriber.md explains the design.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,13 +1,8 @@
 /*
- * The watchdog thread. It sleeps on a condition variable (CLOCK_MONOTONIC) until the wheel's
- * next expiry, moves every due entry out of the wheel, and renews them with no lock held: the
- * due entries are grouped by (renew class, lease), cut into batches of RLK_WD_BATCH keys, and
- * every batch goes out in one pipeline, so a sweep of N holds costs one round trip and N/100
- * script calls. Due times within a slack of a tenth of a renewal period are renewed together.
- *
- * Entry states make cancel synchronous (as the kernel's timer_delete_sync): an entry that is
- * being renewed is FIRING; rlk_wd_cancel() on it waits until the batch is done, so after cancel
- * returns nothing refers to the entry and no renewal of it is in flight.
+ * The watchdog thread: sleeps until the wheel's next expiry, takes every entry due (within a
+ * slack of a tenth of a period), and renews them with no lock held, grouped by renew class and
+ * lease into pipelined batches of RLK_WD_BATCH keys. A FIRING entry makes rlk_wd_cancel() wait
+ * for its batch, so cancel is synchronous. docs/internals/watchdog.md explains the design.
  */
 #include <assert.h>
 #include <errno.h>

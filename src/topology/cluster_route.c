@@ -1,16 +1,8 @@
 /*
- * Routing a request on a cluster: to the master of its slot, following what the cluster
- * answers when that is not (or no longer, or not yet) the node to ask. See cluster.h.
- *
- * - MOVED: the slot lives elsewhere for good. The map is read again (one refresh in flight;
- *   others wait for it), the named node recorded as the slot's owner if the refresh has not
- *   heard of the move yet, and the request resent there. It did not run where it was refused.
- * - ASK: the slot is migrating and this key has left. The request goes once to the named node
- *   after ASKING; the map stays as it is, since the slot still belongs to the old owner.
- * - TRYAGAIN (a multi-key request over a migrating slot whose keys are split) and CLUSTERDOWN
- *   (the cluster cannot serve the slot now): short pauses, until command_timeout_ms has
- *   passed; then RLOCK_ECONN with the server's message.
- * Static helpers are named route_*.
+ * Routing a request on a cluster (see cluster.h): to the master of its slot, following MOVED
+ * (map refreshed, request resent), ASK (once after ASKING, map unchanged) and TRYAGAIN or
+ * CLUSTERDOWN (short pauses until the command timeout or the call's bound). docs/internals/
+ * connections.md explains each answer. Static helpers are named route_*.
  */
 #include <stdio.h>
 #include <string.h>

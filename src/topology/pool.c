@@ -1,20 +1,9 @@
 /*
- * The connection pool: up to pool_size blocking hiredis connections, dialled on demand,
- * borrowed exclusively by one thread at a time. A connection that failed is closed, never
- * reused; the next borrow dials a fresh one. Dialling failures back off (10 ms doubling to 1 s)
- * so a down server costs callers a fast RLOCK_ECONN instead of a connect timeout each.
- *
- * A connection the server closed while it sat idle (its idle timeout, a restart, CLIENT KILL)
- * must not carry a command that cannot be resent, so a borrow checks an idle connection with a
- * zero-timeout poll() first. That poll is a system call per command, a few percent of an
- * uncontended round trip on loopback, and it only pays off for connections idle long enough for
- * a server to have closed them: one returned less than RLK_POOL_FRESH_US ago is handed out
- * unchecked. No server closes a connection within a millisecond of answering it except by a
- * kill, and a kill in that millisecond is no different from one during the command itself,
- * which the check never covered either. Once a connection broke, though, whatever broke it (a
- * kill of every client, a restart) has likely closed the idle ones as well: for the next
- * RLK_POOL_SUSPECT_US every borrow checks, and the one resend of an idempotent command goes to
- * a newly dialled connection when the pool has room.
+ * The connection pool: up to pool_size connections, dialled on demand with back-off, each
+ * borrowed by one thread at a time; a failed connection is closed, never reused. A borrow checks
+ * an idle connection with a zero-timeout poll() unless it was returned within the last
+ * millisecond (and every borrow checks for a while after a failure). docs/internals/
+ * connections.md explains the trade-off.
  */
 #include <assert.h>
 #include <errno.h>

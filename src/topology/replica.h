@@ -1,14 +1,8 @@
 /*
- * Replica-synced writes (Redisson's checkLockSyncedSlaves): after a script that grants,
- * re-enters, renews or releases, the same connection carries WAIT (or WAITAOF) for the replicas
- * the master has online, pipelined behind the script so that it costs no extra round trip
- * before the script's reply is read. The number of replicas is learnt from INFO replication
- * when the client starts and refreshed by an INFO pipelined behind a synced script at most once
- * a second, and at once after a WAIT that fell short, so a replica that joins later is noticed
- * without a round trip of its own. A replica that leaves lowers the count only after
- * RLK_REPLICA_SHRINK_MS: in a failover the promoted replica leaves the old master first, and
- * waiting for the replicas that remain would let a grant that the new master never saw pass as
- * synced. Until then grants fail with RLOCK_EREPLICA (fail closed).
+ * Replica-synced writes (Redisson's checkLockSyncedSlaves): WAIT (or WAITAOF) pipelined behind a
+ * script that grants, re-enters, renews or releases, for the replicas the master has online,
+ * counted from INFO replication (rises at once, falls only after RLK_REPLICA_SHRINK_MS, so a
+ * failover fails closed with RLOCK_EREPLICA). docs/internals/connections.md explains why.
  */
 #ifndef RLK_REPLICA_H
 #define RLK_REPLICA_H

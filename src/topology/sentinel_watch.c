@@ -1,15 +1,8 @@
 /*
- * The +switch-master subscription of a Sentinel deployment: one connection to one Sentinel,
- * subscribed to the channel on which Sentinels announce a failover, so that the client moves to
- * the new master as soon as it is promoted instead of at its next failed command.
- *
- * The subscriber thread owns it (pubsub.c polls its socket beside the data connection's). That
- * thread already sleeps in poll() on a wake pipe and a subscription, is stopped, freed and
- * abandoned after fork() with the client, and has to move its own connection to the new master
- * anyway; a thread of its own would add a thread per client and a second set of fork and
- * shutdown rules for one socket that is almost always silent. The cost: a dial (bounded by
- * RLK_SENTINEL_WATCH_DIAL_MS) and a switch (ROLE on the new master, INFO on a pool connection)
- * run on that thread, during which lock messages wait; a switch is when they are moving anyway.
+ * The +switch-master subscription of a Sentinel deployment: one connection to one Sentinel, so
+ * that the client moves to a new master as soon as it is promoted. The subscriber thread owns
+ * and polls it beside its data connection; docs/internals/subscriber.md says why it has no
+ * thread of its own.
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,16 +1,9 @@
 /*
- * One connection to Redis on rlock's own socket: dialling (TCP, IPv6 included, or a unix
- * socket; TLS when the URL or endpoint asks for it), AUTH and SELECT, sending requests, reading
- * replies, and mapping failures to RLOCK_ECONN (or RLOCK_ETLS) with a message. hiredis is used
- * for RESP only (its reader and command formatter). The pool, the subscriber, the watchdog,
- * armed attempts and the RedLock round talk to Redis only through these functions.
- *
- * Every wait is bounded: the dial (connect, TLS handshake, AUTH, SELECT) by its deadline, each
- * write and each reply by the connection's I/O timeout, all with poll(). No call raises a
- * signal: writes use send(..., MSG_NOSIGNAL), TLS included.
- *
- * Every function that fails sets the last error (rlk_err) and leaves the connection broken
- * (rlk_conn_broken() != 0): it must then be closed, never reused.
+ * One connection to Redis on rlock's own socket: dialling (TCP, unix, TLS), AUTH and SELECT,
+ * sending requests, reading replies (hiredis for RESP only), failures mapped to RLOCK_ECONN or
+ * RLOCK_ETLS. Every wait is bounded and no call raises a signal; a function that fails leaves
+ * the connection broken (rlk_conn_broken()), to be closed, never reused.
+ * docs/internals/connections.md explains the design.
  */
 #ifndef RLK_CONN_H
 #define RLK_CONN_H

@@ -1,8 +1,8 @@
 /*
  * The public header's promises that a program compiles against, no server: the error codes and
  * log levels keep their names and values as enums and as macros (#ifdef works), the version
- * compares as one number both at compile time and against the library actually linked, and the
- * options' reserved space starts zeroed.
+ * compares as one number both at compile time and against the library actually linked, the
+ * options' reserved space starts zeroed, and the two lock enums keep their values and convert.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,12 +79,34 @@ static void test_version(void **state)
     assert_true(RLOCK_VERSION_MINOR < 256 && RLOCK_VERSION_PATCH < 256);
 }
 
+/* rlock_kind (what rlock_open() takes) and rlock_lock_type (what rlock_inspect() reports) keep
+ * their own values; rlock_kind_type() maps a kind to the layout its data has. */
+static void test_kind_types(void **state)
+{
+    (void)state;
+    const code_value kinds[] = {
+        {RLOCK_REENTRANT, 0}, {RLOCK_FAIR, 1},           {RLOCK_READ, 2},
+        {RLOCK_WRITE, 3},     {RLOCK_SPIN, 4},           {RLOCK_TYPE_FREE, 0},
+        {RLOCK_TYPE_FAIR, 2}, {RLOCK_TYPE_REENTRANT, 1}, {RLOCK_TYPE_RW, 3},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        assert_int_equal(kinds[i].code, kinds[i].want);
+    }
+    assert_int_equal(rlock_kind_type(RLOCK_REENTRANT), RLOCK_TYPE_REENTRANT);
+    assert_int_equal(rlock_kind_type(RLOCK_SPIN), RLOCK_TYPE_REENTRANT);
+    assert_int_equal(rlock_kind_type(RLOCK_FAIR), RLOCK_TYPE_FAIR);
+    assert_int_equal(rlock_kind_type(RLOCK_READ), RLOCK_TYPE_RW);
+    assert_int_equal(rlock_kind_type(RLOCK_WRITE), RLOCK_TYPE_RW);
+    assert_int_equal(rlock_kind_type((rlock_kind)99), RLOCK_TYPE_FREE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_values),
         cmocka_unit_test(test_log_levels),
         cmocka_unit_test(test_version),
+        cmocka_unit_test(test_kind_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
