@@ -174,9 +174,7 @@ static int rlk_client_probe(rlock_client *c)
 static int rlk_client_locate(rlock_client *c)
 {
     if (c->url.kind == RLK_URL_CLUSTER) {
-        int r = rlk_cluster_new(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
-        c->route = r == RLOCK_OK ? rlk_cluster_run : NULL;
-        return r;
+        return rlk_cluster_new(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
     }
     if (c->url.kind != RLK_URL_SENTINEL) {
         return RLOCK_OK;

@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "pool.h"
-#include "reply_checks.h"
+#include "client.h"
+#include "inspect_decode.h"
 #include "scripts.h"
 
 /* Redisson's derived key names of the lock, in the order lua/inspect.lua takes them. */

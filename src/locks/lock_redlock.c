@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "pubsub.h"
-#include "reply_checks.h"
+#include "lock_redlock_decode.h"
 #include "redlock_round.h"
 #include "scripts.h"
 

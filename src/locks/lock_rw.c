@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "lock.h"
-#include "reply_checks.h"
+#include "lock_rw_decode.h"
 #include "scripts.h"
 #include "waiter_heartbeat.h"
 
@@ -509,7 +509,7 @@ rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name)
     return l;
 }
 
-/* The decoders above, for reply_checks.h (fuzzing without a connection). */
+/* The decoders above, for lock_rw_decode.h (fuzzing without a connection). */
 int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r)
 {
     return rw_acquire_reply(a, r);

@@ -8,7 +8,7 @@
 
 #include <hiredis.h>
 
-#include "client.h"
+#include "context.h"
 
 typedef struct rlk_sub rlk_sub;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "pubsub_impl.h"
-#include "reply_checks.h"
+#include "pubsub_decode.h"
 
 int rlk_msg_permits(int mode, const redisReply *m)
 {

@@ -6,7 +6,7 @@
 #ifndef RLK_WAITER_H
 #define RLK_WAITER_H
 
-#include "client.h"
+#include "context.h"
 
 /* One attempt: 1 done, 0 not yet, or a negative error. *hint_ms may be set to a bound on the
  * next sleep (>= 0: something may change by then without a message, e.g. a lease running out);

@@ -18,7 +18,7 @@
 #include "cluster_slot.h"
 #include "pool.h"
 #include "replica.h"
-#include "reply_checks.h"
+#include "watchdog_decode.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "watchdog.h"

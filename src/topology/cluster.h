@@ -13,7 +13,7 @@
 
 #include <hiredis.h>
 
-#include "client.h"
+#include "context.h"
 #include "cluster_map.h"
 #include "pool.h"
 

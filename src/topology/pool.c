@@ -433,39 +433,6 @@ void rlk_args_addi(rlk_args *a, int64_t v)
     }
 }
 
-static int rlk_exchange_cmd(rlk_conn *conn, void *arg, redisReply **out)
-{
-    const rlk_args *a = arg;
-    return rlk_conn_command(conn, a->n, a->v, a->len, out);
-}
-
-int rlk_cmd(rlock_client *c, int flags, const rlk_args *argv, redisReply **out)
-{
-    /* Every command rlk_cmd() sends names its key right after the command name. */
-    if (c->route != NULL && argv->n >= 2) {
-        int slot = rlk_cluster_key_slot(argv->v[1], argv->len[1]);
-        return rlk_pool_run_slot(c, slot, flags, rlk_exchange_cmd, (void *)argv, out);
-    }
-    return rlk_pool_run(c, flags, rlk_exchange_cmd, (void *)argv, out);
-}
-
-int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redisReply **out)
-{
-    if (c->route != NULL) {
-        return c->route(c, -1, flags, fn, arg, out);
-    }
-    return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
-}
-
-int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
-                      redisReply **out)
-{
-    if (c->route != NULL) {
-        return c->route(c, slot, flags, fn, arg, out);
-    }
-    return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
-}
-
 /* The calling thread's bound on its commands (rlk_pool_bound), 0 = none. */
 static _Thread_local int64_t pool_bound_at;
 
