@@ -25,15 +25,15 @@ int64_t rlk_now_us(void)
 
 /* OS thread ids (gettid, pthread_t) are reused after a thread exits; a reused id would let a
  * new thread inherit a dead thread's holds in Redis. A counter never repeats. */
-static atomic_uint_fast64_t rlk_next_tid = 1;
-static _Thread_local uint64_t rlk_tid;
+static atomic_uint_fast64_t next_tid = 1;
+static _Thread_local uint64_t thread_tid;
 
 uint64_t rlk_thread_id(void)
 {
-    if (rlk_tid == 0) {
-        rlk_tid = (uint64_t)atomic_fetch_add(&rlk_next_tid, 1);
+    if (thread_tid == 0) {
+        thread_tid = (uint64_t)atomic_fetch_add(&next_tid, 1);
     }
-    return rlk_tid;
+    return thread_tid;
 }
 
 void rlk_cond_init_monotonic(pthread_cond_t *cv)
@@ -43,12 +43,6 @@ void rlk_cond_init_monotonic(pthread_cond_t *cv)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(cv, &ca);
     pthread_condattr_destroy(&ca);
-}
-
-struct timeval rlk_timeval(int64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
 }
 
 int64_t rlk_add_sat(int64_t a, int64_t b)
@@ -101,7 +95,7 @@ void rlk_buf_free(rlk_buf *b)
     rlk_buf_init(b);
 }
 
-static int rlk_buf_grow(rlk_buf *b, size_t need)
+static int buf_grow(rlk_buf *b, size_t need)
 {
     if (need <= b->cap) {
         return 0;
@@ -122,7 +116,7 @@ static int rlk_buf_grow(rlk_buf *b, size_t need)
 
 int rlk_buf_append(rlk_buf *b, const void *p, size_t n)
 {
-    if (rlk_buf_grow(b, b->len + n) != 0) {
+    if (buf_grow(b, b->len + n) != 0) {
         return RLOCK_ENOMEM;
     }
     memcpy(b->p + b->len, p, n);

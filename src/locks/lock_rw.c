@@ -34,7 +34,7 @@
 #include "lock.h"
 #include "lock_rw_decode.h"
 #include "scripts.h"
-#include "waiter_heartbeat.h"
+#include "lock_heartbeat.h"
 
 #define RW_TIMEOUT_SUFFIX ":rwlock_timeout"
 
@@ -208,7 +208,7 @@ static int rw_channel(rlk_acq *a, rlk_buf *ch)
     return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->field, a->field_len);
 }
 
-/* A waiting writer's liveness heartbeat (waiter_heartbeat.h), its member being its write field.
+/* A waiting writer's liveness heartbeat (lock_heartbeat.h), its member being its write field.
  * A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
  * expires, and the writer's next attempt records it again. */
 static const rlk_renew_class rw_waiter_class = {

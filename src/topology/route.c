@@ -4,7 +4,7 @@
  */
 #include "route.h"
 
-#include "cluster.h"
+#include "cluster_route.h"
 #include "cluster_slot.h"
 
 static int exchange_cmd(rlk_conn *conn, void *arg, redisReply **out)

@@ -3,8 +3,8 @@
  * attempt says "not yet", sleep on the object's channel until a message (or a hint's deadline)
  * and attempt again. Locks have their own loop in lock_wait.c (armed attempts, queues, hold TTLs).
  */
-#ifndef RLK_WAITER_H
-#define RLK_WAITER_H
+#ifndef RLK_NOTIFIED_WAIT_H
+#define RLK_NOTIFIED_WAIT_H
 
 #include "context.h"
 
