@@ -118,16 +118,107 @@ int tc_deploy_stop(tc_deploy *d)
     return 0;
 }
 
+/* 1 when s is alive and ROLE calls it master. */
+static int tc_is_master(rh_server *s)
+{
+    const char *argv[] = {"ROLE", NULL};
+    redisReply *r = s != NULL && rh_pid(s) ? rh_cmd(s, argv) : NULL;
+    int master = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                 r->element[0]->str != NULL && strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+    return master;
+}
+
+/* The live data server a Sentinel names as the master (the first Sentinel that names one), else
+ * NULL. A failover that a Sentinel gives up, or a second one started because a busy box made the
+ * new master look down, can leave two data servers in the master role for a while; the
+ * Sentinels' answer is the one that clients follow. */
+static rh_server *tc_deploy_named(tc_deploy *d)
+{
+    const char *argv[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", TC_SENTINEL_MASTER, NULL};
+    for (int k = 0; k < TC_NSENTINEL; k++) {
+        rh_server *s = d->sentinel[k];
+        redisReply *r = s != NULL && rh_pid(s) ? rh_cmd(s, argv) : NULL;
+        int port = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                           r->element[1]->str != NULL
+                       ? atoi(r->element[1]->str)
+                       : 0;
+        freeReplyObject(r);
+        for (int i = 0; port > 0 && i < TC_NDATA; i++) {
+            if (d->data[i] != NULL && rh_pid(d->data[i]) && tc_client_port(d->data[i]) == port) {
+                return d->data[i];
+            }
+        }
+    }
+    return NULL;
+}
+
+/* tc_deploy_named() if ROLE calls it master too, else NULL. */
+static rh_server *tc_deploy_named_master(tc_deploy *d)
+{
+    rh_server *m = tc_deploy_named(d);
+    return tc_is_master(m) ? m : NULL;
+}
+
 rh_server *tc_deploy_master(tc_deploy *d)
 {
+    rh_server *named = tc_deploy_named_master(d);
+    if (named != NULL) {
+        return named;
+    }
     for (int i = 0; i < TC_NDATA; i++) {
-        const char *argv[] = {"ROLE", NULL};
-        redisReply *r = d->data[i] != NULL && rh_pid(d->data[i]) ? rh_cmd(d->data[i], argv) : NULL;
-        int master = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                     r->element[0]->str != NULL && strcmp(r->element[0]->str, "master") == 0;
-        freeReplyObject(r);
-        if (master) {
+        if (tc_is_master(d->data[i])) {
             return d->data[i];
+        }
+    }
+    return NULL;
+}
+
+/* Prints each data server's view of replication, for a test that failed to bring the deployment
+ * back: which server is master, whom each replica follows and whether its link is up. */
+static void tc_deploy_dump(tc_deploy *d)
+{
+    static const char *const keys[] = {
+        "role:", "master_port:", "master_link_status:", "connected_slaves:", "slave0:", "slave1:",
+        NULL};
+    for (int i = 0; i < TC_NDATA; i++) {
+        const char *argv[] = {"INFO", "replication", NULL};
+        char *info = d->data[i] != NULL && rh_pid(d->data[i]) ? rh_cmd_str(d->data[i], argv) : NULL;
+        fprintf(stderr, "tc_deploy: data %d (port %d):", i, d->data[i] ? rh_port(d->data[i]) : 0);
+        char *save = NULL;
+        for (char *line = info != NULL ? strtok_r(info, "\r\n", &save) : NULL; line != NULL;
+             line = strtok_r(NULL, "\r\n", &save)) {
+            for (int k = 0; keys[k] != NULL; k++) {
+                if (strncmp(line, keys[k], strlen(keys[k])) == 0) {
+                    fprintf(stderr, " %s", line);
+                }
+            }
+        }
+        fprintf(stderr, "%s\n", info == NULL ? " unreachable" : "");
+        free(info);
+    }
+}
+
+/* Waits until the master has n replicas online. The Sentinels are asked again each round: when
+ * they have moved the master meanwhile, the new one is waited for. A replica that has not synced
+ * within 10 s is pointed at the master again, as an operator would, at most twice, and only while
+ * the Sentinels still name that master (the harness never works against them). The master, or
+ * NULL after printing what each server saw. */
+static rh_server *tc_deploy_wait_replicas(tc_deploy *d, rh_server *m, int n)
+{
+    for (int round = 0; round < 3; round++) {
+        rh_server *named = tc_deploy_named(d);
+        if (named != NULL && named != m) {
+            fprintf(stderr, "tc_deploy: the Sentinels moved the master to port %d\n",
+                    rh_port(named));
+            m = named;
+        }
+        if (tc_replicas_wait(m, n, 10000) == 0 && tc_deploy_named(d) == m) {
+            return m;
+        }
+        tc_deploy_dump(d);
+        if (tc_deploy_named(d) == m && tc_is_master(m)) {
+            tc_deploy_follow(d, m);
         }
     }
     return NULL;
@@ -138,14 +229,15 @@ static rh_server *tc_deploy_wait_master(tc_deploy *d, rh_server *old, int replic
 {
     int64_t deadline = rh_now_ms() + 30000;
     rh_server *m = NULL;
-    while ((m = tc_deploy_master(d)) == NULL || m == old) {
+    while ((m = tc_deploy_named_master(d)) == NULL || m == old) {
         if (rh_now_ms() >= deadline) {
             fprintf(stderr, "tc_deploy: no new master within 30 s\n");
+            tc_deploy_dump(d);
             return NULL;
         }
         rh_sleep_ms(50);
     }
-    return tc_replicas_wait(m, replicas, 30000) == 0 ? m : NULL;
+    return tc_deploy_wait_replicas(d, m, replicas);
 }
 
 rh_server *tc_deploy_failover(tc_deploy *d)
@@ -189,5 +281,5 @@ rh_server *tc_deploy_kill_master(tc_deploy *d)
             }
         }
     }
-    return tc_replicas_wait(m, TC_NDATA - 1, 30000) == 0 ? m : NULL;
+    return tc_deploy_wait_replicas(d, m, TC_NDATA - 1);
 }
