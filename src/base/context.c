@@ -1,17 +1,15 @@
 /*
- * What every layer may ask of the client it serves: whether it was freed, and the user's log
- * function. Kept apart from client.c, which creates the pool, the subscriber and the watchdog,
- * so that those layers depend on this small file and not on their creator (no cycle between
- * client.c and the layers below it; see docs/architecture.md).
+ * The client's context (context.h): whether it was freed, the user's log, a cluster name's
+ * check, the current master, the fork generation. Apart from client.c, which creates the pool,
+ * the subscriber and the watchdog, so that every layer depends on this file, not on its creator.
  */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include <string.h>
 
-#include "client.h"
 #include "cluster_slot.h"
-#include "conn.h"
+#include "context.h"
 
 /* Here rather than in client_fork.c: every layer reads it (through rlk_client_check()), and
  * client_fork.c depends on those layers. */
@@ -71,26 +69,14 @@ void rlk_log(const rlock_client *c, int level, const char *fmt, ...)
     c->opts.log_fn(level, msg, c->opts.user_data);
 }
 
-void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host)
+void rlk_client_master(const rlock_client *c, char *host, int *port)
 {
-    const rlk_url *u = &c->url;
-    *ep = (rlk_endpoint){.host = u->host,
-                         .port = u->port,
-                         .path = u->path,
-                         .user = u->user,
-                         .password = u->password,
-                         .db = u->db,
-                         .tls = u->tls};
-    /* A cluster client's data node is its home node (cluster.c), recorded the same way. */
-    if (u->kind == RLK_URL_SENTINEL || u->kind == RLK_URL_CLUSTER) {
-        /* The mutex is the client's own, so taking it through a const client is sound. */
-        pthread_mutex_t *mu = (pthread_mutex_t *)&c->master_mu;
-        pthread_mutex_lock(mu);
-        memcpy(host, c->master_host, RLK_HOST_MAX);
-        ep->port = c->master_port;
-        pthread_mutex_unlock(mu);
-        ep->host = host;
-    }
+    /* The mutex is the client's own, so taking it through a const client is sound. */
+    pthread_mutex_t *mu = (pthread_mutex_t *)&c->master_mu;
+    pthread_mutex_lock(mu);
+    memcpy(host, c->master_host, RLK_HOST_MAX);
+    *port = c->master_port;
+    pthread_mutex_unlock(mu);
 }
 
 void rlk_client_set_master(rlock_client *c, const char *host, int port)

@@ -9,7 +9,7 @@
 
 #define RLK_ERRMSG_MAX 512
 
-static const char *const rlk_messages[] = {
+static const char *const error_messages[] = {
     "success",                                     /* RLOCK_OK */
     "timed out waiting for the lock",              /* RLOCK_ETIMEDOUT */
     "lock is not held by the calling thread",      /* RLOCK_ENOTOWNER */
@@ -30,20 +30,20 @@ static const char *const rlk_messages[] = {
 
 /* The detail text is per thread, because the client and handles are shared across threads and
  * a shared buffer would be overwritten by another thread's failure before it is read. */
-static _Thread_local char rlk_errmsg[RLK_ERRMSG_MAX];
+static _Thread_local char errmsg[RLK_ERRMSG_MAX];
 
 RLOCK_EXPORT const char *rlock_strerror(int code)
 {
     size_t idx = (size_t)(-(long)code);
-    if (code > 0 || idx >= sizeof(rlk_messages) / sizeof(rlk_messages[0])) {
+    if (code > 0 || idx >= sizeof(error_messages) / sizeof(error_messages[0])) {
         return "unknown error code";
     }
-    return rlk_messages[idx];
+    return error_messages[idx];
 }
 
 RLOCK_EXPORT const char *rlock_last_error(void)
 {
-    return rlk_errmsg;
+    return errmsg;
 }
 
 RLOCK_EXPORT const char *rlock_version_string(void)
@@ -61,23 +61,23 @@ RLOCK_EXPORT unsigned long rlock_version(void)
 
 int rlk_err(int code, const char *fmt, ...)
 {
-    int n = snprintf(rlk_errmsg, sizeof(rlk_errmsg), "%s: ", rlock_strerror(code));
-    if (n < 0 || (size_t)n >= sizeof(rlk_errmsg)) {
+    int n = snprintf(errmsg, sizeof(errmsg), "%s: ", rlock_strerror(code));
+    if (n < 0 || (size_t)n >= sizeof(errmsg)) {
         return code;
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(rlk_errmsg + n, sizeof(rlk_errmsg) - (size_t)n, fmt, ap);
+    vsnprintf(errmsg + n, sizeof(errmsg) - (size_t)n, fmt, ap);
     va_end(ap);
     return code;
 }
 
 void rlk_err_clear(void)
 {
-    rlk_errmsg[0] = '\0';
+    errmsg[0] = '\0';
 }
 
 void rlk_err_restore(const char *saved)
 {
-    snprintf(rlk_errmsg, sizeof(rlk_errmsg), "%s", saved);
+    snprintf(errmsg, sizeof(errmsg), "%s", saved);
 }

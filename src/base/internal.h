@@ -67,9 +67,6 @@ const rlock_cancel *rlk_call_cancel(void);
  * wall-clock step must not shorten or stretch a wait). */
 void rlk_cond_init_monotonic(pthread_cond_t *cv);
 
-/* ms milliseconds as a struct timeval (hiredis timeouts). */
-struct timeval rlk_timeval(int64_t ms);
-
 /* Saturating add for deadlines: a + b, capped at INT64_MAX. */
 int64_t rlk_add_sat(int64_t a, int64_t b);
 

@@ -14,7 +14,7 @@ _Static_assert((RLK_WHEEL_SLOTS & RLK_WHEEL_MASK) == 0, "RLK_WHEEL_SLOTS must be
 _Static_assert(RLK_WHEEL_SLOTS % 64u == 0, "the bitmap is made of 64-bit words");
 
 /* Index of the lowest set bit of a non-zero word. */
-static unsigned rlk_ctz64(uint64_t x)
+static unsigned ctz64(uint64_t x)
 {
 #if defined(__GNUC__) || defined(__clang__)
     return (unsigned)__builtin_ctzll(x);
@@ -28,12 +28,12 @@ static unsigned rlk_ctz64(uint64_t x)
 #endif
 }
 
-static uint64_t rlk_tick_of(const rlk_wheel *w, uint64_t t_ms)
+static uint64_t tick_of(const rlk_wheel *w, uint64_t t_ms)
 {
     return t_ms <= w->base_ms ? 0 : (t_ms - w->base_ms) / w->tick_ms;
 }
 
-static uint32_t rlk_rounds(uint64_t eff_tick, uint64_t cur_tick)
+static uint32_t wheel_rounds(uint64_t eff_tick, uint64_t cur_tick)
 {
     uint64_t r = (eff_tick - cur_tick) / RLK_WHEEL_SLOTS;
     return r > UINT32_MAX ? UINT32_MAX : (uint32_t)r;
@@ -42,7 +42,7 @@ static uint32_t rlk_rounds(uint64_t eff_tick, uint64_t cur_tick)
 /* Distance (0 .. RLK_WHEEL_SLOTS - 1) going forward from bucket `from` to the first non-empty
  * bucket, `from` itself included, or RLK_WHEEL_SLOTS when every bucket is empty. Reads at most
  * RLK_WHEEL_WORDS + 1 words: the tail of from's word, the other words, then from's word's head. */
-static uint32_t rlk_next_busy(const rlk_wheel *w, uint32_t from)
+static uint32_t next_busy(const rlk_wheel *w, uint32_t from)
 {
     uint32_t word = from / 64u;
     uint32_t bit = from % 64u;
@@ -50,7 +50,7 @@ static uint32_t rlk_next_busy(const rlk_wheel *w, uint32_t from)
 
     for (uint32_t i = 0; i <= RLK_WHEEL_WORDS; i++) {
         if (bits != 0) {
-            uint32_t slot = word * 64u + rlk_ctz64(bits);
+            uint32_t slot = word * 64u + ctz64(bits);
             return (slot - from) & RLK_WHEEL_MASK;
         }
         word = (word + 1u) % RLK_WHEEL_WORDS;
@@ -63,7 +63,7 @@ static uint32_t rlk_next_busy(const rlk_wheel *w, uint32_t from)
     return RLK_WHEEL_SLOTS;
 }
 
-static void rlk_link(rlk_wheel *w, rlk_timer *t, uint32_t slot)
+static void link(rlk_wheel *w, rlk_timer *t, uint32_t slot)
 {
     t->slot = slot;
     t->next = NULL;
@@ -79,7 +79,7 @@ static void rlk_link(rlk_wheel *w, rlk_timer *t, uint32_t slot)
     w->count++;
 }
 
-static void rlk_unlink(rlk_wheel *w, rlk_timer *t)
+static void unlink(rlk_wheel *w, rlk_timer *t)
 {
     uint32_t slot = t->slot;
 
@@ -125,7 +125,7 @@ void rlk_wheel_init(rlk_wheel *w, uint64_t now_ms, uint32_t tick_ms)
 
 void rlk_wheel_add(rlk_wheel *w, rlk_timer *t, uint64_t expires_ms)
 {
-    uint64_t eff = rlk_tick_of(w, expires_ms);
+    uint64_t eff = tick_of(w, expires_ms);
     uint32_t slot;
 
     if (eff < w->cur_tick) {
@@ -136,28 +136,28 @@ void rlk_wheel_add(rlk_wheel *w, rlk_timer *t, uint64_t expires_ms)
         w->cur_min_ms = expires_ms;
     }
     t->expires_ms = expires_ms;
-    t->rounds = rlk_rounds(eff, w->cur_tick);
+    t->rounds = wheel_rounds(eff, w->cur_tick);
     if (t->pending && t->slot == slot) {
         /* Same bucket (the kernel's mod_timer shortcut): the fields above are all that moves. */
         return;
     }
     if (t->pending) {
-        rlk_unlink(w, t);
+        unlink(w, t);
     }
-    rlk_link(w, t, slot);
+    link(w, t, slot);
 }
 
 void rlk_wheel_cancel(rlk_wheel *w, rlk_timer *t)
 {
     if (t->pending) {
-        rlk_unlink(w, t);
+        unlink(w, t);
     }
 }
 
 /* Moves the due timers of one bucket to the end of the due list and refreshes the others'
  * rounds against new_tick. Returns how many were due. */
-static size_t rlk_expire_slot(rlk_wheel *w, uint32_t slot, uint64_t now_ms, uint64_t new_tick,
-                              rlk_timer ***due_tail)
+static size_t expire_slot(rlk_wheel *w, uint32_t slot, uint64_t now_ms, uint64_t new_tick,
+                          rlk_timer ***due_tail)
 {
     size_t n = 0;
     rlk_timer *t = w->head[slot];
@@ -166,12 +166,12 @@ static size_t rlk_expire_slot(rlk_wheel *w, uint32_t slot, uint64_t now_ms, uint
         rlk_timer *next = t->next;
 
         if (t->expires_ms <= now_ms) {
-            rlk_unlink(w, t);
+            unlink(w, t);
             **due_tail = t;
             *due_tail = &t->next;
             n++;
         } else {
-            uint64_t eff = rlk_tick_of(w, t->expires_ms);
+            uint64_t eff = tick_of(w, t->expires_ms);
 
             if (eff <= new_tick) {
                 eff = new_tick;
@@ -179,7 +179,7 @@ static size_t rlk_expire_slot(rlk_wheel *w, uint32_t slot, uint64_t now_ms, uint
                     w->cur_min_ms = t->expires_ms;
                 }
             }
-            t->rounds = rlk_rounds(eff, new_tick);
+            t->rounds = wheel_rounds(eff, new_tick);
         }
         t = next;
     }
@@ -190,7 +190,7 @@ size_t rlk_wheel_expire(rlk_wheel *w, uint64_t now_ms, rlk_timer **due)
 {
     rlk_timer *list = NULL;
     rlk_timer **tail = &list;
-    uint64_t new_tick = rlk_tick_of(w, now_ms);
+    uint64_t new_tick = tick_of(w, now_ms);
     uint32_t start = (uint32_t)(w->cur_tick & RLK_WHEEL_MASK);
     uint32_t nslots;
     uint32_t off = 0;
@@ -206,13 +206,13 @@ size_t rlk_wheel_expire(rlk_wheel *w, uint64_t now_ms, rlk_timer **due)
                  : (uint32_t)(new_tick - w->cur_tick) + 1u;
     w->cur_min_ms = UINT64_MAX;
     while (off < nslots) {
-        uint32_t d = rlk_next_busy(w, (start + off) & RLK_WHEEL_MASK);
+        uint32_t d = next_busy(w, (start + off) & RLK_WHEEL_MASK);
 
         if (d >= nslots - off) {
             break;
         }
         off += d;
-        n += rlk_expire_slot(w, (start + off) & RLK_WHEEL_MASK, now_ms, new_tick, &tail);
+        n += expire_slot(w, (start + off) & RLK_WHEEL_MASK, now_ms, new_tick, &tail);
         off++;
     }
     if (now_ms > w->last_ms) {
@@ -235,7 +235,7 @@ uint64_t rlk_wheel_next_expiry(const rlk_wheel *w)
     }
     /* Buckets at distance 1..511 hold timers no earlier than the start of their tick; the current
      * bucket (found last, at 512) holds, besides cur_min_ms's timers, only ones a revolution on. */
-    d = (uint64_t)rlk_next_busy(w, (uint32_t)((w->cur_tick + 1u) & RLK_WHEEL_MASK)) + 1u;
+    d = (uint64_t)next_busy(w, (uint32_t)((w->cur_tick + 1u) & RLK_WHEEL_MASK)) + 1u;
     step = d * w->tick_ms;
     bound = step > UINT64_MAX - w->cur_start_ms ? UINT64_MAX : w->cur_start_ms + step;
     return bound < w->cur_min_ms ? bound : w->cur_min_ms;

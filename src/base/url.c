@@ -48,7 +48,7 @@ typedef struct rlk_url_err {
 __attribute__((format(printf, 2, 3)))
 #endif
 static int
-rlk_url_fail(rlk_url_err *e, const char *fmt, ...)
+url_fail(rlk_url_err *e, const char *fmt, ...)
 {
     if (e->buf != NULL && e->len > 0) {
         va_list ap;
@@ -60,7 +60,7 @@ rlk_url_fail(rlk_url_err *e, const char *fmt, ...)
     return RLOCK_EINVAL;
 }
 
-static int rlk_url_oom(rlk_url_err *e)
+static int url_oom(rlk_url_err *e)
 {
     if (e->buf != NULL && e->len > 0) {
         (void)snprintf(e->buf, e->len, "out of memory while parsing the URL");
@@ -69,24 +69,24 @@ static int rlk_url_oom(rlk_url_err *e)
 }
 
 /* The offset of a fragment in the URL, named in messages instead of the fragment itself. */
-static size_t rlk_url_at(const rlk_url_err *e, const char *p)
+static size_t url_at(const rlk_url_err *e, const char *p)
 {
     return e->base != NULL && p >= e->base ? (size_t)(p - e->base) + e->shift : 0;
 }
 
-static int rlk_is_digit(char c)
+static int is_digit(char c)
 {
     return c >= '0' && c <= '9';
 }
 
-static int rlk_is_alpha(char c)
+static int is_alpha(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-static int rlk_hex_value(char c)
+static int hex_value(char c)
 {
-    if (rlk_is_digit(c)) {
+    if (is_digit(c)) {
         return c - '0';
     }
     if (c >= 'a' && c <= 'f') {
@@ -98,7 +98,7 @@ static int rlk_hex_value(char c)
     return -1;
 }
 
-static int rlk_span_ieq(rlk_span s, const char *word)
+static int span_ieq(rlk_span s, const char *word)
 {
     size_t n = strlen(word);
 
@@ -118,12 +118,12 @@ static int rlk_span_ieq(rlk_span s, const char *word)
     return 1;
 }
 
-static int rlk_span_dup(rlk_span s, char **dst, rlk_url_err *e)
+static int span_dup(rlk_span s, char **dst, rlk_url_err *e)
 {
     char *p = malloc(s.n + 1);
 
     if (p == NULL) {
-        return rlk_url_oom(e);
+        return url_oom(e);
     }
     memcpy(p, s.p, s.n);
     p[s.n] = '\0';
@@ -133,13 +133,13 @@ static int rlk_span_dup(rlk_span s, char **dst, rlk_url_err *e)
 
 /* Percent-decodes s into a new string. `what` names the field for the message; the field's
  * content is never quoted because it may be a password. */
-static int rlk_url_decode(rlk_span s, char **dst, const char *what, rlk_url_err *e)
+static int url_decode(rlk_span s, char **dst, const char *what, rlk_url_err *e)
 {
     char *p = malloc(s.n + 1);
     size_t j = 0;
 
     if (p == NULL) {
-        return rlk_url_oom(e);
+        return url_oom(e);
     }
     for (size_t i = 0; i < s.n; i++) {
         int hi, lo;
@@ -148,18 +148,18 @@ static int rlk_url_decode(rlk_span s, char **dst, const char *what, rlk_url_err 
             p[j++] = s.p[i];
             continue;
         }
-        hi = i + 2 < s.n ? rlk_hex_value(s.p[i + 1]) : -1;
-        lo = i + 2 < s.n ? rlk_hex_value(s.p[i + 2]) : -1;
+        hi = i + 2 < s.n ? hex_value(s.p[i + 1]) : -1;
+        lo = i + 2 < s.n ? hex_value(s.p[i + 2]) : -1;
         if (hi < 0 || lo < 0) {
             free(p);
-            return rlk_url_fail(e,
-                                "invalid percent-escape in the %s: '%%' must be followed by "
-                                "two hex digits",
-                                what);
+            return url_fail(e,
+                            "invalid percent-escape in the %s: '%%' must be followed by "
+                            "two hex digits",
+                            what);
         }
         if (hi == 0 && lo == 0) {
             free(p);
-            return rlk_url_fail(e, "the %s contains %%00 (a NUL byte)", what);
+            return url_fail(e, "the %s contains %%00 (a NUL byte)", what);
         }
         p[j++] = (char)(hi * 16 + lo);
         i += 2;
@@ -170,121 +170,119 @@ static int rlk_url_decode(rlk_span s, char **dst, const char *what, rlk_url_err 
 }
 
 /* Parses a decimal number in [min, max]. `what` names the field ("port", "db"). */
-static int rlk_url_number(rlk_span s, long min, long max, const char *what, int *out,
-                          rlk_url_err *e)
+static int url_number(rlk_span s, long min, long max, const char *what, int *out, rlk_url_err *e)
 {
     long v = 0;
     size_t i = 0;
 
     if (s.n == 0) {
-        return rlk_url_fail(e, "empty %s", what);
+        return url_fail(e, "empty %s", what);
     }
-    if (s.p[0] == '-' && s.n > 1 && rlk_is_digit(s.p[1])) {
-        return rlk_url_fail(e, "%s must not be negative (at offset %zu)", what, rlk_url_at(e, s.p));
+    if (s.p[0] == '-' && s.n > 1 && is_digit(s.p[1])) {
+        return url_fail(e, "%s must not be negative (at offset %zu)", what, url_at(e, s.p));
     }
-    if (!rlk_is_digit(s.p[0])) {
-        return rlk_url_fail(e, "%s is not a decimal number (at offset %zu)", what,
-                            rlk_url_at(e, s.p));
+    if (!is_digit(s.p[0])) {
+        return url_fail(e, "%s is not a decimal number (at offset %zu)", what, url_at(e, s.p));
     }
-    while (i < s.n && rlk_is_digit(s.p[i])) {
+    while (i < s.n && is_digit(s.p[i])) {
         v = v * 10 + (s.p[i] - '0');
         if (v > max) {
-            return rlk_url_fail(e, "%s is larger than %ld", what, max);
+            return url_fail(e, "%s is larger than %ld", what, max);
         }
         i++;
     }
     if (i < s.n) {
-        return rlk_url_fail(e, "unexpected characters after the %s (at offset %zu)", what,
-                            rlk_url_at(e, s.p + i));
+        return url_fail(e, "unexpected characters after the %s (at offset %zu)", what,
+                        url_at(e, s.p + i));
     }
     if (v < min) {
-        return rlk_url_fail(e, "%s must be between %ld and %ld", what, min, max);
+        return url_fail(e, "%s must be between %ld and %ld", what, min, max);
     }
     *out = (int)v;
     return 0;
 }
 
 /* "[user]:password" before the '@'. */
-static int rlk_url_userinfo(rlk_span ui, rlk_url *out, rlk_url_err *e)
+static int url_userinfo(rlk_span ui, rlk_url *out, rlk_url_err *e)
 {
     const char *colon = memchr(ui.p, ':', ui.n);
     rlk_span user, password;
     int rc;
 
     if (colon == NULL) {
-        return rlk_url_fail(e, "the part before '@' needs a ':' before the password "
-                               "(user:password@ or :password@)");
+        return url_fail(e, "the part before '@' needs a ':' before the password "
+                           "(user:password@ or :password@)");
     }
     user.p = ui.p;
     user.n = (size_t)(colon - ui.p);
     password.p = colon + 1;
     password.n = ui.n - user.n - 1;
     if (password.n == 0) {
-        return rlk_url_fail(e, "empty password before '@'");
+        return url_fail(e, "empty password before '@'");
     }
     if (user.n > 0) {
-        rc = rlk_url_decode(user, &out->user, "user", e);
+        rc = url_decode(user, &out->user, "user", e);
         if (rc != 0) {
             return rc;
         }
     }
-    return rlk_url_decode(password, &out->password, "password", e);
+    return url_decode(password, &out->password, "password", e);
 }
 
-static int rlk_url_ipv6(rlk_span h, rlk_url *out, rlk_url_err *e)
+static int url_ipv6(rlk_span h, rlk_url *out, rlk_url_err *e)
 {
     char buf[INET6_ADDRSTRLEN];
     struct in6_addr addr;
 
     if (h.n == 0) {
-        return rlk_url_fail(e, "empty IPv6 address in '[]'");
+        return url_fail(e, "empty IPv6 address in '[]'");
     }
     if (h.n >= sizeof(buf)) {
-        return rlk_url_fail(e, "invalid IPv6 address: too long");
+        return url_fail(e, "invalid IPv6 address: too long");
     }
     memcpy(buf, h.p, h.n);
     buf[h.n] = '\0';
     if (inet_pton(AF_INET6, buf, &addr) != 1) {
-        return rlk_url_fail(e, "invalid IPv6 address (at offset %zu)", rlk_url_at(e, h.p));
+        return url_fail(e, "invalid IPv6 address (at offset %zu)", url_at(e, h.p));
     }
-    return rlk_span_dup(h, &out->host, e);
+    return span_dup(h, &out->host, e);
 }
 
-static int rlk_url_hostname(rlk_span h, rlk_url *out, rlk_url_err *e)
+static int url_hostname(rlk_span h, rlk_url *out, rlk_url_err *e)
 {
     if (h.n == 0) {
-        return rlk_url_fail(e, "missing host");
+        return url_fail(e, "missing host");
     }
     if (h.n > RLK_URL_HOST_MAX) {
-        return rlk_url_fail(e, "host name is longer than %d characters", RLK_URL_HOST_MAX);
+        return url_fail(e, "host name is longer than %d characters", RLK_URL_HOST_MAX);
     }
     for (size_t i = 0; i < h.n; i++) {
         char c = h.p[i];
 
-        if (rlk_is_alpha(c) || rlk_is_digit(c) || c == '-' || c == '.' || c == '_') {
+        if (is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_') {
             continue;
         }
         if (c == '[' || c == ']') {
-            return rlk_url_fail(e,
-                                "misplaced '%c' in the host: write an IPv6 address as "
-                                "[addr] or [addr]:port",
-                                c);
+            return url_fail(e,
+                            "misplaced '%c' in the host: write an IPv6 address as "
+                            "[addr] or [addr]:port",
+                            c);
         }
-        return rlk_url_fail(e, "invalid character '%c' in the host (at offset %zu)", c,
-                            rlk_url_at(e, h.p + i));
+        return url_fail(e, "invalid character '%c' in the host (at offset %zu)", c,
+                        url_at(e, h.p + i));
     }
-    return rlk_span_dup(h, &out->host, e);
+    return span_dup(h, &out->host, e);
 }
 
 /* "host", "host:port", "[v6]" or "[v6]:port"; default_port when there is no port. */
-static int rlk_url_hostport(rlk_span hp, int default_port, rlk_url *out, rlk_url_err *e)
+static int url_hostport(rlk_span hp, int default_port, rlk_url *out, rlk_url_err *e)
 {
     rlk_span port = {NULL, 0};
     int has_port = 0;
     int rc;
 
     if (hp.n == 0) {
-        return rlk_url_fail(e, "missing host");
+        return url_fail(e, "missing host");
     }
     if (hp.p[0] == '[') {
         const char *close = memchr(hp.p, ']', hp.n);
@@ -292,21 +290,21 @@ static int rlk_url_hostport(rlk_span hp, int default_port, rlk_url *out, rlk_url
         size_t after;
 
         if (close == NULL) {
-            return rlk_url_fail(e, "'[' without a closing ']' in the host");
+            return url_fail(e, "'[' without a closing ']' in the host");
         }
         host.p = hp.p + 1;
         host.n = (size_t)(close - host.p);
         after = hp.n - (size_t)(close + 1 - hp.p);
         if (after > 0 && close[1] != ':') {
-            return rlk_url_fail(e,
-                                "unexpected '%c' after ']': expected ':port' or the end of the "
-                                "host",
-                                close[1]);
+            return url_fail(e,
+                            "unexpected '%c' after ']': expected ':port' or the end of the "
+                            "host",
+                            close[1]);
         }
         has_port = after > 0;
         port.p = close + 2;
         port.n = has_port ? after - 1 : 0;
-        rc = rlk_url_ipv6(host, out, e);
+        rc = url_ipv6(host, out, e);
     } else {
         const char *colon = memchr(hp.p, ':', hp.n);
         rlk_span host = {hp.p, colon != NULL ? (size_t)(colon - hp.p) : hp.n};
@@ -316,30 +314,30 @@ static int rlk_url_hostport(rlk_span hp, int default_port, rlk_url *out, rlk_url
             port.p = colon + 1;
             port.n = hp.n - host.n - 1;
             if (memchr(port.p, ':', port.n) != NULL) {
-                return rlk_url_fail(e, "an IPv6 address must be written in brackets, as in "
-                                       "redis://[::1]:6379");
+                return url_fail(e, "an IPv6 address must be written in brackets, as in "
+                                   "redis://[::1]:6379");
             }
         }
-        rc = rlk_url_hostname(host, out, e);
+        rc = url_hostname(host, out, e);
     }
     if (rc != 0) {
         return rc;
     }
     out->port = default_port;
     if (has_port && port.n == 0) {
-        return rlk_url_fail(e, "empty port after ':'");
+        return url_fail(e, "empty port after ':'");
     }
-    return has_port ? rlk_url_number(port, 1, 65535, "port", &out->port, e) : 0;
+    return has_port ? url_number(port, 1, 65535, "port", &out->port, e) : 0;
 }
 
 /* The part after '?': '&'-separated parameters, of which only db is known. */
-static int rlk_url_query(rlk_span q, rlk_url *out, int have_db, rlk_url_err *e)
+static int url_query(rlk_span q, rlk_url *out, int have_db, rlk_url_err *e)
 {
     const char *p = q.p;
     const char *end = q.p + q.n;
 
     if (q.n == 0) {
-        return rlk_url_fail(e, "empty query after '?'");
+        return url_fail(e, "empty query after '?'");
     }
     for (;;) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
@@ -349,19 +347,19 @@ static int rlk_url_query(rlk_span q, rlk_url *out, int have_db, rlk_url_err *e)
         int rc;
 
         if (param.n == 0) {
-            return rlk_url_fail(e, "empty query parameter");
+            return url_fail(e, "empty query parameter");
         }
-        if (!rlk_span_ieq(key, "db")) {
-            return rlk_url_fail(e, "unknown query parameter at offset %zu (only db is supported)",
-                                rlk_url_at(e, key.p));
+        if (!span_ieq(key, "db")) {
+            return url_fail(e, "unknown query parameter at offset %zu (only db is supported)",
+                            url_at(e, key.p));
         }
         if (eq == NULL) {
-            return rlk_url_fail(e, "query parameter db has no value");
+            return url_fail(e, "query parameter db has no value");
         }
         if (have_db) {
-            return rlk_url_fail(e, "db is given twice");
+            return url_fail(e, "db is given twice");
         }
-        rc = rlk_url_number((rlk_span){eq + 1, param.n - key.n - 1}, 0, INT_MAX, "db", &out->db, e);
+        rc = url_number((rlk_span){eq + 1, param.n - key.n - 1}, 0, INT_MAX, "db", &out->db, e);
         if (rc != 0) {
             return rc;
         }
@@ -374,25 +372,25 @@ static int rlk_url_query(rlk_span q, rlk_url *out, int have_db, rlk_url_err *e)
 }
 
 /* The comma-separated host list of a Sentinel or cluster URL into out->hosts. */
-static int rlk_url_host_list(rlk_span list, int default_port, rlk_url *out, rlk_url_err *e)
+static int url_host_list(rlk_span list, int default_port, rlk_url *out, rlk_url_err *e)
 {
     size_t n = 1;
     for (size_t i = 0; i < list.n; i++) {
         n += list.p[i] == ',';
     }
     if (n > RLK_URL_HOSTS_MAX) {
-        return rlk_url_fail(e, "more than %d hosts", RLK_URL_HOSTS_MAX);
+        return url_fail(e, "more than %d hosts", RLK_URL_HOSTS_MAX);
     }
     out->hosts = calloc(n, sizeof(*out->hosts));
     if (out->hosts == NULL) {
-        return rlk_url_oom(e);
+        return url_oom(e);
     }
     const char *p = list.p, *end = list.p + list.n;
     for (size_t i = 0; i < n; i++) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         rlk_span hp = {p, (size_t)((comma != NULL ? comma : end) - p)};
         rlk_url one = {0};
-        int rc = rlk_url_hostport(hp, default_port, &one, e);
+        int rc = url_hostport(hp, default_port, &one, e);
         out->hosts[i].host = one.host;
         out->hosts[i].port = one.port;
         out->nhosts = i + 1;
@@ -405,19 +403,19 @@ static int rlk_url_host_list(rlk_span list, int default_port, rlk_url *out, rlk_
 }
 
 /* The host part: one host, or the list of a Sentinel or cluster URL. */
-static int rlk_url_hosts(rlk_span hp, rlk_url *out, rlk_url_err *e)
+static int url_hosts(rlk_span hp, rlk_url *out, rlk_url_err *e)
 {
     switch (out->kind) {
     case RLK_URL_SENTINEL:
-        return rlk_url_host_list(hp, RLK_URL_SENTINEL_PORT, out, e);
+        return url_host_list(hp, RLK_URL_SENTINEL_PORT, out, e);
     case RLK_URL_CLUSTER:
-        return rlk_url_host_list(hp, RLK_URL_DEFAULT_PORT, out, e);
+        return url_host_list(hp, RLK_URL_DEFAULT_PORT, out, e);
     default:
-        return rlk_url_hostport(hp, RLK_URL_DEFAULT_PORT, out, e);
+        return url_hostport(hp, RLK_URL_DEFAULT_PORT, out, e);
     }
 }
 
-static int rlk_url_parse_redis(const char *rest, rlk_url *out, rlk_url_err *e)
+static int url_parse_redis(const char *rest, rlk_url *out, rlk_url_err *e)
 {
     size_t alen = strcspn(rest, "/?");
     const char *at = memchr(rest, '@', alen);
@@ -427,37 +425,37 @@ static int rlk_url_parse_redis(const char *rest, rlk_url *out, rlk_url_err *e)
     int rc;
 
     if (strchr(tail, '@') != NULL) {
-        return rlk_url_fail(e, "'@' after the host: percent-encode '/', '?' and '@' in the user "
-                               "and password (%%2F, %%3F, %%40)");
+        return url_fail(e, "'@' after the host: percent-encode '/', '?' and '@' in the user "
+                           "and password (%%2F, %%3F, %%40)");
     }
     if (at != NULL) {
         hostport.p = at + 1;
         hostport.n = alen - (size_t)(hostport.p - rest);
         if (memchr(hostport.p, '@', hostport.n) != NULL) {
-            return rlk_url_fail(e, "more than one '@': percent-encode '@' in the user and "
-                                   "password as %%40");
+            return url_fail(e, "more than one '@': percent-encode '@' in the user and "
+                               "password as %%40");
         }
         if (hostport.n == 0) {
-            return rlk_url_fail(e, "missing host after '@'");
+            return url_fail(e, "missing host after '@'");
         }
-        rc = rlk_url_userinfo((rlk_span){rest, (size_t)(at - rest)}, out, e);
+        rc = url_userinfo((rlk_span){rest, (size_t)(at - rest)}, out, e);
         if (rc != 0) {
             return rc;
         }
     }
-    rc = rlk_url_hosts(hostport, out, e);
+    rc = url_hosts(hostport, out, e);
     if (rc != 0) {
         return rc;
     }
     if (out->kind == RLK_URL_CLUSTER && *tail != '\0' && strcmp(tail, "/") != 0) {
-        return rlk_url_fail(e, "a cluster URL takes no db (a cluster has only db 0)");
+        return url_fail(e, "a cluster URL takes no db (a cluster has only db 0)");
     }
     if (*tail == '/') {
         size_t plen = strcspn(tail + 1, "?");
 
         /* "redis://host/" is db 0, as in redis-cli and most clients. */
         if (plen > 0) {
-            rc = rlk_url_number((rlk_span){tail + 1, plen}, 0, INT_MAX, "db", &out->db, e);
+            rc = url_number((rlk_span){tail + 1, plen}, 0, INT_MAX, "db", &out->db, e);
             if (rc != 0) {
                 return rc;
             }
@@ -466,37 +464,37 @@ static int rlk_url_parse_redis(const char *rest, rlk_url *out, rlk_url_err *e)
         tail += 1 + plen;
     }
     if (*tail == '?') {
-        return rlk_url_query((rlk_span){tail + 1, strlen(tail + 1)}, out, have_db, e);
+        return url_query((rlk_span){tail + 1, strlen(tail + 1)}, out, have_db, e);
     }
     return 0;
 }
 
 /* Checks a decoded socket path. */
-static int rlk_url_check_path(const char *path, rlk_url_err *e)
+static int url_check_path(const char *path, rlk_url_err *e)
 {
     size_t n = strlen(path);
 
     if (n <= 1) {
-        return rlk_url_fail(e, "unix:// URL has no socket path");
+        return url_fail(e, "unix:// URL has no socket path");
     }
     if (path[n - 1] == '/') {
-        return rlk_url_fail(e, "the unix socket path ends in '/'");
+        return url_fail(e, "the unix socket path ends in '/'");
     }
     if (n > RLK_URL_PATH_MAX) {
-        return rlk_url_fail(e, "the unix socket path is longer than %zu bytes",
-                            (size_t)RLK_URL_PATH_MAX);
+        return url_fail(e, "the unix socket path is longer than %zu bytes",
+                        (size_t)RLK_URL_PATH_MAX);
     }
     return 0;
 }
 
-static int rlk_url_parse_unix(const char *rest, rlk_url *out, rlk_url_err *e)
+static int url_parse_unix(const char *rest, rlk_url *out, rlk_url_err *e)
 {
     const char *path = rest;
     size_t plen;
     int rc;
 
     if (*rest == '\0') {
-        return rlk_url_fail(e, "unix:// URL has no socket path");
+        return url_fail(e, "unix:// URL has no socket path");
     }
     if (*rest != '/') {
         /* Either userinfo before the path, or a host or relative path, which are errors. */
@@ -504,32 +502,32 @@ static int rlk_url_parse_unix(const char *rest, rlk_url *out, rlk_url_err *e)
         const char *at = memchr(rest, '@', alen);
 
         if (at == NULL) {
-            return rlk_url_fail(e, "the unix socket path must be absolute, as in "
-                                   "unix:///run/redis.sock (no host part)");
+            return url_fail(e, "the unix socket path must be absolute, as in "
+                               "unix:///run/redis.sock (no host part)");
         }
         if (memchr(at + 1, '@', alen - (size_t)(at + 1 - rest)) != NULL) {
-            return rlk_url_fail(e, "more than one '@': percent-encode '@' in the user and "
-                                   "password as %%40");
+            return url_fail(e, "more than one '@': percent-encode '@' in the user and "
+                               "password as %%40");
         }
         if (rest[alen] != '/') {
-            return rlk_url_fail(e, "missing or relative unix socket path after '@'");
+            return url_fail(e, "missing or relative unix socket path after '@'");
         }
         if (at + 1 != rest + alen) {
-            return rlk_url_fail(e, "unix:// URLs take no host: write unix://:password@/path");
+            return url_fail(e, "unix:// URLs take no host: write unix://:password@/path");
         }
-        rc = rlk_url_userinfo((rlk_span){rest, (size_t)(at - rest)}, out, e);
+        rc = url_userinfo((rlk_span){rest, (size_t)(at - rest)}, out, e);
         if (rc != 0) {
             return rc;
         }
         path = rest + alen;
     }
     plen = strcspn(path, "?");
-    rc = rlk_url_decode((rlk_span){path, plen}, &out->path, "socket path", e);
+    rc = url_decode((rlk_span){path, plen}, &out->path, "socket path", e);
     if (rc == 0) {
-        rc = rlk_url_check_path(out->path, e);
+        rc = url_check_path(out->path, e);
     }
     if (rc == 0 && path[plen] == '?') {
-        rc = rlk_url_query((rlk_span){path + plen + 1, strlen(path + plen + 1)}, out, 0, e);
+        rc = url_query((rlk_span){path + plen + 1, strlen(path + plen + 1)}, out, 0, e);
     }
     out->is_unix = 1;
     out->port = 0;
@@ -537,34 +535,34 @@ static int rlk_url_parse_unix(const char *rest, rlk_url *out, rlk_url_err *e)
 }
 
 /* Rejects what no part of the grammar allows, before any splitting. */
-static int rlk_url_scan(const char *s, rlk_url_err *e)
+static int url_scan(const char *s, rlk_url_err *e)
 {
     size_t i;
 
     if (s == NULL) {
-        return rlk_url_fail(e, "URL is NULL");
+        return url_fail(e, "URL is NULL");
     }
     for (i = 0; s[i] != '\0'; i++) {
         unsigned char c = (unsigned char)s[i];
 
         if (i >= RLK_URL_MAX) {
-            return rlk_url_fail(e, "URL is longer than %d bytes", RLK_URL_MAX);
+            return url_fail(e, "URL is longer than %d bytes", RLK_URL_MAX);
         }
         if (c <= 0x20 || c == 0x7f) {
-            return rlk_url_fail(e, "space or control character at offset %zu", i);
+            return url_fail(e, "space or control character at offset %zu", i);
         }
         if (c >= 0x80) {
-            return rlk_url_fail(e, "non-ASCII byte at offset %zu (percent-encode it)", i);
+            return url_fail(e, "non-ASCII byte at offset %zu (percent-encode it)", i);
         }
     }
     if (i == 0) {
-        return rlk_url_fail(e, "URL is empty");
+        return url_fail(e, "URL is empty");
     }
     return 0;
 }
 
 /* A '#' is allowed once, before the master name of a Sentinel URL, and nowhere else. */
-static int rlk_url_fragment(const char *s, const rlk_url *out, rlk_url_err *e)
+static int url_fragment(const char *s, const rlk_url *out, rlk_url_err *e)
 {
     const char *hash = strchr(s, '#');
     if (hash == NULL || (out->kind == RLK_URL_SENTINEL && strchr(hash + 1, '#') == NULL)) {
@@ -573,14 +571,14 @@ static int rlk_url_fragment(const char *s, const rlk_url *out, rlk_url_err *e)
     if (out->kind == RLK_URL_SENTINEL) {
         hash = strchr(hash + 1, '#');
     }
-    return rlk_url_fail(e,
-                        "'#' at offset %zu: fragments are not allowed (percent-encode it as "
-                        "%%23)",
-                        (size_t)(hash - s));
+    return url_fail(e,
+                    "'#' at offset %zu: fragments are not allowed (percent-encode it as "
+                    "%%23)",
+                    (size_t)(hash - s));
 }
 
 /* The Sentinel and cluster schemes (kind and tls); 0 if the scheme is none of them. */
-static int rlk_url_multi_scheme(rlk_span scheme, rlk_url *out)
+static int url_multi_scheme(rlk_span scheme, rlk_url *out)
 {
     static const struct {
         const char *name;
@@ -593,7 +591,7 @@ static int rlk_url_multi_scheme(rlk_span scheme, rlk_url *out)
         {"rediss-cluster", RLK_URL_CLUSTER, 1},
     };
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
-        if (rlk_span_ieq(scheme, schemes[i].name)) {
+        if (span_ieq(scheme, schemes[i].name)) {
             out->kind = schemes[i].kind;
             out->tls = schemes[i].tls;
             return 1;
@@ -603,63 +601,62 @@ static int rlk_url_multi_scheme(rlk_span scheme, rlk_url *out)
 }
 
 /* Splits off "scheme://" and tells which scheme it is. */
-static int rlk_url_scheme(const char *s, const char **rest, int *is_unix, rlk_url *out,
-                          rlk_url_err *e)
+static int url_scheme(const char *s, const char **rest, int *is_unix, rlk_url *out, rlk_url_err *e)
 {
     rlk_span scheme = {s, 0};
 
     *rest = s; /* Defined on every path, even though callers only read it on success. */
-    while (rlk_is_alpha(s[scheme.n]) || rlk_is_digit(s[scheme.n]) || s[scheme.n] == '+' ||
+    while (is_alpha(s[scheme.n]) || is_digit(s[scheme.n]) || s[scheme.n] == '+' ||
            s[scheme.n] == '-' || s[scheme.n] == '.') {
         scheme.n++;
     }
     if (scheme.n == 0 || strncmp(s + scheme.n, "://", 3) != 0) {
-        return rlk_url_fail(e, "missing scheme: expected redis://host[:port][/db] or "
-                               "unix:///path");
+        return url_fail(e, "missing scheme: expected redis://host[:port][/db] or "
+                           "unix:///path");
     }
     *rest = s + scheme.n + 3;
-    if (rlk_span_ieq(scheme, "redis")) {
+    if (span_ieq(scheme, "redis")) {
         *is_unix = 0;
         return 0;
     }
-    if (rlk_span_ieq(scheme, "unix")) {
+    if (span_ieq(scheme, "unix")) {
         *is_unix = 1;
         return 0;
     }
-    if (rlk_url_multi_scheme(scheme, out)) {
+    if (url_multi_scheme(scheme, out)) {
         *is_unix = 0;
         return 0;
     }
-    if (rlk_span_ieq(scheme, "rediss")) {
+    if (span_ieq(scheme, "rediss")) {
         *is_unix = 0;
         out->tls = 1;
         return 0;
     }
-    return rlk_url_fail(e, "unsupported scheme: expected redis://, rediss://, unix://, "
-                           "redis-sentinel:// or redis-cluster://");
+    return url_fail(e, "unsupported scheme: expected redis://, rediss://, unix://, "
+                       "redis-sentinel:// or redis-cluster://");
 }
 
 /* Parses what follows "redis-sentinel://": the part before '#' as a redis:// URL with a host
  * list, then the master name. */
-static int rlk_url_parse_sentinel(const char *rest, rlk_url *out, rlk_url_err *e)
+static int url_parse_sentinel(const char *rest, rlk_url *out, rlk_url_err *e)
 {
     const char *hash = strchr(rest, '#');
     if (hash == NULL || hash[1] == '\0') {
-        return rlk_url_fail(e, "a Sentinel URL needs the master's name after '#', as in "
-                               "redis-sentinel://host:26379#mymaster");
+        return url_fail(e, "a Sentinel URL needs the master's name after '#', as in "
+                           "redis-sentinel://host:26379#mymaster");
     }
     char *body = NULL;
-    int rc = rlk_span_dup((rlk_span){rest, (size_t)(hash - rest)}, &body, e);
+    int rc = span_dup((rlk_span){rest, (size_t)(hash - rest)}, &body, e);
     if (rc != 0) {
         return rc;
     }
     /* Offsets in messages stay those of the caller's URL. */
     rlk_url_err be = {e->buf, e->len, body, (size_t)(rest - e->base) + e->shift};
-    rc = rlk_url_parse_redis(body, out, &be);
+    rc = url_parse_redis(body, out, &be);
     free(body);
     if (rc == 0) {
-        rc = rlk_url_decode((rlk_span){hash + 1, strlen(hash + 1)}, &out->master_name,
-                            "master name", e);
+        rc =
+            url_decode((rlk_span){hash + 1, strlen(hash + 1)}, &out->master_name, "master name", e);
     }
     return rc;
 }
@@ -675,20 +672,20 @@ int rlk_url_parse(const char *s, rlk_url *out, char *err, size_t errlen)
         err[0] = '\0';
     }
     if (out == NULL) {
-        return rlk_url_fail(&e, "no output struct");
+        return url_fail(&e, "no output struct");
     }
     memset(out, 0, sizeof(*out));
-    rc = rlk_url_scan(s, &e);
+    rc = url_scan(s, &e);
     if (rc == 0) {
-        rc = rlk_url_scheme(s, &rest, &is_unix, out, &e);
+        rc = url_scheme(s, &rest, &is_unix, out, &e);
     }
     if (rc == 0) {
-        rc = rlk_url_fragment(s, out, &e);
+        rc = url_fragment(s, out, &e);
     }
     if (rc == 0 && out->kind == RLK_URL_SENTINEL) {
-        rc = rlk_url_parse_sentinel(rest, out, &e);
+        rc = url_parse_sentinel(rest, out, &e);
     } else if (rc == 0) {
-        rc = is_unix ? rlk_url_parse_unix(rest, out, &e) : rlk_url_parse_redis(rest, out, &e);
+        rc = is_unix ? url_parse_unix(rest, out, &e) : url_parse_redis(rest, out, &e);
     }
     if (rc != 0) {
         rlk_url_free(out);

@@ -25,38 +25,38 @@ int64_t rlk_now_us(void)
 
 /* OS thread ids (gettid, pthread_t) are reused after a thread exits; a reused id would let a
  * new thread inherit a dead thread's holds in Redis. A counter never repeats. */
-static atomic_uint_fast64_t rlk_next_tid = 1;
-static _Thread_local uint64_t rlk_tid;
+static atomic_uint_fast64_t next_tid = 1;
+static _Thread_local uint64_t thread_tid;
 
 /* The owner a call of this thread acts for (rlk_call_enter), 0 for the thread itself. */
-static _Thread_local rlk_call_ctx rlk_call;
+static _Thread_local rlk_call_ctx call_ctx;
 
 uint64_t rlk_thread_id(void)
 {
-    if (rlk_call.tid != 0) {
-        return rlk_call.tid;
+    if (call_ctx.tid != 0) {
+        return call_ctx.tid;
     }
-    if (rlk_tid == 0) {
-        rlk_tid = (uint64_t)atomic_fetch_add(&rlk_next_tid, 1);
+    if (thread_tid == 0) {
+        thread_tid = (uint64_t)atomic_fetch_add(&next_tid, 1);
     }
-    return rlk_tid;
+    return thread_tid;
 }
 
 void rlk_call_enter(uint64_t tid, const rlock_cancel *cancel, rlk_call_ctx *saved)
 {
-    *saved = rlk_call;
-    rlk_call.tid = tid;
-    rlk_call.cancel = cancel;
+    *saved = call_ctx;
+    call_ctx.tid = tid;
+    call_ctx.cancel = cancel;
 }
 
 void rlk_call_leave(const rlk_call_ctx *saved)
 {
-    rlk_call = *saved;
+    call_ctx = *saved;
 }
 
 const rlock_cancel *rlk_call_cancel(void)
 {
-    return rlk_call.cancel;
+    return call_ctx.cancel;
 }
 
 void rlk_cond_init_monotonic(pthread_cond_t *cv)
@@ -66,12 +66,6 @@ void rlk_cond_init_monotonic(pthread_cond_t *cv)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(cv, &ca);
     pthread_condattr_destroy(&ca);
-}
-
-struct timeval rlk_timeval(int64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
 }
 
 int64_t rlk_add_sat(int64_t a, int64_t b)
@@ -124,7 +118,7 @@ void rlk_buf_free(rlk_buf *b)
     rlk_buf_init(b);
 }
 
-static int rlk_buf_grow(rlk_buf *b, size_t need)
+static int buf_grow(rlk_buf *b, size_t need)
 {
     if (need <= b->cap) {
         return 0;
@@ -145,7 +139,7 @@ static int rlk_buf_grow(rlk_buf *b, size_t need)
 
 int rlk_buf_append(rlk_buf *b, const void *p, size_t n)
 {
-    if (rlk_buf_grow(b, b->len + n) != 0) {
+    if (buf_grow(b, b->len + n) != 0) {
         return RLOCK_ENOMEM;
     }
     memcpy(b->p + b->len, p, n);

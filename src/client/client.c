@@ -38,7 +38,7 @@ RLOCK_EXPORT void rlock_options_init(rlock_options *opts)
     opts->replica_sync_timeout_ms = 1000;
 }
 
-static int rlk_check_duration(const char *what, int64_t v, int64_t min)
+static int check_duration(const char *what, int64_t v, int64_t min)
 {
     if (v < min || v > RLOCK_MAX_DURATION_MS) {
         return rlk_err(RLOCK_EINVAL, "%s must be in [%lld, %lld] ms, got %lld", what,
@@ -47,21 +47,21 @@ static int rlk_check_duration(const char *what, int64_t v, int64_t min)
     return RLOCK_OK;
 }
 
-static int rlk_check_options(const rlock_options *o)
+static int check_options(const rlock_options *o)
 {
     if (o->pool_size < 1 || o->pool_size > 4096) {
         return rlk_err(RLOCK_EINVAL, "pool_size must be in [1, 4096], got %d", o->pool_size);
     }
-    int r = rlk_check_duration("connect_timeout_ms", o->connect_timeout_ms, 1);
-    r = r ? r : rlk_check_duration("command_timeout_ms", o->command_timeout_ms, 1);
+    int r = check_duration("connect_timeout_ms", o->connect_timeout_ms, 1);
+    r = r ? r : check_duration("command_timeout_ms", o->command_timeout_ms, 1);
     /* The watchdog renews every third of the lease, so it needs at least a few ms to work with. */
-    r = r ? r : rlk_check_duration("watchdog_timeout_ms", o->watchdog_timeout_ms, 30);
-    r = r ? r : rlk_check_duration("fair_wait_ms", o->fair_wait_ms, 1);
-    r = r ? r : rlk_check_duration("waiter_timeout_ms", o->waiter_timeout_ms, 30);
-    r = r ? r : rlk_check_duration("subscription_timeout_ms", o->subscription_timeout_ms, 1);
-    r = r ? r : rlk_check_duration("redlock_server_timeout_ms", o->redlock_server_timeout_ms, 1);
+    r = r ? r : check_duration("watchdog_timeout_ms", o->watchdog_timeout_ms, 30);
+    r = r ? r : check_duration("fair_wait_ms", o->fair_wait_ms, 1);
+    r = r ? r : check_duration("waiter_timeout_ms", o->waiter_timeout_ms, 30);
+    r = r ? r : check_duration("subscription_timeout_ms", o->subscription_timeout_ms, 1);
+    r = r ? r : check_duration("redlock_server_timeout_ms", o->redlock_server_timeout_ms, 1);
     /* WAIT reads a timeout of 0 as "forever", which a lock call must never wait. */
-    r = r ? r : rlk_check_duration("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1);
+    r = r ? r : check_duration("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1);
     if (r == RLOCK_OK && (o->cluster_pubsub < RLOCK_CLUSTER_PUBSUB_AUTO ||
                           o->cluster_pubsub > RLOCK_CLUSTER_PUBSUB_CLASSIC)) {
         r = rlk_err(
@@ -72,7 +72,7 @@ static int rlk_check_options(const rlock_options *o)
     return r;
 }
 
-static void rlk_client_destroy(rlock_client *c)
+static void client_destroy(rlock_client *c)
 {
     pthread_mutex_destroy(&c->master_mu);
     free(c->sentinel_user);
@@ -94,11 +94,11 @@ void rlk_client_ref(rlock_client *c)
 void rlk_client_unref(rlock_client *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) == 1) {
-        rlk_client_destroy(c);
+        client_destroy(c);
     }
 }
 
-static void rlk_client_stop(rlock_client *c)
+static void client_stop(rlock_client *c)
 {
     atomic_store(&c->closed, 1);
     /* The watchdog goes first: it borrows pool connections, so the pool must outlive it. */
@@ -119,7 +119,7 @@ static void rlk_client_stop(rlock_client *c)
  * PUBSUB SHARDNUMSUB 0 (Redis >= 7.0); Redisson asks nothing else (no version, no CLUSTER
  * SHARDS), so rlock decides the same on the same cluster. A refused probe (an older server, an
  * ACL without it) means classic. Only a lost connection is an error. */
-static int rlk_client_pubsub_mode(rlock_client *c, rlk_conn *conn)
+static int client_pubsub_mode(rlock_client *c, rlk_conn *conn)
 {
     c->sharded = c->cluster != NULL && c->opts.cluster_pubsub == RLOCK_CLUSTER_PUBSUB_SHARDED;
     if (c->cluster == NULL || c->opts.cluster_pubsub != RLOCK_CLUSTER_PUBSUB_AUTO) {
@@ -139,7 +139,7 @@ static int rlk_client_pubsub_mode(rlock_client *c, rlk_conn *conn)
  * scripts, are reported by rlock_client_new() rather than by the first lock call. A TCP connect
  * alone proves little: the kernel completes it even for a SIGSTOPped server. Dial and PING together
  * are bounded by connect_timeout_ms, as the header promises; the connection then joins the pool. */
-static int rlk_client_probe(rlock_client *c)
+static int client_probe(rlock_client *c)
 {
     int64_t deadline = rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms);
     rlk_conn *conn = NULL;
@@ -158,7 +158,7 @@ static int rlk_client_probe(rlock_client *c)
     }
     freeReplyObject(rep);
     r = r ? r : rlk_client_check_version(c, conn);
-    r = r ? r : rlk_client_pubsub_mode(c, conn);
+    r = r ? r : client_pubsub_mode(c, conn);
     r = r ? r : rlk_replica_init(c, conn);
     r = r ? r : rlk_conn_set_timeout(conn, c->opts.command_timeout_ms);
     if (r != RLOCK_OK) {
@@ -171,12 +171,10 @@ static int rlk_client_probe(rlock_client *c)
 
 /* Finds the data node of a Sentinel deployment, or reads a cluster's slot map (and picks its
  * home node), before anything dials it. */
-static int rlk_client_locate(rlock_client *c)
+static int client_locate(rlock_client *c)
 {
     if (c->url.kind == RLK_URL_CLUSTER) {
-        int r = rlk_cluster_new(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
-        c->route = r == RLOCK_OK ? rlk_cluster_run : NULL;
-        return r;
+        return rlk_cluster_new(c, rlk_add_sat(rlk_now_ms(), c->opts.connect_timeout_ms));
     }
     if (c->url.kind != RLK_URL_SENTINEL) {
         return RLOCK_OK;
@@ -185,7 +183,7 @@ static int rlk_client_locate(rlock_client *c)
 }
 
 /* Copies the options' strings that the client keeps. */
-static int rlk_client_copy_strings(rlock_client *c, const rlock_options *o)
+static int client_copy_strings(rlock_client *c, const rlock_options *o)
 {
     c->sentinel_user = o->sentinel_user != NULL ? strdup(o->sentinel_user) : NULL;
     c->sentinel_password = o->sentinel_password != NULL ? strdup(o->sentinel_password) : NULL;
@@ -200,7 +198,7 @@ static int rlk_client_copy_strings(rlock_client *c, const rlock_options *o)
 
 /* Copies the TLS options and, when the URL or an option asks for TLS, builds the context every
  * connection shares (reading the files now, so that a wrong path fails here). */
-static int rlk_client_tls(rlock_client *c)
+static int client_tls(rlock_client *c)
 {
     const char **opt[4] = {&c->opts.tls_ca_file, &c->opts.tls_cert_file, &c->opts.tls_key_file,
                            &c->opts.tls_server_name};
@@ -218,12 +216,12 @@ static int rlk_client_tls(rlock_client *c)
     return wanted ? rlk_tls_new(&c->opts, &c->tls) : RLOCK_OK;
 }
 
-static int rlk_client_start(rlock_client *c)
+static int client_start(rlock_client *c)
 {
-    int r = rlk_client_tls(c);
-    r = r ? r : rlk_client_locate(c);
+    int r = client_tls(c);
+    r = r ? r : client_locate(c);
     r = r ? r : rlk_pool_new(c, &c->pool);
-    r = r ? r : rlk_client_probe(c);
+    r = r ? r : client_probe(c);
     r = r ? r : rlk_pubsub_new(c, &c->pubsub);
     r = r ? r : rlk_watchdog_new(c, &c->watchdog);
     return r;
@@ -240,7 +238,7 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
         rlock_options_init(&defaults);
         opts = &defaults;
     }
-    int r = rlk_check_options(opts);
+    int r = check_options(opts);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -259,28 +257,28 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
     char errbuf[256];
     r = rlk_url_parse(opts->url, &c->url, errbuf, sizeof(errbuf));
     if (r != RLOCK_OK) {
-        rlk_client_destroy(c);
+        client_destroy(c);
         return r == RLOCK_EINVAL ? rlk_err(r, "bad url: %s", errbuf) : rlk_err(r, "%s", errbuf);
     }
     c->url_copy = strdup(opts->url);
     if (c->url_copy == NULL) {
-        rlk_client_destroy(c);
+        client_destroy(c);
         return rlk_err(RLOCK_ENOMEM, "cannot copy the url");
     }
     c->opts.url = c->url_copy;
-    r = rlk_client_copy_strings(c, opts);
+    r = client_copy_strings(c, opts);
     if (r != RLOCK_OK) {
-        rlk_client_destroy(c);
+        client_destroy(c);
         return r;
     }
     uuid_t id;
     uuid_generate(id);
     uuid_unparse_lower(id, c->uuid);
-    r = rlk_client_start(c);
+    r = client_start(c);
     if (r != RLOCK_OK) {
         /* Keep the first failure's detail: stopping may log but must not overwrite it. */
-        rlk_client_stop(c);
-        rlk_client_destroy(c);
+        client_stop(c);
+        client_destroy(c);
         return r;
     }
     rlk_fork_register(c);
@@ -297,7 +295,7 @@ RLOCK_EXPORT void rlock_client_free(rlock_client *client)
     /* In a child of fork() whose client was never refreshed, the threads to join are the
      * parent's (they do not exist here) and the connections its: both are let go, untouched. */
     rlk_client_abandon_inherited(client);
-    rlk_client_stop(client);
+    client_stop(client);
     rlk_client_unref(client);
 }
 

@@ -8,9 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "election.h"
 #include "lock.h"
-#include "waiter.h"
+#include "notified_wait.h"
 
 /* A value is a host:port or an id: 64 KiB is plenty and keeps every record small. */
 #define ELECTION_VALUE_MAX 65536
@@ -153,7 +152,9 @@ static char *election_strndup(const char *s, size_t n)
     return p;
 }
 
-int rlk_election_reply(const redisReply *r, int *held, uint64_t *term)
+/* lua/election_leader.lua's reply {held, term, value, since}: RLOCK_OK with *held (1 while the
+ * recorded leader holds the lock) and *term, or RLOCK_EPROTO for any other shape. */
+static int election_reply(const redisReply *r, int *held, uint64_t *term)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
         return RLOCK_EPROTO;
@@ -173,7 +174,7 @@ int rlk_election_reply(const redisReply *r, int *held, uint64_t *term)
 }
 
 /* The start of the recorded leader's term (ms on the server's clock) in a reply that
- * rlk_election_reply() accepted. */
+ * election_reply() accepted. */
 static int64_t election_reply_since(const redisReply *r)
 {
     return (int64_t)r->element[3]->integer;
@@ -193,7 +194,7 @@ static int election_read(rlock_election *e, int *held, uint64_t *term, char **va
     if (r != RLOCK_OK) {
         return r;
     }
-    r = rlk_election_reply(rep, held, term);
+    r = election_reply(rep, held, term);
     if (r == RLOCK_OK && since != NULL) {
         *since = *held ? election_reply_since(rep) : 0;
     }

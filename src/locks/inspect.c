@@ -7,19 +7,20 @@
 #include <string.h>
 
 #include "pool.h"
-#include "reply_checks.h"
+#include "client.h"
+#include "inspect_decode.h"
 #include "scripts.h"
 
 /* Redisson's derived key names of the lock, in the order lua/inspect.lua takes them. */
 #define RLK_INSPECT_KEYS 6
-static const char *const rlk_inspect_prefix[RLK_INSPECT_KEYS] = {NULL,
-                                                                 "redisson_lock_queue",
-                                                                 "redisson_lock_timeout",
-                                                                 "redisson_lock_token",
-                                                                 "rlock_rwlock_writers",
-                                                                 "rlock_lock_waiters"};
+static const char *const inspect_prefix[RLK_INSPECT_KEYS] = {NULL,
+                                                             "redisson_lock_queue",
+                                                             "redisson_lock_timeout",
+                                                             "redisson_lock_token",
+                                                             "rlock_rwlock_writers",
+                                                             "rlock_lock_waiters"};
 
-static int rlk_int_at(const redisReply *r, size_t i, long long *v)
+static int int_at(const redisReply *r, size_t i, long long *v)
 {
     if (r->element[i]->type != REDIS_REPLY_INTEGER) {
         return rlk_err(RLOCK_EPROTO, "inspect: element %zu is not an integer", i);
@@ -28,7 +29,7 @@ static int rlk_int_at(const redisReply *r, size_t i, long long *v)
     return RLOCK_OK;
 }
 
-static char *rlk_strndup(const char *s, size_t n)
+static char *inspect_strndup(const char *s, size_t n)
 {
     char *p = malloc(n + 1);
     if (p != NULL) {
@@ -39,7 +40,7 @@ static char *rlk_strndup(const char *s, size_t n)
 }
 
 /* Decodes a flat {owner, deadline, ...} array into waiters. */
-static int rlk_decode_waiters(const redisReply *r, rlock_lock_waiter **out, size_t *n)
+static int decode_waiters(const redisReply *r, rlock_lock_waiter **out, size_t *n)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
         return rlk_err(RLOCK_EPROTO, "inspect: malformed waiter list");
@@ -60,7 +61,7 @@ static int rlk_decode_waiters(const redisReply *r, rlock_lock_waiter **out, size
         }
         rlock_lock_waiter *w = &(*out)[(*n)++];
         w->deadline_ms = d->integer;
-        w->owner = rlk_strndup(o->str, o->len);
+        w->owner = inspect_strndup(o->str, o->len);
         if (w->owner == NULL) {
             return rlk_err(RLOCK_ENOMEM, "inspect: no memory for a waiter");
         }
@@ -69,7 +70,7 @@ static int rlk_decode_waiters(const redisReply *r, rlock_lock_waiter **out, size
 }
 
 /* Decodes HGETALL's flat array: "mode" becomes info->mode, every other field a holder. */
-static int rlk_decode_fields(const redisReply *r, rlock_lock_info *info)
+static int decode_fields(const redisReply *r, rlock_lock_info *info)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
         return rlk_err(RLOCK_EPROTO, "inspect: malformed lock hash");
@@ -93,7 +94,7 @@ static int rlk_decode_fields(const redisReply *r, rlock_lock_info *info)
         }
         rlock_lock_holder *h = &info->holders[info->n_holders++];
         h->count = strtoll(v->str, NULL, 10);
-        h->owner = rlk_strndup(f->str, f->len);
+        h->owner = inspect_strndup(f->str, f->len);
         if (h->owner == NULL) {
             return rlk_err(RLOCK_ENOMEM, "inspect: no memory for a holder");
         }
@@ -103,7 +104,7 @@ static int rlk_decode_fields(const redisReply *r, rlock_lock_info *info)
 
 /* What the keys say the lock is. A fair lock without waiters keeps no queue, so it reads as a
  * reentrant lock: both store the same hash. */
-static void rlk_judge_type(rlock_lock_info *info, int hash_exists)
+static void judge_type(rlock_lock_info *info, int hash_exists)
 {
     /* A "mode" field, or waiting writers with no other lock data, is a read-write lock. */
     int rw = info->mode != NULL || (info->n_queue == 0 && !hash_exists && info->n_writers > 0);
@@ -119,10 +120,10 @@ static void rlk_judge_type(rlock_lock_info *info, int hash_exists)
     info->locked = hash_exists && info->n_holders > 0;
 }
 
-static int rlk_decode(const redisReply *r, rlock_lock_info *info)
+static int inspect_parse(const redisReply *r, rlock_lock_info *info)
 {
     long long v = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || rlk_int_at(r, 0, &v) != RLOCK_OK) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || int_at(r, 0, &v) != RLOCK_OK) {
         return rlk_err(RLOCK_EPROTO, "inspect: unexpected reply shape");
     }
     if (v == 0) {
@@ -134,28 +135,28 @@ static int rlk_decode(const redisReply *r, rlock_lock_info *info)
         return rlk_err(RLOCK_EPROTO, "inspect: unexpected reply shape");
     }
     long long token = 0;
-    int rc = rlk_int_at(r, 1, &v);
+    int rc = int_at(r, 1, &v);
     info->server_time_ms = v;
-    rc = rc ? rc : rlk_int_at(r, 2, &v);
+    rc = rc ? rc : int_at(r, 2, &v);
     info->ttl_ms = v;
-    rc = rc ? rc : rlk_int_at(r, 3, &token);
+    rc = rc ? rc : int_at(r, 3, &token);
     info->token = token > 0 ? (uint64_t)token : 0;
-    rc = rc ? rc : rlk_decode_fields(r->element[4], info);
-    rc = rc ? rc : rlk_decode_waiters(r->element[5], &info->queue, &info->n_queue);
-    rc = rc ? rc : rlk_decode_waiters(r->element[6], &info->writers, &info->n_writers);
-    rc = rc ? rc : rlk_decode_waiters(r->element[7], &info->waiters, &info->n_waiters);
+    rc = rc ? rc : decode_fields(r->element[4], info);
+    rc = rc ? rc : decode_waiters(r->element[5], &info->queue, &info->n_queue);
+    rc = rc ? rc : decode_waiters(r->element[6], &info->writers, &info->n_writers);
+    rc = rc ? rc : decode_waiters(r->element[7], &info->waiters, &info->n_waiters);
     if (rc == RLOCK_OK) {
-        rlk_judge_type(info, info->ttl_ms != -2);
+        judge_type(info, info->ttl_ms != -2);
     }
     return rc;
 }
 
 int rlk_inspect_check_reply(const redisReply *r, rlock_lock_info *info)
 {
-    return rlk_decode(r, info);
+    return inspect_parse(r, info);
 }
 
-static int rlk_inspect_run(rlock_client *c, rlock_lock_info *info, redisReply **rep)
+static int inspect_run(rlock_client *c, rlock_lock_info *info, redisReply **rep)
 {
     size_t len = strlen(info->name);
     rlk_buf names[RLK_INSPECT_KEYS];
@@ -166,7 +167,7 @@ static int rlk_inspect_run(rlock_client *c, rlock_lock_info *info, redisReply **
     rlk_args_add(&keys, info->name, len);
     for (int i = 1; i < RLK_INSPECT_KEYS; i++) {
         rlk_buf_init(&names[i]);
-        rc = rc ? rc : rlk_prefix_name(&names[i], rlk_inspect_prefix[i], info->name, len);
+        rc = rc ? rc : rlk_prefix_name(&names[i], inspect_prefix[i], info->name, len);
         rlk_args_add(&keys, names[i].p, names[i].len);
     }
     rc = rc ? rc : rlk_script(c, RLK_SCRIPT_INSPECT, RLK_IDEMPOTENT, &keys, &args, rep);
@@ -191,13 +192,13 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
         return rc;
     }
     rlock_lock_info *info = calloc(1, sizeof(*info));
-    if (info == NULL || (info->name = rlk_strndup(name, strlen(name))) == NULL) {
+    if (info == NULL || (info->name = inspect_strndup(name, strlen(name))) == NULL) {
         free(info);
         return rlk_err(RLOCK_ENOMEM, "rlock_inspect: out of memory");
     }
     redisReply *rep = NULL;
-    rc = rlk_inspect_run(client, info, &rep);
-    rc = rc ? rc : rlk_decode(rep, info);
+    rc = inspect_run(client, info, &rep);
+    rc = rc ? rc : inspect_parse(rep, info);
     if (rep != NULL) {
         freeReplyObject(rep);
     }
@@ -209,7 +210,7 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
     return RLOCK_OK;
 }
 
-static void rlk_free_waiters(rlock_lock_waiter *w, size_t n)
+static void free_waiters(rlock_lock_waiter *w, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(w[i].owner);
@@ -226,9 +227,9 @@ RLOCK_EXPORT void rlock_lock_info_free(rlock_lock_info *info)
         free(info->holders[i].owner);
     }
     free(info->holders);
-    rlk_free_waiters(info->queue, info->n_queue);
-    rlk_free_waiters(info->writers, info->n_writers);
-    rlk_free_waiters(info->waiters, info->n_waiters);
+    free_waiters(info->queue, info->n_queue);
+    free_waiters(info->writers, info->n_writers);
+    free_waiters(info->waiters, info->n_waiters);
     free(info->name);
     free(info);
 }

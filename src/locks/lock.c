@@ -17,11 +17,13 @@
 #include "replica.h"
 #include "scripts.h"
 
+static size_t hash_field_of(const rlock *l, const char *owner, size_t owner_len, char *out);
+
 /* ---- handles ----------------------------------------------------------------------------- */
 
 /* The name lives in the same allocation as the handle: one malloc per handle keeps a held lock
  * within its memory budget (see the benchmark's bytes-per-held-lock figure). */
-static rlock *rlk_handle_alloc_named(const rlk_lock_ops *ops, const char *name, size_t len)
+static rlock *handle_alloc_named(const rlk_lock_ops *ops, const char *name, size_t len)
 {
     rlock *l = calloc(1, sizeof(*l) + len + 1);
     if (l == NULL) {
@@ -69,13 +71,13 @@ void rlk_handle_refresh(rlock *l)
 
 rlock *rlk_handle_alloc(const rlk_lock_ops *ops)
 {
-    return rlk_handle_alloc_named(ops, "", 0);
+    return handle_alloc_named(ops, "", 0);
 }
 
 rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const rlk_lock_ops *ops,
                       const rlk_single_ops *single)
 {
-    rlock *l = rlk_handle_alloc_named(ops, name, strlen(name));
+    rlock *l = handle_alloc_named(ops, name, strlen(name));
     if (l == NULL) {
         return NULL;
     }
@@ -104,7 +106,7 @@ RLOCK_EXPORT void rlock_free(rlock *lock)
 
 /* ---- public entry points ----------------------------------------------------------------- */
 
-static int rlk_check_handle(rlock *l)
+static int check_handle(rlock *l)
 {
     if (l == NULL) {
         return rlk_err(RLOCK_EINVAL, "lock must not be NULL");
@@ -113,7 +115,7 @@ static int rlk_check_handle(rlock *l)
     return l->ops->group ? RLOCK_OK : rlk_client_enter(l->client);
 }
 
-static int rlk_check_lease(int64_t lease_ms)
+static int check_lease(int64_t lease_ms)
 {
     if (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS) {
         return rlk_err(RLOCK_EINVAL, "lease_ms must be < 0 (watchdog) or in [1, %lld], got %lld",
@@ -124,15 +126,15 @@ static int rlk_check_lease(int64_t lease_ms)
 
 RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms)
 {
-    int r = rlk_check_handle(lock);
-    r = r ? r : rlk_check_lease(lease_ms);
+    int r = check_handle(lock);
+    r = r ? r : check_lease(lease_ms);
     return r ? r : lock->ops->acquire(lock, -1, lease_ms < 0 ? -1 : lease_ms);
 }
 
 RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
 {
-    int r = rlk_check_handle(lock);
-    r = r ? r : rlk_check_lease(lease_ms);
+    int r = check_handle(lock);
+    r = r ? r : check_lease(lease_ms);
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
     }
@@ -146,7 +148,7 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
 
 #define RLK_DISPATCH(lock, fn, ...)                                                                \
     do {                                                                                           \
-        int r_ = rlk_check_handle(lock);                                                           \
+        int r_ = check_handle(lock);                                                               \
         if (r_ != RLOCK_OK) {                                                                      \
             return r_;                                                                             \
         }                                                                                          \
@@ -180,13 +182,13 @@ RLOCK_EXPORT int rlock_hold_count(rlock *lock)
 
 RLOCK_EXPORT int64_t rlock_remaining_ttl_ms(rlock *lock)
 {
-    int r = rlk_check_handle(lock);
+    int r = check_handle(lock);
     return r != RLOCK_OK ? RLOCK_TTL_ERROR(r) : lock->ops->ttl(lock);
 }
 
 RLOCK_EXPORT uint64_t rlock_token(rlock *lock)
 {
-    return rlk_check_handle(lock) != RLOCK_OK ? 0 : lock->ops->token(lock);
+    return check_handle(lock) != RLOCK_OK ? 0 : lock->ops->token(lock);
 }
 
 /* ---- hold records ------------------------------------------------------------------------ */
@@ -221,16 +223,16 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create)
 
 /* Stops the hold's renewal (a no-op when it has none: only single-key types register the
  * record's own entry). Never called with l->mu held: the cancel may wait for an in-flight batch. */
-static void rlk_hold_stop_renewal(rlock *l, rlk_hold *h)
+static void hold_stop_renewal(rlock *l, rlk_hold *h)
 {
     if (l->single != NULL) {
         rlk_wd_cancel(l->client->watchdog, &h->wd);
     }
 }
 
-static void rlk_hold_forget(rlock *l, rlk_hold *h)
+static void hold_forget(rlock *l, rlk_hold *h)
 {
-    rlk_hold_stop_renewal(l, h);
+    hold_stop_renewal(l, h);
     pthread_mutex_lock(&l->mu);
     rlk_hold **pp = &l->holds;
     while (*pp != NULL && *pp != h) {
@@ -248,7 +250,7 @@ static void rlk_hold_forget(rlock *l, rlk_hold *h)
 void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h)
 {
     if (h != NULL && h->count == 0) {
-        rlk_hold_forget(l, h);
+        hold_forget(l, h);
     }
 }
 
@@ -256,7 +258,7 @@ void rlk_hold_forget_all(rlock *l)
 {
     rlk_handle_refresh(l);
     while (l->holds != NULL) {
-        rlk_hold_forget(l, l->holds);
+        hold_forget(l, l->holds);
     }
 }
 
@@ -267,7 +269,7 @@ int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
     char owner[RLK_OWNER_MAX];
     char f[RLK_OWNER_MAX];
     size_t n = rlk_owner(l->client, h->tid, owner);
-    n = rlk_hash_field(l, owner, n, f);
+    n = hash_field_of(l, owner, n, f);
     int r = rlk_buf_append(key, l->name, l->name_len);
     return r ? r : rlk_buf_append(field, f, n);
 }
@@ -293,9 +295,10 @@ void rlk_notify_lost(const rlock *l)
 
 /* ---- acquire ----------------------------------------------------------------------------- */
 
-static int rlk_settle_grant(rlk_acq *a, rlk_hold *h);
+static int settle_grant(rlk_acq *a, rlk_hold *h);
 
-size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out)
+/* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */
+static size_t hash_field_of(const rlock *l, const char *owner, size_t owner_len, char *out)
 {
     if (l->single != NULL && l->single->hash_field != NULL) {
         return l->single->hash_field(owner, owner_len, out);
@@ -308,7 +311,7 @@ size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char 
 /* The renewal a hold granted by a release needs (a->granted_ttl > 0): the grant gave the grant
  * TTL only, so a longer lease is renewed within a third of it, by the watchdog for good (watchdog
  * holds) or once (explicit leases). Neither delays the caller (watchdog.h, rlk_wd_add_soon). */
-static int rlk_grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
+static int grant_extend(rlk_acq *a, rlk_hold *h, int watchdog)
 {
     rlock_client *c = a->lock->client;
     if (watchdog) {
@@ -327,14 +330,14 @@ void rlk_acq_init(rlk_acq *a, rlock *l)
     a->client = l->client;
     a->tid = rlk_thread_id();
     a->owner_len = rlk_owner(l->client, a->tid, a->owner);
-    a->field_len = rlk_hash_field(l, a->owner, a->owner_len, a->field);
+    a->field_len = hash_field_of(l, a->owner, a->owner_len, a->field);
     a->ttl_ms = -1;
     a->cancel = rlk_call_cancel();
 }
 
 /* The fencing counter's value (GET redisson_lock_token:{name}) into a->token, or a negative
  * error. */
-static int rlk_token_read(rlk_acq *a)
+static int token_read(rlk_acq *a)
 {
     rlock *l = a->lock;
     rlk_buf key;
@@ -362,12 +365,12 @@ static int rlk_token_read(rlk_acq *a)
  * thread had released. Its token is the counter's value, since nothing takes an exclusive lock
  * from free while it is held; so that a successful lock never reports token 0, it is read here.
  * Read grants carry the counter's value already (0 when no writer ever held). */
-static int rlk_grant_token(rlk_acq *a, const rlk_hold *h)
+static int grant_token(rlk_acq *a, const rlk_hold *h)
 {
     if (h->count > 0 || a->token != 0 || a->lock->kind == RLOCK_READ) {
         return RLOCK_OK;
     }
-    int r = rlk_token_read(a);
+    int r = token_read(a);
     if (r != RLOCK_OK) {
         /* Held on Redis with no token to report: give the re-entry back. */
         char saved[256];
@@ -379,7 +382,7 @@ static int rlk_grant_token(rlk_acq *a, const rlk_hold *h)
 }
 
 /* Records a grant in the calling thread's hold record and starts renewal if asked. */
-static int rlk_grant(rlk_acq *a, int watchdog)
+static int hold_grant(rlk_acq *a, int watchdog)
 {
     rlock *l = a->lock;
     rlk_hold *h = rlk_hold_get(l, a->tid, 1);
@@ -391,11 +394,11 @@ static int rlk_grant(rlk_acq *a, int watchdog)
     }
     if (atomic_load(&h->lost)) {
         /* A new grant after a lost one starts over: the old hold is gone on Redis. */
-        rlk_hold_stop_renewal(l, h);
+        hold_stop_renewal(l, h);
         h->count = 0;
         atomic_store(&h->lost, 0);
     }
-    int r = rlk_grant_token(a, h);
+    int r = grant_token(a, h);
     if (r != RLOCK_OK) {
         rlk_hold_drop_if_empty(l, h);
         return r;
@@ -410,7 +413,7 @@ static int rlk_grant(rlk_acq *a, int watchdog)
     }
     h->count++;
     if (a->granted_ttl > 0) {
-        return rlk_grant_extend(a, h, watchdog);
+        return grant_extend(a, h, watchdog);
     }
     if (watchdog && h->count > 1 && h->wd.once) {
         /* A re-entry under the watchdog of a hold whose one-shot renewal may still be due. */
@@ -427,7 +430,7 @@ static int rlk_grant(rlk_acq *a, int watchdog)
  * the pending release is settled (and sent if it never ran) before the new attempt, so that the
  * new grant is counted on what Redis holds and not on a hold that may be gone (a "ghost": a
  * re-entry of nothing, or a hold kept alive by the watchdog after the thread let it go). */
-static int rlk_settle_before_lock(rlock *l, uint64_t tid)
+static int settle_before_lock(rlock *l, uint64_t tid)
 {
     rlk_hold *h = rlk_hold_get(l, tid, 0);
     if (h == NULL || h->unsure == 0) {
@@ -436,7 +439,7 @@ static int rlk_settle_before_lock(rlock *l, uint64_t tid)
     rlk_acq a;
     rlk_acq_init(&a, l);
     a.lease_ms = h->lease_ms > 0 ? h->lease_ms : l->client->opts.watchdog_timeout_ms;
-    int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
+    int r = (h->unsure & RLK_UNSURE_GRANT) ? settle_grant(&a, h) : RLOCK_OK;
     if (r != RLOCK_OK) {
         return r;
     }
@@ -450,8 +453,8 @@ static int rlk_settle_before_lock(rlock *l, uint64_t tid)
 
 /* Marks that the thread's last attempt may have been granted unseen (its reply was lost, or the
  * give-back of an unsynced grant may have failed), or that a release may still grant it to the
- * wait whose give-up failed, for rlk_settle_grant() to settle next time. */
-static void rlk_mark_grant_unsure(rlk_acq *a)
+ * wait whose give-up failed, for settle_grant() to settle next time. */
+static void mark_grant_unsure(rlk_acq *a)
 {
     rlk_hold *h = rlk_hold_get(a->lock, a->tid, 1);
     if (h != NULL) {
@@ -459,7 +462,7 @@ static void rlk_mark_grant_unsure(rlk_acq *a)
     }
 }
 
-static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline);
+static int single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline);
 
 /* A call with a wait limit returns within wait_ms + command_timeout_ms: every command it sends
  * (settling, attempts, the give-up of a waiter) is bounded by that (rlk_pool_bound). A command
@@ -470,12 +473,12 @@ int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
     int64_t deadline = wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), wait_ms);
     int64_t saved =
         rlk_pool_bound(wait_ms < 0 ? 0 : rlk_add_sat(deadline, l->client->opts.command_timeout_ms));
-    int r = rlk_single_acquire_by(l, wait_ms, lease_ms, deadline);
+    int r = single_acquire_by(l, wait_ms, lease_ms, deadline);
     rlk_pool_bound_restore(saved);
     return r;
 }
 
-static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline)
+static int single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t deadline)
 {
     rlk_acq a;
     rlk_acq_init(&a, l);
@@ -486,7 +489,7 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
     a.may_queue = wait_ms != 0;
     /* A fired token ends the call before it sends anything. */
     int r = rlk_cancel_check(a.cancel, "lock", l->name);
-    r = r ? r : rlk_settle_before_lock(l, a.tid);
+    r = r ? r : settle_before_lock(l, a.tid);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -497,10 +500,10 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
         r = l->single->wait != NULL ? l->single->wait(&a, deadline) : rlk_wait_loop(&a, deadline);
     }
     if (r == 1) {
-        return rlk_grant(&a, lease_ms < 0);
+        return hold_grant(&a, lease_ms < 0);
     }
     if (r == RLOCK_ECONN || r == RLOCK_EREPLICA || (r != 1 && a.leave_failed)) {
-        rlk_mark_grant_unsure(&a);
+        mark_grant_unsure(&a);
     }
     if (r == 0) {
         return rlk_err(RLOCK_ETIMEDOUT, "lock '%s' not acquired within %lld ms", l->name,
@@ -511,13 +514,13 @@ static int rlk_single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, in
 
 /* ---- release and queries ----------------------------------------------------------------- */
 
-static int rlk_field_count(rlk_acq *a);
+static int field_count(rlk_acq *a);
 
 /* Leaves the queues of a wait whose give-up did not reach Redis (RLK_UNSURE_LEAVE): it removes
  * the wait's grant registration, so no release can grant the lock to that wait after the count
- * that rlk_settle_grant() then reads. Bounded by command_timeout_ms when the call has no bound of
+ * that settle_grant() then reads. Bounded by command_timeout_ms when the call has no bound of
  * its own (an unlock, a lock without a wait limit). */
-static int rlk_settle_leave(rlk_acq *a, rlk_hold *h)
+static int settle_leave(rlk_acq *a, rlk_hold *h)
 {
     int r = RLOCK_OK;
     if ((h->unsure & RLK_UNSURE_LEAVE) && a->lock->single->wait_end != NULL) {
@@ -548,13 +551,13 @@ static int rlk_settle_leave(rlk_acq *a, rlk_hold *h)
  * that hold, so it is given back (without waiting for replicas); a later
  * attempt then takes the lock from free, with a token of its own, instead of re-entering it and
  * keeping a hold nobody will release. Returns RLOCK_OK (the mark cleared) or a negative error. */
-static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
+static int settle_grant(rlk_acq *a, rlk_hold *h)
 {
-    int left = rlk_settle_leave(a, h);
+    int left = settle_leave(a, h);
     if (left != RLOCK_OK) {
         return left;
     }
-    int n = rlk_field_count(a);
+    int n = field_count(a);
     if (n < 0) {
         return n;
     }
@@ -581,9 +584,9 @@ static int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
  * a negative error (the record stays unsure). Limitation: holds of the same lock taken by the
  * same thread through another handle share the field, so with such holds a release that ran
  * looks as if it had not. */
-static int rlk_hold_settle(rlk_acq *a, rlk_hold *h)
+static int hold_settle(rlk_acq *a, rlk_hold *h)
 {
-    int n = rlk_field_count(a);
+    int n = field_count(a);
     if (n < 0) {
         return n;
     }
@@ -596,17 +599,17 @@ static int rlk_hold_settle(rlk_acq *a, rlk_hold *h)
 /* An unlock of a record whose last release has an unknown outcome. If that release ran, this
  * call was its retry and nothing is sent again: RLOCK_OK, or RLOCK_ELOST when holds beyond the
  * released one are gone too. If it never ran, returns 1: the caller sends it now. */
-static int rlk_unlock_unsure(rlk_acq *a, rlk_hold *h)
+static int unlock_unsure(rlk_acq *a, rlk_hold *h)
 {
     int before = h->count;
-    int gone = rlk_hold_settle(a, h);
+    int gone = hold_settle(a, h);
     if (gone <= 0) {
         return gone == 0 ? 1 : gone;
     }
     if (h->count > 0) {
         return RLOCK_OK;
     }
-    rlk_hold_forget(a->lock, h);
+    hold_forget(a->lock, h);
     if (before > 1) {
         return rlk_err(RLOCK_ELOST,
                        "the holds on lock '%s' were gone on Redis when an unlock "
@@ -622,7 +625,7 @@ static int rlk_unlock_unsure(rlk_acq *a, rlk_hold *h)
  * (RLK_UNSURE_GRANT: Redis may count one hold more than the record), so that the thread's next
  * lock or unlock gives such a hold back before it counts on what Redis holds, instead of
  * re-entering it (a hold count the thread does not know, and no token of its own). */
-static int rlk_unlock_unsynced(rlk_acq *a, rlk_hold *h)
+static int unlock_unsynced(rlk_acq *a, rlk_hold *h)
 {
     int acked = 0, n = 0;
     if (!rlk_sync_short(&acked, &n)) {
@@ -637,12 +640,12 @@ static int rlk_unlock_unsynced(rlk_acq *a, rlk_hold *h)
 }
 
 /* Sends the release of one hold of h and records its outcome. */
-static int rlk_unlock_send(rlk_acq *a, rlk_hold *h)
+static int unlock_send(rlk_acq *a, rlk_hold *h)
 {
     rlock *l = a->lock;
     rlk_sync_clear();
     int r = l->single->release(a);
-    int unsynced = (r == 0 || r == 1) && rlk_unlock_unsynced(a, h);
+    int unsynced = (r == 0 || r == 1) && unlock_unsynced(a, h);
     if (r == 0 && --h->count > 0) {
         return RLOCK_OK;
     }
@@ -652,12 +655,12 @@ static int rlk_unlock_send(rlk_acq *a, rlk_hold *h)
     if (r == 0 || r == 1) {
         h->count = 0;
         if (!unsynced) {
-            rlk_hold_forget(l, h);
+            hold_forget(l, h);
         }
         return RLOCK_OK;
     }
     if (r == RLK_NOT_HELD) {
-        rlk_hold_forget(l, h);
+        hold_forget(l, h);
         return rlk_err(RLOCK_ELOST, "the hold on lock '%s' had expired on Redis before unlock",
                        l->name);
     }
@@ -685,10 +688,10 @@ int rlk_single_unlock(rlock *l)
          * cancel waits for an in-flight batch, so none can (and the lost check below sees what
          * that batch judged). A settled unsure record below only ever loses holds without a
          * release being sent, so no other cancel is needed. */
-        rlk_hold_stop_renewal(l, h);
+        hold_stop_renewal(l, h);
     }
     if (atomic_load(&h->lost)) {
-        rlk_hold_forget(l, h);
+        hold_forget(l, h);
         return rlk_err(RLOCK_ELOST,
                        "the hold on lock '%s' was lost before unlock (its lease "
                        "ran out)",
@@ -698,12 +701,12 @@ int rlk_single_unlock(rlock *l)
     rlk_acq_init(&a, l);
     a.hold = h;
     a.lease_ms = h->lease_ms;
-    int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
+    int r = (h->unsure & RLK_UNSURE_GRANT) ? settle_grant(&a, h) : RLOCK_OK;
     if (r != RLOCK_OK) {
         return r;
     }
-    r = (h->unsure & RLK_UNSURE_RELEASE) ? rlk_unlock_unsure(&a, h) : 1;
-    return r == 1 ? rlk_unlock_send(&a, h) : r;
+    r = (h->unsure & RLK_UNSURE_RELEASE) ? unlock_unsure(&a, h) : 1;
+    return r == 1 ? unlock_send(&a, h) : r;
 }
 
 int rlk_reply_int(const redisReply *r, long long *v, const char *what)
@@ -717,7 +720,7 @@ int rlk_reply_int(const redisReply *r, long long *v, const char *what)
 }
 
 /* Runs a read-only command on the lock key with one field (or none) and returns its reply. */
-static int rlk_query(rlock *l, const char *cmd, const char *field, size_t flen, redisReply **out)
+static int hold_query(rlock *l, const char *cmd, const char *field, size_t flen, redisReply **out)
 {
     rlk_args a;
     rlk_args_init(&a);
@@ -737,11 +740,11 @@ static int rlk_query(rlock *l, const char *cmd, const char *field, size_t flen, 
 
 /* The hold count of a's field on Redis (HGET: 0 when the field or the key is gone), or a negative
  * error. */
-static int rlk_field_count(rlk_acq *a)
+static int field_count(rlk_acq *a)
 {
     rlock *l = a->lock;
     redisReply *rep = NULL;
-    int r = rlk_query(l, "HGET", a->field, a->field_len, &rep);
+    int r = hold_query(l, "HGET", a->field, a->field_len, &rep);
     if (r != RLOCK_OK || rep == NULL) {
         return r != RLOCK_OK ? r : rlk_err(RLOCK_EPROTO, "HGET of a hold count: no reply");
     }
@@ -759,7 +762,7 @@ int rlk_hash_is_locked(rlock *l)
 {
     redisReply *rep = NULL;
     long long v = 0;
-    int r = rlk_query(l, "EXISTS", NULL, 0, &rep);
+    int r = hold_query(l, "EXISTS", NULL, 0, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "EXISTS");
     freeReplyObject(rep);
     return r ? r : (v != 0);
@@ -775,7 +778,7 @@ int rlk_single_is_held(rlock *l)
     rlk_acq_init(&a, l);
     redisReply *rep = NULL;
     long long v = 0;
-    int r = rlk_query(l, "HEXISTS", a.field, a.field_len, &rep);
+    int r = hold_query(l, "HEXISTS", a.field, a.field_len, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "HEXISTS");
     freeReplyObject(rep);
     if (r == RLOCK_OK && v == 0 && h != NULL && h->count > 0 && !h->unsure) {
@@ -791,14 +794,14 @@ int rlk_single_hold_count(rlock *l)
 {
     rlk_acq a;
     rlk_acq_init(&a, l);
-    return rlk_field_count(&a);
+    return field_count(&a);
 }
 
 int64_t rlk_single_ttl(rlock *l)
 {
     redisReply *rep = NULL;
     long long v = 0;
-    int r = rlk_query(l, "PTTL", NULL, 0, &rep);
+    int r = hold_query(l, "PTTL", NULL, 0, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "PTTL");
     freeReplyObject(rep);
     return r ? RLOCK_TTL_ERROR(r) : (int64_t)v;
@@ -851,7 +854,7 @@ int rlk_hash_extend(rlk_acq *a, int64_t lease_ms)
  * counts as reported (no per-hold callback follows). */
 static int rlk_extend_lost(rlock *l, rlk_hold *h)
 {
-    rlk_hold_forget(l, h);
+    hold_forget(l, h);
     return rlk_err(RLOCK_ELOST, "the hold on lock '%s' was gone when it was extended", l->name);
 }
 
@@ -866,7 +869,7 @@ int rlk_single_extend(rlock *l, int64_t lease_ms)
                        l->name, (unsigned long long)tid);
     }
     if (atomic_load(&h->lost)) {
-        rlk_hold_stop_renewal(l, h);
+        hold_stop_renewal(l, h);
         return rlk_extend_lost(l, h);
     }
     rlk_acq a;
@@ -875,7 +878,7 @@ int rlk_single_extend(rlock *l, int64_t lease_ms)
     rlk_sync_clear();
     int r = l->single->extend(&a, lease_ms);
     if (r == RLK_NOT_HELD) {
-        rlk_hold_stop_renewal(l, h);
+        hold_stop_renewal(l, h);
         return rlk_extend_lost(l, h);
     }
     if (r < 0) {

@@ -170,13 +170,14 @@ struct rlk_acq {
     int may_queue;
     int watchdog; /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
     /* Unique in the process: a grant names the wait it is for. It changes before every give-back
-     * of a wait (rlk_wait_rewait), so that no grant made before a give-back is believed. */
+     * of a wait (lock_wait.c's wait_rewait), so that no grant made before a give-back is believed.
+     */
     uint64_t wait_id;
     uint64_t confirms; /* rlk_pubsub_confirms() before the first attempt (rlk_wait_loop) */
     int arm_n;         /* replicas the armed attempt's WAIT asks for (rlk_wait_loop) */
     int64_t ttl_ms;    /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
-     * lease is renewed within a third of it (rlk_grant in lock.c). */
+     * lease is renewed within a third of it (hold_grant in lock.c). */
     int64_t granted_ttl;
     uint64_t token;             /* out of attempt() */
     void *scratch;              /* type-specific */
@@ -230,8 +231,6 @@ int rlk_spin_wait(rlk_acq *a, int64_t deadline);
 int rlk_keep_synced(rlk_acq *a, int r);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
-/* Writes the lock-hash field of owner for l into out (RLK_OWNER_MAX bytes); returns its length. */
-size_t rlk_hash_field(const rlock *l, const char *owner, size_t owner_len, char *out);
 
 /* The extend of hash-based types (rlk_single_ops.extend): lua/lock_extend.lua on a->field;
  * rlk_hash_extend_read() passes a read owner's timeout-key prefix too. */

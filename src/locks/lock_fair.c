@@ -12,7 +12,7 @@
 
 #include "lock.h"
 #include "scripts.h"
-#include "waiter_heartbeat.h"
+#include "lock_heartbeat.h"
 
 /* Names derived once per handle from the lock name (immutable while the handle lives). */
 typedef struct fair_impl {
@@ -37,7 +37,7 @@ static int fair_channel(rlk_acq *a, rlk_buf *ch)
     return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->owner, a->owner_len);
 }
 
-/* A queued waiter's liveness heartbeat (waiter_heartbeat.h), its member being its owner. When
+/* A queued waiter's liveness heartbeat (lock_heartbeat.h), its member being its owner. When
  * the heartbeat script finds the entry gone, it wakes the waiter on its channel, and the waiter's
  * next attempt joins again and restarts the heartbeat (fair_attempt_done). */
 static const rlk_renew_class fair_waiter_class = {

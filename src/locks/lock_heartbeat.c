@@ -1,12 +1,12 @@
 /*
- * The liveness heartbeat of a waiter recorded in Redis (see waiter_heartbeat.h): one watchdog
+ * The liveness heartbeat of a waiter recorded in Redis (see lock_heartbeat.h): one watchdog
  * entry per waiting thread, allocated when its wait begins and freed when it ends.
  */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "waiter_heartbeat.h"
+#include "lock_heartbeat.h"
 
 int rlk_waiter_hb_start(rlk_acq *a, const rlk_renew_class *cls, const char *member, size_t len,
                         rlk_waiter_hb **out)

@@ -11,8 +11,8 @@
 
 #include "cancel.h"
 #include "pubsub.h"
+#include "lock_redlock_decode.h"
 #include "replica.h"
-#include "reply_checks.h"
 #include "redlock_round.h"
 #include "scripts.h"
 

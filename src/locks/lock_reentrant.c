@@ -9,7 +9,7 @@
 
 #include "lock.h"
 #include "scripts.h"
-#include "waiter_heartbeat.h"
+#include "lock_heartbeat.h"
 
 /* What a waiting thread keeps for its wait (in rlk_acq.scratch). */
 typedef struct reentrant_wait {
@@ -220,7 +220,7 @@ static int reentrant_release(rlk_acq *a)
     return v < 0 ? RLK_NOT_HELD : (int)v;
 }
 
-/* A waiter's liveness heartbeat (waiter_heartbeat.h), its member being its owner field. A
+/* A waiter's liveness heartbeat (lock_heartbeat.h), its member being its owner field. A
  * heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
  * expires, and the waiter's next attempt records it again. */
 static const rlk_renew_class reentrant_waiter_class = {

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "lock.h"
-#include "reply_checks.h"
+#include "lock_rw_decode.h"
 #include "scripts.h"
-#include "waiter_heartbeat.h"
+#include "lock_heartbeat.h"
 
 #define RW_TIMEOUT_SUFFIX ":rwlock_timeout"
 
@@ -186,7 +186,7 @@ static int rw_channel(rlk_acq *a, rlk_buf *ch)
     return rc != RLOCK_OK ? rc : rlk_buf_append(ch, a->field, a->field_len);
 }
 
-/* A waiting writer's liveness heartbeat (waiter_heartbeat.h), its member being its write field.
+/* A waiting writer's liveness heartbeat (lock_heartbeat.h), its member being its write field.
  * A heartbeat that could not be delivered for a whole timeout needs no action: the zset entry
  * expires, and the writer's next attempt records it again. */
 static const rlk_renew_class rw_waiter_class = {
@@ -489,7 +489,7 @@ rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name)
     return l;
 }
 
-/* The decoders above, for reply_checks.h (fuzzing without a connection). */
+/* The decoders above, for lock_rw_decode.h (fuzzing without a connection). */
 int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r)
 {
     return rw_acquire_reply(a, r);

@@ -87,7 +87,7 @@ static void rlk_armed_sync(rlk_acq *a, rlk_armed *armed)
 /* Decodes the reply to the attempt the subscriber thread sent for this waiter, as attempt()
  * would. A NOSCRIPT reply means the script did not run, so the waiter simply attempts itself
  * (which loads it). */
-static int rlk_armed_reply(rlk_acq *a, rlk_armed *armed)
+static int armed_reply(rlk_acq *a, rlk_armed *armed)
 {
     const rlk_single_ops *ops = a->lock->single;
     redisReply *rep = rlk_armed_take_reply(armed);
@@ -125,7 +125,7 @@ static int rlk_arm_format(rlk_acq *a, char **cmd, size_t *len)
 /* The next attempt, formatted once for the whole wait (its arguments do not change), so that
  * the subscriber thread can send it the moment the notification arrives. NULL when the type
  * cannot arm or there is no memory to: the waiter then waits as without arming. */
-static rlk_armed *rlk_arm(rlk_acq *a)
+static rlk_armed *wait_arm(rlk_acq *a)
 {
     char *cmd = NULL;
     size_t len = 0;
@@ -141,7 +141,7 @@ static rlk_armed *rlk_arm(rlk_acq *a)
 /* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
  * failover to one of them would forget it while this thread believed it held the lock. The
  * release is best effort and waits for no replica (it would fall short the same way). */
-static int rlk_undo_unsynced(rlk_acq *a)
+static int undo_unsynced(rlk_acq *a)
 {
     int acked = 0, n = 0;
     if (!rlk_sync_short(&acked, &n)) {
@@ -157,14 +157,14 @@ static int rlk_undo_unsynced(rlk_acq *a)
 /* A grant (r == 1) stays only when its replicas acknowledged it; otherwise RLOCK_EREPLICA. */
 int rlk_keep_synced(rlk_acq *a, int r)
 {
-    int u = r == 1 ? rlk_undo_unsynced(a) : 0;
+    int u = r == 1 ? undo_unsynced(a) : 0;
     return u ? u : r;
 }
 
 /* Pauses a waiter after a connection failure: 10 ms, doubling up to 1 s, never past its deadline,
  * in slices that notice rlock_client_interrupt() and a closed client. Returns 1 to try again, 0
  * when the wait ends instead. */
-static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
+static int wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
 {
     int64_t now = rlk_now_ms();
     if (now >= deadline) {
@@ -197,7 +197,7 @@ static int rlk_wait_pause(rlk_acq *a, int64_t deadline, int64_t *pause)
  * grant for the old id made after that release is found by the next attempt instead (its own
  * field in the lock hash). Without memory for the new attempt, the armed one keeps registering
  * the old id: its grants then reach the waiter only through its own attempts. */
-static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
+static void wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
 {
     char *cmd = NULL;
     size_t len = 0;
@@ -215,18 +215,18 @@ static void rlk_wait_rewait(rlk_acq *a, rlk_sub *sub, rlk_armed *armed)
  * the connection may have been granted with its reply lost, and a release may have granted the
  * lock to this waiter meanwhile: the waiter gives whatever it holds back (the type's release of
  * its own field changes nothing when there is none) under a new grant identity
- * (rlk_wait_rewait), then attempts again; the subscriber meanwhile reconnects and its new
+ * (wait_rewait), then attempts again; the subscriber meanwhile reconnects and its new
  * SUBSCRIBE confirmation wakes the wait. Returns the outcome to go on with: a grant, busy (0),
  * or the error that ends the wait. */
 int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline)
 {
     int64_t pause = 0;
     if (r == 1 && rlk_sync_target(a->client) > 0) {
-        rlk_wait_rewait(a, sub, armed); /* rlk_keep_synced() may give this grant back */
+        wait_rewait(a, sub, armed); /* rlk_keep_synced() may give this grant back */
     }
     r = rlk_keep_synced(a, r);
-    while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && rlk_wait_pause(a, deadline, &pause)) {
-        rlk_wait_rewait(a, sub, armed);
+    while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && wait_pause(a, deadline, &pause)) {
+        wait_rewait(a, sub, armed);
         int back = r == RLOCK_ECONN ? a->lock->single->release(a) : RLK_NOT_HELD;
         if (back == 0 || back == 1) {
             rlk_log(a->client, RLOCK_LOG_INFO,
@@ -272,7 +272,7 @@ static int rlk_confirm_late(rlk_acq *a)
  * acknowledged it when the client syncs. A wait that ended with an error gives the grant on, so
  * that the lock is not left held by a thread that returns an error; that release grants or wakes
  * the next waiter. */
-static int rlk_wait_granted_late(rlk_acq *a, int r)
+static int wait_granted_late(rlk_acq *a, int r)
 {
     if (r == 0) {
         return rlk_confirm_late(a);
@@ -303,7 +303,7 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     if (r == RLOCK_OK && l->single->wait_begin != NULL) {
         r = l->single->wait_begin(a);
     }
-    rlk_armed *armed = r == RLOCK_OK ? rlk_arm(a) : NULL;
+    rlk_armed *armed = r == RLOCK_OK ? wait_arm(a) : NULL;
     /* A subscription confirmed since the first attempt went out may have come after a release it
      * did not hear (its wake-up, or a grant to this waiter, published before the confirmation),
      * and a joiner of a live subscription gets no permit: the wait then attempts before it
@@ -342,7 +342,7 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
             break;
         }
         if (w == RLK_WAIT_REPLY) {
-            r = rlk_armed_reply(a, armed);
+            r = armed_reply(a, armed);
         } else {
             r = w < 0 ? w : rlk_client_check(l->client);
             r = r ? r : l->single->attempt(a);
@@ -358,7 +358,7 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
     snprintf(saved, sizeof(saved), "%s", rlock_last_error());
     int left = l->single->wait_end != NULL ? l->single->wait_end(a, r == 1) : 0;
     if (left == 1) {
-        r = rlk_wait_granted_late(a, r);
+        r = wait_granted_late(a, r);
     } else if (left < 0) {
         /* The call reports why its wait ended, not the give-up's failure, which the thread's
          * next lock or unlock settles (RLK_UNSURE_LEAVE, lock.c). */

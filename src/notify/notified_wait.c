@@ -1,26 +1,26 @@
 /*
- * The notification-driven wait of semaphores and latches (waiter.h). The subscriber's entry
+ * The notification-driven wait of semaphores and latches (notified_wait.h). The subscriber's entry
  * permits make it free of lost wake-ups: a message that arrives while this waiter is between a
  * failed attempt and its sleep leaves a permit, and the sleep returns at once. The first sleep
  * after joining returns when the SUBSCRIBE is confirmed, so a change published before the
  * subscription existed is seen by the attempt that follows.
  */
-#include "waiter.h"
+#include "notified_wait.h"
 
 #include "cancel.h"
 #include "pubsub.h"
 
-static rlk_wait_hook_fn rlk_hook;
-static void *rlk_hook_arg;
+static rlk_wait_hook_fn hook;
+static void *hook_arg;
 
 void rlk_wait_set_test_hook(rlk_wait_hook_fn fn, void *arg)
 {
-    rlk_hook = fn;
-    rlk_hook_arg = arg;
+    hook = fn;
+    hook_arg = arg;
 }
 
 /* How long the next sleep may last: the time left, shortened by the attempt's hint. */
-static int64_t rlk_sleep_bound(int64_t deadline, int64_t hint_ms)
+static int64_t sleep_bound(int64_t deadline, int64_t hint_ms)
 {
     int64_t left = -1; /* no limit */
     if (deadline != INT64_MAX) {
@@ -56,12 +56,12 @@ int rlk_wait_notified_cancel(rlock_client *c, const char *channel, size_t len, i
         if (deadline != INT64_MAX && rlk_now_ms() >= deadline) {
             break;
         }
-        if (round > 0 && rlk_hook != NULL) {
-            rlk_hook(rlk_hook_arg, round);
+        if (round > 0 && hook != NULL) {
+            hook(hook_arg, round);
         }
         /* A refused or unconfirmed SUBSCRIBE ends the wait: without a channel, re-attempting
          * at once would spin until the deadline. */
-        int w = rlk_sub_wait_cancel(c->pubsub, sub, rlk_sleep_bound(deadline, hint), NULL, cancel);
+        int w = rlk_sub_wait_cancel(c->pubsub, sub, sleep_bound(deadline, hint), NULL, cancel);
         if (w == RLK_WAIT_CANCELED) {
             r = rlk_cancel_check(cancel, "waiting on", channel);
             break;

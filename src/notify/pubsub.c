@@ -14,7 +14,7 @@
 #include "cancel.h"
 #include "pubsub_impl.h"
 
-static uint32_t rlk_hash(const char *p, size_t n)
+static uint32_t channel_hash(const char *p, size_t n)
 {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) {
@@ -28,7 +28,7 @@ static uint32_t rlk_hash(const char *p, size_t n)
  * one in place. */
 rlk_sub *rlk_find(rlk_pubsub *ps, const char *ch, size_t len, int pattern)
 {
-    for (rlk_sub *s = ps->buckets[rlk_hash(ch, len)]; s; s = s->next) {
+    for (rlk_sub *s = ps->buckets[channel_hash(ch, len)]; s; s = s->next) {
         if (s->len == len && s->pattern == pattern && memcmp(s->channel, ch, len) == 0) {
             return s;
         }
@@ -63,7 +63,7 @@ void rlk_sub_destroy(rlk_pubsub *ps, rlk_sub *s)
 
 void rlk_unlink_free(rlk_pubsub *ps, rlk_sub *s)
 {
-    rlk_sub **pp = &ps->buckets[rlk_hash(s->channel, s->len)];
+    rlk_sub **pp = &ps->buckets[channel_hash(s->channel, s->len)];
     while (*pp != s) {
         pp = &(*pp)->next;
     }
@@ -90,7 +90,7 @@ void rlk_poke(rlk_pubsub *ps)
 /* Sets the permits. Waiters sleeping with an armed attempt sleep on their own condition
  * variables (so that answering a message with an armed attempt wakes only its owner), so they
  * are signalled here, with the mutex held; the others by the caller, on the entry's. */
-static void rlk_set_permits(rlk_sub *s, int all)
+static void set_permits(rlk_sub *s, int all)
 {
     s->wake_alls += (uint64_t)(all != 0);
     int target = all ? s->refs : s->permits + 1;
@@ -101,9 +101,9 @@ static void rlk_set_permits(rlk_sub *s, int all)
 }
 
 /* Gives permits and wakes the entry's waiters at once (a joiner, with the mutex held). */
-static void rlk_give(rlk_sub *s, int all)
+static void entry_give(rlk_sub *s, int all)
 {
-    rlk_set_permits(s, all);
+    set_permits(s, all);
     pthread_cond_broadcast(&s->cv);
 }
 
@@ -112,7 +112,7 @@ static void rlk_give(rlk_sub *s, int all)
  * VM each extra sleep and wake-up costs tens of microseconds of the hand-off). */
 void rlk_give_later(rlk_pubsub *ps, rlk_sub *s, int all)
 {
-    rlk_set_permits(s, all);
+    set_permits(s, all);
     if (s->refs > 0 && !s->waking) {
         s->waking = 1;
         s->next_wake = ps->wakes;
@@ -159,7 +159,7 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
 
 /* The glob pattern that matches channel p (len bytes) and nothing else: Redis' special
  * characters escaped with a backslash. NUL-terminated, malloc()ed; NULL without memory. */
-static char *rlk_literal_pattern(const char *p, size_t len, size_t *out_len)
+static char *literal_pattern(const char *p, size_t len, size_t *out_len)
 {
     char *pat = malloc(2 * len + 1);
     size_t n = 0;
@@ -177,11 +177,11 @@ static char *rlk_literal_pattern(const char *p, size_t len, size_t *out_len)
 }
 
 /* A new entry for channel, linked in its bucket, or NULL without memory. Mutex held. */
-static rlk_sub *rlk_sub_create(rlk_pubsub *ps, const char *channel, size_t len, int pattern)
+static rlk_sub *sub_create(rlk_pubsub *ps, const char *channel, size_t len, int pattern)
 {
     rlk_sub *s = calloc(1, sizeof(*s));
     char *copy = s ? malloc(len + 1) : NULL;
-    char *pat = copy && pattern ? rlk_literal_pattern(channel, len, &s->pat_len) : NULL;
+    char *pat = copy && pattern ? literal_pattern(channel, len, &s->pat_len) : NULL;
     if (copy == NULL || (pattern && pat == NULL)) {
         free(copy);
         free(s);
@@ -195,7 +195,7 @@ static rlk_sub *rlk_sub_create(rlk_pubsub *ps, const char *channel, size_t len, 
     s->pat = pat;
     ps->entries++;
     rlk_cond_init_monotonic(&s->cv);
-    uint32_t h = rlk_hash(channel, len);
+    uint32_t h = channel_hash(channel, len);
     s->next = ps->buckets[h];
     ps->buckets[h] = s;
     return s;
@@ -204,14 +204,14 @@ static rlk_sub *rlk_sub_create(rlk_pubsub *ps, const char *channel, size_t len, 
 /* Joins channel's entry (plain, or through its literal pattern), creating it if needed. twin
  * (malloc()ed, taken over; NULL for none) is set before the mutex is released, so that the
  * confirmation of a new wake channel finds its twin. */
-static int rlk_sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, int mode, int pattern,
-                             char *twin, rlk_sub **out)
+static int sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, int mode, int pattern,
+                         char *twin, rlk_sub **out)
 {
     *out = NULL;
     pthread_mutex_lock(&ps->mu);
     pattern = pattern && !ps->no_patterns;
     rlk_sub *s = rlk_find(ps, channel, len, pattern);
-    if (s == NULL && (s = rlk_sub_create(ps, channel, len, pattern)) == NULL) {
+    if (s == NULL && (s = sub_create(ps, channel, len, pattern)) == NULL) {
         pthread_mutex_unlock(&ps->mu);
         free(twin);
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a channel entry");
@@ -233,7 +233,7 @@ static int rlk_sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, in
          * than risk sleeping past it. A lingering entry stayed subscribed all along, so only a
          * message that arrived while nobody waited can have been missed. */
         if (!was_idle || s->missed) {
-            rlk_give(s, 0);
+            entry_give(s, 0);
         }
         s->missed = 0;
     } else if (!s->sent) {
@@ -247,12 +247,12 @@ static int rlk_sub_join_kind(rlk_pubsub *ps, const char *channel, size_t len, in
 
 int rlk_sub_join_mode(rlk_pubsub *ps, const char *channel, size_t len, int mode, rlk_sub **out)
 {
-    return rlk_sub_join_kind(ps, channel, len, mode, 0, NULL, out);
+    return sub_join_kind(ps, channel, len, mode, 0, NULL, out);
 }
 
 int rlk_sub_join_pattern(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
 {
-    return rlk_sub_join_kind(ps, channel, len, RLK_MSG_LOCK, 1, NULL, out);
+    return sub_join_kind(ps, channel, len, RLK_MSG_LOCK, 1, NULL, out);
 }
 
 int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
@@ -265,11 +265,11 @@ int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const ch
     }
     memcpy(copy, twin, twin_len);
     copy[twin_len] = '\0';
-    return rlk_sub_join_kind(ps, channel, len, RLK_MSG_NAMED, 0, copy, out);
+    return sub_join_kind(ps, channel, len, RLK_MSG_NAMED, 0, copy, out);
 }
 
 /* The failure recorded for s, as the caller's error. Mutex held. */
-static int rlk_sub_failure(const rlk_sub *s)
+static int sub_failure(const rlk_sub *s)
 {
     return rlk_err(s->fail_code, "%s",
                    s->fail_msg != NULL ? s->fail_msg : "the channel's subscription failed");
@@ -358,7 +358,7 @@ static int rlk_sub_wait_locked(rlk_pubsub *ps, rlk_sub *s, int64_t deadline, rlk
         armed->seen = s->wake_alls;
     }
     if (s->fail_code != 0) {
-        r = rlk_sub_failure(s);
+        r = sub_failure(s);
     } else if (rlk_cancel_is_fired(cancel) && !woken_all) {
         r = RLK_WAIT_CANCELED; /* a permit stays for a waiter that is not cancelled */
     } else if (s->permits > 0) {
@@ -432,7 +432,8 @@ void rlk_sub_leave(rlk_pubsub *ps, rlk_sub *s)
             *(ps->idle_tail ? &ps->idle_tail->idle_next : &ps->idle_head) = s;
             ps->idle_tail = s;
             /* No poke: while any entry exists the thread wakes at least every linger period
-             * (rlk_expire_idle), and a poke here would wake it in the middle of a hand-off. */
+             * (expire_idle in pubsub_conn.c), and a poke here would wake it in the middle of a
+             * hand-off. */
         } else {
             /* Never subscribed (or already unsubscribing): nothing worth keeping. */
             rlk_mark_dirty(ps, s);

@@ -8,7 +8,7 @@
 
 #include <hiredis.h>
 
-#include "client.h"
+#include "context.h"
 
 typedef struct rlk_sub rlk_sub;
 
@@ -29,7 +29,7 @@ void rlk_armed_free(rlk_armed *a);
  * unique in the process, rlk_acq.wait_id), so that a grant made in an earlier wait of the same
  * thread is never taken for one of this wait. */
 void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait);
-/* Gives a's wait a new grant identity (lock_wait.c, rlk_wait_rewait): wait becomes the id a
+/* Gives a's wait a new grant identity (lock_wait.c, wait_rewait): wait becomes the id a
  * grant's message must name, cmd/len (malloc()ed, taken over; NULL keeps the old request) the
  * attempt that registers it on Redis, and a grant kept on s for a's waiter is dropped: no grant
  * made for the old identity is taken after this. a must be a's owner's alone (between two calls

@@ -152,7 +152,7 @@ int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed)
 
 /* Sends the claimed armed attempts. Called by the thread without the mutex, after
  * rlk_wake_given(). Each owner is woken just before its attempt goes out, so it is scheduled
- * while Redis runs the attempt; it waits for the hand-back below (rlk_armed_settle()), then reads
+ * while Redis runs the attempt; it waits for the hand-back below (armed_settle()), then reads
  * the reply on the connection it was given (the send bypasses its buffers, and a TLS read, which
  * holds the session while it blocks, never runs beside the send). A record stays the thread's
  * until the hand-back, before which its owner neither reads nor reuses nor frees it. */
@@ -177,7 +177,7 @@ void rlk_send_armed(rlk_pubsub *ps)
     if (list == NULL) {
         return;
     }
-    /* Hand the records back (rlk_armed_settle): their owners may now reuse or free them. */
+    /* Hand the records back (armed_settle): their owners may now reuse or free them. */
     pthread_mutex_lock(&ps->mu);
     for (rlk_armed *a = list, *next; a != NULL; a = next) {
         next = a->next;
@@ -190,7 +190,7 @@ void rlk_send_armed(rlk_pubsub *ps)
 
 /* Waits until the subscriber thread handed the record back (in practice it did so long before
  * the reply came back), so that its owner may read the connection, reuse or free the record. */
-static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
+static void armed_settle(rlk_pubsub *ps, rlk_armed *a)
 {
     pthread_mutex_lock(&ps->mu);
     while (a->inflight) {
@@ -201,7 +201,7 @@ static void rlk_armed_settle(rlk_pubsub *ps, rlk_armed *a)
 
 int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a)
 {
-    rlk_armed_settle(ps, a);
+    armed_settle(ps, a);
     if (a->state == RLK_ARMED_GRANTED) {
         return RLK_WAIT_GRANTED;
     }

@@ -24,7 +24,7 @@
 
 /* The node at host:port ("" and 0: the client's data node), made when new; NULL without memory.
  * Mutex held. */
-static rlk_ps_node *rlk_node_get(rlk_pubsub *ps, const char *host, int port)
+static rlk_ps_node *node_get(rlk_pubsub *ps, const char *host, int port)
 {
     for (size_t i = 0; i < ps->n_nodes; i++) {
         rlk_ps_node *n = ps->nodes[i];
@@ -54,24 +54,24 @@ static rlk_ps_node *rlk_node_get(rlk_pubsub *ps, const char *host, int port)
  * owns the slot of s's channel in the map. NULL when no node serves that slot (or without
  * memory): the map is read again first. Mutex held; the cluster's mutex is taken inside (it
  * guards the map alone and is never held across I/O or another lock). */
-static rlk_ps_node *rlk_node_of(rlk_pubsub *ps, const rlk_sub *s)
+static rlk_ps_node *node_of(rlk_pubsub *ps, const rlk_sub *s)
 {
     if (!ps->sharded) {
-        return rlk_node_get(ps, "", 0);
+        return node_get(ps, "", 0);
     }
     char host[RLK_HOST_MAX];
     int port = 0;
     rlk_ps_node *n = NULL;
     int slot = rlk_cluster_key_slot(s->channel, s->len);
     if (rlk_cluster_owner(ps->c->cluster, slot, host, &port) == RLOCK_OK) {
-        n = rlk_node_get(ps, host, port);
+        n = node_get(ps, host, port);
     }
     ps->refresh_due |= n == NULL;
     return n;
 }
 
 /* Queues s's SUBSCRIBE (want 1) or UNSUBSCRIBE on node's connection, in the mode's words. */
-static void rlk_send_sub(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *s, int want)
+static void send_sub(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *s, int want)
 {
     const char *argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE", s->channel};
     size_t lens[2] = {want ? 9u : 11u, s->len};
@@ -90,7 +90,7 @@ static void rlk_send_sub(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *s, in
 /* Sends what the dirty entries need. Called by the thread with the mutex held; only queues
  * bytes in the connections' output buffers. An entry whose node has no connection yet waits for
  * it (the dial marks it dirty again); one without a node waits for the map. */
-static void rlk_flush_dirty(rlk_pubsub *ps)
+static void flush_dirty(rlk_pubsub *ps)
 {
     while (ps->dirty != NULL) {
         rlk_sub *s = ps->dirty;
@@ -100,7 +100,7 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
         /* An entry with replies pending stays on its node: its requests are answered in order
          * there. Otherwise its slot's owner now is asked. */
         if (want && !s->sent && (s->node == NULL || s->pending == 0)) {
-            s->node = rlk_node_of(ps, s);
+            s->node = node_of(ps, s);
         }
         rlk_ps_node *node = s->node;
         if (want != s->sent && node != NULL && node->conn == NULL) {
@@ -110,7 +110,7 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
                 rlk_mark_dirty(ps, s); /* no memory now: tried again at the next round */
                 return;
             }
-            rlk_send_sub(ps, node, s, want);
+            send_sub(ps, node, s, want);
             s->sent = want;
             s->pending++;
         }
@@ -123,7 +123,7 @@ static void rlk_flush_dirty(rlk_pubsub *ps)
 /* Forgets what node's server knew (its connection broke, or a new one starts): nothing is
  * subscribed there any more. Entries with waiters are subscribed again, on the new connection,
  * or, in sharded mode, wherever the map then says. Mutex held. */
-static void rlk_node_reset(rlk_pubsub *ps, rlk_ps_node *node)
+static void node_reset(rlk_pubsub *ps, rlk_ps_node *node)
 {
     rlk_req_clear(node);
     node->twin_next = NULL;
@@ -149,7 +149,7 @@ static void rlk_node_reset(rlk_pubsub *ps, rlk_ps_node *node)
 
 /* Marks dirty every entry that waits for a node (its owner was unknown, or its node failed), so
  * that the next flush asks the map read just now. Mutex held. */
-static void rlk_redirty_detached(rlk_pubsub *ps)
+static void redirty_detached(rlk_pubsub *ps)
 {
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         for (rlk_sub *s = ps->buckets[i]; s != NULL; s = s->next) {
@@ -160,19 +160,19 @@ static void rlk_redirty_detached(rlk_pubsub *ps)
     }
 }
 
-static void rlk_node_lost(rlk_pubsub *ps, rlk_ps_node *node, const char *why)
+static void node_lost(rlk_pubsub *ps, rlk_ps_node *node, const char *why)
 {
     rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber connection %s%s%d lost (%s); resubscribing",
             node->host, node->host[0] ? ":" : "", node->port, why);
     rlk_conn_close(node->conn);
     node->conn = NULL;
-    rlk_node_reset(ps, node);
+    node_reset(ps, node);
     ps->refresh_due |= ps->sharded;
 }
 
 /* Reads a cluster client's map again when a node failed or a slot moved, then lets the entries
  * that wait for a node find theirs. Thread only, mutex not held (the refresh talks to nodes). */
-static void rlk_ps_refresh(rlk_pubsub *ps)
+static void ps_refresh(rlk_pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
     int due = ps->refresh_due && ps->c->cluster != NULL;
@@ -194,7 +194,7 @@ static void rlk_ps_refresh(rlk_pubsub *ps)
         rlk_cluster_note_moved(ps->c->cluster, slot, host, port);
     }
     pthread_mutex_lock(&ps->mu);
-    rlk_redirty_detached(ps);
+    redirty_detached(ps);
     pthread_mutex_unlock(&ps->mu);
 }
 
@@ -202,7 +202,7 @@ static void rlk_ps_refresh(rlk_pubsub *ps)
  * that node's dials (10 ms doubling to 1 s); in sharded mode its entries look for their owner in
  * the map read again, since a node that cannot be reached may have failed over. Mutex not
  * held. */
-static void rlk_node_dial(rlk_pubsub *ps, rlk_ps_node *node)
+static void node_dial(rlk_pubsub *ps, rlk_ps_node *node)
 {
     /* Writes are bounded by the connect timeout too: the thread only ever writes the few bytes
      * of SUBSCRIBE/UNSUBSCRIBE, and reads only what poll() says has arrived. */
@@ -228,13 +228,13 @@ static void rlk_node_dial(rlk_pubsub *ps, rlk_ps_node *node)
         node->conn = conn;
         node->conn_master = master;
         node->backoff_ms = 0;
-        rlk_node_reset(ps, node);
+        node_reset(ps, node);
     } else {
         node->backoff_ms = node->backoff_ms ? node->backoff_ms * 2 : 10;
         node->backoff_ms = node->backoff_ms > 1000 ? 1000 : node->backoff_ms;
         node->dial_at = rlk_now_ms() + node->backoff_ms;
         if (ps->sharded) {
-            rlk_node_reset(ps, node);
+            node_reset(ps, node);
             ps->refresh_due = 1;
         }
     }
@@ -248,7 +248,7 @@ static void rlk_node_dial(rlk_pubsub *ps, rlk_ps_node *node)
 /* The node to dial now, if any: the client's data node is always kept connected (classic), a
  * cluster master while an entry waits for it. *timeout is shortened to the next node's pause.
  * Mutex held. */
-static rlk_ps_node *rlk_node_to_dial(rlk_pubsub *ps, int64_t *timeout)
+static rlk_ps_node *node_to_dial(rlk_pubsub *ps, int64_t *timeout)
 {
     int64_t now = rlk_now_ms();
     for (size_t i = 0; i < ps->n_nodes; i++) {
@@ -267,7 +267,7 @@ static rlk_ps_node *rlk_node_to_dial(rlk_pubsub *ps, int64_t *timeout)
 /* Unsubscribes the entries that lingered long enough; returns how long the thread may sleep:
  * until the oldest lingering entry is due or, while any entry exists (one may start lingering
  * meanwhile, without waking the thread), one linger period. Mutex held. */
-static int64_t rlk_expire_idle(rlk_pubsub *ps)
+static int64_t expire_idle(rlk_pubsub *ps)
 {
     int64_t now = rlk_now_ms();
     while (ps->idle_head != NULL && now - ps->idle_head->idle_since >= ps->linger_ms) {
@@ -285,7 +285,7 @@ static int64_t rlk_expire_idle(rlk_pubsub *ps)
  * the new master, and each confirmation wakes all of that channel's waiters to re-attempt once,
  * since a release on either master during the move may have published where nobody listened.
  * Mutex held. */
-static int rlk_ps_moved(rlk_pubsub *ps)
+static int ps_moved(rlk_pubsub *ps)
 {
     rlk_ps_node *n = ps->sharded || ps->n_nodes == 0 ? NULL : ps->nodes[0];
     if (n == NULL || n->conn == NULL || n->conn_master == atomic_load(&ps->c->master_gen)) {
@@ -294,27 +294,27 @@ static int rlk_ps_moved(rlk_pubsub *ps)
     rlk_log(ps->c, RLOCK_LOG_INFO, "subscriber: the master moved; resubscribing there");
     rlk_conn_close(n->conn);
     n->conn = NULL;
-    rlk_node_reset(ps, n);
+    node_reset(ps, n);
     return 1;
 }
 
 /* Reads the Sentinel subscription if poll() said so, and moves at once if that switched the
  * master. Mutex not held. */
-static void rlk_ps_sentinel(rlk_pubsub *ps, short srev)
+static void ps_sentinel(rlk_pubsub *ps, short srev)
 {
     if (!(srev & (POLLIN | POLLHUP | POLLERR))) {
         return;
     }
     rlk_sentinel_watch_read(ps->c, &ps->watch);
     pthread_mutex_lock(&ps->mu);
-    (void)rlk_ps_moved(ps);
+    (void)ps_moved(ps);
     pthread_mutex_unlock(&ps->mu);
 }
 
 /* Writes what is queued on every node's connection; events[i] gets what to poll node i for
  * (POLLOUT too while some of its bytes are left). 0, or -1 after a connection failed (the round
  * ends). Mutex not held: the connections are the thread's own. */
-static int rlk_ps_write(rlk_pubsub *ps, short *events)
+static int ps_write(rlk_pubsub *ps, short *events)
 {
     for (size_t i = 0; i < ps->n_nodes; i++) {
         rlk_ps_node *n = ps->nodes[i];
@@ -325,7 +325,7 @@ static int rlk_ps_write(rlk_pubsub *ps, short *events)
         int done = 0;
         if (rlk_conn_flush(n->conn, &done) != RLOCK_OK) {
             pthread_mutex_lock(&ps->mu);
-            rlk_node_lost(ps, n, rlock_last_error());
+            node_lost(ps, n, rlock_last_error());
             pthread_mutex_unlock(&ps->mu);
             return -1;
         }
@@ -335,12 +335,12 @@ static int rlk_ps_write(rlk_pubsub *ps, short *events)
 }
 
 /* Reads what arrived on node's connection and handles every complete reply. Mutex not held. */
-static void rlk_node_read(rlk_pubsub *ps, rlk_ps_node *node)
+static void node_read(rlk_pubsub *ps, rlk_ps_node *node)
 {
     int rr = rlk_conn_fill(node->conn); /* the connection is the thread's own: no mutex needed */
     pthread_mutex_lock(&ps->mu);
     if (rr != RLOCK_OK) {
-        rlk_node_lost(ps, node, rlock_last_error());
+        node_lost(ps, node, rlock_last_error());
         pthread_mutex_unlock(&ps->mu);
         return;
     }
@@ -350,14 +350,14 @@ static void rlk_node_read(rlk_pubsub *ps, rlk_ps_node *node)
         freeReplyObject(rep);
     }
     if (rlk_conn_broken(node->conn)) {
-        rlk_node_lost(ps, node, rlock_last_error());
+        node_lost(ps, node, rlock_last_error());
     }
     pthread_mutex_unlock(&ps->mu);
 }
 
 /* Waits for the wake pipe, every node's connection and the Sentinel subscription up to
  * timeout_ms, then reads what arrived. Mutex not held. */
-static void rlk_ps_wait(rlk_pubsub *ps, const short *events, int timeout_ms)
+static void ps_wait(rlk_pubsub *ps, const short *events, int timeout_ms)
 {
     size_t n = ps->n_nodes;
     struct pollfd stack[RLK_PS_POLL_STACK + 2];
@@ -380,11 +380,11 @@ static void rlk_ps_wait(rlk_pubsub *ps, const short *events, int timeout_ms)
         }
     }
     if (got > 0 && pfd[1].fd >= 0 && pfd[1].revents != 0) {
-        rlk_ps_sentinel(ps, pfd[1].revents);
+        ps_sentinel(ps, pfd[1].revents);
     } else {
         for (size_t i = 0; got > 0 && i < n; i++) {
             if (ps->nodes[i]->conn != NULL && (pfd[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) {
-                rlk_node_read(ps, ps->nodes[i]);
+                node_read(ps, ps->nodes[i]);
             }
         }
     }
@@ -395,27 +395,27 @@ static void rlk_ps_wait(rlk_pubsub *ps, const short *events, int timeout_ms)
 
 /* One round of the loop: read the map if due, send, dial a node that needs it, or wait and
  * read. */
-static void rlk_ps_step(rlk_pubsub *ps)
+static void ps_step(rlk_pubsub *ps)
 {
-    rlk_ps_refresh(ps);
+    ps_refresh(ps);
     pthread_mutex_lock(&ps->mu);
-    if (rlk_ps_moved(ps)) {
+    if (ps_moved(ps)) {
         pthread_mutex_unlock(&ps->mu);
         return;
     }
-    int64_t timeout = rlk_expire_idle(ps);
+    int64_t timeout = expire_idle(ps);
     int64_t due = rlk_check_confirmations(ps, rlk_now_ms());
     timeout = due < timeout ? due : timeout;
-    rlk_flush_dirty(ps);
-    rlk_ps_node *dial = rlk_node_to_dial(ps, &timeout);
+    flush_dirty(ps);
+    rlk_ps_node *dial = node_to_dial(ps, &timeout);
     short stack[RLK_PS_POLL_STACK];
     short *events = ps->n_nodes <= RLK_PS_POLL_STACK ? stack : calloc(ps->n_nodes, sizeof(short));
     pthread_mutex_unlock(&ps->mu);
     rlk_wake_given(ps); /* waiters of a subscription that just timed out */
     if (dial != NULL) {
-        rlk_node_dial(ps, dial);
-    } else if (events != NULL && rlk_ps_write(ps, events) == 0) {
-        rlk_ps_wait(ps, events, (int)timeout);
+        node_dial(ps, dial);
+    } else if (events != NULL && ps_write(ps, events) == 0) {
+        ps_wait(ps, events, (int)timeout);
         rlk_wake_given(ps);
         rlk_send_armed(ps);
     }
@@ -424,7 +424,7 @@ static void rlk_ps_step(rlk_pubsub *ps)
     }
 }
 
-static void *rlk_ps_main(void *arg)
+static void *ps_main(void *arg)
 {
     rlk_pubsub *ps = arg;
     for (;;) {
@@ -434,13 +434,13 @@ static void *rlk_ps_main(void *arg)
         if (!running) {
             break;
         }
-        rlk_ps_step(ps);
+        ps_step(ps);
     }
     return NULL;
 }
 
 /* Closes (abandon: abandons, in a child of fork()) every node's connection and frees the nodes. */
-static void rlk_nodes_free(rlk_pubsub *ps, int abandon)
+static void nodes_free(rlk_pubsub *ps, int abandon)
 {
     for (size_t i = 0; i < ps->n_nodes; i++) {
         rlk_ps_node *n = ps->nodes[i];
@@ -470,12 +470,12 @@ int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out)
     /* Sharded pub/sub has no patterns: the reentrant lock's waiters listen plainly there. */
     ps->sharded = c->sharded;
     ps->no_patterns = c->sharded;
-    if (!ps->sharded && rlk_node_get(ps, "", 0) == NULL) {
+    if (!ps->sharded && node_get(ps, "", 0) == NULL) {
         free(ps);
         return rlk_err(RLOCK_ENOMEM, "cannot allocate the subscriber");
     }
     if (pipe(ps->wake) != 0) {
-        rlk_nodes_free(ps, 0);
+        nodes_free(ps, 0);
         free(ps);
         return rlk_err(RLOCK_ENOMEM, "cannot create the subscriber's wake pipe: %s",
                        strerror(errno));
@@ -485,11 +485,11 @@ int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out)
         fcntl(ps->wake[i], F_SETFD, FD_CLOEXEC);
     }
     pthread_mutex_init(&ps->mu, NULL);
-    if (pthread_create(&ps->thread, NULL, rlk_ps_main, ps) != 0) {
+    if (pthread_create(&ps->thread, NULL, ps_main, ps) != 0) {
         close(ps->wake[0]);
         close(ps->wake[1]);
         pthread_mutex_destroy(&ps->mu);
-        rlk_nodes_free(ps, 0);
+        nodes_free(ps, 0);
         free(ps);
         return rlk_err(RLOCK_ENOMEM, "cannot start the subscriber thread");
     }
@@ -507,7 +507,7 @@ void rlk_pubsub_free(rlk_pubsub *ps)
     pthread_mutex_unlock(&ps->mu);
     rlk_poke(ps);
     pthread_join(ps->thread, NULL);
-    rlk_nodes_free(ps, 0);
+    nodes_free(ps, 0);
     rlk_sentinel_watch_close(&ps->watch);
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         rlk_sub *s = NULL;
@@ -528,7 +528,7 @@ void rlk_pubsub_abandon(rlk_pubsub *ps)
         return;
     }
     /* The thread does not exist in this process; its connection is the parent's too. */
-    rlk_nodes_free(ps, 1);
+    nodes_free(ps, 1);
     rlk_sentinel_watch_abandon(&ps->watch);
     for (size_t i = 0; i < RLK_PS_BUCKETS; i++) {
         rlk_sub *s = NULL;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "pubsub_impl.h"
-#include "reply_checks.h"
+#include "pubsub_decode.h"
 
 int rlk_msg_permits(int mode, const redisReply *m)
 {
@@ -32,7 +32,7 @@ int rlk_msg_permits(int mode, const redisReply *m)
 
 /* 1 if the waiter a named wake-up names ("<uuid>:<tid>", tag_len bytes) is one of this
  * client's threads. */
-static int rlk_named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
+static int named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
 {
     size_t n = strlen(ps->c->uuid);
     return tag_len > n && tag[n] == ':' && memcmp(tag, ps->c->uuid, n) == 0;
@@ -40,7 +40,7 @@ static int rlk_named_here(const rlk_pubsub *ps, const char *tag, size_t tag_len)
 
 /* Reads a decimal number and the space after it at msg[*p] (advanced past both): 1, or 0 when
  * there is no digit, more than 19, or no space after them with a byte after it. */
-static int rlk_grant_number(const char *msg, size_t len, size_t *p, uint64_t *out)
+static int grant_number(const char *msg, size_t len, size_t *p, uint64_t *out)
 {
     uint64_t v = 0;
     size_t i = *p, digits = 0;
@@ -59,8 +59,8 @@ int rlk_grant_parse(const char *msg, size_t len, uint64_t *token, uint64_t *wait
 {
     static const char prefix[] = "grant ";
     size_t p = sizeof(prefix) - 1;
-    if (len <= p || memcmp(msg, prefix, p) != 0 || !rlk_grant_number(msg, len, &p, token) ||
-        !rlk_grant_number(msg, len, &p, wait)) {
+    if (len <= p || memcmp(msg, prefix, p) != 0 || !grant_number(msg, len, &p, token) ||
+        !grant_number(msg, len, &p, wait)) {
         return 0;
     }
     *tag_at = p;
@@ -79,7 +79,7 @@ int rlk_grant_parse(const char *msg, size_t len, uint64_t *token, uint64_t *wait
  * whichever local waiter takes it first, maybe not the granted one, which would then sleep until
  * its wait bound, by which its grant may have expired. Returns 0 when m is not a grant. Mutex
  * held. */
-static int rlk_on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
+static int on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
 {
     uint64_t token = 0, wait = 0;
     size_t at = 0;
@@ -88,7 +88,7 @@ static int rlk_on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
     }
     const char *tag = m->str + at;
     size_t tag_len = m->len - at;
-    if (!rlk_named_here(ps, tag, tag_len)) {
+    if (!named_here(ps, tag, tag_len)) {
         return 1;
     }
     int r = rlk_grant_armed_tagged(ps, twin, tag, tag_len, wait, token);
@@ -107,13 +107,13 @@ static int rlk_on_grant(rlk_pubsub *ps, rlk_sub *twin, const redisReply *m)
  * having been read already proves, and is then no wake-up here (rlk_on_reply lets it pass): the
  * name already woke its waiter. A named waiter that is not asleep with an armed attempt (between
  * two attempts, or no idle connection) gets a permit of the twin instead. Mutex held. */
-static void rlk_on_named(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *n, const redisReply *m)
+static void on_named(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *n, const redisReply *m)
 {
     rlk_sub *twin = rlk_twin_of(ps, n);
     if (twin == NULL || m->type != REDIS_REPLY_STRING) {
         return;
     }
-    if (rlk_on_grant(ps, twin, m)) {
+    if (on_grant(ps, twin, m)) {
         return;
     }
     size_t tag_len = m->len;
@@ -123,7 +123,7 @@ static void rlk_on_named(rlk_pubsub *ps, rlk_ps_node *node, const rlk_sub *n, co
             node->twin_next = twin;
         }
     }
-    if (!rlk_named_here(ps, m->str, tag_len) ||
+    if (!named_here(ps, m->str, tag_len) ||
         rlk_claim_armed_tagged(ps, twin, m->str, tag_len) == RLOCK_OK) {
         return;
     }
@@ -174,7 +174,7 @@ int rlk_msg_wakes_all(const redisReply *m)
 
 /* The entry a push is about. A pattern's confirmation names the pattern: the channel with a
  * backslash before each glob character. Mutex held. */
-static rlk_sub *rlk_find_push(rlk_pubsub *ps, int kind, const char *ch, size_t len)
+static rlk_sub *find_push(rlk_pubsub *ps, int kind, const char *ch, size_t len)
 {
     if (kind != RLK_PUSH_PCONFIRM) {
         return kind == RLK_PUSH_OTHER ? NULL : rlk_find(ps, ch, len, kind == RLK_PUSH_PMESSAGE);
@@ -191,7 +191,7 @@ static rlk_sub *rlk_find_push(rlk_pubsub *ps, int kind, const char *ch, size_t l
 }
 
 /* Redis confirmed s's SUBSCRIBE or UNSUBSCRIBE (either kind) on node. Mutex held. */
-static void rlk_on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
+static void on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
 {
     (void)rlk_req_pop(node); /* answered in order: the oldest request is this one */
     if (s->pending > 0) {
@@ -229,7 +229,7 @@ static void rlk_on_confirm(rlk_pubsub *ps, rlk_ps_node *node, rlk_sub *s)
 
 /* 1 if r, a confirmation for s read on node, is an "sunsubscribe" this client did not ask for:
  * Redis 7 drops a sharded subscription when its slot leaves the node. Mutex held. */
-static int rlk_dropped(rlk_ps_node *node, const rlk_sub *s, const redisReply *r)
+static int push_dropped(rlk_ps_node *node, const rlk_sub *s, const redisReply *r)
 {
     if (strcmp(r->element[0]->str, "sunsubscribe") != 0) {
         return 0;
@@ -251,20 +251,20 @@ void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
         rlk_on_refused(ps, node, r);
         return;
     }
-    rlk_sub *s = rlk_find_push(ps, kind, channel, len);
+    rlk_sub *s = find_push(ps, kind, channel, len);
     if (s == NULL) {
         return;
     }
     if (kind == RLK_PUSH_MESSAGE || kind == RLK_PUSH_PMESSAGE) {
         ps->messages++;
         if (s->mode == RLK_MSG_NAMED) {
-            rlk_on_named(ps, node, s, m);
+            on_named(ps, node, s, m);
             return;
         }
         if (s == announced && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '0') {
             return; /* the wake-up it stands for was named just before */
         }
-        if (s->mode == RLK_MSG_LOCK && m->type == REDIS_REPLY_STRING && rlk_on_grant(ps, s, m)) {
+        if (s->mode == RLK_MSG_LOCK && m->type == REDIS_REPLY_STRING && on_grant(ps, s, m)) {
             return; /* a fair waiter's grant */
         }
         if (s->mode != RLK_MSG_LOCK) {
@@ -281,11 +281,11 @@ void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
             rlk_give_later(ps, s, all);
         }
         s->missed |= s->refs == 0;
-    } else if (rlk_dropped(node, s, r)) {
+    } else if (push_dropped(node, s, r)) {
         rlk_log(ps->c, RLOCK_LOG_INFO, "subscriber: %s dropped by its node (slot moved?)",
                 s->channel);
         rlk_sub_moved(ps, s);
     } else {
-        rlk_on_confirm(ps, node, s);
+        on_confirm(ps, node, s);
     }
 }

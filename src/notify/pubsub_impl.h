@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "context.h"
 #include "conn.h"
 #include "pubsub.h"
 #include "sentinel.h"

@@ -57,7 +57,7 @@ rlk_ps_req *rlk_req_head(rlk_ps_node *node)
 }
 
 /* Records why s's subscription failed and wakes its waiters. Mutex held. */
-static void rlk_sub_fail_one(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
+static void sub_fail_one(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
 {
     if (s->fail_code != 0 || s->refs == 0) {
         return;
@@ -69,14 +69,14 @@ static void rlk_sub_fail_one(rlk_pubsub *ps, rlk_sub *s, int code, const char *m
 
 /* Records why s's subscription failed and wakes its waiters, who return code with the message.
  * Mutex held. */
-void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
+static void sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
 {
     /* Nobody waits on a wake channel: its failure is its twin's waiters'. */
     rlk_sub *twin = s->mode == RLK_MSG_NAMED ? rlk_twin_of(ps, s) : NULL;
     if (twin != NULL) {
-        rlk_sub_fail_one(ps, twin, code, msg);
+        sub_fail_one(ps, twin, code, msg);
     }
-    rlk_sub_fail_one(ps, s, code, msg);
+    sub_fail_one(ps, s, code, msg);
 }
 
 /* Redis refused a PSUBSCRIBE (an ACL without the command, or a channel rule that names no such
@@ -84,7 +84,7 @@ void rlk_sub_fail(rlk_pubsub *ps, rlk_sub *s, int code, const char *msg)
  * Its waiters still get every wake-up; only rlock's releases then publish to every waiting rlock
  * client again (PUBSUB NUMSUB counts this one). An informational line, not a warning: nothing
  * fails. Mutex held. */
-static void rlk_pattern_refused(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
+static void pattern_refused(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
 {
     rlk_log(ps->c, RLOCK_LOG_INFO,
             "subscriber: PSUBSCRIBE %s refused by Redis (%s); plain SUBSCRIBE", s->pat, r->str);
@@ -105,7 +105,7 @@ static void rlk_pattern_refused(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
  * slot (any more). Not a refusal: the entry is subscribed again where the map, read again, says
  * (a MOVED's target is recorded for that refresh, which may not have heard of the move yet). 1
  * if r was such a reply. Mutex held. */
-static int rlk_redirected(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
+static int request_redirected(rlk_pubsub *ps, rlk_sub *s, const redisReply *r)
 {
     rlk_redirect rd;
     rlk_redirect_kind kind = rlk_cluster_parse_redirect(r->str, r->len, &rd);
@@ -136,10 +136,10 @@ void rlk_on_refused(rlk_pubsub *ps, rlk_ps_node *node, const redisReply *r)
     }
     rlk_sub *s = req->s;
     if (s->pattern && req->subscribe) {
-        rlk_pattern_refused(ps, s, r);
+        pattern_refused(ps, s, r);
         return;
     }
-    if (ps->sharded && rlk_redirected(ps, s, r)) {
+    if (ps->sharded && request_redirected(ps, s, r)) {
         return;
     }
     rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s %s refused by Redis: %s",
@@ -152,7 +152,7 @@ void rlk_on_refused(rlk_pubsub *ps, rlk_ps_node *node, const redisReply *r)
         snprintf(msg, sizeof(msg), "SUBSCRIBE %s refused by Redis: %s", s->channel, r->str);
         s->sent = 0;
         s->refused = s->refs > 0;
-        rlk_sub_fail(ps, s, RLOCK_EREDIS, msg);
+        sub_fail(ps, s, RLOCK_EREDIS, msg);
     }
     if (s->pending == 0 && !s->sent && s->refs == 0 && !s->lingering && !s->dirty) {
         rlk_unlink_free(ps, s);
@@ -164,7 +164,7 @@ void rlk_on_refused(rlk_pubsub *ps, rlk_ps_node *node, const redisReply *r)
 /* Fails the waiters of every SUBSCRIBE that Redis has not confirmed within
  * subscription_timeout_ms (a paused or overloaded server), and returns how long the thread may
  * sleep before the next one is due. Mutex held. */
-static int64_t rlk_check_node(rlk_pubsub *ps, rlk_ps_node *node, int64_t now)
+static int64_t check_node(rlk_pubsub *ps, rlk_ps_node *node, int64_t now)
 {
     int64_t limit = ps->c->opts.subscription_timeout_ms;
     for (size_t i = 0; i < node->req_count; i++) {
@@ -184,7 +184,7 @@ static int64_t rlk_check_node(rlk_pubsub *ps, rlk_ps_node *node, int64_t now)
                      "(subscription_timeout_ms)",
                      req->s->channel, (long long)limit);
             rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber: %s", msg);
-            rlk_sub_fail(ps, req->s, RLOCK_ECONN, msg);
+            sub_fail(ps, req->s, RLOCK_ECONN, msg);
         }
     }
     return INT64_MAX;
@@ -194,7 +194,7 @@ int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now)
 {
     int64_t due = INT64_MAX;
     for (size_t i = 0; i < ps->n_nodes; i++) {
-        int64_t d = rlk_check_node(ps, ps->nodes[i], now);
+        int64_t d = check_node(ps, ps->nodes[i], now);
         due = d < due ? d : due;
     }
     return due;

@@ -13,7 +13,7 @@
 #include "cluster_slot.h"
 #include "pool.h"
 #include "replica.h"
-#include "reply_checks.h"
+#include "watchdog_decode.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "watchdog.h"
@@ -45,7 +45,7 @@ void rlk_wd_entry_init(rlk_wd_entry *e, const rlk_renew_class *cls)
     e->cls = cls;
 }
 
-static int64_t rlk_wd_period(int64_t lease_ms)
+static int64_t wd_period(int64_t lease_ms)
 {
     int64_t p = lease_ms / 3;
     return p < 1 ? 1 : p;
@@ -81,7 +81,7 @@ static int wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t h
 
 int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms)
 {
-    return wd_add(wd, e, lease_ms, lease_ms, rlk_wd_period(lease_ms), 0);
+    return wd_add(wd, e, lease_ms, lease_ms, wd_period(lease_ms), 0);
 }
 
 /* The first renewal of a granted hold is due a third of the grant TTL from now, the watchdog's
@@ -90,14 +90,14 @@ int rlk_wd_add(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms)
  * it on this 2-vCPU box), and a hold released within that third needs no renewal at all. */
 int rlk_wd_add_soon(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms)
 {
-    return wd_add(wd, e, lease_ms, held_ms, rlk_wd_period(held_ms), 0);
+    return wd_add(wd, e, lease_ms, held_ms, wd_period(held_ms), 0);
 }
 
 /* The one renewal sets what is left of the explicit lease when it is due, so the hold ends when
  * the caller asked (lease_ms after the grant), up to the lateness of the watchdog's sweep. */
 int rlk_wd_add_once(rlk_watchdog *wd, rlk_wd_entry *e, int64_t lease_ms, int64_t held_ms)
 {
-    int64_t due = rlk_wd_period(held_ms);
+    int64_t due = wd_period(held_ms);
     return wd_add(wd, e, lease_ms - due, held_ms, due, 1);
 }
 
@@ -137,7 +137,7 @@ int rlk_wd_cancel_by(rlk_watchdog *wd, rlk_wd_entry *e, int64_t until_ms)
 }
 
 /* An entry whose batch is done leaves the watchdog (mutex held); a detached one is released. */
-static void rlk_wd_settle_idle(rlk_watchdog *wd, rlk_wd_entry *e)
+static void wd_settle_idle(rlk_watchdog *wd, rlk_wd_entry *e)
 {
     int detached = e->state == RLK_WD_DETACHED;
     e->state = RLK_WD_IDLE;
@@ -177,7 +177,7 @@ typedef struct rlk_wd_chunk {
     int moved;       /* a cluster node answered MOVED: its map needs a refresh */
 } rlk_wd_chunk;
 
-static int rlk_item_cmp(const void *a, const void *b)
+static int item_cmp(const void *a, const void *b)
 {
     const rlk_wd_entry *x = ((const rlk_wd_item *)a)->e, *y = ((const rlk_wd_item *)b)->e;
     if (x->cls != y->cls) {
@@ -188,20 +188,19 @@ static int rlk_item_cmp(const void *a, const void *b)
 
 /* A cluster client's order: by master (one pipeline each), then class and lease, then slot, so
  * that no batch spans two slots (a script whose keys do fails with CROSSSLOT). */
-static int rlk_item_cmp_cluster(const void *a, const void *b)
+static int item_cmp_cluster(const void *a, const void *b)
 {
     const rlk_wd_item *x = a, *y = b;
     if (x->node != y->node) {
         return x->node < y->node ? -1 : 1;
     }
-    int c = rlk_item_cmp(a, b);
+    int c = item_cmp(a, b);
     return c != 0 ? c : (x->slot > y->slot) - (x->slot < y->slot);
 }
 
 /* Queues one batch script call for items[ch->first ..] on conn. The entries describe
  * themselves straight into two arenas (keys, fields); argv points into them. */
-static int rlk_wd_append(rlock_client *c, rlk_conn *conn, rlk_wd_item *items,
-                         const rlk_wd_chunk *ch)
+static int wd_append(rlock_client *c, rlk_conn *conn, rlk_wd_item *items, const rlk_wd_chunk *ch)
 {
     const rlk_renew_class *cls = items[ch->first].e->cls;
     size_t n = ch->n;
@@ -249,7 +248,7 @@ int rlk_wd_check_batch_item(const redisReply *rep, size_t n, size_t i)
 }
 
 /* Reads one batch reply into the items' results. Returns RLOCK_OK, or ECONN if broken. */
-static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
+static int wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
 {
     redisReply *rep = NULL;
     int r = rlk_conn_read(conn, &rep);
@@ -278,8 +277,8 @@ static int rlk_wd_read(rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *ch)
 /* Loads, once each, the scripts of the chunks that were answered NOSCRIPT. This runs before
  * anything is appended: SCRIPT LOAD is a synchronous command and would otherwise read the
  * reply of a batch still waiting in the pipeline. */
-static int rlk_wd_reload(rlock_client *c, rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks,
-                         size_t nc)
+static int wd_reload(rlock_client *c, rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks,
+                     size_t nc)
 {
     for (size_t i = 0; i < nc; i++) {
         int script = items[chunks[i].first].e->cls->script;
@@ -300,7 +299,7 @@ static int rlk_wd_reload(rlock_client *c, rlk_conn *conn, rlk_wd_item *items, rl
 /* Reads the replica sync queued behind a pipeline's batches. A renewal the replicas did not
  * acknowledge still stands on the master, so it is not judged lost: the next renewal syncs
  * again, and only a key that is gone makes a hold lost. */
-static int rlk_wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
+static int wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
 {
     int r = rlk_sync_read(wd->c, conn, s);
     if (r == RLOCK_OK && s->acked < s->n) {
@@ -312,15 +311,15 @@ static int rlk_wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
 
 /* Sends every chunk that still needs sending in one pipeline, followed by the replica sync,
  * and reads the replies. */
-static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
-                           rlk_wd_chunk *chunks, size_t nc, int only_retry)
+static int wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks,
+                       size_t nc, int only_retry)
 {
     rlk_sync sync;
     int r = rlk_sync_plan(wd->c, conn, &sync);
-    r = r ? r : only_retry ? rlk_wd_reload(wd->c, conn, items, chunks, nc) : RLOCK_OK;
+    r = r ? r : only_retry ? wd_reload(wd->c, conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
-            r = rlk_wd_append(wd->c, conn, items, &chunks[i]);
+            r = wd_append(wd->c, conn, items, &chunks[i]);
             /* Put each batch on the wire at once, so Redis runs batch k while this thread builds
              * batch k+1 instead of waiting for the whole sweep to be formatted. Redis buffers
              * the replies, so writing before reading cannot deadlock. */
@@ -332,15 +331,15 @@ static int rlk_wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items,
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
         if (!only_retry || chunks[i].retry) {
             chunks[i].retry = 0;
-            r = rlk_wd_read(conn, items, &chunks[i]);
+            r = wd_read(conn, items, &chunks[i]);
         }
     }
-    return r ? r : rlk_wd_sync_read(wd, conn, &sync);
+    return r ? r : wd_sync_read(wd, conn, &sync);
 }
 
 /* Cuts items (sorted by cmp) into batches of equal items, at most RLK_WD_BATCH each. */
-static rlk_wd_chunk *rlk_wd_chunk_up(rlk_wd_item *items, size_t n,
-                                     int (*cmp)(const void *, const void *), size_t *nc)
+static rlk_wd_chunk *wd_chunk_up(rlk_wd_item *items, size_t n,
+                                 int (*cmp)(const void *, const void *), size_t *nc)
 {
     rlk_wd_chunk *chunks = n > 0 ? malloc(sizeof(*chunks) * n) : NULL;
     *nc = 0;
@@ -357,19 +356,19 @@ static rlk_wd_chunk *rlk_wd_chunk_up(rlk_wd_item *items, size_t n,
 
 /* Sends chunks in one pipeline on a connection of pool (a NOSCRIPT answered loads and resends
  * once), counts it, and logs a failure. */
-static int rlk_wd_send(rlk_watchdog *wd, rlk_pool *pool, rlk_wd_item *items, rlk_wd_chunk *chunks,
-                       size_t nc)
+static int wd_send(rlk_watchdog *wd, rlk_pool *pool, rlk_wd_item *items, rlk_wd_chunk *chunks,
+                   size_t nc)
 {
     rlk_conn *conn = NULL;
     int r = rlk_pool_borrow(pool, &conn);
     if (r == RLOCK_OK) {
-        r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 0);
+        r = wd_pipeline(wd, conn, items, chunks, nc, 0);
         int again = 0;
         for (size_t i = 0; i < nc; i++) {
             again |= chunks[i].retry;
         }
         if (r == RLOCK_OK && again) {
-            r = rlk_wd_pipeline(wd, conn, items, chunks, nc, 1);
+            r = wd_pipeline(wd, conn, items, chunks, nc, 1);
         }
         rlk_pool_return(pool, conn, r != RLOCK_OK);
     }
@@ -391,7 +390,7 @@ static int rlk_wd_send(rlk_watchdog *wd, rlk_pool *pool, rlk_wd_item *items, rlk
 
 /* A cluster client's sweep: each item's slot and master, then one pipeline per master of
  * batches that each stay within one slot. */
-static void rlk_wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
+static void wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
 {
     rlk_cluster *cl = wd->c->cluster;
     rlk_buf key, field;
@@ -405,9 +404,9 @@ static void rlk_wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     }
     rlk_buf_free(&key);
     rlk_buf_free(&field);
-    qsort(items, n, sizeof(*items), rlk_item_cmp_cluster);
+    qsort(items, n, sizeof(*items), item_cmp_cluster);
     size_t nc = 0;
-    rlk_wd_chunk *chunks = rlk_wd_chunk_up(items, n, rlk_item_cmp_cluster, &nc);
+    rlk_wd_chunk *chunks = wd_chunk_up(items, n, item_cmp_cluster, &nc);
     for (size_t i = 0; chunks != NULL && i < nc;) {
         size_t j = i + 1;
         while (j < nc && items[chunks[j].first].node == items[chunks[i].first].node) {
@@ -415,7 +414,7 @@ static void rlk_wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
         }
         uint64_t epoch = 0;
         rlk_pool *pool = rlk_cluster_pool(cl, items[chunks[i].first].slot, &epoch);
-        int r = pool != NULL ? rlk_wd_send(wd, pool, items, chunks + i, j - i) : RLOCK_ENOMEM;
+        int r = pool != NULL ? wd_send(wd, pool, items, chunks + i, j - i) : RLOCK_ENOMEM;
         int moved = 0;
         for (size_t k = i; k < j; k++) {
             moved |= chunks[k].moved;
@@ -430,41 +429,41 @@ static void rlk_wd_renew_cluster(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
     free(chunks);
 }
 
-static void rlk_wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
+static void wd_renew(rlk_watchdog *wd, rlk_wd_item *items, size_t n)
 {
     if (wd->c->cluster != NULL) {
-        rlk_wd_renew_cluster(wd, items, n);
+        wd_renew_cluster(wd, items, n);
         return;
     }
     /* Group by (class, lease). Usually every due entry has the same ones (watchdog holds with
      * the default lease), and then the sort is skipped: it was a fifth of a sweep's CPU time. */
     size_t same = 1;
-    while (same < n && rlk_item_cmp(&items[0], &items[same]) == 0) {
+    while (same < n && item_cmp(&items[0], &items[same]) == 0) {
         same++;
     }
     if (same < n) {
-        qsort(items, n, sizeof(*items), rlk_item_cmp);
+        qsort(items, n, sizeof(*items), item_cmp);
     }
     size_t nc = 0;
-    rlk_wd_chunk *chunks = rlk_wd_chunk_up(items, n, rlk_item_cmp, &nc);
+    rlk_wd_chunk *chunks = wd_chunk_up(items, n, item_cmp, &nc);
     if (chunks == NULL) {
         return; /* Results stay -1: retried at the next tick. */
     }
-    if (rlk_wd_send(wd, wd->c->pool, items, chunks, nc) != RLOCK_OK) {
+    if (wd_send(wd, wd->c->pool, items, chunks, nc) != RLOCK_OK) {
         rlk_sentinel_recheck(wd->c);
     }
     free(chunks);
 }
 
 /* Applies the results with the mutex held. Returns the entries judged lost, linked by next. */
-static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n, int64_t sent)
+static rlk_wd_entry *wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n, int64_t sent)
 {
     rlk_wd_entry *lost = NULL;
     int64_t now = rlk_now_ms();
     for (size_t i = 0; i < n; i++) {
         rlk_wd_entry *e = items[i].e;
         if (e->state == RLK_WD_CANCELLED || e->state == RLK_WD_DETACHED) {
-            rlk_wd_settle_idle(wd, e);
+            wd_settle_idle(wd, e);
             continue;
         }
         if (items[i].result == 1 && e->once) {
@@ -475,7 +474,7 @@ static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n
             e->expires_at = rlk_add_sat(sent, e->lease_ms);
             e->state = RLK_WD_PENDING;
             wd->stats.renewed++;
-            rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(now + rlk_wd_period(e->lease_ms)));
+            rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(now + wd_period(e->lease_ms)));
         } else if (items[i].result == 0 || now >= e->expires_at) {
             /* Stays FIRING until its lost() callback returned, so cancel waits for it. The
              * entry is out of the wheel, so its timer link is free to chain the lost list. */
@@ -484,7 +483,7 @@ static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n
             wd->stats.lost++;
         } else {
             /* No answer: try again soon, well before the lease can run out. */
-            int64_t retry = rlk_wd_period(e->lease_ms) / 3;
+            int64_t retry = wd_period(e->lease_ms) / 3;
             retry = retry < RLK_WD_TICK_MS ? RLK_WD_TICK_MS : retry;
             e->state = RLK_WD_PENDING;
             rlk_wheel_add(&wd->wheel, &e->timer, (uint64_t)(now + retry));
@@ -493,7 +492,7 @@ static rlk_wd_entry *rlk_wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n
     return lost;
 }
 
-static void rlk_wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
+static void wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
 {
     rlk_wd_item *items = malloc(sizeof(*items) * n);
     size_t k = 0;
@@ -515,9 +514,9 @@ static void rlk_wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
     }
     pthread_mutex_unlock(&wd->mu);
     int64_t sent = rlk_now_ms();
-    rlk_wd_renew(wd, items, k);
+    wd_renew(wd, items, k);
     pthread_mutex_lock(&wd->mu);
-    rlk_wd_entry *lost = rlk_wd_apply(wd, items, k, sent);
+    rlk_wd_entry *lost = wd_apply(wd, items, k, sent);
     free(items);
     if (lost != NULL) {
         pthread_mutex_unlock(&wd->mu);
@@ -530,13 +529,13 @@ static void rlk_wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
         for (rlk_wd_entry *e = lost, *next; e != NULL; e = next) {
             next = e->timer.next ? RLK_ENTRY_OF(e->timer.next) : NULL;
             e->timer.next = NULL;
-            rlk_wd_settle_idle(wd, e);
+            wd_settle_idle(wd, e);
         }
     }
     pthread_cond_broadcast(&wd->done_cv);
 }
 
-static void *rlk_wd_main(void *arg)
+static void *wd_main(void *arg)
 {
     rlk_watchdog *wd = arg;
     pthread_mutex_lock(&wd->mu);
@@ -549,7 +548,7 @@ static void *rlk_wd_main(void *arg)
         size_t n = rlk_wheel_expire(&wd->wheel, (uint64_t)(now + wd->slack_ms), &due);
         if (n > 0) {
             wd->stats.ticks++;
-            rlk_wd_sweep(wd, due, n);
+            wd_sweep(wd, due, n);
             continue;
         }
         uint64_t next = rlk_wheel_next_expiry(&wd->wheel);
@@ -587,7 +586,7 @@ int rlk_watchdog_new(rlock_client *c, rlk_watchdog **out)
     pthread_mutex_init(&wd->mu, NULL);
     rlk_cond_init_monotonic(&wd->cv);
     rlk_cond_init_monotonic(&wd->done_cv);
-    if (pthread_create(&wd->thread, NULL, rlk_wd_main, wd) != 0) {
+    if (pthread_create(&wd->thread, NULL, wd_main, wd) != 0) {
         pthread_cond_destroy(&wd->cv);
         pthread_cond_destroy(&wd->done_cv);
         pthread_mutex_destroy(&wd->mu);

@@ -10,7 +10,7 @@
 #ifndef RLK_WATCHDOG_H
 #define RLK_WATCHDOG_H
 
-#include "client.h"
+#include "context.h"
 #include "timer_wheel.h"
 
 #define RLK_WD_BATCH 100

@@ -14,7 +14,7 @@
 #include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
-#include "waiter.h"
+#include "notified_wait.h"
 
 struct rlock_latch {
     rlock_client *client;
@@ -65,7 +65,7 @@ RLOCK_EXPORT void rlock_latch_free(rlock_latch *l)
     free(l);
 }
 
-static int rlk_latch_check(rlock_latch *l)
+static int latch_check(rlock_latch *l)
 {
     if (l == NULL) {
         return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
@@ -74,7 +74,7 @@ static int rlk_latch_check(rlock_latch *l)
 }
 
 /* Runs script on [name, channel] with the given arguments; integer reply in *v. */
-static int rlk_latch_call(rlock_latch *l, int script, int flags, const rlk_args *args, long long *v)
+static int latch_call(rlock_latch *l, int script, int flags, const rlk_args *args, long long *v)
 {
     rlk_args keys;
     rlk_args_init(&keys);
@@ -94,7 +94,7 @@ static int rlk_latch_call(rlock_latch *l, int script, int flags, const rlk_args 
 
 RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *l, int64_t count)
 {
-    int r = rlk_latch_check(l);
+    int r = latch_check(l);
     if (r == RLOCK_OK && (count < 1 || count > INT32_MAX)) {
         r = rlk_err(RLOCK_EINVAL, "count must be in 1 .. %d, got %lld", INT32_MAX,
                     (long long)count);
@@ -106,14 +106,13 @@ RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *l, int64_t count)
     rlk_args_init(&args);
     rlk_args_addi(&args, count);
     long long v = 0;
-    r = rlk_latch_call(l, RLK_SCRIPT_LATCH_TRY_SET, RLK_IDEMPOTENT, &args, &v);
+    r = latch_call(l, RLK_SCRIPT_LATCH_TRY_SET, RLK_IDEMPOTENT, &args, &v);
     return r ? r : (int)v;
 }
 
 /* Runs script (latch_count_down.lua, latch_delete.lua) with the request q, resent after a lost
  * reply (rlk_sem_run): its integer reply in *v. */
-static int rlk_latch_keyed(rlock_latch *l, int script, rlk_sem_req *q, long long *v,
-                           const char *what)
+static int latch_keyed(rlock_latch *l, int script, rlk_sem_req *q, long long *v, const char *what)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -136,7 +135,7 @@ static int rlk_latch_keyed(rlock_latch *l, int script, rlk_sem_req *q, long long
 
 RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
 {
-    int r = rlk_latch_check(l);
+    int r = latch_check(l);
     rlk_sem_req q;
     r = r ? r : rlk_sem_req_init(&q, l->name, l->name_len, 1);
     if (r != RLOCK_OK) {
@@ -144,7 +143,7 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
     }
     long long v = 0;
     rlk_sync_clear();
-    r = rlk_latch_keyed(l, RLK_SCRIPT_LATCH_COUNT_DOWN, &q, &v, "latch count-down");
+    r = latch_keyed(l, RLK_SCRIPT_LATCH_COUNT_DOWN, &q, &v, "latch count-down");
     rlk_sem_req_free(&q);
     int acked = 0, n = 0;
     if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
@@ -158,21 +157,21 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
 
 RLOCK_EXPORT int rlock_latch_delete(rlock_latch *l)
 {
-    int r = rlk_latch_check(l);
+    int r = latch_check(l);
     rlk_sem_req q;
     r = r ? r : rlk_sem_req_init(&q, l->name, l->name_len, 1);
     if (r != RLOCK_OK) {
         return r;
     }
     long long v = 0;
-    r = rlk_latch_keyed(l, RLK_SCRIPT_LATCH_DELETE, &q, &v, "latch delete");
+    r = latch_keyed(l, RLK_SCRIPT_LATCH_DELETE, &q, &v, "latch delete");
     rlk_sem_req_free(&q);
     return r ? r : (int)v;
 }
 
 RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)
 {
-    int r = rlk_latch_check(l);
+    int r = latch_check(l);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -200,7 +199,7 @@ RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)
     return v;
 }
 
-static int rlk_latch_open_now(void *arg, int64_t *hint_ms)
+static int latch_open_now(void *arg, int64_t *hint_ms)
 {
     (void)hint_ms;
     int64_t n = rlock_latch_count(arg);
@@ -214,7 +213,7 @@ RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_can
     }
     /* A fired token ends the call before the client is entered (which may dial after a fork()). */
     int r = rlk_cancel_check(cancel, "latch", l->name);
-    r = r ? r : rlk_latch_check(l);
+    r = r ? r : latch_check(l);
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
     }
@@ -223,7 +222,7 @@ RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_can
     }
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
     r = rlk_wait_notified_cancel(l->client, l->channel.p, l->channel.len, RLK_MSG_ZERO_ALL, wait,
-                                 cancel, rlk_latch_open_now, l);
+                                 cancel, latch_open_now, l);
     if (r == RLOCK_ECANCELED) {
         return rlk_cancel_check(cancel, "latch", l->name); /* the error names the latch */
     }

@@ -17,7 +17,10 @@
 #include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
-#include "waiter.h"
+#include "notified_wait.h"
+
+static void sem_settle_pending(rlock_semaphore *sem);
+static void sem_drop_pending(rlock_semaphore *sem);
 
 int64_t rlk_epoch_ms(void)
 {
@@ -73,7 +76,7 @@ int64_t rlk_sem_req_ttl(const rlock_client *c)
 
 /* The text of the last error (code's) without the "<code's message>: " that rlk_err() put in
  * front, copied to buf, so that a later message can quote it without repeating that prefix. */
-static const char *rlk_sem_detail(int code, char *buf, size_t size)
+static const char *sem_detail(int code, char *buf, size_t size)
 {
     const char *msg = rlock_last_error();
     const char *prefix = rlock_strerror(code);
@@ -85,7 +88,7 @@ static const char *rlk_sem_detail(int code, char *buf, size_t size)
     return buf;
 }
 
-static void rlk_sem_pause(int64_t ms)
+static void sem_pause(int64_t ms)
 {
     struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
@@ -112,11 +115,11 @@ int rlk_sem_run(rlock_client *c, rlk_sem_req *q, int script, const rlk_args *key
             char last[256];
             return rlk_err(r, "%s of '%s': no reply after %d tries, resent for %lld ms (%s)", what,
                            name, tries, (long long)c->opts.command_timeout_ms,
-                           rlk_sem_detail(r, last, sizeof(last)));
+                           sem_detail(r, last, sizeof(last)));
         }
         /* The pool dials again at once after a broken connection, and answers at once while its
          * dial backoff runs: short pauses keep the resends from spinning. */
-        rlk_sem_pause(pause < left ? pause : left);
+        sem_pause(pause < left ? pause : left);
         pause = pause < 64 ? pause * 2 : pause;
     }
 }
@@ -129,7 +132,7 @@ int rlk_sem_check(rlock_semaphore *sem)
     int r = rlk_client_enter(sem->client);
     if (r == RLOCK_OK) {
         rlk_sem_refresh(sem);
-        rlk_sem_settle_pending(sem);
+        sem_settle_pending(sem);
     }
     return r;
 }
@@ -160,7 +163,7 @@ void rlk_sem_refresh(rlock_semaphore *sem)
             sem->permits = p->next;
             free(p);
         }
-        rlk_sem_drop_pending(sem); /* the parent settles its own calls */
+        sem_drop_pending(sem); /* the parent settles its own calls */
         atomic_store_explicit(&sem->gen, rlk_fork_gen(), memory_order_release);
     }
     rlk_fork_unlock();
@@ -207,7 +210,7 @@ RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem)
         return;
     }
     rlk_sem_forget_permits(sem);
-    rlk_sem_drop_pending(sem);
+    sem_drop_pending(sem);
     rlk_buf_free(&sem->channel);
     rlk_buf_free(&sem->timeout);
     pthread_mutex_destroy(&sem->mu);
@@ -215,7 +218,7 @@ RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore *sem)
     free(sem);
 }
 
-static int rlk_int_reply(const redisReply *r, long long *v, const char *what)
+static int int_reply(const redisReply *r, long long *v, const char *what)
 {
     if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
         *v = r->integer;
@@ -227,8 +230,8 @@ static int rlk_int_reply(const redisReply *r, long long *v, const char *what)
 
 /* Runs a script on the semaphore's keys [name, second] with one integer argument and returns
  * its integer reply in *v. */
-static int rlk_sem_call(rlock_semaphore *sem, int script, int flags, const rlk_buf *second,
-                        int64_t arg, long long *v, const char *what)
+static int sem_call(rlock_semaphore *sem, int script, int flags, const rlk_buf *second, int64_t arg,
+                    long long *v, const char *what)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -242,7 +245,7 @@ static int rlk_sem_call(rlock_semaphore *sem, int script, int flags, const rlk_b
     redisReply *rep = NULL;
     int r = rlk_script(sem->client, script, flags, &keys, &args, &rep);
     if (r == RLOCK_OK) {
-        r = rlk_int_reply(rep, v, what);
+        r = int_reply(rep, v, what);
     }
     freeReplyObject(rep);
     return r;
@@ -250,7 +253,7 @@ static int rlk_sem_call(rlock_semaphore *sem, int script, int flags, const rlk_b
 
 /* Permit counts are Redis integers; bounding them to 2^31-1 keeps every sum of a count and a
  * delta far inside Lua's exact range of doubles. */
-static int rlk_check_permits(int64_t n, int64_t min, const char *what)
+static int check_permits(int64_t n, int64_t min, const char *what)
 {
     if (n < min || n > INT32_MAX) {
         return rlk_err(RLOCK_EINVAL, "%s must be in %lld .. %d, got %lld", what, (long long)min,
@@ -262,11 +265,11 @@ static int rlk_check_permits(int64_t n, int64_t min, const char *what)
 RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    r = r ? r : check_permits(permits, 0, "permits");
     long long v = 0;
     r = r ? r
-          : rlk_sem_call(sem, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &sem->channel, permits, &v,
-                         "sem_try_set");
+          : sem_call(sem, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &sem->channel, permits, &v,
+                     "sem_try_set");
     return r ? r : (int)v;
 }
 
@@ -278,7 +281,7 @@ RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore *sem, int64_t delta
                     (long long)delta);
     }
     long long v = 0;
-    return r ? r : rlk_sem_call(sem, RLK_SCRIPT_SEM_ADD, 0, &sem->channel, delta, &v, "sem_add");
+    return r ? r : sem_call(sem, RLK_SCRIPT_SEM_ADD, 0, &sem->channel, delta, &v, "sem_add");
 }
 
 RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem)
@@ -286,13 +289,16 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem)
     int r = rlk_sem_check(sem);
     long long v = 0;
     r = r ? r
-          : rlk_sem_call(sem, RLK_SCRIPT_SEM_AVAILABLE, RLK_IDEMPOTENT, &sem->timeout,
-                         rlk_epoch_ms(), &v, "sem_available");
+          : sem_call(sem, RLK_SCRIPT_SEM_AVAILABLE, RLK_IDEMPOTENT, &sem->timeout, rlk_epoch_ms(),
+                     &v, "sem_available");
     return r ? r : v < 0 ? 0 : v;
 }
 
-int rlk_sem_attempt(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int64_t expiry,
-                    const unsigned char (*ids)[16], int64_t *hint_ms)
+/* One acquire attempt of n permits for the acquire call q, leased with ids (count n) or plain
+ * (ids NULL): 1 acquired (now, or by an earlier attempt of q), 0 not (*hint_ms = ms until the
+ * earliest lease runs out, or -1), or a negative error. */
+static int sem_attempt(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int64_t expiry,
+                       const unsigned char (*ids)[16], int64_t *hint_ms)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -334,7 +340,7 @@ typedef struct rlk_sem_try {
     const unsigned char (*ids)[16];
 } rlk_sem_try;
 
-static int rlk_sem_try_once(void *arg, int64_t *hint_ms)
+static int sem_try_once(void *arg, int64_t *hint_ms)
 {
     rlk_sem_try *t = arg;
     int64_t expiry = 0;
@@ -342,7 +348,7 @@ static int rlk_sem_try_once(void *arg, int64_t *hint_ms)
         int64_t lease = t->lease_ms > 0 ? t->lease_ms : t->sem->client->opts.watchdog_timeout_ms;
         expiry = rlk_add_sat(rlk_epoch_ms(), lease);
     }
-    return rlk_sem_attempt(t->sem, t->q, t->n, expiry, t->ids, hint_ms);
+    return sem_attempt(t->sem, t->q, t->n, expiry, t->ids, hint_ms);
 }
 
 /* Returns the permit on Redis: 1 released, 0 released after its lease ran out, -1 no such
@@ -381,8 +387,8 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
 /* Settles the acquire call q (sem_acquire_cancel.lua in mode "keep" or "give"), resent after a
  * lost reply unless once is set: 2 its permits are kept, 1 they were given back, 0 it had taken
  * none and is now cancelled on Redis, or a negative error. */
-static int rlk_sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int keep,
-                          const unsigned char (*ids)[16], int once)
+static int sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int keep,
+                      const unsigned char (*ids)[16], int once)
 {
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -402,7 +408,7 @@ static int rlk_sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int k
                  : rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &rep,
                                "semaphore acquire settlement", sem->name);
     long long v = 0;
-    r = r ? r : rlk_int_reply(rep, &v, "sem_acquire_cancel");
+    r = r ? r : int_reply(rep, &v, "sem_acquire_cancel");
     freeReplyObject(rep);
     return r ? r : (int)v;
 }
@@ -418,7 +424,7 @@ typedef struct rlk_sem_pending {
     int64_t until_ms; /* monotonic: the request key, the only trace of the permits, is gone */
 } rlk_sem_pending;
 
-static void rlk_sem_pending_push(rlock_semaphore *sem, rlk_sem_pending *p)
+static void sem_pending_push(rlock_semaphore *sem, rlk_sem_pending *p)
 {
     pthread_mutex_lock(&sem->mu);
     p->next = sem->pending;
@@ -427,9 +433,9 @@ static void rlk_sem_pending_push(rlock_semaphore *sem, rlk_sem_pending *p)
     pthread_mutex_unlock(&sem->mu);
 }
 
-/* Keeps a copy of q for rlk_sem_settle_pending() (none when out of memory: the warning stands). */
-static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
-                          const unsigned char (*ids)[16])
+/* Keeps a copy of q for sem_settle_pending() (none when out of memory: the warning stands). */
+static void sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                      const unsigned char (*ids)[16])
 {
     rlk_sem_pending *p = calloc(1, sizeof(*p));
     if (p == NULL) {
@@ -451,16 +457,16 @@ static void rlk_sem_defer(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
         memcpy(p->ids, ids, (size_t)n * sizeof(*p->ids));
     }
     p->until_ms = rlk_add_sat(rlk_now_ms(), rlk_sem_req_ttl(sem->client));
-    rlk_sem_pending_push(sem, p);
+    sem_pending_push(sem, p);
 }
 
 /* One try at a deferred settlement (no resends: the caller's own call waits behind it); kept for
  * the next call if Redis is still out of reach and the request key may still be there. */
-static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
+static void sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
 {
-    int s = rlk_sem_settle(sem, &p->q, p->n, 0, (const unsigned char(*)[16])p->ids, 1);
+    int s = sem_settle(sem, &p->q, p->n, 0, (const unsigned char(*)[16])p->ids, 1);
     if (s < 0 && rlk_now_ms() < p->until_ms) {
-        rlk_sem_pending_push(sem, p);
+        sem_pending_push(sem, p);
         return;
     }
     if (s == 1) {
@@ -478,7 +484,9 @@ static void rlk_sem_settle_one(rlock_semaphore *sem, rlk_sem_pending *p)
     free(p);
 }
 
-void rlk_sem_settle_pending(rlock_semaphore *sem)
+/* Settles the acquire calls of the handle that were left unsettled (at the start of every call
+ * on it, rlk_sem_check()). */
+static void sem_settle_pending(rlock_semaphore *sem)
 {
     if (!atomic_load(&sem->has_pending)) {
         return;
@@ -490,12 +498,14 @@ void rlk_sem_settle_pending(rlock_semaphore *sem)
     pthread_mutex_unlock(&sem->mu);
     while (p != NULL) {
         rlk_sem_pending *next = p->next;
-        rlk_sem_settle_one(sem, p);
+        sem_settle_one(sem, p);
         p = next;
     }
 }
 
-void rlk_sem_drop_pending(rlock_semaphore *sem)
+/* Forgets them without settling (at free, and in the child of a fork()). No other thread may
+ * use the handle. */
+static void sem_drop_pending(rlock_semaphore *sem)
 {
     rlk_sem_pending *p = sem->pending;
     sem->pending = NULL;
@@ -512,15 +522,15 @@ void rlk_sem_drop_pending(rlock_semaphore *sem)
 /* Gives back permits that fewer replicas acknowledged than the master has, as lock.c gives
  * back such a grant: a failover to one of them would forget the acquire while the caller used the
  * permits. Best effort, and waiting for no replica (it would fall short the same way). */
-static int rlk_sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
-                                 const unsigned char (*ids)[16])
+static int sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                             const unsigned char (*ids)[16])
 {
     int acked = 0, k = 0;
     if (!rlk_sync_short(&acked, &k)) {
         return RLOCK_OK;
     }
     rlk_sync_suppress(1);
-    (void)rlk_sem_settle(sem, q, n, 0, ids, 0);
+    (void)sem_settle(sem, q, n, 0, ids, 0);
     rlk_sync_suppress(0);
     return rlk_sync_error(acked, k, "semaphore", sem->name);
 }
@@ -530,12 +540,12 @@ static int rlk_sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n
  * on Redis, so that no copy of an attempt still on its way takes any later; r stands then. If
  * Redis cannot be reached for this either, the permits may stay taken (a leased one until its
  * lease runs out), which is logged. */
-static int rlk_sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
-                               const unsigned char (*ids)[16], int r)
+static int sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
+                           const unsigned char (*ids)[16], int r)
 {
     char why[256];
-    rlk_sem_detail(r, why, sizeof(why));
-    int s = rlk_sem_settle(sem, q, n, 1, ids, 0);
+    sem_detail(r, why, sizeof(why));
+    int s = sem_settle(sem, q, n, 1, ids, 0);
     if (s == 2) {
         rlk_log(sem->client, RLOCK_LOG_INFO,
                 "semaphore '%s': kept %lld permit(s) whose acquire reply was lost", sem->name,
@@ -547,7 +557,7 @@ static int rlk_sem_settle_lost(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
                 "semaphore '%s': an acquire whose reply was lost could not be settled; the "
                 "handle's next call settles it: %s",
                 sem->name, rlock_last_error());
-        rlk_sem_defer(sem, q, n, ids);
+        sem_defer(sem, q, n, ids);
     }
     if (r < 0) {
         rlk_err(r, "%s", why);
@@ -567,7 +577,7 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
     rlk_sync_clear();
     r = rlk_wait_notified_cancel(sem->client, sem->channel.p, sem->channel.len, RLK_MSG_COUNT, wait,
-                                 cancel, rlk_sem_try_once, &t);
+                                 cancel, sem_try_once, &t);
     if (r == RLOCK_ECANCELED) {
         r = rlk_cancel_check(cancel, "semaphore", sem->name); /* the error names the semaphore */
     }
@@ -575,13 +585,13 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
      * permits, which are then kept and returned as RLOCK_OK rather than left taken unseen. */
     if (r != 1 && q.lost && r != RLOCK_ECLOSED) {
         rlk_sync_clear();
-        r = rlk_sem_settle_lost(sem, &q, n, ids, r);
+        r = sem_settle_lost(sem, &q, n, ids, r);
     }
     if (r == 1) {
         /* The last synced script of this thread is the attempt that took the permits. After a
          * settlement that kept them there is none (a settlement waits for no replica), so
          * permits kept that way are not checked. */
-        int u = rlk_sem_undo_unsynced(sem, &q, n, ids);
+        int u = sem_undo_unsynced(sem, &q, n, ids);
         r = u ? u : r;
     }
     rlk_sem_req_free(&q);
@@ -598,7 +608,7 @@ RLOCK_EXPORT int rlock_semaphore_acquire_ex(rlock_semaphore *sem, int64_t permit
                                             rlock_cancel *cancel)
 {
     int r = rlk_sem_check_cancel(sem, cancel);
-    r = r ? r : rlk_check_permits(permits, 1, "permits");
+    r = r ? r : check_permits(permits, 1, "permits");
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
     }
@@ -625,7 +635,7 @@ void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what)
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_check_permits(permits, 1, "permits");
+    r = r ? r : check_permits(permits, 1, "permits");
     rlk_sem_req q;
     r = r ? r : rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
     if (r != RLOCK_OK) {
@@ -644,7 +654,7 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     r = rlk_sem_run(sem->client, &q, RLK_SCRIPT_SEM_RELEASE, &keys, &args, &rep, "release",
                     sem->name);
     long long v = 0;
-    r = r ? r : rlk_int_reply(rep, &v, "sem_release");
+    r = r ? r : int_reply(rep, &v, "sem_release");
     freeReplyObject(rep);
     rlk_sem_req_free(&q);
     rlk_sem_warn_unsynced(sem, r, "release");
@@ -654,8 +664,7 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
 /* Runs a count-changing script on [name, (zset,) (channel,) request key] with its arguments
  * [(arg,) request TTL] (the zset for set permits, the channel and arg but for drain), resent after
  * a lost reply and applied once; its integer reply in *v. */
-static int rlk_sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v,
-                         const char *what)
+static int sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v, const char *what)
 {
     rlk_sem_req q;
     int r = rlk_sem_req_init(&q, sem->name, sem->name_len, 0);
@@ -677,7 +686,7 @@ static int rlk_sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long lon
     rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
     redisReply *rep = NULL;
     r = rlk_sem_run(sem->client, &q, script, &keys, &args, &rep, what, sem->name);
-    r = r ? r : rlk_int_reply(rep, v, what);
+    r = r ? r : int_reply(rep, v, what);
     freeReplyObject(rep);
     rlk_sem_req_free(&q);
     return r;
@@ -687,7 +696,7 @@ RLOCK_EXPORT int64_t rlock_semaphore_drain(rlock_semaphore *sem)
 {
     int r = rlk_sem_check(sem);
     long long v = 0;
-    r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_DRAIN, 0, &v, "drain");
+    r = r ? r : sem_keyed(sem, RLK_SCRIPT_SEM_DRAIN, 0, &v, "drain");
     /* A count below 0 (a negative add) is set to 0 as by Redisson, but no permit was taken. */
     return r ? r : v < 0 ? 0 : v;
 }
@@ -695,26 +704,25 @@ RLOCK_EXPORT int64_t rlock_semaphore_drain(rlock_semaphore *sem)
 RLOCK_EXPORT int rlock_semaphore_set_permits(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    r = r ? r : check_permits(permits, 0, "permits");
     long long v = 0;
-    r = r ? r : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_SET_PERMITS, permits, &v, "set permits");
+    r = r ? r : sem_keyed(sem, RLK_SCRIPT_SEM_SET_PERMITS, permits, &v, "set permits");
     return r;
 }
 
 RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_check_permits(permits, 1, "permits");
+    r = r ? r : check_permits(permits, 1, "permits");
     long long v = 0;
     rlk_sync_clear();
-    r = r ? r
-          : rlk_sem_keyed(sem, RLK_SCRIPT_SEM_RELEASE_IF_EXISTS, permits, &v, "release if exists");
+    r = r ? r : sem_keyed(sem, RLK_SCRIPT_SEM_RELEASE_IF_EXISTS, permits, &v, "release if exists");
     rlk_sem_warn_unsynced(sem, r, "release");
     return r ? r : (int)v;
 }
 
 /* Runs sem_permits.lua in mode ('total' or 'leased'): its count, or a negative error. */
-static int64_t rlk_sem_permits(rlock_semaphore *sem, const char *mode)
+static int64_t sem_count_permits(rlock_semaphore *sem, const char *mode)
 {
     int r = rlk_sem_check(sem);
     if (r != RLOCK_OK) {
@@ -731,26 +739,26 @@ static int64_t rlk_sem_permits(rlock_semaphore *sem, const char *mode)
     redisReply *rep = NULL;
     r = rlk_script(sem->client, RLK_SCRIPT_SEM_PERMITS, RLK_IDEMPOTENT, &keys, &args, &rep);
     long long v = 0;
-    r = r ? r : rlk_int_reply(rep, &v, "sem_permits");
+    r = r ? r : int_reply(rep, &v, "sem_permits");
     freeReplyObject(rep);
     return r ? r : v < 0 ? 0 : v;
 }
 
 RLOCK_EXPORT int64_t rlock_semaphore_permits(rlock_semaphore *sem)
 {
-    return rlk_sem_permits(sem, "total");
+    return sem_count_permits(sem, "total");
 }
 
 RLOCK_EXPORT int64_t rlock_semaphore_acquired(rlock_semaphore *sem)
 {
-    return rlk_sem_permits(sem, "leased");
+    return sem_count_permits(sem, "leased");
 }
 
 RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64_t permits,
                                                      int64_t ttl_ms)
 {
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_check_permits(permits, 0, "permits");
+    r = r ? r : check_permits(permits, 0, "permits");
     if (r == RLOCK_OK && (ttl_ms <= 0 || ttl_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL, "ttl_ms must be in 1 .. %lld, got %lld",
                     (long long)RLOCK_MAX_DURATION_MS, (long long)ttl_ms);
@@ -768,7 +776,7 @@ RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64
     redisReply *rep = NULL;
     r = rlk_script(sem->client, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &keys, &args, &rep);
     long long v = 0;
-    r = r ? r : rlk_int_reply(rep, &v, "sem_try_set");
+    r = r ? r : int_reply(rep, &v, "sem_try_set");
     freeReplyObject(rep);
     return r ? r : (int)v;
 }

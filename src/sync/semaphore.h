@@ -75,12 +75,6 @@ int rlk_sem_check_cancel(rlock_semaphore *sem, const rlock_cancel *cancel);
 /* The caller's wall clock in epoch ms (Redisson's lease scores are client epoch times). */
 int64_t rlk_epoch_ms(void);
 
-/* One acquire attempt of n permits for the acquire call q, leased with ids (count n) or plain
- * (ids NULL): 1 acquired (now, or by an earlier attempt of q), 0 not (*hint_ms = ms until the
- * earliest lease runs out, or -1), or a negative error. */
-int rlk_sem_attempt(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int64_t expiry,
-                    const unsigned char (*ids)[16], int64_t *hint_ms);
-
 /* Returns the leased permit id on Redis (sem_release_leased.lua, resent after a lost reply and
  * applied once): *v is 1 released, 0 released after its lease ran out, -1 no such permit; or a
  * negative error. */
@@ -101,13 +95,6 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
  * permits are the parent's, renewed by the parent's watchdog, so the child neither renews nor
  * reports them. No-op in the process that recorded them. */
 void rlk_sem_refresh(rlock_semaphore *sem);
-
-/* Settles the acquire calls of the handle that were left unsettled (at the start of every call
- * on it, rlk_sem_check()). */
-void rlk_sem_settle_pending(rlock_semaphore *sem);
-/* Forgets them without settling (at free, and in the child of a fork()). No other thread may
- * use the handle. */
-void rlk_sem_drop_pending(rlock_semaphore *sem);
 
 /* Stops the renewals of every leased permit of the handle (at free). */
 void rlk_sem_forget_permits(rlock_semaphore *sem);

@@ -15,14 +15,14 @@
 
 #define RLK_PERMIT_OF(e) ((rlk_permit *)((char *)(e)-offsetof(rlk_permit, wd)))
 
-static int rlk_permit_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
+static int permit_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field)
 {
     rlk_permit *p = RLK_PERMIT_OF(e);
     int r = rlk_buf_append(key, p->sem->timeout.p, p->sem->timeout.len);
     return r ? r : rlk_buf_append(field, p->id, sizeof(p->id));
 }
 
-static void rlk_permit_lost(rlk_wd_entry *e)
+static void permit_lost(rlk_wd_entry *e)
 {
     rlk_permit *p = RLK_PERMIT_OF(e);
     atomic_store(&p->lost, 1);
@@ -33,13 +33,13 @@ static void rlk_permit_lost(rlk_wd_entry *e)
     }
 }
 
-static const rlk_renew_class rlk_permit_renew = {
+static const rlk_renew_class permit_renew = {
     .script = RLK_SCRIPT_SEM_RENEW_LEASED,
-    .describe = rlk_permit_describe,
-    .lost = rlk_permit_lost,
+    .describe = permit_describe,
+    .lost = permit_lost,
 };
 
-static int rlk_nibble(char ch)
+static int nibble(char ch)
 {
     if (ch >= '0' && ch <= '9') {
         return ch - '0';
@@ -50,13 +50,13 @@ static int rlk_nibble(char ch)
     return ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
 }
 
-static int rlk_unhex(const char *text, unsigned char id[16])
+static int unhex(const char *text, unsigned char id[16])
 {
     if (text == NULL || strnlen(text, RLOCK_PERMIT_ID_LEN + 1) != RLOCK_PERMIT_ID_LEN) {
         return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
     }
     for (size_t i = 0; i < 16; i++) {
-        int hi = rlk_nibble(text[2 * i]), lo = rlk_nibble(text[2 * i + 1]);
+        int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
         }
@@ -67,7 +67,7 @@ static int rlk_unhex(const char *text, unsigned char id[16])
 
 /* Records a granted permit; with the watchdog, registers its renewals. On failure to record,
  * the permit is returned so that it cannot leak. */
-static int rlk_permit_record(rlock_semaphore *sem, const unsigned char id[16], int watched)
+static int permit_record(rlock_semaphore *sem, const unsigned char id[16], int watched)
 {
     rlk_permit *p = calloc(1, sizeof(*p));
     if (p == NULL) {
@@ -75,7 +75,7 @@ static int rlk_permit_record(rlock_semaphore *sem, const unsigned char id[16], i
     }
     p->sem = sem;
     memcpy(p->id, id, 16);
-    rlk_wd_entry_init(&p->wd, &rlk_permit_renew);
+    rlk_wd_entry_init(&p->wd, &permit_renew);
     if (watched) {
         int r = rlk_wd_add(sem->client->watchdog, &p->wd, sem->client->opts.watchdog_timeout_ms);
         if (r != RLOCK_OK) {
@@ -92,7 +92,7 @@ static int rlk_permit_record(rlock_semaphore *sem, const unsigned char id[16], i
 }
 
 /* Stops the renewals of p (a freed client's watchdog is gone, and renews nothing). */
-static void rlk_permit_unwatch(rlock_semaphore *sem, rlk_permit *p)
+static void permit_unwatch(rlock_semaphore *sem, rlk_permit *p)
 {
     if (p->watched && !atomic_load(&sem->client->closed)) {
         rlk_wd_cancel(sem->client->watchdog, &p->wd);
@@ -100,7 +100,7 @@ static void rlk_permit_unwatch(rlock_semaphore *sem, rlk_permit *p)
 }
 
 /* Takes the handle's record of id out of its list (NULL if it has none). */
-static rlk_permit *rlk_permit_take(rlock_semaphore *sem, const unsigned char id[16])
+static rlk_permit *permit_take(rlock_semaphore *sem, const unsigned char id[16])
 {
     pthread_mutex_lock(&sem->mu);
     rlk_permit **pp = &sem->permits;
@@ -116,13 +116,13 @@ static rlk_permit *rlk_permit_take(rlock_semaphore *sem, const unsigned char id[
 }
 
 /* Returns the first n permits of ids after a failure to record them (best effort). */
-static void rlk_permits_give_back(rlock_semaphore *sem, const unsigned char (*ids)[16], int64_t n)
+static void permits_give_back(rlock_semaphore *sem, const unsigned char (*ids)[16], int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         long long v = 0;
-        rlk_permit *p = rlk_permit_take(sem, ids[i]);
+        rlk_permit *p = permit_take(sem, ids[i]);
         if (p != NULL) {
-            rlk_permit_unwatch(sem, p);
+            permit_unwatch(sem, p);
             free(p);
         }
         rlk_sem_release_id(sem, ids[i], &v);
@@ -155,9 +155,9 @@ static int rlk_sem_leased_n(rlock_semaphore *sem, int64_t permits, int64_t wait_
     }
     r = rlk_sem_acquire(sem, permits, wait_ms, lease_ms, (const unsigned char(*)[16])ids, cancel);
     for (int64_t i = 0; r == RLOCK_OK && i < permits; i++) {
-        r = rlk_permit_record(sem, ids[i], lease_ms < 0);
+        r = permit_record(sem, ids[i], lease_ms < 0);
         if (r != RLOCK_OK) {
-            rlk_permits_give_back(sem, (const unsigned char(*)[16])ids, permits);
+            permits_give_back(sem, (const unsigned char(*)[16])ids, permits);
             return rlk_err(r, "semaphore '%s': cannot record the leased permits; returned them",
                            sem->name);
         }
@@ -197,16 +197,16 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
 {
     unsigned char id[16];
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_unhex(permit_id, id);
+    r = r ? r : unhex(permit_id, id);
     if (r != RLOCK_OK) {
         return r;
     }
-    rlk_permit *p = rlk_permit_take(sem, id);
+    rlk_permit *p = permit_take(sem, id);
     int lost = 0;
     if (p != NULL) {
         /* Stop renewing before the release reaches Redis: a renewal after it would find the
          * permit gone and report a spurious loss. */
-        rlk_permit_unwatch(sem, p);
+        permit_unwatch(sem, p);
         lost = atomic_load(&p->lost);
         free(p);
     }
@@ -236,20 +236,20 @@ void rlk_sem_forget_permits(rlock_semaphore *sem)
     pthread_mutex_unlock(&sem->mu);
     while (p != NULL) {
         rlk_permit *next = p->next;
-        rlk_permit_unwatch(sem, p);
+        permit_unwatch(sem, p);
         free(p);
         p = next;
     }
 }
 
 /* Stops this handle's watchdog renewals of id, which would overwrite a lease the caller set. */
-static void rlk_permit_stop_renewing(rlock_semaphore *sem, const unsigned char id[16])
+static void permit_stop_renewing(rlock_semaphore *sem, const unsigned char id[16])
 {
-    rlk_permit *p = rlk_permit_take(sem, id);
+    rlk_permit *p = permit_take(sem, id);
     if (p == NULL) {
         return;
     }
-    rlk_permit_unwatch(sem, p);
+    permit_unwatch(sem, p);
     p->watched = 0;
     pthread_mutex_lock(&sem->mu);
     p->next = sem->permits;
@@ -262,7 +262,7 @@ RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *
 {
     unsigned char id[16];
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_unhex(permit_id, id);
+    r = r ? r : unhex(permit_id, id);
     if (r == RLOCK_OK && (lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL, "lease_ms must be in 1 .. %lld, got %lld",
                     (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
@@ -270,7 +270,7 @@ RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *
     if (r != RLOCK_OK) {
         return r;
     }
-    rlk_permit_stop_renewing(sem, id);
+    permit_stop_renewing(sem, id);
     int64_t now = rlk_epoch_ms();
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -307,7 +307,7 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
     }
     unsigned char id[16];
     for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
-        r = rlk_unhex(permit_ids[i], id); /* all ids checked before any is released */
+        r = unhex(permit_ids[i], id); /* all ids checked before any is released */
     }
     int released = 0;
     for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
@@ -326,7 +326,7 @@ RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const 
 {
     unsigned char id[16];
     int r = rlk_sem_check(sem);
-    r = r ? r : rlk_unhex(permit_id, id);
+    r = r ? r : unhex(permit_id, id);
     if (r != RLOCK_OK) {
         return r;
     }

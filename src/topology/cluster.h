@@ -13,7 +13,7 @@
 
 #include <hiredis.h>
 
-#include "client.h"
+#include "context.h"
 #include "cluster_map.h"
 #include "pool.h"
 
@@ -66,12 +66,5 @@ typedef struct rlk_cluster_stats {
 void rlk_cluster_get_stats(rlk_cluster *cl, rlk_cluster_stats *out);
 /* For cluster_route.c: counts one redirection of a kind (1 moved, 2 ask, 3 tryagain). */
 void rlk_cluster_count(rlk_cluster *cl, int kind);
-
-/* Runs fn for a request whose keys live in slot (-1: none) on the master that serves it,
- * following MOVED (refresh, then the named node), ASK (ASKING on the named node, the map
- * unchanged), TRYAGAIN and CLUSTERDOWN (short pauses until command_timeout_ms; then
- * RLOCK_ECONN with the server's message). Otherwise as rlk_pool_run(). cluster_route.c. */
-int rlk_cluster_run(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
-                    redisReply **out);
 
 #endif /* RLK_CLUSTER_H */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cluster.h"
+#include "cluster_route.h"
 #include "conn.h"
 
 /* Redirections followed for one request before giving up: a slot moved twice during one call

@@ -50,7 +50,7 @@ struct rlk_pool {
 };
 
 /* The replica count a connection of p syncs with: its cluster node's, or (NULL) the client's. */
-static rlk_replicas *rlk_pool_conn_replicas(rlk_pool *p)
+static rlk_replicas *pool_conn_replicas(rlk_pool *p)
 {
     return p->node_host != NULL ? &p->node_replicas : NULL;
 }
@@ -97,7 +97,7 @@ int rlk_pool_new_at(rlock_client *c, const char *host, int port, rlk_pool **out)
 }
 
 /* Dials the pool's node: the client's data node, or the cluster node it was made for. */
-static int rlk_pool_open(rlk_pool *p, int64_t deadline, rlk_conn **conn)
+static int pool_open(rlk_pool *p, int64_t deadline, rlk_conn **conn)
 {
     if (p->node_host == NULL) {
         return rlk_conn_open(p->c, deadline, p->c->opts.command_timeout_ms, conn);
@@ -154,7 +154,7 @@ void rlk_pool_fork_unlock(rlk_pool *p)
 }
 
 /* Records conn in the first free slot of all (mutex held). There is one: open counts it. */
-static void rlk_pool_track(rlk_pool *p, rlk_conn *conn)
+static void pool_track(rlk_pool *p, rlk_conn *conn)
 {
     int i = 0;
     while (i < p->c->opts.pool_size && p->all[i] != NULL) {
@@ -167,7 +167,7 @@ static void rlk_pool_track(rlk_pool *p, rlk_conn *conn)
 }
 
 /* Forgets conn before it is closed (mutex held). Linear, but only on a close. */
-static void rlk_pool_untrack(rlk_pool *p, const rlk_conn *conn)
+static void pool_untrack(rlk_pool *p, const rlk_conn *conn)
 {
     for (int i = 0; i < p->c->opts.pool_size; i++) {
         if (p->all[i] == conn) {
@@ -177,7 +177,7 @@ static void rlk_pool_untrack(rlk_pool *p, const rlk_conn *conn)
     }
 }
 
-static void rlk_timespec_at(struct timespec *ts, int64_t deadline_ms)
+static void timespec_at(struct timespec *ts, int64_t deadline_ms)
 {
     ts->tv_sec = (time_t)(deadline_ms / 1000);
     ts->tv_nsec = (long)((deadline_ms % 1000) * 1000000);
@@ -185,7 +185,7 @@ static void rlk_timespec_at(struct timespec *ts, int64_t deadline_ms)
 
 /* The detail of the last error without the "<code's message>: " that rlk_err() put in front,
  * so that quoting it in a later message does not repeat that prefix. */
-static const char *rlk_err_detail(int code)
+static const char *err_detail(int code)
 {
     const char *msg = rlock_last_error();
     const char *prefix = rlock_strerror(code);
@@ -193,19 +193,19 @@ static const char *rlk_err_detail(int code)
     return strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
 }
 
-static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
+static int pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
 {
     rlk_conn *conn = NULL;
     pthread_mutex_lock(&p->mu);
     uint64_t gen = p->gen; /* before the dial: a reset during it makes this one stale */
     pthread_mutex_unlock(&p->mu);
     int64_t deadline = rlk_add_sat(rlk_now_ms(), dial_ms);
-    int r = rlk_pool_open(p, deadline, &conn);
+    int r = pool_open(p, deadline, &conn);
     pthread_mutex_lock(&p->mu);
     if (r != RLOCK_OK) {
         p->open--;
         p->last_code = r;
-        snprintf(p->last_err, sizeof(p->last_err), "%s", rlk_err_detail(r));
+        snprintf(p->last_err, sizeof(p->last_err), "%s", err_detail(r));
         p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : RLK_BACKOFF_MIN_MS;
         p->backoff_ms = p->backoff_ms > RLK_BACKOFF_MAX_MS ? RLK_BACKOFF_MAX_MS : p->backoff_ms;
         p->next_dial_at = rlk_now_ms() + p->backoff_ms;
@@ -214,8 +214,8 @@ static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
         p->backoff_ms = 0;
         p->next_dial_at = 0;
         conn->gen = gen;
-        conn->replicas = rlk_pool_conn_replicas(p);
-        rlk_pool_track(p, conn);
+        conn->replicas = pool_conn_replicas(p);
+        pool_track(p, conn);
         *out = conn;
     }
     pthread_mutex_unlock(&p->mu);
@@ -226,7 +226,7 @@ static int rlk_pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
  * dropped while one is freed). Unless check is set or a connection broke lately, one returned
  * less than RLK_POOL_FRESH_US ago is not polled (see the top of this file). Mutex held; NULL if
  * none is idle. */
-static rlk_conn *rlk_pool_pop_live(rlk_pool *p, int check)
+static rlk_conn *pool_pop_live(rlk_pool *p, int check)
 {
     while (p->n_idle > 0) {
         rlk_idle_conn top = p->idle[--p->n_idle];
@@ -240,7 +240,7 @@ static rlk_conn *rlk_pool_pop_live(rlk_pool *p, int check)
             return conn;
         }
         p->open--;
-        rlk_pool_untrack(p, conn);
+        pool_untrack(p, conn);
         pthread_mutex_unlock(&p->mu);
         rlk_conn_close(conn);
         pthread_mutex_lock(&p->mu);
@@ -252,7 +252,7 @@ static rlk_conn *rlk_pool_pop_live(rlk_pool *p, int check)
  * and no backoff runs, else polls an idle connection however fresh: a kill of every client may
  * still be closing connections one by one, and an idle one the poll finds alive may be next,
  * while a connection Redis accepts after the kill cannot be among them. */
-static int rlk_pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_conn **out)
+static int pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_conn **out)
 {
     *out = NULL;
     dial_ms = dial_ms < p->c->opts.connect_timeout_ms ? dial_ms : p->c->opts.connect_timeout_ms;
@@ -260,7 +260,7 @@ static int rlk_pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_co
     pthread_mutex_lock(&p->mu);
     for (;;) {
         int dial = check && p->open < p->c->opts.pool_size && rlk_now_ms() >= p->next_dial_at;
-        rlk_conn *conn = dial ? NULL : rlk_pool_pop_live(p, check);
+        rlk_conn *conn = dial ? NULL : pool_pop_live(p, check);
         if (conn != NULL) {
             pthread_mutex_unlock(&p->mu);
             *out = conn;
@@ -280,10 +280,10 @@ static int rlk_pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_co
             }
             p->open++;
             pthread_mutex_unlock(&p->mu);
-            return rlk_pool_dial_slot(p, dial_ms, out);
+            return pool_dial_slot(p, dial_ms, out);
         }
         struct timespec ts;
-        rlk_timespec_at(&ts, deadline);
+        timespec_at(&ts, deadline);
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT && p->n_idle == 0 &&
             p->open >= p->c->opts.pool_size) {
             pthread_mutex_unlock(&p->mu);
@@ -297,18 +297,18 @@ static int rlk_pool_borrow_check(rlk_pool *p, int64_t dial_ms, int check, rlk_co
 
 int rlk_pool_borrow_dial(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
 {
-    return rlk_pool_borrow_check(p, dial_ms, 0, out);
+    return pool_borrow_check(p, dial_ms, 0, out);
 }
 
 int rlk_pool_borrow(rlk_pool *p, rlk_conn **out)
 {
-    return rlk_pool_borrow_check(p, p->c->opts.connect_timeout_ms, 0, out);
+    return pool_borrow_check(p, p->c->opts.connect_timeout_ms, 0, out);
 }
 
 int rlk_pool_try_idle(rlk_pool *p, rlk_conn **out)
 {
     pthread_mutex_lock(&p->mu);
-    *out = rlk_pool_pop_live(p, 0);
+    *out = pool_pop_live(p, 0);
     pthread_mutex_unlock(&p->mu);
     return *out != NULL ? RLOCK_OK : RLOCK_ECONN;
 }
@@ -327,7 +327,7 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
         p->idle[p->n_idle++] = (rlk_idle_conn){conn, rlk_now_us()};
         conn = NULL;
     } else {
-        rlk_pool_untrack(p, conn);
+        pool_untrack(p, conn);
         p->open--;
         /* What broke this connection (a kill, a restart) may have closed the idle ones too, and
          * those returned a moment after it: every borrow checks for a while. */
@@ -340,7 +340,7 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
 
 rlk_replicas *rlk_pool_replicas(rlk_pool *p)
 {
-    return rlk_pool_conn_replicas(p);
+    return pool_conn_replicas(p);
 }
 
 long rlk_pool_checks(rlk_pool *p)
@@ -356,8 +356,8 @@ void rlk_pool_adopt(rlk_pool *p, rlk_conn *conn)
     pthread_mutex_lock(&p->mu);
     p->open++;
     conn->gen = p->gen;
-    conn->replicas = rlk_pool_conn_replicas(p);
-    rlk_pool_track(p, conn);
+    conn->replicas = pool_conn_replicas(p);
+    pool_track(p, conn);
     pthread_mutex_unlock(&p->mu);
     rlk_pool_return(p, conn, 0);
 }
@@ -374,7 +374,7 @@ void rlk_pool_reset(rlk_pool *p)
     rlk_conn **old = n > 0 ? calloc((size_t)n, sizeof(rlk_conn *)) : NULL;
     for (int i = 0; i < n; i++) {
         rlk_conn *c = p->idle[i].conn;
-        rlk_pool_untrack(p, c);
+        pool_untrack(p, c);
         p->open--;
         if (old != NULL) {
             old[i] = c;
@@ -422,39 +422,6 @@ void rlk_args_addi(rlk_args *a, int64_t v)
     }
 }
 
-static int rlk_exchange_cmd(rlk_conn *conn, void *arg, redisReply **out)
-{
-    const rlk_args *a = arg;
-    return rlk_conn_command(conn, a->n, a->v, a->len, out);
-}
-
-int rlk_cmd(rlock_client *c, int flags, const rlk_args *argv, redisReply **out)
-{
-    /* Every command rlk_cmd() sends names its key right after the command name. */
-    if (c->route != NULL && argv->n >= 2) {
-        int slot = rlk_cluster_key_slot(argv->v[1], argv->len[1]);
-        return rlk_pool_run_slot(c, slot, flags, rlk_exchange_cmd, (void *)argv, out);
-    }
-    return rlk_pool_run(c, flags, rlk_exchange_cmd, (void *)argv, out);
-}
-
-int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redisReply **out)
-{
-    if (c->route != NULL) {
-        return c->route(c, -1, flags, fn, arg, out);
-    }
-    return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
-}
-
-int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
-                      redisReply **out)
-{
-    if (c->route != NULL) {
-        return c->route(c, slot, flags, fn, arg, out);
-    }
-    return rlk_pool_run_on(c, c->pool, flags, fn, arg, out);
-}
-
 /* The calling thread's bound on its commands (rlk_pool_bound), 0 = none. */
 static _Thread_local int64_t pool_bound_at;
 
@@ -500,7 +467,7 @@ int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn 
         }
         /* A resend follows a broken connection: it must not take another dead one. */
         int64_t dial = left < c->opts.connect_timeout_ms ? left : c->opts.connect_timeout_ms;
-        r = rlk_pool_borrow_check(pool, dial, attempt > 0, &conn);
+        r = pool_borrow_check(pool, dial, attempt > 0, &conn);
         if (r != RLOCK_OK) {
             return r;
         }

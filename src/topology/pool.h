@@ -1,13 +1,12 @@
 /*
- * Connection pool and command execution. Every Redis command of the library goes through
- * rlk_cmd(), rlk_pool_run() (scripts.c's rlk_script()) or, for pipelines, a borrowed rlk_conn,
- * so that timeouts, reconnects and the one resend of an idempotent command live in one place.
- * The pool knows nothing about scripts.
+ * Connection pool and command execution on one node: borrow, return, dial, and
+ * rlk_pool_run_on(), where timeouts, reconnects and the one resend of an idempotent command
+ * live. Which node a command goes to is route.h's. The pool knows nothing about scripts.
  */
 #ifndef RLK_POOL_H
 #define RLK_POOL_H
 
-#include "client.h"
+#include "context.h"
 #include "conn.h"
 
 int rlk_pool_new(rlock_client *c, rlk_pool **out);
@@ -72,20 +71,9 @@ void rlk_args_addi(rlk_args *a, int64_t v); /* formatted into inline storage */
  * error returns it to the pool. */
 typedef int (*rlk_exchange_fn)(rlk_conn *conn, void *arg, redisReply **out);
 
-/* Runs fn on a pooled connection. With RLK_IDEMPOTENT, a connection failure that proves the
+/* Runs fn on a connection of pool. With RLK_IDEMPOTENT, a connection failure that proves the
  * request never reached Redis (rlk_conn_resendable()) is retried once on a fresh connection.
- * On success *out is the reply (the caller freeReplyObject()s it); a Redis error reply is not a
- * failure here. Returns RLOCK_OK or RLOCK_ECLOSED / RLOCK_ECONN / RLOCK_EAUTH / RLOCK_ENOMEM,
- * or fn's own error, with the last error set. */
-int rlk_pool_run(rlock_client *c, int flags, rlk_exchange_fn fn, void *arg, redisReply **out);
-
-/* rlk_pool_run() for a request whose keys live in slot (0..16383; -1 = no key): on a cluster
- * client it goes to the slot's master, redirections followed (cluster_route.c); elsewhere it is
- * rlk_pool_run(). */
-int rlk_pool_run_slot(rlock_client *c, int slot, int flags, rlk_exchange_fn fn, void *arg,
-                      redisReply **out);
-/* rlk_pool_run() on a given pool (what rlk_pool_run() does with the client's only pool; the
- * cluster router calls it with a node's pool). */
+ * Errors as rlk_pool_run() (route.h), which calls it with the client's pool or a node's. */
 int rlk_pool_run_on(rlock_client *c, rlk_pool *pool, int flags, rlk_exchange_fn fn, void *arg,
                     redisReply **out);
 
@@ -99,9 +87,5 @@ int64_t rlk_pool_bound(int64_t until_ms);
 void rlk_pool_bound_restore(int64_t saved);
 /* The calling thread's bound (0: none). */
 int64_t rlk_pool_bound_get(void);
-
-/* Runs one command (rlk_pool_run() of a plain send-and-read); on a cluster client it goes to
- * the slot of argv[1], the key of every command the library sends this way. */
-int rlk_cmd(rlock_client *c, int flags, const rlk_args *argv, redisReply **out);
 
 #endif

@@ -7,7 +7,7 @@
 #ifndef RLK_REPLICA_H
 #define RLK_REPLICA_H
 
-#include "client.h"
+#include "context.h"
 #include "conn.h"
 
 /* How often the replica count is refreshed while synced scripts run. */

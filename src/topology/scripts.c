@@ -34,7 +34,7 @@ int rlk_reply_is_noscript(const redisReply *r)
            strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-static int rlk_error_starts(const redisReply *r, const char *prefix)
+static int error_starts(const redisReply *r, const char *prefix)
 {
     size_t n = strlen(prefix);
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= n &&
@@ -43,8 +43,8 @@ static int rlk_error_starts(const redisReply *r, const char *prefix)
 
 int rlk_reply_is_moved(const redisReply *r)
 {
-    return rlk_error_starts(r, "READONLY") || rlk_error_starts(r, "LOADING") ||
-           rlk_error_starts(r, "MASTERDOWN");
+    return error_starts(r, "READONLY") || error_starts(r, "LOADING") ||
+           error_starts(r, "MASTERDOWN");
 }
 
 int rlk_script_load(rlk_conn *conn, int script)
@@ -72,8 +72,8 @@ int rlk_script_load(rlk_conn *conn, int script)
 /* EVALSHA needs at most 3 + 2 * RLK_ARGS_MAX arguments for rlk_args-based calls. */
 #define RLK_EVAL_MAX (3 + 2 * RLK_ARGS_MAX)
 
-static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args, char *nkeys,
-                         const char **argv, size_t *lens)
+static int eval_argv(int script, const rlk_args *keys, const rlk_args *args, char *nkeys,
+                     const char **argv, size_t *lens)
 {
     const rlk_script_src *s = rlk_script_get(script);
     if (s == NULL) {
@@ -101,7 +101,7 @@ static int rlk_eval_argv(int script, const rlk_args *keys, const rlk_args *args,
 /* The scripts whose writes must reach the replicas before the caller relies on them: lock
  * grants, re-entries and releases, semaphore acquires and releases, latch count-downs (renewals
  * are synced by the watchdog's pipeline). */
-static int rlk_script_synced(int script)
+static int script_synced(int script)
 {
     switch (script & ~RLK_SCRIPT_SHARDED) {
     case RLK_SCRIPT_LOCK_ACQUIRE:
@@ -136,7 +136,7 @@ typedef struct rlk_eval {
 
 /* Sends EVALSHA, followed on the same connection by the replica sync when the script is synced,
  * and reads the script's reply first. */
-static int rlk_eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
+static int eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
 {
     if (e->sync_client == NULL) {
         return rlk_conn_command(conn, e->argc, e->argv, e->lens, out);
@@ -157,15 +157,15 @@ static int rlk_eval_once(rlk_conn *conn, rlk_eval *e, redisReply **out)
 /* Sends EVALSHA; a NOSCRIPT reply loads the script on the same connection and resends once. A
  * failed load that left the connection usable fails the call with the load's own code (EREDIS,
  * or EPROTO for a SHA1 mismatch), which matches the detail it recorded. */
-static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
+static int exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
 {
     rlk_eval *e = arg;
-    int r = rlk_eval_once(conn, e, out);
+    int r = eval_once(conn, e, out);
     if (r == RLOCK_OK && rlk_reply_is_noscript(*out)) {
         freeReplyObject(*out);
         *out = NULL;
         r = rlk_script_load(conn, e->script);
-        r = r ? r : rlk_eval_once(conn, e, out);
+        r = r ? r : eval_once(conn, e, out);
     }
     return r;
 }
@@ -173,9 +173,9 @@ static int rlk_exchange_eval(rlk_conn *conn, void *arg, redisReply **out)
 /* rlk_pool_run() of an EVALSHA that follows the master of a Sentinel deployment: a node that
  * says it is not the master did not run the script, so it is resent once after the Sentinels
  * were asked again. */
-static int rlk_script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **out)
+static int script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **out)
 {
-    int rc = rlk_pool_run_slot(c, e->slot, flags, rlk_exchange_eval, e, out);
+    int rc = rlk_pool_run_slot(c, e->slot, flags, exchange_eval, e, out);
     for (int attempt = 0; rc == RLOCK_OK && rlk_reply_is_moved(*out); attempt++) {
         char why[128];
         snprintf(why, sizeof(why), "%.*s", (int)(*out)->len, (*out)->str);
@@ -186,7 +186,7 @@ static int rlk_script_run(rlock_client *c, int flags, rlk_eval *e, redisReply **
             return rlk_err(RLOCK_ECONN, "script %s: the master is changing: %s",
                            rlk_script_get(e->script)->name, why);
         }
-        rc = rlk_pool_run_slot(c, e->slot, flags, rlk_exchange_eval, e, out);
+        rc = rlk_pool_run_slot(c, e->slot, flags, exchange_eval, e, out);
     }
     if (rc == RLOCK_ECONN) {
         rlk_sentinel_recheck(c);
@@ -202,7 +202,7 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     char nkeys[24];
     *out = NULL;
     script = rlk_script_for(c, script);
-    int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
+    int n = eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
         return n;
     }
@@ -210,10 +210,10 @@ int rlk_script(rlock_client *c, int script, int flags, const rlk_args *keys, con
     int slot = c->cluster != NULL && keys != NULL && keys->n > 0
                    ? rlk_cluster_key_slot(keys->v[0], keys->len[0])
                    : -1;
-    int synced = rlk_script_synced(script) || (flags & RLK_SYNCED);
+    int synced = script_synced(script) || (flags & RLK_SYNCED);
     rlk_eval e = {script, n, argv, lens, synced ? c : NULL, {0}, slot};
     redisReply *r = NULL;
-    int rc = rlk_script_run(c, flags, &e, &r);
+    int rc = script_run(c, flags, &e, &r);
     if (e.sync_client != NULL) {
         rlk_sync_note(rc == RLOCK_OK ? &e.sync : &(rlk_sync){0});
     }
@@ -236,7 +236,7 @@ int rlk_script_append(rlk_conn *conn, int script, const rlk_args *keys, const rl
     const char *argv[RLK_EVAL_MAX];
     size_t lens[RLK_EVAL_MAX];
     char nkeys[24];
-    int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
+    int n = eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
         return n;
     }
@@ -250,7 +250,7 @@ int rlk_script_format(int script, const rlk_args *keys, const rlk_args *args, ch
     size_t lens[RLK_EVAL_MAX];
     char nkeys[24];
     *cmd = NULL;
-    int n = rlk_eval_argv(script, keys, args, nkeys, argv, lens);
+    int n = eval_argv(script, keys, args, nkeys, argv, lens);
     if (n < 0) {
         return n;
     }

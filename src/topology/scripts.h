@@ -7,7 +7,7 @@
 #ifndef RLK_SCRIPTS_H
 #define RLK_SCRIPTS_H
 
-#include "pool.h"
+#include "route.h"
 #include "rlock_scripts_gen.h"
 
 /* A script id with this bit set names the script's sharded pub/sub variant (SPUBLISH, PUBSUB

@@ -5,7 +5,7 @@
 #ifndef RLK_SENTINEL_H
 #define RLK_SENTINEL_H
 
-#include "client.h"
+#include "context.h"
 
 /* Asks each Sentinel of the client's URL in turn for the master (SENTINEL
  * get-master-addr-by-name), dials the node it names and checks ROLE; the first master found is

@@ -10,7 +10,7 @@
 
 #include <hiredis.h>
 
-#include "client.h"
+#include "context.h"
 #include "resp_guard.h"
 
 struct ssl_st;
@@ -52,7 +52,7 @@ typedef struct rlk_endpoint {
 
 /* The client's data node: its URL, or the current master of a Sentinel deployment, copied into
  * host (RLK_HOST_MAX bytes) because a failover may change it while the caller dials.
- * Implemented in context.c. */
+ * Implemented in conn_open.c. */
 void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host);
 
 /* Dials the client's data node (its URL; the current master of a Sentinel deployment): connect, TLS

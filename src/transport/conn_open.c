@@ -1,7 +1,7 @@
 /*
- * Opening and closing a connection (conn.h): the socket (sock.c), TLS when asked (tls.c), then
- * AUTH and SELECT, all within the dial's deadline; closing, and abandoning after fork(). Static
- * helpers are named conn_*.
+ * Opening and closing a connection (conn.h): where the client's data node is, the socket
+ * (sock.c), TLS when asked (tls.c), then AUTH and SELECT, all within the dial's deadline;
+ * closing, and abandoning after fork(). Static helpers are named conn_*.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +116,23 @@ int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t dead
     (void)rlk_conn_set_timeout(conn, io_timeout_ms);
     *out = conn;
     return RLOCK_OK;
+}
+
+void rlk_client_endpoint(const rlock_client *c, rlk_endpoint *ep, char *host)
+{
+    const rlk_url *u = &c->url;
+    *ep = (rlk_endpoint){.host = u->host,
+                         .port = u->port,
+                         .path = u->path,
+                         .user = u->user,
+                         .password = u->password,
+                         .db = u->db,
+                         .tls = u->tls};
+    /* A cluster client's data node is its home node (cluster.c), recorded the same way. */
+    if (u->kind == RLK_URL_SENTINEL || u->kind == RLK_URL_CLUSTER) {
+        rlk_client_master(c, host, &ep->port);
+        ep->host = host;
+    }
 }
 
 int rlk_conn_open(const rlock_client *c, int64_t deadline_ms, int64_t io_timeout_ms, rlk_conn **out)

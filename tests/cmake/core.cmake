@@ -123,6 +123,23 @@ if(Python3_Interpreter_FOUND)
                    "${PROJECT_BINARY_DIR}/CMakeFiles/rlock_obj.dir/src"
                    "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt")
   set_tests_properties(src_deps PROPERTIES LABELS unit TIMEOUT 60)
+  # Includes point down the layers (src/README.md): a file includes headers of its own folder and
+  # of the folders below it, never above or beside; cli/ sits on top. src_includes_backedge runs
+  # the same check on a fixture tree with one back edge and one side edge, which it must name.
+  set(_rlock_layers src/base src/transport src/topology src/notify src/client "src/sync|src/locks"
+                    cli)
+  add_test(NAME src_includes
+           COMMAND "${Python3_EXECUTABLE}" "${CMAKE_CURRENT_SOURCE_DIR}/check_includes.py"
+                   "${PROJECT_SOURCE_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/deps_allowed.txt"
+                   ${_rlock_layers})
+  set_tests_properties(src_includes PROPERTIES LABELS unit TIMEOUT 30)
+  add_test(NAME src_includes_backedge
+           COMMAND "${Python3_EXECUTABLE}" "${CMAKE_CURRENT_SOURCE_DIR}/check_includes.py"
+                   "${CMAKE_CURRENT_SOURCE_DIR}/deps_fixture"
+                   "${CMAKE_CURRENT_SOURCE_DIR}/deps_fixture/allowed.txt" low mid "a|b")
+  set_tests_properties(src_includes_backedge PROPERTIES LABELS unit TIMEOUT 30
+    PASS_REGULAR_EXPRESSION
+    "back edge: low/low.c -> mid.h .*back edge: a/side.c -> other.h .*defended back edge: b/other.h -> side_api.h .*includes: 4 passed, 2 failed")
   # README.md as the front door (at most 250 lines, the two commands first) and every relative
   # link of README.md and docs/*.md resolving to a file and heading.
   add_test(NAME docs_links COMMAND "${Python3_EXECUTABLE}"

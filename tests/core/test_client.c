@@ -16,6 +16,7 @@
 #include "tc_redis.h"
 #include "internal.h"
 #include "pool.h"
+#include "route.h"
 
 /* Creates a client for url with the given timeouts; returns the rlock code and its duration. */
 static int try_client(const char *url, int64_t timeout_ms, int64_t *elapsed_ms, rlock_client **out)

@@ -19,6 +19,7 @@
 #include "client.h"
 #include "core_util.h"
 #include "pool.h"
+#include "route.h"
 #include "scripts.h"
 #include "tc_redis.h"
 

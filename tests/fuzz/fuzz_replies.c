@@ -9,8 +9,9 @@
  * releases, queries), the publishing scripts' {result, refusal} decoder, the NOSCRIPT test, the
  * RedLock round's acquire/raise/query decoders (multi-locks decode through their members), the
  * watchdog's batch renewal decoder, the subscriber's push parsing and message permits, and
- * rlock_inspect()'s decoder (reply_checks.h). The handles sit on a client that is never started:
- * decoding needs no connection. A decoder must return a documented code, never crash or leak.
+ * rlock_inspect()'s decoder (the *_decode.h headers). The handles sit on a client that is never
+ * started: decoding needs no connection. A decoder must return a documented code, never crash or
+ * leak.
  */
 #include <hiredis.h>
 #include <stdatomic.h>
@@ -22,7 +23,11 @@
 #include "client.h"
 #include "lock.h"
 #include "pool.h"
-#include "reply_checks.h"
+#include "inspect_decode.h"
+#include "lock_redlock_decode.h"
+#include "lock_rw_decode.h"
+#include "pubsub_decode.h"
+#include "watchdog_decode.h"
 #include "fuzz_resp.h"
 #include "rlock.h"
 

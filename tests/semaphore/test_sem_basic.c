@@ -17,7 +17,7 @@
 #include "pubsub.h"
 #include "sem_common.h"
 #include "tc_thread.h"
-#include "waiter.h"
+#include "notified_wait.h"
 
 static rh_server *g_srv;
 static rlock_client *g_c;

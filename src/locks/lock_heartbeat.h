@@ -5,8 +5,8 @@
  * client's watchdog, the type's heartbeat script refreshes the waiter's server-clock deadline, so
  * a waiter whose process died leaves within waiter_timeout_ms.
  */
-#ifndef RLK_WAITER_HEARTBEAT_H
-#define RLK_WAITER_HEARTBEAT_H
+#ifndef RLK_LOCK_HEARTBEAT_H
+#define RLK_LOCK_HEARTBEAT_H
 
 #include "lock.h"
 

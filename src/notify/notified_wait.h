@@ -3,10 +3,10 @@
  * attempt says "not yet", sleep on the object's channel until a message (or a hint's deadline)
  * and attempt again. Locks have their own loop in lock_wait.c (armed attempts, queues, hold TTLs).
  */
-#ifndef RLK_WAITER_H
-#define RLK_WAITER_H
+#ifndef RLK_NOTIFIED_WAIT_H
+#define RLK_NOTIFIED_WAIT_H
 
-#include "client.h"
+#include "context.h"
 
 /* One attempt: 1 done, 0 not yet, or a negative error. *hint_ms may be set to a bound on the
  * next sleep (>= 0: something may change by then without a message, e.g. a lease running out);

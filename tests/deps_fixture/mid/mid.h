@@ -1,0 +1,2 @@
+/* The middle layer's header includes the bottom's: a forward edge. */
+#include "low.h"
