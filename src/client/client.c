@@ -10,6 +10,7 @@
 
 #include "client.h"
 #include "cluster.h"
+#include "conn_open.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"

@@ -15,6 +15,7 @@
 
 #include "cluster.h"
 #include "cluster_slot.h"
+#include "conn_open.h"
 #include "pool.h"
 #include "pubsub_impl.h"
 #include "sentinel.h"

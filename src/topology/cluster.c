@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "conn_open.h"
 #include "replica.h"
 
 /* A master's pool, kept for the client's lifetime: a node that leaves the map keeps its pool

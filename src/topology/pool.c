@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cluster_slot.h"
+#include "conn_open.h"
 #include "pool.h"
 
 #define RLK_BACKOFF_MIN_MS  10

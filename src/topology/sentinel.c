@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "conn_open.h"
 #include "pool.h"
 #include "replica.h"
 #include "sentinel.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "conn_open.h"
 #include "sentinel.h"
 
 /* The longest a dial of a Sentinel may hold the subscriber thread. */

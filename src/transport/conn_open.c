@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "conn_open.h"
 #include "sock.h"
 #include "tls.h"
 
