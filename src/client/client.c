@@ -9,6 +9,8 @@
 #include <uuid/uuid.h>
 
 #include "client.h"
+#include "client_fork.h"
+#include "client_version.h"
 #include "cluster.h"
 #include "conn_open.h"
 #include "pool.h"

@@ -8,6 +8,7 @@
 #include <uuid/uuid.h>
 
 #include "client.h"
+#include "client_fork.h"
 #include "cluster.h"
 #include "pool.h"
 #include "pubsub.h"

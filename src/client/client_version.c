@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "client_version.h"
 #include "conn.h"
 
 /* The oldest Redis API version that runs script flags, as major * 100 + minor. */

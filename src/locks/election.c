@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_fork.h"
 #include "lock.h"
 #include "notified_wait.h"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_fork.h"
 #include "pool.h"
 #include "client.h"
 #include "inspect_decode.h"

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cancel.h"
+#include "client_fork.h"
 #include "lock.h"
 #include "replica.h"
 #include "scripts.h"

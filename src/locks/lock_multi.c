@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cancel.h"
+#include "client_fork.h"
 #include "lock_group.h"
 
 /* The longest random pause between failed rounds, in ms. */

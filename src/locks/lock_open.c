@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "client_fork.h"
 #include "lock.h"
 
 RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name)

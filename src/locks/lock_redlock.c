@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cancel.h"
+#include "client_fork.h"
 #include "pubsub.h"
 #include "lock_redlock_decode.h"
 #include "replica.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_fork.h"
 #include "lock.h"
 #include "lock_rw_decode.h"
 #include "scripts.h"

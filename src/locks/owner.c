@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cancel.h"
+#include "client_fork.h"
 #include "lock.h"
 #include "lock_group.h"
 

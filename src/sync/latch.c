@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cancel.h"
+#include "client_fork.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"

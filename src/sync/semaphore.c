@@ -12,6 +12,7 @@
 #include <uuid/uuid.h>
 
 #include "cancel.h"
+#include "client_fork.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"
