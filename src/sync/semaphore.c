@@ -19,6 +19,7 @@
 #include "scripts.h"
 #include "semaphore.h"
 #include "notified_wait.h"
+#include "semaphore_leased.h"
 
 static void sem_settle_pending(rlock_semaphore *sem);
 static void sem_drop_pending(rlock_semaphore *sem);

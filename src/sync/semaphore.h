@@ -1,6 +1,7 @@
 /*
  * Semaphore handles, private to semaphore.c (plain permits, setup, queries) and
- * semaphore_leased.c (leased permits and their watchdog renewals).
+ * semaphore_leased.c (leased permits and their watchdog renewals, semaphore_leased.h). This
+ * header declares semaphore.c's functions.
  */
 #ifndef RLK_SEMAPHORE_H
 #define RLK_SEMAPHORE_H
@@ -95,8 +96,5 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
  * permits are the parent's, renewed by the parent's watchdog, so the child neither renews nor
  * reports them. No-op in the process that recorded them. */
 void rlk_sem_refresh(rlock_semaphore *sem);
-
-/* Stops the renewals of every leased permit of the handle (at free). */
-void rlk_sem_forget_permits(rlock_semaphore *sem);
 
 #endif

@@ -12,6 +12,7 @@
 #include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
+#include "semaphore_leased.h"
 
 #define RLK_PERMIT_OF(e) ((rlk_permit *)((char *)(e)-offsetof(rlk_permit, wd)))
 
