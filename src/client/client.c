@@ -15,6 +15,7 @@
 #include "conn_open.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "pubsub_conn.h"
 #include "replica.h"
 #include "sentinel.h"
 #include "tls.h"

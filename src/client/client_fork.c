@@ -12,6 +12,7 @@
 #include "cluster.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "pubsub_conn.h"
 #include "watchdog.h"
 
 static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;

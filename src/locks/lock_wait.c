@@ -15,6 +15,7 @@
 #include "cancel.h"
 #include "lock.h"
 #include "pool.h"
+#include "pubsub_armed.h"
 #include "replica.h"
 
 /* How waits ended, for tests and benchmarks (rlk_grant_stats_get). */

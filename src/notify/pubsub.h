@@ -1,7 +1,9 @@
 /*
  * One subscriber connection per client carries every channel that local waiters listen on.
  * A channel has one ref-counted entry shared by all local waiters; the entry counts wake-up
- * permits so a message that arrives before a waiter sleeps is not lost.
+ * permits so a message that arrives before a waiter sleeps is not lost. This header declares
+ * pubsub.c's functions; pubsub_armed.h and pubsub_conn.h those of pubsub_armed.c and
+ * pubsub_conn.c.
  */
 #ifndef RLK_PUBSUB_H
 #define RLK_PUBSUB_H
@@ -17,54 +19,14 @@ typedef struct rlk_sub rlk_sub;
  * sending these bytes on an idle pool connection as it wakes the waiter, instead of giving a
  * permit: Redis then runs the attempt while the waiter is being scheduled, not after. Among
  * several armed waiters of one channel the one that has slept longest is chosen. Its state is
- * the subscriber's (pubsub_impl.h). */
+ * the subscriber's (pubsub_impl.h); pubsub_armed.h declares what pubsub_armed.c does with it. */
 typedef struct rlk_armed rlk_armed;
 
-/* Makes an armed attempt of the request bytes cmd/len, taking cmd (malloc()ed) over: it is
- * freed by rlk_armed_free() or, on failure (RLOCK_ENOMEM, *out NULL), at once. */
-int rlk_armed_new(char *cmd, size_t len, rlk_armed **out);
-void rlk_armed_free(rlk_armed *a);
-/* Names the armed waiter (its owner field, at most RLK_OWNER_MAX - 1 bytes), so that a named
- * wake-up (RLK_MSG_NAMED) reaches it and no other waiter of its channel, and its wait (an id
- * unique in the process, rlk_acq.wait_id), so that a grant made in an earlier wait of the same
- * thread is never taken for one of this wait. */
-void rlk_armed_set_tag(rlk_armed *a, const char *tag, size_t len, uint64_t wait);
-/* Gives a's wait a new grant identity (lock_wait.c, wait_rewait): wait becomes the id a
- * grant's message must name, cmd/len (malloc()ed, taken over; NULL keeps the old request) the
- * attempt that registers it on Redis, and a grant kept on s for a's waiter is dropped: no grant
- * made for the old identity is taken after this. a must be a's owner's alone (between two calls
- * of rlk_sub_wait()). */
-void rlk_armed_rewait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a, char *cmd, size_t len, int tail,
-                      uint64_t wait);
-/* Says that cmd carries tail requests behind the attempt (a replica-synced client's WAIT,
- * lock_wait.c), whose replies its owner reads after RLK_WAIT_REPLY on the connection that
- * rlk_armed_take_conn() hands over. Such a waiter confirms its grants instead of believing their
- * messages: a grant naming its wait sends its attempt, which finds the grant (its own field in
- * the lock hash) and is believed only once the replicas acknowledged it. */
-void rlk_armed_set_tail(rlk_armed *a, int tail);
-/* After RLK_WAIT_REPLY of an attempt with a tail: the connection it went out on, where the tail's
- * replies wait; the caller returns it to the pool. */
-struct rlk_conn *rlk_armed_take_conn(rlk_armed *a);
 /* Starts a's wait on s: from now on, every wake-up of all of s's waiters (a confirmation, a
  * reconnect, a "1") wakes a's owner once, even when faster waiters took the permits it gave. A
  * release may have granted the lock to exactly that waiter unheard, so it must attempt again. */
 void rlk_armed_begin(rlk_pubsub *ps, rlk_sub *s, rlk_armed *a);
-/* Drops a grant kept on s for armed's waiter (pubsub_impl.h, rlk_pending_grant) when its wait
- * ends otherwise (its own attempt found the grant): a kept grant is for one wait only, and the
- * few slots of an entry must stay free for the one grant of the lock that may be outstanding. */
-void rlk_armed_end_wait(rlk_pubsub *ps, rlk_sub *s, rlk_armed *armed);
-/* After rlk_sub_wait() returned RLK_WAIT_GRANTED: the fencing token of the grant; after
- * RLK_WAIT_REPLY: that of the grant the attempt was sent to confirm, 0 for a wake-up. */
-uint64_t rlk_armed_token(const rlk_armed *a);
-/* After rlk_sub_wait() returned RLK_WAIT_REPLY: the reply to the attempt (an error reply
- * included, such as NOSCRIPT), which the caller now owns and frees. */
-redisReply *rlk_armed_take_reply(rlk_armed *a);
 
-int rlk_pubsub_new(rlock_client *c, rlk_pubsub **out);
-void rlk_pubsub_free(rlk_pubsub *ps);
-/* In a child of fork(): frees the inherited subscriber without joining its thread (which does
- * not exist here) and abandons its connection (nothing is written). */
-void rlk_pubsub_abandon(rlk_pubsub *ps);
 /* The subscriber mutex, held across fork() so that the child inherits consistent state. */
 void rlk_pubsub_fork_lock(rlk_pubsub *ps);
 void rlk_pubsub_fork_unlock(rlk_pubsub *ps);
@@ -156,14 +118,8 @@ int rlk_pubsub_interrupted(rlk_pubsub *ps);
 /* Changes how long entries without waiters stay subscribed (for tests). */
 void rlk_pubsub_set_linger(rlk_pubsub *ps, int64_t ms);
 
-/* Armed attempts the subscriber thread sent (for tests and benchmarks). */
-uint64_t rlk_pubsub_armed_sent(rlk_pubsub *ps);
-
 /* Messages read for channels that had an entry (for tests). */
 uint64_t rlk_pubsub_messages(rlk_pubsub *ps);
-
-/* 1 if the subscriber has a connection to every node it uses (for tests). */
-int rlk_pubsub_connected(rlk_pubsub *ps);
 
 /* Number of channels with local waiters (for tests). */
 size_t rlk_pubsub_channel_count(rlk_pubsub *ps);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "pubsub_armed.h"
 #include "pubsub_impl.h"
 
 /* The entry's armed attempts, in the order their owners went to sleep (mutex held). */

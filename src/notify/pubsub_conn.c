@@ -17,6 +17,7 @@
 #include "cluster_slot.h"
 #include "conn_open.h"
 #include "pool.h"
+#include "pubsub_conn.h"
 #include "pubsub_impl.h"
 #include "sentinel.h"
 

@@ -25,6 +25,7 @@
 #include "cluster.h"
 #include "cluster_slot.h"
 #include "pubsub.h"
+#include "pubsub_conn.h"
 #include "tc_cluster.h"
 #include "tc_redis.h"
 #include "tc_thread.h"

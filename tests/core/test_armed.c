@@ -31,6 +31,7 @@
 #include "tc_redis.h"
 #include "pool.h"
 #include "pubsub.h"
+#include "pubsub_armed.h"
 
 #define LEASE_MS 20000
 #define WAIT_MS  10000

@@ -20,6 +20,7 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "pubsub_conn.h"
 #include "tc_redis.h"
 #include "pubsub_impl.h"
 

@@ -18,6 +18,7 @@
 
 #include "fair_common.h"
 #include "lock.h"
+#include "pubsub_armed.h"
 #include "scripts.h"
 
 #define WT       60000
