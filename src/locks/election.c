@@ -11,6 +11,7 @@
 #include "client_fork.h"
 #include "lock.h"
 #include "notified_wait.h"
+#include "release_reply.h"
 
 /* A value is a host:port or an id: 64 KiB is plenty and keeps every record small. */
 #define ELECTION_VALUE_MAX 65536

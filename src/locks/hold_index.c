@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hold_index.h"
 #include "lock.h"
 
 typedef struct index_entry {

@@ -14,7 +14,10 @@
 
 #include "cancel.h"
 #include "client_fork.h"
+#include "hold_index.h"
 #include "lock.h"
+#include "lock_lost.h"
+#include "lock_wait.h"
 #include "replica.h"
 #include "scripts.h"
 

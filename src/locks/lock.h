@@ -3,7 +3,9 @@
  * dispatch: rlk_lock_ops says what each public call does for a handle (single-key types use the
  * generic rlk_single_* functions, groups their own); rlk_single_ops says how a single-key type
  * attempts, releases, names its channel and joins or leaves a queue. The wait loop, holds,
- * fencing tokens, watchdog registration and lost leases are shared.
+ * fencing tokens, watchdog registration and lost leases are shared. This header declares
+ * lock.c's functions; lock_wait.h, lock_spin.h, lock_lost.h, hold_index.h, release_reply.h,
+ * lock_reentrant.h, lock_fair.h and lock_rw.h those of the files they are named after.
  */
 #ifndef RLK_LOCK_H
 #define RLK_LOCK_H
@@ -188,47 +190,6 @@ struct rlk_acq {
 /* Creates a handle of a single-key type (called by rlock_open()). */
 rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const rlk_lock_ops *ops,
                       const rlk_single_ops *single);
-/* The TTL a release that grants the lock to this waiter gives it (registered by the waiter's
- * attempt): min(lease, waiter_timeout_ms), so that a waiter that died just before its grant
- * stalls the lock no longer than a dead fair waiter stalls the queue. A longer lease is renewed
- * soon after the grant (within a third of the grant TTL): by the watchdog (watchdog holds), or by
- * a one-shot renewal (explicit leases). 0 for a single attempt (it never waits). */
-int64_t rlk_grant_ttl(const rlk_acq *a);
-/* 1 if c takes part in direct grants: as a waiter that registers a grant TTL, and as a releaser
- * that passes the grant keys. Every client does. A client that syncs to replicas (replica_sync)
- * does not believe a grant's message, which a release publishes before its WAIT: the waiter
- * confirms the grant by an attempt with its own WAIT behind it (lock_wait.c), so it holds the
- * lock only once the replicas acknowledged the grant, and gives back a grant they did not. */
-int rlk_grants_on(const rlock_client *c);
-/* How waits for a lock ended in this process, for tests and benchmarks: a grant's message
- * believed (no replica sync), a grant confirmed by an attempt whose replicas acknowledged it, a
- * win by an attempt after a wake-up, and grants or attempts given back because fewer replicas
- * acknowledged them than the master has (any lock call, not only waits). */
-typedef struct rlk_grant_stats {
-    uint64_t believed, confirmed, by_attempt, undone;
-} rlk_grant_stats;
-void rlk_grant_stats_get(rlk_grant_stats *out);
-/* A give-up script's reply (lock_waiter_leave.lua, fair_leave.lua): {2, token} when a release
- * granted the lock to the waiter before it left: 1, with a->token and a->granted_ttl set; else 0
- * (an integer: it left, or was not waiting). */
-int rlk_leave_granted(rlk_acq *a, const redisReply *r);
-/* A new id from a process-wide sequence (lock_wait.c): each lock call's own for the grants made
- * to it, and a new one each time its wait gives a grant back (rlk_acq.wait_id). */
-uint64_t rlk_wait_id_next(void);
-/* Waits for wake-ups and re-attempts until acquired (1), the deadline passes (0) or an error
- * (lock_wait.c). a has had its first attempt, which found the lock busy. */
-int rlk_wait_loop(rlk_acq *a, int64_t deadline);
-/* The outcome r of a waiter's attempt, after the recovery every wait shares (lock_wait.c): a
- * connection error or an unsynced grant is retried while the wait lasts (sub and armed: the wait
- * loop's subscription and armed attempt, NULL for a wait without them). Returns a grant (1),
- * busy (0) or the error that ends the wait. */
-int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t deadline);
-/* The spin lock's wait (lock_spin.c): attempts after pauses of Redisson's exponential back-off
- * until acquired (1), the deadline passes (0) or an error; no subscription. */
-int rlk_spin_wait(rlk_acq *a, int64_t deadline);
-/* A grant (r == 1) stays only when its replicas acknowledged it; otherwise it is given back and
- * RLOCK_EREPLICA returned. Any other r is returned as it is. */
-int rlk_keep_synced(rlk_acq *a, int r);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
 
@@ -236,26 +197,6 @@ void rlk_acq_init(rlk_acq *a, rlock *l);
  * rlk_hash_extend_read() passes a read owner's timeout-key prefix too. */
 int rlk_hash_extend(rlk_acq *a, int64_t lease_ms);
 int rlk_hash_extend_read(rlk_acq *a, int64_t lease_ms, const rlk_buf *timeout_prefix);
-
-/* Per-hold loss callbacks (lock_lost.c). set: registers fn for (l, tid), replacing the one of a
- * re-entry (group: the multi-lock whose callback a member's loss fires). drop_locked: forgets
- * those of tid (the hold is gone; called with l->mu held); drop_group: the forwarding entries of
- * group on member l (the group handle is being freed); fire: takes the entries of tid out and calls
- * them (once: the watchdog thread, on a loss); free_all: forgets every entry (handle freed, fork
- * child). */
-int rlk_hold_cb_set(rlock *l, uint64_t tid, void (*fn)(rlock *, void *), void *ud, rlock *group);
-void rlk_hold_cb_drop_locked(rlock *l, uint64_t tid); /* l->mu held */
-void rlk_hold_cb_drop_group(rlock *l, rlock *group);
-void rlk_hold_cb_fire(rlock *l, uint64_t tid);
-void rlk_hold_cb_free_all(rlock *l);
-
-/* The index of owners' hold records (hold_index.c): add/remove as a record of an owner (tid >=
- * RLK_OWNER_TID_BASE; a no-op for threads) is created and forgotten; find gives the handle of
- * the same lock (client, type, name) that holds tid's record when l does not, else l (groups:
- * always l). The handle found must stay open while it is used. */
-void rlk_hold_index_add(rlock *l, uint64_t tid);
-void rlk_hold_index_remove(rlock *l, uint64_t tid);
-rlock *rlk_hold_index_find(rlock *l, uint64_t tid);
 
 /* Generic implementations for single-key types. */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms);
@@ -281,12 +222,6 @@ void rlk_notify_lost(const rlock *l);
 
 /* Helpers for lock types. */
 int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK_EPROTO if not */
-/* The reply of a script that publishes through lua/inc/notify.lua: an integer, or {integer,
- * Redis' error text} when its PUBLISH was refused. The pure decoder (release_reply.c) sets *v
- * and *refused (NULL when published); rlk_notify_reply() also logs a refusal at WARN, once per
- * client. Both return RLOCK_OK or RLOCK_EPROTO. */
-int rlk_notify_reply_decode(const redisReply *r, long long *v, const char **refused);
-int rlk_notify_reply(rlock_client *c, const redisReply *r, long long *v, const char *what);
 /* Hold-record access for group implementations: record a grant/release done outside the wait
  * loop (RedLock sends its own pipelined acquires). rlk_hold_get() creates a zeroed record of
  * ops->hold_size bytes. drop_if_empty forgets a record whose count is 0; forget_all every
@@ -298,12 +233,6 @@ rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create);
 void rlk_handle_refresh(rlock *l);
 void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h);
 void rlk_hold_forget_all(rlock *l);
-
-/* Lock-type constructors, one per source file. */
-rlock *rlk_reentrant_open(rlock_client *c, const char *name);
-rlock *rlk_spin_open(rlock_client *c, const char *name);
-rlock *rlk_fair_open(rlock_client *c, const char *name);
-rlock *rlk_rw_open(rlock_client *c, rlock_kind kind, const char *name);
 
 /* Handle allocation shared by groups: zeroed handle with mutex, ops, no client. */
 rlock *rlk_handle_alloc(const rlk_lock_ops *ops);

@@ -11,6 +11,9 @@
 #include <time.h>
 
 #include "lock.h"
+#include "lock_fair.h"
+#include "lock_wait.h"
+#include "release_reply.h"
 #include "scripts.h"
 #include "lock_heartbeat.h"
 

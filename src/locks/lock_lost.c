@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "lock.h"
+#include "lock_lost.h"
 
 int rlk_hold_cb_set(rlock *l, uint64_t tid, void (*fn)(rlock *, void *), void *ud, rlock *group)
 {

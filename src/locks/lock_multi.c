@@ -11,6 +11,7 @@
 #include "cancel.h"
 #include "client_fork.h"
 #include "lock_group.h"
+#include "lock_lost.h"
 
 /* The longest random pause between failed rounds, in ms. */
 #define MULTI_MAX_BACKOFF_MS 20

@@ -6,6 +6,9 @@
 
 #include "client_fork.h"
 #include "lock.h"
+#include "lock_fair.h"
+#include "lock_reentrant.h"
+#include "lock_rw.h"
 
 RLOCK_EXPORT rlock *rlock_open(rlock_client *client, rlock_kind kind, const char *name)
 {

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 
 #include "lock.h"
+#include "lock_reentrant.h"
+#include "lock_spin.h"
+#include "lock_wait.h"
+#include "release_reply.h"
 #include "scripts.h"
 #include "lock_heartbeat.h"
 

@@ -11,7 +11,9 @@
 
 #include "client_fork.h"
 #include "lock.h"
+#include "lock_rw.h"
 #include "lock_rw_decode.h"
+#include "release_reply.h"
 #include "scripts.h"
 #include "lock_heartbeat.h"
 

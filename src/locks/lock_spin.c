@@ -9,6 +9,8 @@
 
 #include "cancel.h"
 #include "lock.h"
+#include "lock_spin.h"
+#include "lock_wait.h"
 
 /* Redisson's ExponentialBackOff defaults: initialDelay 1, multiplier 2, maxDelay 128 (ms). */
 #define SPIN_INITIAL_MS 1

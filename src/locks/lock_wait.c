@@ -14,6 +14,7 @@
 
 #include "cancel.h"
 #include "lock.h"
+#include "lock_wait.h"
 #include "pool.h"
 #include "pubsub_armed.h"
 #include "replica.h"

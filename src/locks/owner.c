@@ -11,8 +11,10 @@
 
 #include "cancel.h"
 #include "client_fork.h"
+#include "hold_index.h"
 #include "lock.h"
 #include "lock_group.h"
+#include "lock_lost.h"
 
 struct rlock_owner {
     rlock_client *client;

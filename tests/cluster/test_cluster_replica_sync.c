@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "lock.h"
+#include "lock_wait.h"
 #include "replica.h"
 #include "tc_cluster.h"
 #include "tc_redis.h"

@@ -27,6 +27,7 @@
 #include "lock_redlock_decode.h"
 #include "lock_rw_decode.h"
 #include "pubsub_decode.h"
+#include "release_reply.h"
 #include "watchdog_decode.h"
 #include "fuzz_resp.h"
 #include "rlock.h"

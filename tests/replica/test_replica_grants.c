@@ -20,6 +20,7 @@
 #include <hiredis.h>
 
 #include "lock.h"
+#include "lock_wait.h"
 #include "tc_redis.h"
 #include "tc_replicas.h"
 
