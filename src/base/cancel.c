@@ -4,6 +4,7 @@
  * token exists, reads the pipe and wakes the waits registered with fired tokens.
  */
 #include "cancel.h"
+#include "error.h"
 
 #include <errno.h>
 #include <fcntl.h>

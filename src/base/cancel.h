@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* A wait's registration with a token, on the waiter's stack. While registered, the token's
  * firing calls wake(arg) once, from the cancel thread, with no library mutex held; wake takes

@@ -10,6 +10,7 @@
 
 #include "cluster_slot.h"
 #include "context.h"
+#include "error.h"
 
 /* Here rather than in client_fork.c: every layer reads it (through rlk_client_check()), and
  * client_fork.c depends on those layers. */

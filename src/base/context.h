@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "internal.h"
+#include "util.h"
 #include "url.h"
 
 typedef struct rlk_pool rlk_pool;

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 
 #define RLK_ERRMSG_MAX 512
 

@@ -7,7 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "util.h"
+#include "error.h"
 
 int64_t rlk_now_ms(void)
 {

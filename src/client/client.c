@@ -13,6 +13,7 @@
 #include "client_version.h"
 #include "cluster.h"
 #include "conn_open.h"
+#include "error.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "pubsub_conn.h"

@@ -10,6 +10,7 @@
 #include "client.h"
 #include "client_version.h"
 #include "conn.h"
+#include "error.h"
 
 /* The oldest Redis API version that runs script flags, as major * 100 + minor. */
 #define VERSION_MIN 700

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client_fork.h"
+#include "error.h"
 #include "lock.h"
 #include "notified_wait.h"
 #include "release_reply.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client_fork.h"
+#include "error.h"
 #include "pool.h"
 #include "client.h"
 #include "inspect_decode.h"

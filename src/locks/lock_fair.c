@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "error.h"
 #include "lock.h"
 #include "lock_fair.h"
 #include "lock_wait.h"

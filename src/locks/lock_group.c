@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cancel.h"
+#include "error.h"
 #include "lock_group.h"
 
 int rlk_group_check_members(rlock *const *locks, size_t n, int redlock)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lock_heartbeat.h"
+#include "error.h"
 
 int rlk_waiter_hb_start(rlk_acq *a, const rlk_renew_class *cls, const char *member, size_t len,
                         rlk_waiter_hb **out)

@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "lock.h"
 #include "lock_lost.h"
 

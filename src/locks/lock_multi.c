@@ -10,6 +10,7 @@
 
 #include "cancel.h"
 #include "client_fork.h"
+#include "error.h"
 #include "lock_group.h"
 #include "lock_lost.h"
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "client_fork.h"
+#include "error.h"
 #include "lock.h"
 #include "lock_fair.h"
 #include "lock_reentrant.h"

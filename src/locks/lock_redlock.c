@@ -11,6 +11,7 @@
 
 #include "cancel.h"
 #include "client_fork.h"
+#include "error.h"
 #include "lock_lost.h"
 #include "pubsub.h"
 #include "lock_redlock_decode.h"

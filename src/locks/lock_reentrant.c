@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "lock.h"
 #include "lock_reentrant.h"
 #include "lock_spin.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "client_fork.h"
+#include "error.h"
 #include "lock.h"
 #include "lock_rw.h"
 #include "lock_rw_decode.h"

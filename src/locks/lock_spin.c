@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cancel.h"
+#include "error.h"
 #include "lock.h"
 #include "lock_spin.h"
 #include "lock_wait.h"

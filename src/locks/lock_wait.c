@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cancel.h"
+#include "error.h"
 #include "lock.h"
 #include "lock_wait.h"
 #include "pool.h"

@@ -11,6 +11,7 @@
 
 #include "cancel.h"
 #include "client_fork.h"
+#include "error.h"
 #include "hold_index.h"
 #include "lock.h"
 #include "lock_group.h"

@@ -9,6 +9,7 @@
 
 #include "cluster.h"
 #include "cluster_slot.h"
+#include "error.h"
 #include "redlock_round.h"
 #include "scripts.h"
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cancel.h"
+#include "error.h"
 #include "pubsub_impl.h"
 
 static uint32_t channel_hash(const char *p, size_t n)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "pool.h"
 #include "pubsub_armed.h"
 #include "pubsub_impl.h"

@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "cluster_slot.h"
 #include "conn_open.h"
+#include "error.h"
 #include "pool.h"
 #include "pubsub_conn.h"
 #include "pubsub_impl.h"

@@ -11,6 +11,7 @@
 
 #include "cluster.h"
 #include "cluster_slot.h"
+#include "error.h"
 #include "pool.h"
 #include "replica.h"
 #include "watchdog_decode.h"

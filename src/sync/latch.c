@@ -10,6 +10,7 @@
 
 #include "cancel.h"
 #include "client_fork.h"
+#include "error.h"
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"

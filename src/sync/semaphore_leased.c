@@ -8,6 +8,7 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
+#include "error.h"
 #include "pool.h"
 #include "replica.h"
 #include "scripts.h"

@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "conn_open.h"
+#include "error.h"
 #include "replica.h"
 
 /* A master's pool, kept for the client's lifetime: a node that leaves the map keeps its pool

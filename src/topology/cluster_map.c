@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 
 static void map_init(rlk_cluster_map *m)
 {

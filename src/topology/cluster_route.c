@@ -10,6 +10,7 @@
 
 #include "cluster_route.h"
 #include "conn.h"
+#include "error.h"
 
 /* Redirections followed for one request before giving up: a slot moved twice during one call
  * is rare, a loop between two nodes that disagree is a broken cluster. */

@@ -14,6 +14,7 @@
 
 #include "cluster_slot.h"
 #include "conn_open.h"
+#include "error.h"
 #include "pool.h"
 
 #define RLK_BACKOFF_MIN_MS  10

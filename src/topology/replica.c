@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "replica.h"
+#include "error.h"
 #include "resp_format.h"
 
 /* The calling thread's last synced outcome and its suppression flag (replica.h). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cluster_slot.h"
+#include "error.h"
 #include "replica.h"
 #include "resp_format.h"
 #include "scripts.h"

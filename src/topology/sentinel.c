@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "conn_open.h"
+#include "error.h"
 #include "pool.h"
 #include "replica.h"
 #include "sentinel.h"

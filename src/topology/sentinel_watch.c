@@ -9,6 +9,7 @@
 
 #include "conn.h"
 #include "conn_open.h"
+#include "error.h"
 #include "sentinel.h"
 
 /* The longest a dial of a Sentinel may hold the subscriber thread. */

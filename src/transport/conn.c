@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "error.h"
 #include "resp_format.h"
 #include "sock.h"
 #include "tls.h"

@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "conn_open.h"
+#include "error.h"
 #include "sock.h"
 #include "tls.h"
 

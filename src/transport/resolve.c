@@ -15,7 +15,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 
 typedef struct resolve_job {
     pthread_mutex_t mu;

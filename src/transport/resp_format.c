@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* The decimal digits of v. */
 static size_t resp_digits(size_t v)

@@ -11,7 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 
 /* The guard after a refusal: every later scan refuses too. */
 #define GUARD_FAILED '!'

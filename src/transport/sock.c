@@ -22,7 +22,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 #include "resolve.h"
 
 /* Completes a connect() on a non-blocking fd: 0, or the errno of the failure (ETIMEDOUT once

@@ -22,7 +22,8 @@
 #include <openssl/x509v3.h>
 
 #include "conn.h"
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 
 struct rlk_tls {
     SSL_CTX *ctx;

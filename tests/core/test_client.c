@@ -13,8 +13,9 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "error.h"
 #include "tc_redis.h"
-#include "internal.h"
+#include "util.h"
 #include "pool.h"
 #include "route.h"
 

@@ -12,8 +12,9 @@
 
 #include "client.h"
 #include "core_util.h"
+#include "error.h"
 #include "tc_redis.h"
-#include "internal.h"
+#include "util.h"
 
 #define CMD_TIMEOUT_MS 300
 

@@ -15,7 +15,8 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "error.h"
+#include "util.h"
 #include "re_common.h"
 #include "tc_thread.h"
 

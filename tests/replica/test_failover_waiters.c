@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "util.h"
 #include "tc_redis.h"
 #include "tc_replicas.h"
 #include "tc_sentinel.h"

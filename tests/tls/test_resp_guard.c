@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "util.h"
 #include "resp_guard.h"
 #include "tc_redis.h"
 

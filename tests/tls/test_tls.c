@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "util.h"
 #include "tc_redis.h"
 
 static const char *certs; /* $RLOCK_TLS_CERTS */

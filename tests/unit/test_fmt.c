@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "util.h"
 #include "tc_redis.h"
 
 /* got (n bytes written by rlk_fmt_*) must be exactly want, NUL included. */

@@ -1,9 +1,9 @@
 /*
- * Small helpers shared by every source file: error reporting, clocks, thread ids and a
- * growable byte buffer. Private to the library.
+ * Small helpers shared by every source file (util.c): clocks, thread ids and a growable byte
+ * buffer; error.h declares error reporting (error.c). Private to the library.
  */
-#ifndef RLK_INTERNAL_H
-#define RLK_INTERNAL_H
+#ifndef RLK_UTIL_H
+#define RLK_UTIL_H
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -18,16 +18,6 @@
 #else
 #define RLK_PRINTF(a, b)
 #endif
-
-/* Records a detail message for the calling thread and returns code, so call sites can write
- * `return rlk_err(RLOCK_EINVAL, "lease_ms must be > 0, got %lld", x);`. */
-int rlk_err(int code, const char *fmt, ...) RLK_PRINTF(2, 3);
-/* Clears the calling thread's last error (successful public calls do not clear it: like errno,
- * it is only meaningful right after a failure). */
-void rlk_err_clear(void);
-/* Puts back a last error saved as text (rlock_last_error() copied before work that may
- * overwrite it, such as a failover recheck run on the way out of a failed call). */
-void rlk_err_restore(const char *saved);
 
 /* Checks the name of a lock or another object (what: "lock", "semaphore", ...): non-empty and at
  * most 1 MiB, which keeps every derived key small. RLOCK_OK or RLOCK_EINVAL with a message. */
