@@ -13,6 +13,7 @@
 
 #include "cancel.h"
 #include "error.h"
+#include "pubsub_armed.h"
 #include "pubsub_impl.h"
 
 static uint32_t channel_hash(const char *p, size_t n)

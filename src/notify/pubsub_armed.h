@@ -48,4 +48,30 @@ redisReply *rlk_armed_take_reply(rlk_armed *a);
 /* Armed attempts the subscriber thread sent (for tests and benchmarks). */
 uint64_t rlk_pubsub_armed_sent(rlk_pubsub *ps);
 
+/* For the subscriber's files only (pubsub_impl.h has the record's state): all called with the
+ * mutex held except rlk_send_armed() and rlk_armed_finish(). */
+void rlk_armed_link(rlk_sub *s, rlk_armed *a);
+void rlk_armed_unlink(rlk_sub *s, rlk_armed *a);
+int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s);
+/* rlk_claim_armed() for the sleeping armed waiter of s tagged tag (len bytes), if any:
+ * RLOCK_ECONN when there is none or no idle connection. */
+int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len);
+/* A release granted the lock to the sleeping armed waiter of s tagged tag (len bytes) in its wait
+ * wait (rlk_armed_set_tag): it is woken alone with RLK_WAIT_GRANTED and token, sending nothing
+ * (no connection needed, so cluster clients too). RLOCK_ECONN when no waiter so tagged sleeps
+ * armed; RLOCK_EINVAL when it sleeps in another wait (the grant was for an earlier one). */
+int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len, uint64_t wait,
+                           uint64_t token);
+void rlk_send_armed(rlk_pubsub *ps);
+/* Keeps a grant for the waiter of s tagged tag, wait wait, who is not asleep (rlk_pending_grant).
+ * Mutex held. */
+void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token);
+/* Takes a grant kept for armed's waiter (its tag and wait) off s: 1 with armed's state GRANTED and
+ * its token set, else 0; a kept grant of an earlier wait of the same tag is dropped. Mutex held. */
+int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed);
+/* The owner's side after the thread sent its attempt: reads the reply on a->conn into
+ * a->reply, waits until the thread no longer touches the record, and returns the connection to
+ * the pool. RLK_WAIT_REPLY, or RLOCK_ECONN. */
+int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a);
+
 #endif

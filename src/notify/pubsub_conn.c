@@ -18,8 +18,11 @@
 #include "conn_open.h"
 #include "error.h"
 #include "pool.h"
+#include "pubsub_armed.h"
 #include "pubsub_conn.h"
+#include "pubsub_dispatch.h"
 #include "pubsub_impl.h"
+#include "pubsub_requests.h"
 #include "sentinel.h"
 
 /* Polled descriptors kept on the stack: the wake pipe, a Sentinel and this many nodes. */

@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pubsub_dispatch.h"
+#include "pubsub_armed.h"
 #include "pubsub_impl.h"
 #include "pubsub_decode.h"
+#include "pubsub_requests.h"
 
 int rlk_msg_permits(int mode, const redisReply *m)
 {

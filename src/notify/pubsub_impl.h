@@ -1,5 +1,6 @@
 /*
- * Private to the subscriber (pubsub*.c): its state, shared by its files. Every
+ * Private to the subscriber (pubsub*.c): its state, shared by its files, and the channel table's
+ * functions (pubsub.c) that they call. Every
  * field is guarded by the subscriber mutex unless its comment says "thread only" (touched by the
  * subscriber thread alone).
  */
@@ -184,49 +185,9 @@ int rlk_want(const rlk_sub *s);
  * or plainly when Redis refused the pattern; NULL for other entries. */
 rlk_sub *rlk_twin_of(rlk_pubsub *ps, const rlk_sub *n);
 
-/* Handles one reply read from node's connection (pubsub_dispatch.c). Mutex held. */
-void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r);
 /* The server dropped s's sharded subscription (its slot moved) or redirected its SSUBSCRIBE:
  * s is subscribed again on its slot's owner after the map was read again (pubsub_conn.c), and
  * that confirmation wakes its waiters to re-attempt once. Mutex held. */
 void rlk_sub_moved(rlk_pubsub *ps, rlk_sub *s);
-
-/* Requests awaiting their reply on node's connection (pubsub_requests.c), thread only. */
-int rlk_req_push(rlk_ps_node *node, rlk_sub *s, int subscribe);
-rlk_ps_req *rlk_req_pop(rlk_ps_node *node);
-/* The oldest request awaiting its reply, or NULL. */
-rlk_ps_req *rlk_req_head(rlk_ps_node *node);
-void rlk_req_clear(rlk_ps_node *node);
-/* An error reply on node's connection: Redis refused the oldest request. */
-void rlk_on_refused(rlk_pubsub *ps, rlk_ps_node *node, const redisReply *r);
-/* Fails the waiters of SUBSCRIBEs unconfirmed for subscription_timeout_ms; returns the ms until
- * the next one is due (INT64_MAX: none). */
-int64_t rlk_check_confirmations(rlk_pubsub *ps, int64_t now);
-
-/* Armed attempts (pubsub_armed.c), all called with the mutex held except rlk_send_armed() and
- * rlk_armed_finish(). */
-void rlk_armed_link(rlk_sub *s, rlk_armed *a);
-void rlk_armed_unlink(rlk_sub *s, rlk_armed *a);
-int rlk_claim_armed(rlk_pubsub *ps, rlk_sub *s);
-/* rlk_claim_armed() for the sleeping armed waiter of s tagged tag (len bytes), if any:
- * RLOCK_ECONN when there is none or no idle connection. */
-int rlk_claim_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len);
-/* A release granted the lock to the sleeping armed waiter of s tagged tag (len bytes) in its wait
- * wait (rlk_armed_set_tag): it is woken alone with RLK_WAIT_GRANTED and token, sending nothing
- * (no connection needed, so cluster clients too). RLOCK_ECONN when no waiter so tagged sleeps
- * armed; RLOCK_EINVAL when it sleeps in another wait (the grant was for an earlier one). */
-int rlk_grant_armed_tagged(rlk_pubsub *ps, rlk_sub *s, const char *tag, size_t len, uint64_t wait,
-                           uint64_t token);
-void rlk_send_armed(rlk_pubsub *ps);
-/* Keeps a grant for the waiter of s tagged tag, wait wait, who is not asleep (rlk_pending_grant).
- * Mutex held. */
-void rlk_grant_pending(rlk_sub *s, const char *tag, size_t len, uint64_t wait, uint64_t token);
-/* Takes a grant kept for armed's waiter (its tag and wait) off s: 1 with armed's state GRANTED and
- * its token set, else 0; a kept grant of an earlier wait of the same tag is dropped. Mutex held. */
-int rlk_grant_take_pending(rlk_sub *s, rlk_armed *armed);
-/* The owner's side after the thread sent its attempt: reads the reply on a->conn into
- * a->reply, waits until the thread no longer touches the record, and returns the connection to
- * the pool. RLK_WAIT_REPLY, or RLOCK_ECONN. */
-int rlk_armed_finish(rlk_pubsub *ps, rlk_armed *a);
 
 #endif

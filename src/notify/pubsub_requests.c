@@ -10,6 +10,7 @@
 
 #include "cluster_map.h"
 #include "pubsub_impl.h"
+#include "pubsub_requests.h"
 
 void rlk_req_clear(rlk_ps_node *node)
 {
