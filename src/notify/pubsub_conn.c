@@ -24,6 +24,7 @@
 #include "pubsub_impl.h"
 #include "pubsub_requests.h"
 #include "sentinel.h"
+#include "sentinel_watch.h"
 
 /* Polled descriptors kept on the stack: the wake pipe, a Sentinel and this many nodes. */
 #define RLK_PS_POLL_STACK 16

@@ -14,7 +14,7 @@
 #include "context.h"
 #include "conn.h"
 #include "pubsub.h"
-#include "sentinel.h"
+#include "sentinel_watch.h"
 
 #define RLK_PS_BUCKETS 4096
 

@@ -11,6 +11,7 @@
 #include "conn_open.h"
 #include "error.h"
 #include "sentinel.h"
+#include "sentinel_watch.h"
 
 /* The longest a dial of a Sentinel may hold the subscriber thread. */
 #define RLK_SENTINEL_WATCH_DIAL_MS 500
