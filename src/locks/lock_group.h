@@ -33,8 +33,4 @@ uint64_t rlk_group_rand(void);
  * (rlk_call_cancel()). */
 void rlk_group_sleep_ms(int64_t ms);
 
-/* The members of a multi-lock (whose holds carry its loss callback, lock_lost.c); NULL with *n 0
- * for any other handle. */
-rlock *const *rlk_group_members(rlock *l, size_t *n);
-
 #endif

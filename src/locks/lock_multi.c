@@ -13,6 +13,7 @@
 #include "error.h"
 #include "lock_group.h"
 #include "lock_lost.h"
+#include "lock_multi.h"
 
 /* The longest random pause between failed rounds, in ms. */
 #define MULTI_MAX_BACKOFF_MS 20

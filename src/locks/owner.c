@@ -16,6 +16,7 @@
 #include "lock.h"
 #include "lock_group.h"
 #include "lock_lost.h"
+#include "lock_multi.h"
 
 struct rlock_owner {
     rlock_client *client;
