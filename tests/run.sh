@@ -237,10 +237,10 @@ build_redisson_peer() {
 # valkey-cli). The default set takes about 2.5 minutes: one or a few representative tests of each
 # suite, not the long failover stress tests (CONTRIBUTING, "Test variants").
 VALKEY_TESTS_DEFAULT='^(core_client|core_scripts|core_errors|core_subscriber|core_armed|core_acl_minimal'
-VALKEY_TESTS_DEFAULT+='|test_reentrant_(basic|stress|fencing|waiting)|test_fair_(order|grant|compat)'
-VALKEY_TESTS_DEFAULT+='|test_rw_wake|test_multi|test_sem_(basic|stress|compat)|test_latch_procs'
+VALKEY_TESTS_DEFAULT+='|test_reentrant_(basic|stress|fencing|waiting)|test_fair_(grant|compat)'
+VALKEY_TESTS_DEFAULT+='|test_rw_wake|test_multi|test_sem_(stress|compat)|test_latch_procs'
 VALKEY_TESTS_DEFAULT+='|test_redisson_compat|test_redisson_compat_cluster|test_cli_accept|test_tls'
-VALKEY_TESTS_DEFAULT+='|test_reentrant_basic_tls|test_sentinel_discovery|test_replica_sync'
+VALKEY_TESTS_DEFAULT+='|test_reentrant_basic_tls|test_sentinel_discovery|test_replica_stale'
 VALKEY_TESTS_DEFAULT+='|test_cluster_(routing|pubsub|redirect|tls))$'
 run_valkey() {
     local dir="$ROOT/build/plain" server

@@ -51,10 +51,13 @@ rlock_add_test(NAME test_sentinel_switch SOURCES replica/test_sentinel_switch.c
 # nodes on TLS ports, TLS replication): discovery, locks and three failovers over TLS.
 # plain_only: about 60 s a run, like its plain-TCP twin, and tests/run.sh
 # stays within its 40 minutes.
+# The plain-TCP program carries the label `long` (run with RLOCK_LONG=1): its TLS twin runs the
+# same three failovers with TLS on every link, so a whole run keeps within 45 minutes.
 if(COMMAND rlock_add_tls_variant)
   rlock_add_tls_variant(test_sentinel_switch)
   if(TEST test_sentinel_switch_tls)
     set_property(TEST test_sentinel_switch_tls APPEND PROPERTY LABELS plain_only)
+    set_property(TEST test_sentinel_switch APPEND PROPERTY LABELS long)
   endif()
 endif()
 
