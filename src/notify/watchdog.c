@@ -513,10 +513,15 @@ static void wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
     if (items == NULL) {
         return;
     }
+    uint64_t pipelines = wd->stats.pipelines;
     pthread_mutex_unlock(&wd->mu);
     int64_t sent = rlk_now_ms();
     wd_renew(wd, items, k);
     pthread_mutex_lock(&wd->mu);
+    pipelines = wd->stats.pipelines - pipelines;
+    if (pipelines > wd->stats.sweep_pipelines_max) {
+        wd->stats.sweep_pipelines_max = pipelines;
+    }
     rlk_wd_entry *lost = wd_apply(wd, items, k, sent);
     free(items);
     if (lost != NULL) {

@@ -88,6 +88,7 @@ typedef struct rlk_wd_stats {
     uint64_t renewed;   /* entries renewed */
     uint64_t lost;      /* entries judged lost */
     uint64_t failures;  /* pipelines that failed (connection errors) */
+    uint64_t sweep_pipelines_max; /* the most pipelines one sweep has sent */
     size_t registered;  /* entries registered now */
 } rlk_wd_stats;
 void rlk_wd_get_stats(rlk_watchdog *wd, rlk_wd_stats *out);
