@@ -82,14 +82,14 @@ int rlk_wd_active(rlk_watchdog *wd, const rlk_wd_entry *e);
 
 /* Counters for tests and benchmarks. */
 typedef struct rlk_wd_stats {
-    uint64_t ticks;     /* wake-ups that found due entries */
-    uint64_t batches;   /* script calls sent */
-    uint64_t pipelines; /* round trips (one pipeline = one round trip) */
-    uint64_t renewed;   /* entries renewed */
-    uint64_t lost;      /* entries judged lost */
-    uint64_t failures;  /* pipelines that failed (connection errors) */
+    uint64_t ticks;               /* wake-ups that found due entries */
+    uint64_t batches;             /* script calls sent */
+    uint64_t pipelines;           /* round trips (one pipeline = one round trip) */
+    uint64_t renewed;             /* entries renewed */
+    uint64_t lost;                /* entries judged lost */
+    uint64_t failures;            /* pipelines that failed (connection errors) */
     uint64_t sweep_pipelines_max; /* the most pipelines one sweep has sent */
-    size_t registered;  /* entries registered now */
+    size_t registered;            /* entries registered now */
 } rlk_wd_stats;
 void rlk_wd_get_stats(rlk_watchdog *wd, rlk_wd_stats *out);
 
