@@ -25,6 +25,8 @@
 /* Every wake-up within this (the waits are 10-15 s, the leases 60 s or the watchdog's). */
 #define MESSAGE_MS 1000.0
 #define ITERS      40
+/* What rjc_fair_queue() adds to an rlock waiter's wait over the Redisson waiters' wait_ms. */
+#define RLOCK_WAITER_SLACK_MS 10000
 
 /* An rlock thread of a stress: ITERS sections on its own handle under the checker. */
 typedef struct ck_thread {
@@ -461,7 +463,10 @@ static void fair_enqueue(const rjc_fair_env *e, const char *name, int i, fair_wa
 {
     if (!w->java) {
         w->l = tc_open(e->c, RLOCK_FAIR, name);
-        tc_holder_start(&w->h, w->l, wait_ms, -1, 20);
+        /* Longer than the Redisson waiters' wait_ms: an rlock waiter's wait starts when it
+         * queues, and queueing 20 waiters took up to 2.4 s on a busy box before the release;
+         * the callers assert that every rlock waiter is served. */
+        tc_holder_start(&w->h, w->l, wait_ms + RLOCK_WAITER_SLACK_MS, -1, 20);
     } else {
         rj_peer *p = w->java == 2 ? e->dead : e->p;
         char worker[16];

@@ -38,7 +38,8 @@ typedef struct rjc_fair_result {
 } rjc_fair_result;
 /* Queues waiters as pattern says ('c' rlock, 'j' Redisson, 'd' Redisson on e->dead, in arrival
  * order, each in the queue before the next) behind a holder of the side holder says, each
- * waiting up to wait_ms and holding 20 ms, releases the holder and checks exclusion: grants at
+ * waiting up to wait_ms (rlock waiters 10 s longer, as their wait includes the queueing of
+ * those behind them) and holding 20 ms, releases the holder and checks exclusion: grants at
  * least a hold apart. 'd' waiters count nowhere in the result. */
 rjc_fair_result rjc_fair_queue(const rjc_fair_env *e, const char *name, char holder,
                                const char *pattern, int64_t wait_ms);
