@@ -40,3 +40,11 @@ if(TARGET rlock_cli)
                  LABELS redis TIMEOUT 90 ARGS $<TARGET_FILE:rlock_cli>)
   add_dependencies(test_cli_recipes rlock_cli)
 endif()
+
+# Issue 31: rlock top and rlock_survey() on one of each kind of object, as a read-only ACL
+# user, bad input, and the live view ended by q and SIGTERM on a pseudo-terminal.
+if(TARGET rlock_cli)
+  rlock_add_test(NAME test_cli_top SOURCES cli/test_cli_top.c cli/cli_spawn.c LABELS redis
+                 TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cli_top rlock_cli)
+endif()
