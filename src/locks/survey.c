@@ -265,7 +265,7 @@ static int survey_read(rlk_conn *conn, survey_node *nd, size_t count)
 static int survey_alloc_replies(survey_node *nd, size_t count)
 {
     survey_free_replies(nd);
-    nd->replies = calloc(count ? count : 1, sizeof(*nd->replies));
+    nd->replies = calloc(count ? count : 1, sizeof(redisReply *));
     return nd->replies != NULL ? RLOCK_OK
                                : rlk_err(RLOCK_ENOMEM, "rlock_survey: no memory for replies");
 }
@@ -391,7 +391,7 @@ static int survey_take_inspect(survey_node *nd, size_t i, survey_out *o)
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 0) {
         const redisReply *t = r->element[1];
-        if (t->type == REDIS_REPLY_STRING && strcmp(t->str, "string") == 0) {
+        if (t->type == REDIS_REPLY_STRING && strcmp(t->str, "string") == 0 && nd->sel != NULL) {
             nd->sel[nd->n_sel++] = i;
         }
         return RLOCK_OK;
@@ -405,8 +405,10 @@ static int survey_take_inspect(survey_node *nd, size_t i, survey_out *o)
     rlock_object_info *e = NULL;
     /* Nothing at the name (a name derived from a stale auxiliary key) is no entry. */
     int empty = rc == RLOCK_OK && info->type == RLOCK_TYPE_FREE;
-    rc = rc || empty ? rc : survey_push(o, &e);
-    if (rc != RLOCK_OK || empty) {
+    if (rc == RLOCK_OK && !empty) {
+        rc = survey_push(o, &e);
+    }
+    if (rc != RLOCK_OK || e == NULL) {
         rlock_lock_info_free(info);
         return rc;
     }

@@ -137,6 +137,7 @@ static const char *object_line(const char *doc, const char *name)
     const char *p = strstr(doc, key);
     if (p == NULL) {
         fail_msg("no object %s in %s", name, doc);
+        return "";
     }
     const char *end = strchr(p, '\n');
     size_t n = end ? (size_t)(end - p) : strlen(p);
@@ -153,6 +154,7 @@ static long long jint(const char *line, const char *key)
     const char *p = strstr(line, k);
     if (p == NULL || p[strlen(k)] == 'n') {
         fail_msg("no number %s in %s", key, line);
+        return 0;
     }
     return strtoll(p + strlen(k), NULL, 10);
 }
@@ -379,7 +381,7 @@ static void test_top_bad_input(void **state)
 static tcflag_t pty_lflag(const char *slave)
 {
     int fd = open(slave, O_RDWR | O_NOCTTY);
-    struct termios t;
+    struct termios t = {0};
     assert_true(fd >= 0 && tcgetattr(fd, &t) == 0);
     close(fd);
     return t.c_lflag;
