@@ -48,3 +48,11 @@ if(TARGET rlock_cli)
                  TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>)
   add_dependencies(test_cli_top rlock_cli)
 endif()
+
+# rlock top on a 3-master cluster (no replicas): every master scanned. Registered here, beside the
+# other tests of the binary, though its source sits with the cluster suites.
+if(TARGET rlock_cli)
+  rlock_add_test(NAME test_cluster_top SOURCES cluster/test_cluster_top.c cli/cli_spawn.c
+                 LABELS redis TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cluster_top rlock_cli)
+endif()
