@@ -573,7 +573,9 @@ static int survey_node_run(rlock_client *c, survey_node *nd, survey_out *o)
 static int survey_nodes(rlock_client *c, int **slots, size_t *n)
 {
     *n = 0;
-    *slots = calloc(RLK_CLUSTER_SLOTS, sizeof(**slots));
+    /* The second half records the masters seen (a map's node indexes), off the stack: a
+     * caller's thread may have a small one. */
+    *slots = calloc(2 * (size_t)RLK_CLUSTER_SLOTS, sizeof(**slots));
     if (*slots == NULL) {
         return rlk_err(RLOCK_ENOMEM, "rlock_survey: no memory");
     }
@@ -581,7 +583,7 @@ static int survey_nodes(rlock_client *c, int **slots, size_t *n)
         (*slots)[(*n)++] = -1;
         return RLOCK_OK;
     }
-    int seen[RLK_CLUSTER_SLOTS];
+    int *seen = *slots + RLK_CLUSTER_SLOTS;
     size_t n_seen = 0;
     for (int slot = 0; slot < RLK_CLUSTER_SLOTS; slot++) {
         int node = rlk_cluster_node_of(c->cluster, slot);

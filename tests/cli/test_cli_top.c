@@ -207,11 +207,13 @@ static void check_locks(const char *doc)
     assert_owner(l, "writers");
     assert_true(strstr(l, ":write\",\"deadline_ms\":") != NULL);
     assert_int_equal(jlen(l, "holders"), 1);
+    assert_true(jint(l, "ttl_ms") > 0 && jint(l, "token") >= 0 && jhas(l, "listeners", "null"));
     l = object_line(doc, "top:re");
     assert_true(jhas(l, "type", "\"reentrant\"") && jint(l, "waiters") == 1);
     assert_true(jlen(l, "lock_waiters") == 1 && jlen(l, "holders") == 1);
     assert_owner(l, "lock_waiters");
-    assert_true(jint(l, "ttl_ms") > 0 && jint(l, "token") >= 1);
+    assert_true(jint(l, "ttl_ms") > 0 && jint(l, "token") >= 1 && jhas(l, "mode", "null"));
+    assert_true(jlen(l, "queue") == 0 && jlen(l, "writers") == 0 && jhas(l, "permits", "null"));
     /* The fencing counter as rlock_inspect() reads it. */
     rlock_lock_info *in = NULL;
     assert_int_equal(rlock_inspect(g_c, "top:re", &in), RLOCK_OK);
@@ -229,16 +231,21 @@ static void check_counters(const char *doc)
     l = object_line(doc, "top:count");
     assert_true(jhas(l, "type", "\"counter\"") && jint(l, "permits") == 5);
     assert_true(jint(l, "latch_count") == 5 && jint(l, "waiters") == 0);
+    assert_true(jint(l, "listeners") == 0 && jhas(l, "token", "null") && jlen(l, "leases") == 0);
     l = object_line(doc, "top:leased");
     assert_true(jhas(l, "type", "\"semaphore_leased\"") && jint(l, "permits") == 2);
     assert_int_equal(jlen(l, "leases"), 1);
     char id[96];
     snprintf(id, sizeof(id), "\"leases\":[{\"id\":\"%s\",\"deadline_ms\":", g.permit);
     assert_non_null(strstr(l, id));
+    assert_true(jint(l, "deadline_ms") > 0 && jint(l, "listeners") == 0);
+    assert_true(jhas(l, "latch_count", "null") && jint(l, "ttl_ms") == -1);
     l = object_line(doc, "top:latch");
     assert_true(jhas(l, "type", "\"latch\"") && jint(l, "latch_count") == 2);
     assert_true(jhas(l, "permits", "null") && jint(l, "listeners") == 1);
     assert_int_equal(jint(l, "waiters"), 1);
+    assert_true(jhas(l, "token", "null") && jint(l, "ttl_ms") == -1 && jlen(l, "leases") == 0);
+    assert_true(jlen(l, "holders") == 0 && jlen(l, "queue") == 0 && jhas(l, "mode", "null"));
 }
 
 /* Runs rlock top with args (NULL-terminated, after "top") and returns its exit status. */
