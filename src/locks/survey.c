@@ -18,6 +18,7 @@
 #include "pool.h"
 #include "route.h"
 #include "scripts.h"
+#include "survey.h"
 #include "util.h"
 
 #define SURVEY_PATTERN_MAX  1024
@@ -98,10 +99,11 @@ static const char *const survey_prefixes[] = {
     "rlock_rwlock_writer:",    "redisson_sc:",
     "rlock_election:",         "redisson_countdownlatch__channel__"};
 
-/* Markers of keys that belong to a name with a hash tag of its own ("{tag}x:..."), which cannot
- * be traced back to it: they are left out (the name's own key is found by the scan). */
-static const char *const survey_markers[] = {":rwlock_timeout", ":rlock_request:", ":rlock_once",
-                                             ":rlock_election", ":timeout"};
+/* Suffixes of keys rlock and Redisson derive as "{name}<marker>..." ("name<marker>..." for a
+ * name with a hash tag): strings and hashes that would otherwise look like a counter or a lock.
+ * A read hold's timeout key is "<base>:<uuid>:<thread>:rwlock_timeout[:<n>]". */
+static const char *const survey_markers[] = {":rlock_request:", ":rlock_once", ":rlock_election",
+                                             ":rwlock_timeout"};
 
 static const char *survey_memmem(const char *hay, size_t n, const char *needle, size_t m)
 {
@@ -113,9 +115,41 @@ static const char *survey_memmem(const char *hay, size_t n, const char *needle, 
     return NULL;
 }
 
-/* The name a scanned key stands for: the key itself, the name of an auxiliary key, or nothing
- * (0). A derived name is set in *base and must match the pattern too. */
-static int survey_base(const char *key, size_t len, const char **base, size_t *blen)
+/* "{name}" stands for name (a name without a hash tag wrapped for its slot); anything else for
+ * itself. */
+static void survey_unwrap(const char **base, size_t *blen)
+{
+    const char *close = *blen > 2 ? memchr(*base, '}', *blen) : NULL;
+    if ((*base)[0] == '{' && close == *base + *blen - 1) {
+        (*base)++;
+        *blen -= 2;
+    }
+}
+
+/* The part of a marked key before its marker, as a name; 0 when the key has no marker. */
+static int survey_marked(const char *key, size_t len, const char **base, size_t *blen)
+{
+    for (size_t i = 0; i < sizeof(survey_markers) / sizeof(*survey_markers); i++) {
+        const char *m = survey_memmem(key, len, survey_markers[i], strlen(survey_markers[i]));
+        if (m == NULL) {
+            continue;
+        }
+        *base = key;
+        *blen = (size_t)(m - key);
+        /* A read hold's timeout: drop ":<uuid>:<thread>" before the marker too. */
+        for (int seg = 0; i == 3 && seg < 2 && *blen > 0; seg++) {
+            while (*blen > 0 && key[*blen - 1] != ':') {
+                (*blen)--;
+            }
+            *blen -= *blen > 0;
+        }
+        survey_unwrap(base, blen);
+        return 1;
+    }
+    return 0;
+}
+
+int rlk_survey_base(const char *key, size_t len, const char **base, size_t *blen)
 {
     *base = key;
     *blen = len;
@@ -127,26 +161,12 @@ static int survey_base(const char *key, size_t len, const char **base, size_t *b
             if (*blen > 7 && memcmp(*base + *blen - 7, ":grants", 7) == 0) {
                 *blen -= 7;
             }
-            /* "{name}" is an untagged name; "{tag}x" is the name itself. */
-            const char *close = memchr(*base, '}', *blen);
-            if ((*base)[0] == '{' && close == *base + *blen - 1 && *blen > 2) {
-                (*base)++;
-                *blen -= 2;
-            }
-            return 1;
+            survey_unwrap(base, blen);
+            return *blen > 0;
         }
     }
-    /* "{name}:..." is a leased semaphore's timeout zset, a read hold's timeout, a request key. */
-    const char *close = len > 2 && key[0] == '{' ? memchr(key, '}', len) : NULL;
-    if (close != NULL && close + 1 < key + len && close[1] == ':' && close > key + 1) {
-        *base = key + 1;
-        *blen = (size_t)(close - key) - 1;
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof(survey_markers) / sizeof(*survey_markers); i++) {
-        if (survey_memmem(key, len, survey_markers[i], strlen(survey_markers[i])) != NULL) {
-            return 0;
-        }
+    if (survey_marked(key, len, base, blen)) {
+        return *blen > 0;
     }
     return 1;
 }
@@ -158,7 +178,7 @@ static int survey_take_key(survey_node *nd, const redisReply *k)
     }
     const char *base = NULL;
     size_t blen = 0;
-    if (!survey_base(k->str, k->len, &base, &blen) || blen == 0) {
+    if (!rlk_survey_base(k->str, k->len, &base, &blen) || blen == 0) {
         return RLOCK_OK;
     }
     if (base != k->str || blen != k->len) {

@@ -7,6 +7,8 @@ endif()
 # DURATION parsing, signal names, JSON escaping.
 rlock_add_test(NAME test_cli_pure SOURCES cli/test_cli_pure.c LABELS unit TIMEOUT 30
                LIBS rlock_cli_pure)
+# rlock top's key classification: the name each scanned key stands for (src/locks/survey.c).
+rlock_add_test(NAME test_survey_base SOURCES unit/test_survey_base.c LABELS unit TIMEOUT 30)
 
 if(NOT TARGET rlock_harness)
   return()
