@@ -39,19 +39,19 @@ static struct {
 
 static int bg_lock(void *arg)
 {
-    int rc = rlock_try_lock(arg, 20000, -1);
+    int rc = rlock_try_lock(arg, 50000, -1);
     return rc == RLOCK_OK ? rlock_unlock(arg) : rc;
 }
 
 static int bg_sem(void *arg)
 {
-    int rc = rlock_semaphore_acquire(arg, 1, 20000);
+    int rc = rlock_semaphore_acquire(arg, 1, 50000);
     return rc == RLOCK_OK ? rlock_semaphore_release(arg, 1) : rc;
 }
 
 static int bg_latch(void *arg)
 {
-    return rlock_latch_await(arg, 20000);
+    return rlock_latch_await(arg, 50000);
 }
 
 static size_t inspect_count(const char *name, int what)

@@ -21,7 +21,7 @@
 
 static int bg_fair(void *arg)
 {
-    int rc = rlock_try_lock(arg, 20000, -1);
+    int rc = rlock_try_lock(arg, 50000, -1);
     return rc == RLOCK_OK ? rlock_unlock(arg) : rc;
 }
 
