@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,9 +27,10 @@ static const char top_usage[] =
     "* ? [abc] [^a] [a-z] \\x; default *), found by SCAN on every master and read without\n"
     "changing anything: type, holders, TTL, fencing counter, fair queue, waiting writers,\n"
     "permits available, waiters. Rows are sorted by waiters (most first), then by name, and\n"
-    "refreshed every second; q quits (so do Ctrl-C and SIGTERM). Redisson's auxiliary keys\n"
-    "(fair queue, fencing counter, {name}:... keys) are shown as part of their lock. A\n"
-    "semaphore and a latch store the same data: one that nobody waits for shows as counter.\n"
+    "refreshed every second, as many as fit the terminal; q quits (so do Ctrl-C and SIGTERM).\n"
+    "Redisson's auxiliary keys (fair queue, fencing counter, {name}:... keys) are shown as\n"
+    "part of their lock. A semaphore and a latch store the same data: one that nobody waits\n"
+    "for shows as counter.\n"
     "\n"
     "  --once   print one snapshot as text and exit\n"
     "  --json   print one snapshot as one JSON document and exit (schema: docs/cli.md)\n"
@@ -219,7 +221,8 @@ static void top_text_row(FILE *f, const rlock_object_info *o)
     fputc('\n', f);
 }
 
-static void top_text(FILE *f, const char *pattern, const rlock_object_info *v, size_t n)
+/* max: the rows that fit the screen (0: all), with a last line for the rest. */
+static void top_text(FILE *f, const char *pattern, const rlock_object_info *v, size_t n, size_t max)
 {
     char when[32] = "";
     time_t now = time(NULL);
@@ -230,9 +233,24 @@ static void top_text(FILE *f, const char *pattern, const rlock_object_info *v, s
     fprintf(f, "rlock top %s: %zu name(s), %s\n", pattern, n, when);
     fprintf(f, "WAITERS  %-16s %10s %8s %5s %7s %7s  %s  %s\n", "TYPE", "TTL", "TOKEN", "QUEUE",
             "WRITERS", "PERMITS", "NAME", "HOLDERS");
-    for (size_t i = 0; i < n; i++) {
+    size_t shown = max > 0 && n > max ? max - 1 : n;
+    for (size_t i = 0; i < shown; i++) {
         top_text_row(f, &v[i]);
     }
+    if (shown < n) {
+        fprintf(f, "... %zu more (rlock top --once shows all)\n", n - shown);
+    }
+}
+
+/* The rows of the live view that fit the terminal: its height less the header and a spare
+ * line; 0 (all) when stdout is no terminal or too small to say. */
+static size_t top_screen_rows(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_row < 6) {
+        return 0;
+    }
+    return (size_t)ws.ws_row - 3;
 }
 
 /* One snapshot, printed; CLI_EXIT_OK or CLI_EXIT_ERROR (reported). */
@@ -254,7 +272,7 @@ static int top_snapshot(rlock_client *c, const char *pattern, int json, int clea
     if (json) {
         top_json(stdout, pattern, v, n);
     } else {
-        top_text(stdout, pattern, v, n);
+        top_text(stdout, pattern, v, n, clear ? top_screen_rows() : 0);
     }
     fflush(stdout);
     rlock_survey_free(v, n);
