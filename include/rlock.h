@@ -826,8 +826,9 @@ typedef struct rlock_object_info {
 
 /* Finds the locks, semaphores and latches whose names match the glob pattern (Redis' SCAN
  * MATCH syntax; NULL or "" = "*") and reads each one, for `rlock top`. Read-only: it sends SCAN,
- * SCRIPT LOAD, EVALSHA_RO of lua/inspect.lua (which only reads), GET, PTTL, ZRANGE, TIME and
- * PUBSUB NUMSUB, nothing else, so it works as a user without any write permission. On a cluster
+ * SCRIPT LOAD, EVALSHA_RO of lua/inspect.lua (which only reads; EVALSHA of it for a user who may
+ * run only that, such as docs/acl.md's lock user), GET, PTTL, ZRANGE, TIME and PUBSUB NUMSUB,
+ * nothing else, so it works as a user without any write permission. On a cluster
  * client every master is scanned. Reads are pipelined per node, a few round trips for any
  * number of names. Redisson's auxiliary keys (a fair queue, the fencing counter, a leased
  * semaphore's {name}:timeout, {name}:... keys) are read as part of their object, never listed

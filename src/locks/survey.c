@@ -1,8 +1,8 @@
 /*
  * rlock_survey(): the locks, semaphores and latches whose names match a pattern (`rlock top`).
  * SCAN on every master, then per master one pipeline of lua/inspect.lua run by EVALSHA_RO (Redis
- * refuses any write in it) decoded by inspect.c's decoder, and one pipeline of plain reads for
- * the counters (semaphores, latches). Nothing is written.
+ * refuses any write in it; EVALSHA for a user allowed only that) decoded by inspect.c's decoder,
+ * and one pipeline of plain reads for the counters (semaphores, latches). Nothing is written.
  */
 #include <fnmatch.h>
 #include <stdlib.h>
@@ -35,7 +35,8 @@ typedef struct survey_node {
     size_t n, cap;
     redisReply **replies; /* n (inspect) or n * SURVEY_COUNTER_CMDS + 1 (counters) */
     size_t n_replies;
-    size_t *sel; /* the names the counter pipeline reads, and how many */
+    int plain_eval; /* EVALSHA instead of EVALSHA_RO, for a user allowed only the former */
+    size_t *sel;    /* the names the counter pipeline reads, and how many */
     size_t n_sel;
 } survey_node;
 
@@ -243,8 +244,8 @@ static int survey_scan_exchange(rlk_conn *conn, void *arg, redisReply **out)
     return rc;
 }
 
-/* Queues EVALSHA_RO of inspect.lua for name, with the keys rlock_inspect() passes. */
-static int survey_append_inspect(rlk_conn *conn, const char *name)
+/* Queues EVALSHA_RO (or EVALSHA) of inspect.lua for name, with rlock_inspect()'s keys. */
+static int survey_append_inspect(rlk_conn *conn, const char *name, int plain_eval)
 {
     static const char *const prefix[SURVEY_KEYS] = {NULL,
                                                     "redisson_lock_queue",
@@ -255,8 +256,8 @@ static int survey_append_inspect(rlk_conn *conn, const char *name)
     const rlk_script_src *s = rlk_script_get(RLK_SCRIPT_INSPECT);
     size_t len = strlen(name);
     rlk_buf keys[SURVEY_KEYS];
-    const char *argv[3 + SURVEY_KEYS] = {"EVALSHA_RO", s->sha1, "6", name};
-    size_t lens[3 + SURVEY_KEYS] = {10, 40, 1, len};
+    const char *argv[3 + SURVEY_KEYS] = {plain_eval ? "EVALSHA" : "EVALSHA_RO", s->sha1, "6", name};
+    size_t lens[3 + SURVEY_KEYS] = {plain_eval ? 7 : 10, 40, 1, len};
     int rc = RLOCK_OK;
     for (int i = 1; i < SURVEY_KEYS; i++) {
         rlk_buf_init(&keys[i]);
@@ -299,7 +300,7 @@ static int survey_inspect_exchange(rlk_conn *conn, void *arg, redisReply **out)
     for (size_t i = 0; rc == RLOCK_OK && i < nd->n; i += SURVEY_CHUNK) {
         size_t end = i + SURVEY_CHUNK < nd->n ? i + SURVEY_CHUNK : nd->n;
         for (size_t j = i; rc == RLOCK_OK && j < end; j++) {
-            rc = survey_append_inspect(conn, nd->names[j]);
+            rc = survey_append_inspect(conn, nd->names[j], nd->plain_eval);
         }
         rc = rc ? rc : survey_read(conn, nd, end - i);
     }
@@ -583,6 +584,13 @@ static int survey_node_run(rlock_client *c, survey_node *nd, survey_out *o)
     nd->sel = calloc(nd->n, sizeof(*nd->sel));
     rc = nd->sel != NULL ? survey_run(c, nd, survey_inspect_exchange)
                          : rlk_err(RLOCK_ENOMEM, "rlock_survey: no memory");
+    /* docs/acl.md's lock user may run EVALSHA but not EVALSHA_RO: the script only reads, so
+     * it runs the same by EVALSHA. */
+    const redisReply *r0 = rc == RLOCK_OK ? nd->replies[0] : NULL;
+    if (r0 != NULL && r0->type == REDIS_REPLY_ERROR && strstr(r0->str, "evalsha_ro") != NULL) {
+        nd->plain_eval = 1;
+        rc = survey_run(c, nd, survey_inspect_exchange);
+    }
     for (size_t i = 0; rc == RLOCK_OK && i < nd->n; i++) {
         rc = survey_take_inspect(nd, i, o);
     }

@@ -390,6 +390,86 @@ static void test_top_readonly_user(void **state)
     assert_non_null(strstr(object_line(doc, "top:latch"), "\"type\":\"latch\""));
 }
 
+/* docs/acl.md's lock user (for names that start with "top:") plus SCAN: it may run EVALSHA but
+ * not EVALSHA_RO, nor PUBSUB NUMSUB, so top reads locks by EVALSHA of the same read-only script
+ * and cannot tell who listens (a semaphore or latch shows as a counter, or by its leases). */
+static void test_top_lock_user(void **state)
+{
+    (void)state;
+    const char *acl[] = {"ACL",
+                         "SETUSER",
+                         "locker",
+                         "reset",
+                         "on",
+                         ">locker-pw",
+                         "+scan",
+                         "+ping",
+                         "+evalsha",
+                         "+script|load",
+                         "+subscribe",
+                         "+unsubscribe",
+                         "+info",
+                         "+wait",
+                         "+publish",
+                         "+time",
+                         "+exists",
+                         "+type",
+                         "+del",
+                         "+get",
+                         "+set",
+                         "+incr",
+                         "+incrby",
+                         "+decr",
+                         "+decrby",
+                         "+pexpire",
+                         "+pttl",
+                         "+hexists",
+                         "+hget",
+                         "+hgetall",
+                         "+hset",
+                         "+hdel",
+                         "+hincrby",
+                         "+hlen",
+                         "+lindex",
+                         "+lrange",
+                         "+lpop",
+                         "+rpop",
+                         "+rpush",
+                         "+lrem",
+                         "+zadd",
+                         "+zrem",
+                         "+zscore",
+                         "+zrange",
+                         "+zrangebyscore",
+                         "+zremrangebyscore",
+                         "~top:*",
+                         "~{top:*",
+                         "~redisson_lock_token:{top:*",
+                         "~redisson_lock_queue:{top:*",
+                         "~redisson_lock_timeout:{top:*",
+                         "~rlock_rwlock_writers:{top:*",
+                         "~rlock_lock_waiters:{top:*",
+                         NULL};
+    char *ok = rh_cmd_str(g_srv, acl);
+    assert_string_equal(ok, "OK");
+    free(ok);
+    char url[256];
+    snprintf(url, sizeof(url), "redis://locker:locker-pw@127.0.0.1:%d", rh_port(g_srv));
+    const char *args[] = {"--once", "--json", "top:*", NULL};
+    int st = run_top(url, args, "lk", "lkerr");
+    print_message("%s", ct_slurp("lkerr"));
+    assert_int_equal(st, 0);
+    const char *doc = ct_slurp("lk");
+    assert_int_equal(ct_count_of(doc, "{\"name\":"), 7);
+    const char *l = object_line(doc, "top:fair");
+    assert_true(jhas(l, "type", "\"fair\"") && jlen(l, "queue") == 2);
+    l = object_line(doc, "top:latch");
+    assert_true(jhas(l, "type", "\"counter\"") && jhas(l, "listeners", "null"));
+    assert_int_equal(jint(l, "latch_count"), 2);
+    l = object_line(doc, "top:leased");
+    assert_true(jhas(l, "type", "\"semaphore_leased\"") && jint(l, "permits") == 2);
+}
+
 /* Unknown option, bad patterns, two patterns: 2 and one line; no server: 4. */
 static void test_top_bad_input(void **state)
 {
@@ -515,5 +595,5 @@ static int teardown(void **state)
 
 TC_MAIN_PATH(ct_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_top_json),
              cmocka_unit_test(test_top_text), cmocka_unit_test(test_survey_api),
-             cmocka_unit_test(test_top_readonly_user), cmocka_unit_test(test_top_bad_input),
-             cmocka_unit_test(test_top_live_q))
+             cmocka_unit_test(test_top_readonly_user), cmocka_unit_test(test_top_lock_user),
+             cmocka_unit_test(test_top_bad_input), cmocka_unit_test(test_top_live_q))
