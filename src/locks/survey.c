@@ -404,7 +404,10 @@ static char *survey_strdup(const char *s, size_t n)
  * the survey) leaves the name out. */
 static int survey_take_inspect(survey_node *nd, size_t i, survey_out *o)
 {
-    const redisReply *r = nd->replies[i];
+    const redisReply *r = i < nd->n_replies ? nd->replies[i] : NULL;
+    if (r == NULL) {
+        return rlk_err(RLOCK_EPROTO, "rlock_survey: a reply is missing");
+    }
     if (r->type == REDIS_REPLY_ERROR) {
         return strncmp(r->str, "NOPERM", 6) == 0 ? rlk_err(RLOCK_EREDIS, "rlock_survey: %s", r->str)
                                                  : RLOCK_OK;
