@@ -1,6 +1,6 @@
 /*
  * The rlock command's commands, which main.c dispatches to (run.c, leader.c, status.c,
- * unlock.c), and rlock run's cron semantics (cron.c). The command uses the public API only.
+ * unlock.c, top.c), and rlock run's cron semantics (cron.c). The command uses the public API only.
  */
 #ifndef RLOCK_CLI_H
 #define RLOCK_CLI_H
@@ -14,6 +14,7 @@ int cli_elect(const cli_global *g, int argc, char **argv);
 int cli_leader(const cli_global *g, int argc, char **argv);
 int cli_status(const cli_global *g, int argc, char **argv);
 int cli_unlock(const cli_global *g, int argc, char **argv);
+int cli_top(const cli_global *g, int argc, char **argv);
 
 /* rlock run's cron semantics (cron.c). --once-per's marker of lock name: 1 if a run left it
  * within its period, 0 if not, or a negative RLOCK_E* code; cli_once_mark leaves it for ttl_ms

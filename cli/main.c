@@ -22,6 +22,7 @@ static const char cli_usage[] =
     "  unlock  break a lock whoever holds it             (rlock unlock --help)\n"
     "  elect   run a command while this host leads       (rlock elect --help)\n"
     "  leader  show an election's leader and term        (rlock leader --help)\n"
+    "  top     live view of locks, semaphores, latches   (rlock top --help)\n"
     "\n"
     "Global options:\n"
     "  --url URL                 default $RLOCK_URL, else $REDIS_URL, else\n"
@@ -163,7 +164,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if (optind >= argc) {
-        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, elect or leader)");
+        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, elect, leader or top)");
     }
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
@@ -183,6 +184,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "unlock") == 0) {
         return cli_unlock(&g, sub_argc, sub_argv);
+    }
+    if (strcmp(cmd, "top") == 0) {
+        return cli_top(&g, sub_argc, sub_argv);
     }
     return cli_usage_error(NULL, "unknown command '%s'", cmd);
 }

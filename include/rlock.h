@@ -797,6 +797,52 @@ RLOCK_EXPORT int rlock_inspect(rlock_client *client, const char *name, rlock_loc
 /* Frees what rlock_inspect() returned. NULL is a no-op. */
 RLOCK_EXPORT void rlock_lock_info_free(rlock_lock_info *info);
 
+/* What rlock_survey() found at a name. A semaphore (RSemaphore) and a count-down latch store the
+ * same data, one integer under the name, so the survey tells them apart by who listens on their
+ * Redisson channel; with nobody waiting it cannot, and says RLOCK_OBJECT_COUNTER. */
+typedef enum rlock_object_type {
+    RLOCK_OBJECT_LOCK = 0,             /* a lock of any type: see lock */
+    RLOCK_OBJECT_SEMAPHORE = 1,        /* a counter with listeners on redisson_sc:{name} */
+    RLOCK_OBJECT_SEMAPHORE_LEASED = 2, /* a counter with leased permits ({name}:timeout) */
+    RLOCK_OBJECT_LATCH = 3,            /* a counter with listeners on the latch's channel */
+    RLOCK_OBJECT_COUNTER = 4           /* a semaphore or a latch: nobody listens to say which */
+} rlock_object_type;
+
+typedef struct rlock_object_info {
+    char *name;
+    rlock_object_type type;
+    rlock_lock_info *lock; /* RLOCK_OBJECT_LOCK: what rlock_inspect() gives; else NULL */
+    int64_t count;         /* counters: permits available (a leased semaphore's expired leases
+                            * counted as available, as the next acquire returns them); a latch's
+                            * count */
+    int64_t ttl_ms;        /* counters: PTTL of the name (-1 no expiry) */
+    size_t n_leases;
+    rlock_lock_waiter *leases; /* leased semaphore: owner = the permit id (32 hex digits),
+                                * deadline_ms = its expiry (server clock), earliest first */
+    int64_t listeners; /* counters: subscribers of the semaphore's channel (or the latch's, for
+                        * a latch), which are the waiting clients; -1 when Redis refused PUBSUB
+                        * NUMSUB. Locks: 0 */
+} rlock_object_info;
+
+/* Finds the locks, semaphores and latches whose names match the glob pattern (Redis' SCAN
+ * MATCH syntax; NULL or "" = "*") and reads each one, for `rlock top`. Read-only: it sends SCAN,
+ * SCRIPT LOAD, EVALSHA_RO of lua/inspect.lua (which only reads; EVALSHA of it for a user who may
+ * run only that, such as docs/acl.md's lock user), GET, PTTL, ZRANGE, TIME and PUBSUB NUMSUB,
+ * nothing else, so it works as a user without any write permission. On a cluster
+ * client every master is scanned. Reads are pipelined per node, a few round trips for any
+ * number of names. Redisson's auxiliary keys (a fair queue, the fencing counter, a leased
+ * semaphore's {name}:timeout, {name}:... keys) are read as part of their object, never listed
+ * on their own; a key that holds something else (a list, a string that is not a number) is left
+ * out. A name deleted during the scan is left out. On RLOCK_OK *out holds *n entries in no
+ * particular order (free with rlock_survey_free(); *out may be NULL when *n is 0). Returns
+ * RLOCK_EINVAL for a NULL client/out/n or a pattern over 1024 bytes, RLOCK_ECLOSED,
+ * RLOCK_ECONN/EREDIS (e.g. SCAN refused)/EPROTO, RLOCK_ENOMEM. */
+RLOCK_EXPORT int rlock_survey(rlock_client *client, const char *pattern, rlock_object_info **out,
+                              size_t *n);
+
+/* Frees what rlock_survey() returned. NULL is a no-op. */
+RLOCK_EXPORT void rlock_survey_free(rlock_object_info *objects, size_t n);
+
 /* The client's identity as it appears in owners on Redis: the "<uuid>" of "<uuid>:<thread>"
  * (36 characters). Valid as long as the client; "" for NULL. Lets a tool find its own entries
  * in an rlock_inspect() snapshot. In the child of a fork() it is the child's new id (see fork()

@@ -190,6 +190,7 @@ int bench_semaphore(void);
 int bench_drain(void);
 int bench_cluster(void);
 int bench_redisson(void);
+int bench_top(void);
 /* The redisson scenario's queues (drain of 16, FIFO of 50) against the peer (redisson_java.h). */
 struct rj_peer;
 void bench_redisson_queues(struct rj_peer *p);

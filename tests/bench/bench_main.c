@@ -66,6 +66,7 @@ static const bench_scenario g_scenarios[] = {
     {"handoff_sync", run_handoff_sync},
     {"handoff_fair_sync", run_handoff_fair_sync},
     {"drain_sync", run_drain_sync},
+    {"top", bench_top},
 };
 
 static int selected(const char *only, const char *name)

@@ -7,6 +7,8 @@ endif()
 # DURATION parsing, signal names, JSON escaping.
 rlock_add_test(NAME test_cli_pure SOURCES cli/test_cli_pure.c LABELS unit TIMEOUT 30
                LIBS rlock_cli_pure)
+# rlock top's key classification: the name each scanned key stands for (src/locks/survey.c).
+rlock_add_test(NAME test_survey_base SOURCES unit/test_survey_base.c LABELS unit TIMEOUT 30)
 
 if(NOT TARGET rlock_harness)
   return()
@@ -39,4 +41,20 @@ if(TARGET rlock_cli)
   rlock_add_test(NAME test_cli_recipes SOURCES cli/test_cli_recipes.c cli/cli_spawn.c
                  LABELS redis TIMEOUT 90 ARGS $<TARGET_FILE:rlock_cli>)
   add_dependencies(test_cli_recipes rlock_cli)
+endif()
+
+# Issue 31: rlock top and rlock_survey() on one of each kind of object, as a read-only ACL
+# user, bad input, and the live view ended by q and SIGTERM on a pseudo-terminal.
+if(TARGET rlock_cli)
+  rlock_add_test(NAME test_cli_top SOURCES cli/test_cli_top.c cli/cli_spawn.c LABELS redis
+                 TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cli_top rlock_cli)
+endif()
+
+# rlock top on a 3-master cluster (no replicas): every master scanned. Registered here, beside the
+# other tests of the binary, though its source sits with the cluster suites.
+if(TARGET rlock_cli)
+  rlock_add_test(NAME test_cluster_top SOURCES cluster/test_cluster_top.c cli/cli_spawn.c
+                 LABELS redis TIMEOUT 60 ARGS $<TARGET_FILE:rlock_cli>)
+  add_dependencies(test_cluster_top rlock_cli)
 endif()
