@@ -36,6 +36,9 @@ void rlk_obs_destroy(rlk_obs *o);
  * acquisition, for rlk_obs_release()/rlk_obs_lost(). */
 int64_t rlk_obs_now_ns(void);
 
+/* 1 when the client has a hook: a caller formats what only an event needs (the owner) then. */
+int rlk_obs_hooked(const rlock_client *c);
+
 /* The metric kind of a lock kind (RLOCK_SPIN counts as reentrant, see rlock.h). */
 int rlk_obs_kind_of(rlock_kind k);
 
@@ -68,6 +71,10 @@ void rlk_obs_release(rlock_client *c, int kind, const char *name, const char *ow
  * emits LOST. The hold it ends is then never reported as released. */
 void rlk_obs_lost(rlock_client *c, int kind, const char *name, const char *owner,
                   int64_t acquired_ns, uint64_t token);
+
+/* A hold dropped without a release or a loss (its handle freed while held, a fork child's
+ * inherited record): lowers the holds gauge only. */
+void rlk_obs_forget(rlock_client *c, int kind, const char *name);
 
 /* Raises a plain counter by 1 or by n (no event). */
 void rlk_obs_count(rlock_client *c, rlk_counter which);
