@@ -971,6 +971,79 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_ex(rlock_semaphore *sem, int64_t
                                                    char permit_id[RLOCK_PERMIT_ID_LEN + 1]);
 RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *latch, int64_t wait_ms, rlock_cancel *cancel);
 
+/* ---- Observability (docs/observability.md) ---------------------------------------------------
+ * Every client counts and times what its locks, semaphores and latches do, always (a few relaxed
+ * atomic additions per call, no lock, no allocation), and hands each observation as an event to a
+ * hook the user may set. */
+
+/* The kind an event or a metric label names: the lock kinds plus groups, semaphores and the
+ * latch. A spin lock (RLOCK_SPIN) is labelled "reentrant": it is the reentrant lock's data and
+ * excludes it on one name; only the way its waiters wait differs. */
+typedef enum rlock_metric_kind {
+    RLOCK_MK_REENTRANT = 0,        /* "reentrant" (also RLOCK_SPIN) */
+    RLOCK_MK_FAIR = 1,             /* "fair" */
+    RLOCK_MK_READ = 2,             /* "read" */
+    RLOCK_MK_WRITE = 3,            /* "write" */
+    RLOCK_MK_MULTI = 4,            /* "multi": a multi-lock group */
+    RLOCK_MK_REDLOCK = 5,          /* "redlock": a RedLock group */
+    RLOCK_MK_SEMAPHORE = 6,        /* "semaphore": plain permits */
+    RLOCK_MK_SEMAPHORE_LEASED = 7, /* "semaphore_leased": leased permits */
+    RLOCK_MK_LATCH = 8             /* "latch": an await counts as an acquire */
+} rlock_metric_kind;
+
+/* What an event reports. */
+typedef enum rlock_event_type {
+    RLOCK_EV_WAIT_BEGIN = 0,  /* an acquire call (lock, try_lock, acquire, await) starts */
+    RLOCK_EV_ACQUIRED = 1,    /* it succeeded: wait_ns, token, hold_count */
+    RLOCK_EV_WAIT_FAILED = 2, /* it failed: result (RLOCK_ETIMEDOUT, RLOCK_ECANCELED, ...) */
+    RLOCK_EV_RELEASED = 3,    /* a full release (hold count back to 0): hold_ns, token */
+    /* a hold was found gone (by the watchdog, or by the unlock or extend that met its absence),
+     * reported once: hold_ns, token */
+    RLOCK_EV_LOST = 4,
+    RLOCK_EV_FAILOVER = 5,           /* the client switched to another master: detail "host:port" */
+    RLOCK_EV_REPLICA_SYNC_FAILED = 6 /* too few replicas acknowledged a write: result */
+} rlock_event_type;
+
+/* One observation. Pointers are valid during the hook's call only. Fields that do not apply to
+ * a type are 0 or NULL (failovers carry no kind, name or owner: kind is then -1). */
+typedef struct rlock_event {
+    rlock_event_type type;
+    int kind;           /* an rlock_metric_kind, or -1 */
+    const char *name;   /* the lock's, semaphore's or latch's name (a group: its first member's) */
+    const char *owner;  /* the owner string ("<client-uuid>:<thread-id>[:write]"), or NULL */
+    int result;         /* RLOCK_OK or the RLOCK_E* code of a failed wait or sync */
+    int64_t wait_ns;    /* ACQUIRED, WAIT_FAILED: time spent in the acquire call */
+    int64_t hold_ns;    /* RELEASED, LOST: time since the acquisition that made the hold */
+    uint64_t token;     /* fencing token of the hold (0 when the kind has none) */
+    int hold_count;     /* ACQUIRED: the hold count after it (above 1: a re-entry) */
+    const char *detail; /* FAILOVER: the new master as "host:port"; else NULL */
+} rlock_event;
+
+/* Sets (fn non-NULL) or removes (fn NULL) the client's event hook; user_data is passed back.
+ * The hook runs on the thread that did the work (the caller's, or the watchdog's for LOST and
+ * renewals, or the subscriber's for a failover it noticed), after the work, never with a mutex of
+ * rlock held: it may call rlock (rlock_metrics_text(), another lock operation on the same client),
+ * but it delays that thread's next step, so keep it short. Events already being delivered on
+ * other threads may still reach the previous hook. NULL client: nothing happens (the thread's
+ * last error says RLOCK_EINVAL). */
+RLOCK_EXPORT void rlock_client_on_event(rlock_client *client,
+                                        void (*fn)(const rlock_event *ev, void *user_data),
+                                        void *user_data);
+
+/* The client's figures since it was created, as OpenMetrics text (ending with "# EOF"; serve it
+ * as "application/openmetrics-text; version=1.0.0"): the families listed in
+ * docs/observability.md, every one present (0 where nothing happened). Returns RLOCK_OK and sets
+ * *out (free it with rlock_metrics_free()); RLOCK_EINVAL for a NULL client or out; RLOCK_ENOMEM. */
+RLOCK_EXPORT int rlock_metrics_text(rlock_client *client, char **out);
+RLOCK_EXPORT void rlock_metrics_free(char *text);
+
+/* Adds per-name figures for name (the rlock_name_* families, labelled with the name) from now
+ * on: only watched names get them, so the label's cardinality is the caller's choice. Watching a
+ * watched name again does nothing. At most 64 names a client. Returns RLOCK_OK; RLOCK_EINVAL for
+ * a NULL client, a NULL, empty or over-long name (as rlock_open()), or a 65th name; RLOCK_ENOMEM;
+ * RLOCK_ECLOSED. */
+RLOCK_EXPORT int rlock_metrics_watch(rlock_client *client, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,8 +10,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "util.h"
+#include "observe.h"
 #include "url.h"
+#include "util.h"
 
 typedef struct rlk_pool rlk_pool;
 
@@ -72,6 +73,8 @@ struct rlock_client {
      * belong to; a child of fork() sees a newer one and refreshes the client (client_fork.c). */
     atomic_uint gen;
     struct rlock_client *fork_prev, *fork_next; /* the list of live clients (client_fork.c) */
+    /* The figures and the event hook (observe.h): every layer reports through rlk_obs_*(). */
+    rlk_obs obs;
 };
 
 /* Sends a formatted message to the user's log_fn if level is enabled. */

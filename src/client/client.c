@@ -80,6 +80,7 @@ static int check_options(const rlock_options *o)
 static void client_destroy(rlock_client *c)
 {
     pthread_mutex_destroy(&c->master_mu);
+    rlk_obs_destroy(&c->obs);
     free(c->sentinel_user);
     free(c->sentinel_password);
     rlk_tls_free(c->tls);
@@ -255,6 +256,7 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
     c->opts.sentinel_user = NULL;
     c->opts.sentinel_password = NULL;
     pthread_mutex_init(&c->master_mu, NULL);
+    rlk_obs_init(&c->obs);
     atomic_init(&c->refs, 1);
     atomic_init(&c->closed, 0);
     atomic_init(&c->warned_nopublish, 0);
