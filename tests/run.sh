@@ -73,6 +73,8 @@ PACKAGES+=(redis-sentinel)
 PACKAGES+=(openjdk-17-jdk-headless maven)
 # libfaketime: test_redisson_java_fair runs a Redisson peer whose wall clock is shifted.
 PACKAGES+=(faketime)
+# test_observe checks the metrics text with prometheus_client's OpenMetrics parser.
+PACKAGES+=(python3-prometheus-client)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"

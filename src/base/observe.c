@@ -53,6 +53,11 @@ int rlk_obs_kind_of(rlock_kind k)
     }
 }
 
+int rlk_obs_hooked(const rlock_client *c)
+{
+    return atomic_load_explicit(&c->obs.hook, memory_order_relaxed) != NULL;
+}
+
 /* Hands ev to the hook, if any: the one branch a report without a hook costs. */
 static void emit(rlock_client *c, const rlock_event *ev)
 {
@@ -209,6 +214,19 @@ void rlk_obs_holds_add(rlock_client *c, int kind, const char *name, int64_t n)
     rlk_watch *wt = rlk_metrics_find(&c->obs.m, name);
     if (wt != NULL) {
         gauge_add(&wt->kind[kind].holds, n);
+    }
+#endif
+}
+
+void rlk_obs_forget(rlock_client *c, int kind, const char *name)
+{
+#ifdef RLOCK_NO_METRICS
+    (void)c, (void)kind, (void)name;
+#else
+    gauge_add(&c->obs.m.kind[kind].holds, -1);
+    rlk_watch *wt = rlk_metrics_find(&c->obs.m, name);
+    if (wt != NULL) {
+        gauge_add(&wt->kind[kind].holds, -1);
     }
 #endif
 }

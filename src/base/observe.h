@@ -36,6 +36,9 @@ void rlk_obs_destroy(rlk_obs *o);
  * acquisition, for rlk_obs_release()/rlk_obs_lost(). */
 int64_t rlk_obs_now_ns(void);
 
+/* 1 when the client has a hook: a caller formats what only an event needs (the owner) then. */
+int rlk_obs_hooked(const rlock_client *c);
+
 /* The metric kind of a lock kind (RLOCK_SPIN counts as reentrant, see rlock.h). */
 int rlk_obs_kind_of(rlock_kind k);
 
@@ -73,6 +76,10 @@ void rlk_obs_lost(rlock_client *c, int kind, const char *name, const char *owner
  * semaphore's gauge counts permits, so an acquire or release of several moves it by more than
  * the one that rlk_obs_acquire_end() or rlk_obs_release() accounts for. */
 void rlk_obs_holds_add(rlock_client *c, int kind, const char *name, int64_t n);
+
+/* A hold dropped without a release or a loss (its handle freed while held, a fork child's
+ * inherited record): lowers the holds gauge only. */
+void rlk_obs_forget(rlock_client *c, int kind, const char *name);
 
 /* Raises a plain counter by 1 or by n (no event). */
 void rlk_obs_count(rlock_client *c, rlk_counter which);

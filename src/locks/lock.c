@@ -18,6 +18,7 @@
 #include "hold_index.h"
 #include "lock.h"
 #include "lock_lost.h"
+#include "lock_observe.h"
 #include "lock_wait.h"
 #include "replica.h"
 #include "scripts.h"
@@ -120,6 +121,43 @@ static int check_handle(rlock *l)
     return l->ops->group ? RLOCK_OK : rlk_client_enter(l->client);
 }
 
+/* l->ops->acquire() observed as one acquire call (begin, end, and the start of the hold it made).
+ * A group's member calls inside the group's call are not observed: the group is. */
+static int acquire_observed(rlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    if (rlk_obs_in_group()) {
+        return l->ops->acquire(l, wait_ms, lease_ms);
+    }
+    rlk_obs_target t;
+    rlk_obs_target_of(l, rlk_thread_id(), &t);
+    rlk_obs_wait w;
+    rlk_obs_acquire_begin(t.client, &w, t.kind, t.name, t.owner);
+    rlk_obs_group_set(l->ops->group);
+    int r = l->ops->acquire(l, wait_ms, lease_ms);
+    rlk_obs_group_set(0);
+    int count = 0;
+    uint64_t token = 0;
+    rlk_hold *h = r == RLOCK_OK ? rlk_hold_get(l, rlk_thread_id(), 0) : NULL;
+    if (h != NULL) {
+        count = h->count;
+        token = h->token;
+        if (count == 1) {
+            atomic_store_explicit(&h->obs_t0, rlk_obs_now_ns(), memory_order_relaxed);
+        }
+    }
+    return rlk_obs_acquire_end(t.client, &w, t.name, t.owner, r, token, count);
+}
+
+/* l->ops->unlock(), a group's member calls inside it unobserved (a full release reports itself
+ * through rlk_hold_obs_end()). */
+static int unlock_observed(rlock *l)
+{
+    int was = rlk_obs_group_set(rlk_obs_in_group() || l->ops->group);
+    int r = l->ops->unlock(l);
+    rlk_obs_group_set(was);
+    return r;
+}
+
 static int check_lease(int64_t lease_ms)
 {
     if (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS) {
@@ -133,7 +171,7 @@ RLOCK_EXPORT int rlock_lock(rlock *lock, int64_t lease_ms)
 {
     int r = check_handle(lock);
     r = r ? r : check_lease(lease_ms);
-    return r ? r : lock->ops->acquire(lock, -1, lease_ms < 0 ? -1 : lease_ms);
+    return r ? r : acquire_observed(lock, -1, lease_ms < 0 ? -1 : lease_ms);
 }
 
 RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
@@ -148,7 +186,7 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
     }
     /* Waits beyond the cap mean "no limit", so deadline arithmetic can never overflow. */
     int64_t wait = wait_ms > RLOCK_MAX_DURATION_MS ? -1 : wait_ms;
-    return lock->ops->acquire(lock, wait, lease_ms < 0 ? -1 : lease_ms);
+    return acquire_observed(lock, wait, lease_ms < 0 ? -1 : lease_ms);
 }
 
 #define RLK_DISPATCH(lock, fn, ...)                                                                \
@@ -162,7 +200,8 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms)
 
 RLOCK_EXPORT int rlock_unlock(rlock *lock)
 {
-    RLK_DISPATCH(lock, unlock, lock);
+    int r = check_handle(lock);
+    return r != RLOCK_OK ? r : unlock_observed(lock);
 }
 
 RLOCK_EXPORT int rlock_force_unlock(rlock *lock)
@@ -237,6 +276,8 @@ static void hold_stop_renewal(rlock *l, rlk_hold *h)
 
 static void hold_forget(rlock *l, rlk_hold *h)
 {
+    /* A hold dropped on a path that reported no release or loss still leaves the holds gauge. */
+    rlk_hold_obs_end(l, h, RLK_HOLD_FORGOTTEN);
     hold_stop_renewal(l, h);
     pthread_mutex_lock(&l->mu);
     rlk_hold **pp = &l->holds;
@@ -283,6 +324,7 @@ void rlk_hold_on_lost(rlk_wd_entry *e)
 {
     rlk_hold *h = RLK_CONTAINER_OF(e, rlk_hold, wd);
     atomic_store(&h->lost, 1);
+    rlk_hold_obs_end(h->lock, h, RLK_HOLD_LOST);
     rlk_log(h->lock->client, RLOCK_LOG_WARN,
             "lost the hold of thread %llu on lock '%s': its lease ran out",
             (unsigned long long)h->tid, h->lock->name);
@@ -399,6 +441,7 @@ static int hold_grant(rlk_acq *a, int watchdog)
     }
     if (atomic_load(&h->lost)) {
         /* A new grant after a lost one starts over: the old hold is gone on Redis. */
+        rlk_hold_obs_end(l, h, RLK_HOLD_LOST);
         hold_stop_renewal(l, h);
         h->count = 0;
         atomic_store(&h->lost, 0);
@@ -614,6 +657,7 @@ static int unlock_unsure(rlk_acq *a, rlk_hold *h)
     if (h->count > 0) {
         return RLOCK_OK;
     }
+    rlk_hold_obs_end(a->lock, h, before > 1 ? RLK_HOLD_LOST : RLK_HOLD_RELEASED);
     hold_forget(a->lock, h);
     if (before > 1) {
         return rlk_err(RLOCK_ELOST,
@@ -661,12 +705,14 @@ static int unlock_send(rlk_acq *a, rlk_hold *h)
      * keeps the record, with no hold and no renewal, until the thread's next lock settles it. */
     if (r == 0 || r == 1) {
         h->count = 0;
+        rlk_hold_obs_end(l, h, RLK_HOLD_RELEASED);
         if (!unsynced) {
             hold_forget(l, h);
         }
         return RLOCK_OK;
     }
     if (r == RLK_NOT_HELD) {
+        rlk_hold_obs_end(l, h, RLK_HOLD_LOST);
         hold_forget(l, h);
         return rlk_err(RLOCK_ELOST, "the hold on lock '%s' had expired on Redis before unlock",
                        l->name);
@@ -698,6 +744,7 @@ int rlk_single_unlock(rlock *l)
         hold_stop_renewal(l, h);
     }
     if (atomic_load(&h->lost)) {
+        rlk_hold_obs_end(l, h, RLK_HOLD_LOST);
         hold_forget(l, h);
         return rlk_err(RLOCK_ELOST,
                        "the hold on lock '%s' was lost before unlock (its lease "
@@ -861,6 +908,7 @@ int rlk_hash_extend(rlk_acq *a, int64_t lease_ms)
  * counts as reported (no per-hold callback follows). */
 static int rlk_extend_lost(rlock *l, rlk_hold *h)
 {
+    rlk_hold_obs_end(l, h, RLK_HOLD_LOST);
     hold_forget(l, h);
     return rlk_err(RLOCK_ELOST, "the hold on lock '%s' was gone when it was extended", l->name);
 }

@@ -41,6 +41,10 @@ typedef struct rlk_lock_ops {
     size_t hold_size;
     /* rlock_extend() of the calling owner's hold (rlk_thread_id()): lease_ms validated. */
     int (*extend)(rlock *l, int64_t lease_ms);
+    /* Groups only: the rlock_metric_kind they report as, and their first member, whose client
+     * and name their reports carry (lock_observe.c). */
+    int obs_kind;
+    rlock *(*first_member)(rlock *l);
 } rlk_lock_ops;
 
 typedef struct rlk_single_ops {
@@ -128,6 +132,9 @@ struct rlk_hold {
     uint64_t token;   /* fencing token of the current hold */
     int64_t lease_ms; /* effective lease of the latest acquire (kept on partial release) */
     rlk_wd_entry wd;  /* watchdog registration (renewed while registered) */
+    /* When the observed hold began (rlk_obs_now_ns()); 0: not observed, or its end already
+     * reported. Whoever ends it (unlock, watchdog) takes it with an exchange (lock_observe.c). */
+    atomic_llong obs_t0;
 };
 
 /* A per-hold loss callback (rlock_lock_args.on_lost) of the owner tid on a handle (lock_lost.c).

@@ -14,6 +14,7 @@
 #include "lock_group.h"
 #include "lock_lost.h"
 #include "lock_multi.h"
+#include "lock_observe.h"
 
 /* The longest random pause between failed rounds, in ms. */
 #define MULTI_MAX_BACKOFF_MS 20
@@ -164,6 +165,9 @@ static int multi_unlock(rlock *l)
         }
     }
     h->count--;
+    if (h->count == 0) {
+        rlk_hold_obs_end(l, h, first_err == RLOCK_ELOST ? RLK_HOLD_LOST : RLK_HOLD_RELEASED);
+    }
     rlk_hold_drop_if_empty(l, h);
     if (first_err != RLOCK_OK) {
         return rlk_err(first_err, "multi-lock: unlocking a member failed: %s", msg);
@@ -241,10 +245,17 @@ static int multi_extend(rlock *l, int64_t lease_ms)
     return RLOCK_OK;
 }
 
+static rlock *multi_first(rlock *l)
+{
+    return multi_of(l)->members[0];
+}
+
 static const rlk_lock_ops multi_ops = {
     RLK_GROUP_LOCK_OPS(multi_acquire, multi_unlock, multi_is_locked, multi_is_held, multi_token,
                        multi_destroy),
     .extend = multi_extend,
+    .obs_kind = RLOCK_MK_MULTI,
+    .first_member = multi_first,
 };
 
 rlock *const *rlk_group_members(rlock *l, size_t *n)

@@ -13,6 +13,7 @@
 #include "client_fork.h"
 #include "error.h"
 #include "lock_lost.h"
+#include "lock_observe.h"
 #include "pubsub.h"
 #include "lock_redlock_decode.h"
 #include "replica.h"
@@ -246,6 +247,7 @@ static void redlock_member_lost(rlk_wd_entry *e)
     rlk_log(m->client, RLOCK_LOG_WARN, "RedLock: hold on server %zu (%s) lost, %d of %d left",
             mh->idx, m->name, h->granted_n - lost, h->granted_n);
     if (h->granted_n - lost < g->quorum && !atomic_exchange(&h->base.lost, 1)) {
+        rlk_hold_obs_end(h->base.lock, &h->base, RLK_HOLD_LOST);
         rlk_notify_lost(g->members[0]);
         rlk_hold_cb_fire(h->base.lock, h->base.tid);
     }
@@ -460,6 +462,19 @@ static int redlock_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms)
 
 /* ---- the other operations ------------------------------------------------------------------ */
 
+/* Reports how a full unlock ended the hold: released by a majority, lost (no majority renewed,
+ * past its validity, or too few servers still had it), or unknown (errors: the gauge only). */
+static void redlock_obs_end(rlock *l, redlock_hold *h, int lost, int majority, int first_err)
+{
+    int how = RLK_HOLD_RELEASED;
+    if (lost || (!majority && first_err == RLOCK_OK)) {
+        how = RLK_HOLD_LOST;
+    } else if (!majority) {
+        how = RLK_HOLD_FORGOTTEN;
+    }
+    rlk_hold_obs_end(l, &h->base, how);
+}
+
 static int redlock_unlock(rlock *l)
 {
     redlock_group *g = redlock_of(l);
@@ -486,6 +501,7 @@ static int redlock_unlock(rlock *l)
     rlk_round_end(&r);
     int64_t valid_until = h->valid_until;
     h->base.count = 0;
+    redlock_obs_end(l, h, lost || rlk_now_ms() >= valid_until, confirmed >= g->quorum, first_err);
     rlk_hold_drop_if_empty(l, &h->base);
     if (lost || rlk_now_ms() >= valid_until) {
         return rlk_err(RLOCK_ELOST, "RedLock: %s",
@@ -612,11 +628,18 @@ static int redlock_extend(rlock *l, int64_t lease_ms)
     return rlk_err(RLOCK_ELOST, "RedLock: only %d of %zu servers still had the hold", ok, g->n);
 }
 
+static rlock *redlock_first(rlock *l)
+{
+    return redlock_of(l)->members[0];
+}
+
 static const rlk_lock_ops redlock_ops = {
     RLK_GROUP_LOCK_OPS(redlock_acquire, redlock_unlock, redlock_is_locked, redlock_is_held,
                        rlk_single_token, redlock_destroy),
     .hold_size = sizeof(redlock_hold),
     .extend = redlock_extend,
+    .obs_kind = RLOCK_MK_REDLOCK,
+    .first_member = redlock_first,
 };
 
 RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n)

@@ -130,7 +130,7 @@ static void permit_end(rlock_semaphore *sem, const rlk_permit *p, int released)
         return;
     }
     if (!released) {
-        rlk_obs_holds_add(sem->client, RLOCK_MK_SEMAPHORE_LEASED, sem->name, -1);
+        rlk_obs_forget(sem->client, RLOCK_MK_SEMAPHORE_LEASED, sem->name);
         return;
     }
     char hex[RLOCK_PERMIT_ID_LEN + 1];
