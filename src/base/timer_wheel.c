@@ -65,7 +65,7 @@ static uint32_t next_busy(const rlk_wheel *w, uint32_t from)
 
 static void link(rlk_wheel *w, rlk_timer *t, uint32_t slot)
 {
-    t->slot = slot;
+    t->slot = (uint16_t)slot;
     t->next = NULL;
     t->prev = w->tail[slot];
     if (t->prev != NULL) {

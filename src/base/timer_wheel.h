@@ -19,8 +19,10 @@ typedef struct rlk_timer {
     struct rlk_timer *next, *prev; /* intrusive bucket links; private */
     uint64_t expires_ms;           /* absolute expiry on the caller's monotonic ms clock */
     uint32_t rounds;               /* private: whole revolutions left, saturated at UINT32_MAX */
-    uint32_t slot;                 /* private: the bucket the timer is linked into */
-    int pending;                   /* 1 while linked into the wheel */
+    /* 16 bits each keep the timer at 32 bytes, so a hold record that embeds one (locks/lock.h)
+     * has room for its observation time within the same malloc size class. */
+    uint16_t slot;    /* private: the bucket the timer is linked into (< RLK_WHEEL_SLOTS) */
+    uint16_t pending; /* 1 while linked into the wheel */
 } rlk_timer;
 
 /* Defined here so callers can embed a wheel; every field is private. */

@@ -182,6 +182,8 @@ int bench_sync_1(void);
 int bench_uncontended_8(void);
 int bench_handoff(rlock_kind kind);
 int bench_watchdog_memory(void);
+/* Scenario `metrics` (bench_metrics.c): uncontended pairs with metrics on and off. */
+int bench_metrics(void);
 int bench_fair_queue(void);
 int bench_rw(void);
 int bench_rw_handoff(void);

@@ -14,7 +14,7 @@
 #   RLOCK_BENCH_SCALE=1      < 1 shortens every scenario (smoke runs), e.g. 0.1
 #   RLOCK_BENCH_ONLY=...     comma-separated subset: u1,u1_tls,u8,handoff,handoff_fair,watchdog,sem,
 #                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync,handoff_sync,
-#                            handoff_fair_sync,drain_sync,cluster (cluster:
+#                            handoff_fair_sync,drain_sync,cluster,metrics (cluster:
 #                            the bench starts a 3-master cluster itself, tests/harness),redisson
 #   RLOCK_REDISSON_JAR=...   the Redisson peer of the `redisson` scenario (default: the 4.x jar
 #                            of tests/compat/java, built here with Maven when missing)
