@@ -125,9 +125,9 @@ int main(int argc, char **argv)
 {
     int a = argc > 1 && strstr(argv[1], "://") != NULL ? 2 : 1;
     const char *url = a == 2 ? argv[1] : getenv("REDIS_URL");
-    int port = argc > a ? atoi(argv[a]) : 9464;
-    ops = argc > a + 1 ? atoi(argv[a + 1]) : 1000;
-    int requests = argc > a + 2 ? atoi(argv[a + 2]) : 0;
+    int port = argc > a ? (int)strtol(argv[a], NULL, 10) : 9464;
+    ops = argc > a + 1 ? (int)strtol(argv[a + 1], NULL, 10) : 1000;
+    int requests = argc > a + 2 ? (int)strtol(argv[a + 2], NULL, 10) : 0;
     if (port < 0 || port > 65535 || ops < 0 || requests < 0) {
         fprintf(stderr, "usage: metrics_http [REDIS_URL] [PORT [OPS [REQUESTS]]]\n");
         return 2;
