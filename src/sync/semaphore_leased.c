@@ -225,6 +225,9 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_ex(rlock_semaphore *sem, int64_t
                                                    int64_t lease_ms, rlock_cancel *cancel,
                                                    char permit_id[RLOCK_PERMIT_ID_LEN + 1])
 {
+    if (permit_id == NULL) {
+        return rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0 and permit_id not NULL");
+    }
     return rlk_sem_leased_n(sem, 1, wait_ms, lease_ms, (char(*)[RLOCK_PERMIT_ID_LEN + 1]) permit_id,
                             cancel);
 }
