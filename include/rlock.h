@@ -951,10 +951,13 @@ typedef enum rlock_event_type {
     RLOCK_EV_ACQUIRED = 1,    /* it succeeded: wait_ns, token, hold_count */
     RLOCK_EV_WAIT_FAILED = 2, /* it failed: result (RLOCK_ETIMEDOUT, RLOCK_ECANCELED, ...) */
     RLOCK_EV_RELEASED = 3,    /* a full release (hold count back to 0): hold_ns, token */
-    RLOCK_EV_LOST = 4,        /* a watchdog hold was found gone (as on_lost): hold_ns, token */
-    RLOCK_EV_FAILOVER = 5,    /* the client switched to another master: detail "host:port" */
-    RLOCK_EV_REPLICA_SYNC_FAILED = 6 /* too few replicas acknowledged a write: result
-                                        RLOCK_EREPLICA; kind -1 and no name for a renewal */
+    /* a hold was found gone (by the watchdog, or by the unlock or extend that met its absence),
+     * reported once: hold_ns, token */
+    RLOCK_EV_LOST = 4,
+    RLOCK_EV_FAILOVER = 5, /* the client switched to another master: detail "host:port" */
+    /* too few replicas acknowledged a write: result RLOCK_EREPLICA; kind -1 and no name for a
+     * watchdog renewal */
+    RLOCK_EV_REPLICA_SYNC_FAILED = 6
 } rlock_event_type;
 
 /* One observation. Pointers are valid during the hook's call only. Fields that do not apply to

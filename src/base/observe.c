@@ -58,6 +58,7 @@ int rlk_obs_hooked(const rlock_client *c)
     return atomic_load_explicit(&c->obs.hook, memory_order_relaxed) != NULL;
 }
 
+#ifndef RLOCK_NO_METRICS
 /* Hands ev to the hook, if any: the one branch a report without a hook costs. */
 static void emit(rlock_client *c, const rlock_event *ev)
 {
@@ -88,6 +89,8 @@ static int result_index(int rc)
     return rc == RLOCK_ECANCELED ? 2 : 3;
 }
 
+#endif
+
 void rlk_obs_acquire_begin(rlock_client *c, rlk_obs_wait *w, int kind, const char *name,
                            const char *owner)
 {
@@ -108,6 +111,7 @@ void rlk_obs_acquire_begin(rlock_client *c, rlk_obs_wait *w, int kind, const cha
 #endif
 }
 
+#ifndef RLOCK_NO_METRICS
 /* The figures of one acquire's end in f (the client's or a watched name's). */
 static void acquire_figs(rlk_kind_figs *f, int rc, int64_t waited, int hold_count)
 {
@@ -118,6 +122,8 @@ static void acquire_figs(rlk_kind_figs *f, int rc, int64_t waited, int hold_coun
         gauge_add(&f->holds, 1);
     }
 }
+
+#endif
 
 int rlk_obs_acquire_end(rlock_client *c, rlk_obs_wait *w, const char *name, const char *owner,
                         int rc, uint64_t token, int hold_count)
@@ -145,6 +151,7 @@ int rlk_obs_acquire_end(rlock_client *c, rlk_obs_wait *w, const char *name, cons
     return rc;
 }
 
+#ifndef RLOCK_NO_METRICS
 /* A hold's end (released or lost): its figures in the client's and the watched name's sets. */
 static int64_t hold_end(rlock_client *c, int kind, const char *name, int64_t acquired_ns, int lost)
 {
@@ -179,6 +186,8 @@ static void hold_event(rlock_client *c, rlock_event_type type, int kind, const c
         emit(c, &ev);
     }
 }
+
+#endif
 
 void rlk_obs_release(rlock_client *c, int kind, const char *name, const char *owner,
                      int64_t acquired_ns, uint64_t token)

@@ -109,7 +109,8 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
                     "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
-                    "redlock,sem,drain,u1_sync,handoff_sync,handoff_fair_sync,drain_sync,cluster,metrics] "
+                    "redlock,sem,drain,u1_sync,handoff_sync,handoff_fair_sync,drain_sync,cluster,"
+                    "metrics] "
                     "[--sync-port S]\n",
                     argv[0]);
             return 2;

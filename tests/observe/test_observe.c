@@ -6,6 +6,7 @@
  * exposition checked by prometheus_client's parser, and bad input.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -338,6 +339,42 @@ static void test_forced_loss(void **state)
     pthread_mutex_destroy(&log.mu);
 }
 
+static void count_lost(const char *name, void *user)
+{
+    (void)name;
+    atomic_fetch_add((atomic_int *)user, 1);
+}
+
+/* A multi-lock whose member's key is deleted under the watchdog: the loss counts once, as
+ * multi, when the group's unlock finds it (the member's own hold is the group's, not counted). */
+static void test_multi_loss(void **state)
+{
+    (void)state;
+    atomic_int lost = 0;
+    rlock_client *c = tc_client_tuned(srv, 300, 0, count_lost, &lost);
+    rlock *m[2] = {tc_open(c, RLOCK_REENTRANT, "obs-ml-0"),
+                   tc_open(c, RLOCK_REENTRANT, "obs-ml-1")};
+    rlock *g = rlock_multi_new(m, 2);
+    assert_non_null(g);
+    assert_int_equal(rlock_lock(g, -1), RLOCK_OK);
+    const char *del[] = {"DEL", "obs-ml-1", NULL};
+    assert_int_equal(rh_cmd_int(srv, del), 1);
+    int64_t until = rh_now_ms() + 5000;
+    while (atomic_load(&lost) == 0 && rh_now_ms() < until) {
+        usleep(20000);
+    }
+    assert_int_equal(atomic_load(&lost), 1);
+    assert_int_equal(rlock_unlock(g), RLOCK_ELOST);
+    assert_int_equal(kind_series(c, "rlock_lost_total", "multi", ""), 1);
+    assert_int_equal(kind_series(c, "rlock_holds", "multi", ""), 0);
+    assert_int_equal(kind_series(c, "rlock_hold_seconds_count", "multi", ""), 0);
+    assert_int_equal(kind_series(c, "rlock_lost_total", "reentrant", ""), 0);
+    rlock_free(g);
+    rlock_free(m[0]);
+    rlock_free(m[1]);
+    rlock_client_free(c);
+}
+
 /* Per-name figures only for a watched name. */
 static void test_watch(void **state)
 {
@@ -436,4 +473,5 @@ static int teardown(void **state)
 TC_MAIN_PATH(parser, "parse_metrics.py", setup, teardown, cmocka_unit_test(test_bad_input),
              cmocka_unit_test(test_kinds), cmocka_unit_test(test_groups),
              cmocka_unit_test(test_event_order), cmocka_unit_test(test_forced_loss),
-             cmocka_unit_test(test_watch), cmocka_unit_test(test_exposition_parses))
+             cmocka_unit_test(test_multi_loss), cmocka_unit_test(test_watch),
+             cmocka_unit_test(test_exposition_parses))
