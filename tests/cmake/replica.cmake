@@ -75,6 +75,7 @@ rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
 # the waiter confirmed (its token and hash on both replicas when the lock call returns; none
 # believed unsynced);
 # with both replicas stopped the grant is given back, nobody holds the lock, and it is free
-# when the wait ends. A few seconds.
+# when the wait ends; the replica sync failures of both clients counted and reported (issue 31:
+# also a semaphore acquire and a latch count-down, ~1.4 s). A few seconds.
 rlock_add_test(NAME test_replica_grants SOURCES replica/test_replica_grants.c
                LABELS redis fault TIMEOUT 90)
