@@ -1,10 +1,12 @@
 /*
  * One figure of a client's metrics, read from the text rlock_metrics_text() gives (what a
- * scraper reads), for tests that count what a known workload did. Header only.
+ * scraper reads), for tests that count what a known workload did; and a hook that records a
+ * client's FAILOVER events. Header only.
  */
 #ifndef RLOCK_TESTS_TC_METRIC_H
 #define RLOCK_TESTS_TC_METRIC_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,29 @@ static inline long long tc_metric(rlock_client *c, const char *name, const char 
     }
     rlock_metrics_free(text);
     return v;
+}
+
+/* The FAILOVER events one client's hook saw: how many, and the new master the last one named
+ * ("host:port"), readable once n was loaded. rlock_client_on_event(c, tc_failover_hook, &f). */
+typedef struct tc_failovers {
+    atomic_int n;
+    char detail[300];
+} tc_failovers;
+
+static inline void tc_failover_hook(const rlock_event *ev, void *user)
+{
+    tc_failovers *f = user;
+    if (ev->type == RLOCK_EV_FAILOVER) {
+        snprintf(f->detail, sizeof(f->detail), "%s", ev->detail);
+        atomic_fetch_add(&f->n, 1);
+    }
+}
+
+/* 1 when the last FAILOVER event named port as the new master's. */
+static inline int tc_failover_port_is(const tc_failovers *f, int port)
+{
+    const char *colon = strrchr(f->detail, ':');
+    return colon != NULL && strtol(colon + 1, NULL, 10) == port;
 }
 
 #endif

@@ -119,38 +119,19 @@ static void check_idle_client_moves(rlock_client *c, const char *name)
     rlock_free(l);
 }
 
-/* The FAILOVER events a client's hook saw, and the last one's new master. */
-typedef struct failovers {
-    atomic_int n;
-    char detail[300];
-} failovers;
-
-static void on_failover(const rlock_event *ev, void *user)
-{
-    failovers *f = user;
-    if (ev->type == RLOCK_EV_FAILOVER) {
-        snprintf(f->detail, sizeof(f->detail), "%s", ev->detail);
-        atomic_fetch_add(&f->n, 1);
-    }
-}
-
 static void test_idle_client_follows_switch(void **state)
 {
     (void)state;
     rlock_client *c = sentinel_client();
-    failovers f = {.n = 0};
-    rlock_client_on_event(c, on_failover, &f);
+    tc_failovers f = {.n = 0};
+    rlock_client_on_event(c, tc_failover_hook, &f);
     assert_int_equal(tc_metric(c, "rlock_failovers_total", NULL, NULL), 0);
     check_idle_client_moves(c, "sw:idle");
     /* One master switch: counted once, and the event names the new master's address. */
     assert_int_equal(tc_metric(c, "rlock_failovers_total", NULL, NULL), 1);
     assert_int_equal(atomic_load(&f.n), 1);
     rh_server *now = tc_deploy_master(&g_d);
-    char port[16];
-    snprintf(port, sizeof(port), ":%d", rh_tls_port(now) ? rh_tls_port(now) : rh_port(now));
-    const char *colon = strrchr(f.detail, ':');
-    assert_non_null(colon);
-    assert_string_equal(colon, port);
+    assert_true(tc_failover_port_is(&f, rh_tls_port(now) ? rh_tls_port(now) : rh_port(now)));
     rlock_client_free(c);
 }
 
