@@ -1,6 +1,7 @@
 /*
  * The client-wide counters (issue 31), exact after known work on a fresh server each:
- * rlock_redis_commands_total against the server's own count of the scripts it ran for it,
+ * rlock_redis_commands_total against the server's own count of the scripts and subscriptions it
+ * ran for the client (also an armed attempt, written by the subscriber thread),
  * rlock_reconnects_total after CLIENT KILL of the pooled and the subscriber connection,
  * rlock_pubsub_messages_total against the messages published to a waiter's channel, and
  * rlock_renewals_total ok and failed around a watchdog hold whose key was deleted.
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 
 #include "client.h"
+#include "pubsub_armed.h"
 #include "pubsub_conn.h"
 #include "redis_harness.h"
 #include "tc_metric.h"
@@ -42,13 +44,14 @@ static long long await_counter(rlock_client *c, const char *name, const char *la
     return v;
 }
 
-/* The top-level commands the server ran for the scripts' callers: EVALSHA, EVAL and SCRIPT,
- * which no script calls itself (INFO's total_commands_processed also counts a script's
- * redis.call()s). */
+/* The top-level commands the server ran for rlock clients: scripts (EVALSHA, EVAL, SCRIPT) and
+ * subscriptions, which no script calls itself (INFO's total_commands_processed also counts a
+ * script's redis.call()s). */
 static long long server_script_calls(rh_server *s)
 {
     long long n = 0;
-    const char *cmds[] = {"evalsha", "eval", "script"};
+    const char *cmds[] = {"evalsha",    "eval",        "script|load", "subscribe",
+                          "psubscribe", "unsubscribe", "punsubscribe"};
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         long long k = rh_cmdstat_calls(s, cmds[i]);
         assert_true(k >= 0);
@@ -77,6 +80,64 @@ static void test_commands_match_server(void **state)
     assert_int_equal(m1 - m0, s1 - s0);
     rlock_free(l);
     rlock_client_free(c);
+}
+
+typedef struct handoff {
+    rlock *l;
+} handoff;
+
+static int lock_then_unlock(void *arg)
+{
+    rlock *l = ((handoff *)arg)->l;
+    int r = rlock_try_lock(l, 5000, 10000);
+    return r != RLOCK_OK ? r : rlock_unlock(l);
+}
+
+/* A waiter of another client woken by a release message (the holder's hash deleted and "0"
+ * published by hand, so that no grant names it): its subscriptions, its heartbeats and the
+ * attempt its subscriber thread writes for it (armed) are commands too. The two clients count
+ * together what the server ran for them. */
+static void test_commands_in_handoff(void **state)
+{
+    rh_server *s = *state;
+    rlock_client *a = tc_client_tuned(s, 0, 0, NULL, NULL);
+    rlock_client *b = tc_client_tuned(s, 0, 0, NULL, NULL);
+    rlock *la = tc_open(a, RLOCK_REENTRANT, "mc:hand");
+    handoff w = {tc_open(b, RLOCK_REENTRANT, "mc:hand")};
+    tc_lock_unlock(la, 0, 10000);
+    tc_lock_unlock(w.l, 0, 10000);
+    long long m0 = counter(a, "rlock_redis_commands_total", NULL) +
+                   counter(b, "rlock_redis_commands_total", NULL);
+    long long s0 = server_script_calls(s);
+    uint64_t armed0 = rlk_pubsub_armed_sent(b->pubsub);
+    assert_int_equal(rlock_try_lock(la, 0, 10000), RLOCK_OK);
+    tc_bg bg;
+    tc_bg_start(&bg, lock_then_unlock, &w);
+    assert_true(tc_wait_listeners(s, "redisson_lock__channel:{mc:hand}", 1, 5000));
+    rh_sleep_ms(100); /* asleep with its armed attempt */
+    const char *del[] = {"DEL", "mc:hand", NULL};
+    const char *pub[] = {"PUBLISH", "redisson_lock__channel:{mc:hand}", "0", NULL};
+    assert_int_equal(rh_cmd_int(s, del), 1);
+    assert_int_equal(rh_cmd_int(s, pub), 1);
+    assert_int_equal(tc_bg_join(&bg), RLOCK_OK);
+    assert_int_equal(rlk_pubsub_armed_sent(b->pubsub) - armed0, 1);
+    assert_int_equal(rlock_unlock(la), RLOCK_ELOST); /* its hash was deleted under it */
+    /* The waiter's channels are left after their linger: poll until those commands ran. */
+    long long m1 = 0, s1 = 0;
+    for (int64_t until = rh_now_ms() + 3000; rh_now_ms() < until;) {
+        rh_sleep_ms(50);
+        m1 = counter(a, "rlock_redis_commands_total", NULL) +
+             counter(b, "rlock_redis_commands_total", NULL);
+        s1 = server_script_calls(s);
+        if (m1 - m0 == s1 - s0 && tc_listeners(s, "redisson_lock__channel:{mc:hand}") == 0) {
+            break;
+        }
+    }
+    assert_int_equal(m1 - m0, s1 - s0);
+    rlock_free(la);
+    rlock_free(w.l);
+    rlock_client_free(a);
+    rlock_client_free(b);
 }
 
 /* CLIENT KILL of every client connection (the pool's one and the idle subscriber's): the
@@ -181,5 +242,5 @@ static void test_renewals(void **state)
 }
 
 TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_commands_match_server),
-        TC_SERVER_TEST(test_reconnects_after_kill), TC_SERVER_TEST(test_pubsub_messages),
-        TC_SERVER_TEST(test_renewals))
+        TC_SERVER_TEST(test_commands_in_handoff), TC_SERVER_TEST(test_reconnects_after_kill),
+        TC_SERVER_TEST(test_pubsub_messages), TC_SERVER_TEST(test_renewals))
