@@ -986,8 +986,8 @@ typedef enum rlock_metric_kind {
     RLOCK_MK_WRITE = 3,            /* "write" */
     RLOCK_MK_MULTI = 4,            /* "multi": a multi-lock group */
     RLOCK_MK_REDLOCK = 5,          /* "redlock": a RedLock group */
-    RLOCK_MK_SEMAPHORE = 6,        /* "semaphore": plain permits */
-    RLOCK_MK_SEMAPHORE_LEASED = 7, /* "semaphore_leased": leased permits */
+    RLOCK_MK_SEMAPHORE = 6,        /* "semaphore": plain permits (holds count permits) */
+    RLOCK_MK_SEMAPHORE_LEASED = 7, /* "semaphore_leased": leased permits, one hold each */
     RLOCK_MK_LATCH = 8             /* "latch": an await counts as an acquire */
 } rlock_metric_kind;
 
@@ -1000,8 +1000,10 @@ typedef enum rlock_event_type {
     /* a hold was found gone (by the watchdog, or by the unlock or extend that met its absence),
      * reported once: hold_ns, token */
     RLOCK_EV_LOST = 4,
-    RLOCK_EV_FAILOVER = 5,           /* the client switched to another master: detail "host:port" */
-    RLOCK_EV_REPLICA_SYNC_FAILED = 6 /* too few replicas acknowledged a write: result */
+    RLOCK_EV_FAILOVER = 5, /* the client switched to another master: detail "host:port" */
+    /* too few replicas acknowledged a write: result RLOCK_EREPLICA; kind -1 and no name for a
+     * watchdog renewal */
+    RLOCK_EV_REPLICA_SYNC_FAILED = 6
 } rlock_event_type;
 
 /* One observation. Pointers are valid during the hook's call only. Fields that do not apply to

@@ -211,6 +211,22 @@ void rlk_obs_lost(rlock_client *c, int kind, const char *name, const char *owner
 #endif
 }
 
+void rlk_obs_holds_add(rlock_client *c, int kind, const char *name, int64_t n)
+{
+#ifdef RLOCK_NO_METRICS
+    (void)c, (void)kind, (void)name, (void)n;
+#else
+    if (n == 0) {
+        return;
+    }
+    gauge_add(&c->obs.m.kind[kind].holds, n);
+    rlk_watch *wt = rlk_metrics_find(&c->obs.m, name);
+    if (wt != NULL) {
+        gauge_add(&wt->kind[kind].holds, n);
+    }
+#endif
+}
+
 void rlk_obs_forget(rlock_client *c, int kind, const char *name)
 {
 #ifdef RLOCK_NO_METRICS

@@ -72,6 +72,11 @@ void rlk_obs_release(rlock_client *c, int kind, const char *name, const char *ow
 void rlk_obs_lost(rlock_client *c, int kind, const char *name, const char *owner,
                   int64_t acquired_ns, uint64_t token);
 
+/* Moves the holds gauge of kind (and of name, when watched) by n, without an event: a
+ * semaphore's gauge counts permits, so an acquire or release of several moves it by more than
+ * the one that rlk_obs_acquire_end() or rlk_obs_release() accounts for. */
+void rlk_obs_holds_add(rlock_client *c, int kind, const char *name, int64_t n);
+
 /* A hold dropped without a release or a loss (its handle freed while held, a fork child's
  * inherited record): lowers the holds gauge only. */
 void rlk_obs_forget(rlock_client *c, int kind, const char *name);

@@ -680,6 +680,8 @@ static int unlock_unsynced(rlk_acq *a, rlk_hold *h)
     if (!rlk_sync_short(&acked, &n)) {
         return 0;
     }
+    rlk_obs_replica_sync_failed(a->client, rlk_obs_kind_of((rlock_kind)a->lock->kind),
+                                a->lock->name, a->owner, RLOCK_EREPLICA);
     rlk_log(a->client, RLOCK_LOG_WARN,
             "unlock of '%s': %d of %d replicas acknowledged; the next lock or unlock of this "
             "thread checks that the release stayed",
@@ -939,6 +941,8 @@ int rlk_single_extend(rlock *l, int64_t lease_ms)
     }
     int acked = 0, n = 0;
     if (rlk_sync_short(&acked, &n)) {
+        rlk_obs_replica_sync_failed(l->client, rlk_obs_kind_of((rlock_kind)l->kind), l->name,
+                                    a.owner, RLOCK_EREPLICA);
         return rlk_sync_error(acked, n, "extend of lock", l->name);
     }
     /* A partial release keeps the longest lease granted (rlock_unlock): the extension counts. */

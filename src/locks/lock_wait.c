@@ -151,6 +151,8 @@ static int undo_unsynced(rlk_acq *a)
         return 0;
     }
     atomic_fetch_add(&stat_undone, 1);
+    rlk_obs_replica_sync_failed(a->client, rlk_obs_kind_of((rlock_kind)a->lock->kind),
+                                a->lock->name, a->owner, RLOCK_EREPLICA);
     rlk_sync_suppress(1);
     (void)a->lock->single->release(a);
     rlk_sync_suppress(0);

@@ -175,6 +175,8 @@ void rlk_send_armed(rlk_pubsub *ps)
          * (RLOCK_ECONN, like a failed attempt of its own). */
         pthread_cond_signal(&a->cv);
         (void)rlk_conn_send(a->conn, a->cmd, a->len);
+        rlk_obs_add(ps->c, RLK_CNT_REDIS_COMMANDS,
+                    1 + (uint64_t)a->tail); /* the attempt, its WAIT */
     }
     if (list == NULL) {
         return;

@@ -173,6 +173,7 @@ static void node_lost(rlk_pubsub *ps, rlk_ps_node *node, const char *why)
             node->host, node->host[0] ? ":" : "", node->port, why);
     rlk_conn_close(node->conn);
     node->conn = NULL;
+    node->lost = 1;
     node_reset(ps, node);
     ps->refresh_due |= ps->sharded;
 }
@@ -245,7 +246,12 @@ static void node_dial(rlk_pubsub *ps, rlk_ps_node *node)
             ps->refresh_due = 1;
         }
     }
+    int reconnect = r == RLOCK_OK && node->lost;
+    node->lost &= !reconnect;
     pthread_mutex_unlock(&ps->mu);
+    if (reconnect) {
+        rlk_obs_count(ps->c, RLK_CNT_RECONNECTS);
+    }
     if (r != RLOCK_OK) {
         rlk_log(ps->c, RLOCK_LOG_WARN, "subscriber cannot connect: %s", rlock_last_error());
         rlk_sentinel_recheck(ps->c);

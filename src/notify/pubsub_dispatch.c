@@ -254,6 +254,10 @@ void rlk_on_reply(rlk_pubsub *ps, rlk_ps_node *node, redisReply *r)
         rlk_on_refused(ps, node, r);
         return;
     }
+    if (kind == RLK_PUSH_MESSAGE || kind == RLK_PUSH_PMESSAGE) {
+        /* Every message received, also one for a channel nobody listens on any more. */
+        rlk_obs_count(ps->c, RLK_CNT_PUBSUB_MESSAGES);
+    }
     rlk_sub *s = find_push(ps, kind, channel, len);
     if (s == NULL) {
         return;

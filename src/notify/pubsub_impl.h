@@ -128,6 +128,7 @@ struct rlk_ps_node {
     int64_t backoff_ms; /* the pause after a failed dial, doubled up to 1 s */
     int64_t dial_at;    /* no dial before this monotonic time */
     int need_dial;      /* an entry waits for this node's connection */
+    int lost;           /* the connection broke: its next dial is a reconnect (thread only) */
 };
 
 struct rlk_pubsub {

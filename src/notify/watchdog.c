@@ -306,6 +306,8 @@ static int wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
     if (r == RLOCK_OK && s->acked < s->n) {
         rlk_log(wd->c, RLOCK_LOG_WARN, "watchdog: renewals: %d of %d replicas acknowledged",
                 s->acked < 0 ? 0 : s->acked, s->n);
+        /* One pipeline renews many names: the event names none. */
+        rlk_obs_replica_sync_failed(wd->c, -1, NULL, NULL, RLOCK_EREPLICA);
     }
     return r;
 }
@@ -493,6 +495,18 @@ static rlk_wd_entry *wd_apply(rlk_watchdog *wd, rlk_wd_item *items, size_t n, in
     return lost;
 }
 
+/* Counts the sweep's renewals, one per entry sent: ok when Redis renewed it, failed when the
+ * thing renewed was gone or no answer came (the entry is then retried, or judged lost). */
+static void wd_count(rlk_watchdog *wd, const rlk_wd_item *items, size_t n)
+{
+    uint64_t ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        ok += items[i].result == 1;
+    }
+    rlk_obs_add(wd->c, RLK_CNT_RENEWALS_OK, ok);
+    rlk_obs_add(wd->c, RLK_CNT_RENEWALS_FAILED, n - ok);
+}
+
 static void wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
 {
     rlk_wd_item *items = malloc(sizeof(*items) * n);
@@ -517,6 +531,7 @@ static void wd_sweep(rlk_watchdog *wd, rlk_timer *due, size_t n)
     pthread_mutex_unlock(&wd->mu);
     int64_t sent = rlk_now_ms();
     wd_renew(wd, items, k);
+    wd_count(wd, items, k);
     pthread_mutex_lock(&wd->mu);
     pipelines = wd->stats.pipelines - pipelines;
     if (pipelines > wd->stats.sweep_pipelines_max) {

@@ -149,6 +149,7 @@ RLOCK_EXPORT int rlock_latch_count_down(rlock_latch *l)
     rlk_sem_req_free(&q);
     int acked = 0, n = 0;
     if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        rlk_obs_replica_sync_failed(l->client, RLOCK_MK_LATCH, l->name, NULL, RLOCK_EREPLICA);
         /* Not undone: a count-down that reached 0 has released the waiters already, and counting
          * up again would hold later awaiters for a count-down nobody owes. The caller learns that
          * a failover may forget it (and that a retry would count down twice). */
@@ -208,11 +209,9 @@ static int latch_open_now(void *arg, int64_t *hint_ms)
     return n < 0 ? (int)n : n == 0;
 }
 
-RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_cancel *cancel)
+/* rlock_latch_await_ex() on a latch that is not NULL. */
+static int latch_await(rlock_latch *l, int64_t wait_ms, rlock_cancel *cancel)
 {
-    if (l == NULL) {
-        return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
-    }
     /* A fired token ends the call before the client is entered (which may dial after a fork()). */
     int r = rlk_cancel_check(cancel, "latch", l->name);
     r = r ? r : latch_check(l);
@@ -233,6 +232,21 @@ RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_can
                        (long long)wait_ms);
     }
     return r == 1 ? RLOCK_OK : r;
+}
+
+RLOCK_EXPORT int rlock_latch_await_ex(rlock_latch *l, int64_t wait_ms, rlock_cancel *cancel)
+{
+    if (l == NULL) {
+        return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
+    }
+    if (wait_ms < 0) {
+        return latch_await(l, wait_ms, cancel); /* bad input: no acquire, not observed */
+    }
+    /* An await counts as an acquire, but holds nothing: hold count 0. */
+    rlk_obs_wait w;
+    rlk_obs_acquire_begin(l->client, &w, RLOCK_MK_LATCH, l->name, NULL);
+    int r = latch_await(l, wait_ms, cancel);
+    return rlk_obs_acquire_end(l->client, &w, l->name, NULL, r, 0, 0);
 }
 
 RLOCK_EXPORT int rlock_latch_await(rlock_latch *l, int64_t wait_ms)

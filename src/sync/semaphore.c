@@ -532,6 +532,9 @@ static int sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,
     if (!rlk_sync_short(&acked, &k)) {
         return RLOCK_OK;
     }
+    rlk_obs_replica_sync_failed(sem->client,
+                                ids != NULL ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE,
+                                sem->name, NULL, RLOCK_EREPLICA);
     rlk_sync_suppress(1);
     (void)sem_settle(sem, q, n, 0, ids, 0);
     rlk_sync_suppress(0);
@@ -610,12 +613,29 @@ int rlk_sem_acquire(rlock_semaphore *sem, int64_t n, int64_t wait_ms, int64_t le
 RLOCK_EXPORT int rlock_semaphore_acquire_ex(rlock_semaphore *sem, int64_t permits, int64_t wait_ms,
                                             rlock_cancel *cancel)
 {
+    if (sem == NULL) {
+        return rlk_err(RLOCK_EINVAL, "semaphore must not be NULL");
+    }
+    /* Every call is observed once, but for bad input, which is no acquire (as for locks). */
+    int observed = permits >= 1 && permits <= INT32_MAX && wait_ms >= 0;
+    rlk_obs_wait w;
+    if (observed) {
+        rlk_obs_acquire_begin(sem->client, &w, RLOCK_MK_SEMAPHORE, sem->name, NULL);
+    }
     int r = rlk_sem_check_cancel(sem, cancel);
     r = r ? r : check_permits(permits, 1, "permits");
     if (r == RLOCK_OK && wait_ms < 0) {
         r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
     }
-    return r ? r : rlk_sem_acquire(sem, permits, wait_ms, 0, NULL, cancel);
+    r = r ? r : rlk_sem_acquire(sem, permits, wait_ms, 0, NULL, cancel);
+    if (!observed) {
+        return r;
+    }
+    if (r == RLOCK_OK) {
+        /* The gauge counts permits: rlk_obs_acquire_end() adds the first. */
+        rlk_obs_holds_add(sem->client, RLOCK_MK_SEMAPHORE, sem->name, permits - 1);
+    }
+    return rlk_obs_acquire_end(sem->client, &w, sem->name, NULL, r, 0, 1);
 }
 
 RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, int64_t wait_ms)
@@ -623,10 +643,11 @@ RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore *sem, int64_t permits, 
     return rlock_semaphore_acquire_ex(sem, permits, wait_ms, NULL);
 }
 
-void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what)
+void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int kind, int r, const char *what)
 {
     int acked = 0, n = 0;
     if (r >= 0 && rlk_sync_short(&acked, &n)) {
+        rlk_obs_replica_sync_failed(sem->client, kind, sem->name, NULL, RLOCK_EREPLICA);
         /* Returned on the master; a failover before the replicas learn it brings the permits
          * back as taken (a leased one until its lease runs out), which a retry cannot fix
          * without returning them twice, so the call still succeeds. */
@@ -660,7 +681,12 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     r = r ? r : int_reply(rep, &v, "sem_release");
     freeReplyObject(rep);
     rlk_sem_req_free(&q);
-    rlk_sem_warn_unsynced(sem, r, "release");
+    rlk_sem_warn_unsynced(sem, RLOCK_MK_SEMAPHORE, r, "release");
+    if (r == RLOCK_OK) {
+        /* The end of a hold of permits (plain permits are nobody's: no hold time is known). */
+        rlk_obs_holds_add(sem->client, RLOCK_MK_SEMAPHORE, sem->name, 1 - permits);
+        rlk_obs_release(sem->client, RLOCK_MK_SEMAPHORE, sem->name, NULL, 0, 0);
+    }
     return r;
 }
 
@@ -720,7 +746,11 @@ RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t
     long long v = 0;
     rlk_sync_clear();
     r = r ? r : sem_keyed(sem, RLK_SCRIPT_SEM_RELEASE_IF_EXISTS, permits, &v, "release if exists");
-    rlk_sem_warn_unsynced(sem, r, "release");
+    rlk_sem_warn_unsynced(sem, RLOCK_MK_SEMAPHORE, r, "release");
+    if (r == RLOCK_OK && v == 1) {
+        rlk_obs_holds_add(sem->client, RLOCK_MK_SEMAPHORE, sem->name, 1 - permits);
+        rlk_obs_release(sem->client, RLOCK_MK_SEMAPHORE, sem->name, NULL, 0, 0);
+    }
     return r ? r : (int)v;
 }
 

@@ -22,8 +22,9 @@ typedef struct rlk_permit {
     struct rlk_permit *next;
     rlock_semaphore *sem;
     unsigned char id[16];
-    int watched;     /* registered with the watchdog */
-    atomic_int lost; /* set by the watchdog: the lease ran out while held */
+    int watched;         /* registered with the watchdog */
+    atomic_int lost;     /* set by the watchdog: the lease ran out while held */
+    int64_t acquired_ns; /* rlk_obs_now_ns() at acquisition, for the hold time */
     rlk_wd_entry wd;
 } rlk_permit;
 
@@ -81,8 +82,9 @@ int64_t rlk_epoch_ms(void);
  * negative error. */
 int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v);
 
-/* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked. */
-void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int r, const char *what);
+/* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked,
+ * and reports the replica sync failure for kind (rlock_metric_kind). */
+void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int kind, int r, const char *what);
 
 /* Acquires by waiting on the channel: the attempt above in the shared notification wait, which
  * cancel (NULL: none) ends with RLOCK_ECANCELED. With replica sync, permits that fewer replicas

@@ -29,6 +29,9 @@ static void permit_lost(rlk_wd_entry *e)
     rlk_permit *p = RLK_PERMIT_OF(e);
     atomic_store(&p->lost, 1);
     rlock_client *c = p->sem->client;
+    char hex[RLOCK_PERMIT_ID_LEN + 1];
+    rlk_sem_hex(p->id, hex);
+    rlk_obs_lost(c, RLOCK_MK_SEMAPHORE_LEASED, p->sem->name, hex, p->acquired_ns, 0);
     rlk_log(c, RLOCK_LOG_WARN, "a leased permit of semaphore '%s' was lost", p->sem->name);
     if (c->opts.on_lost != NULL) {
         c->opts.on_lost(p->sem->name, c->opts.user_data);
@@ -76,6 +79,7 @@ static int permit_record(rlock_semaphore *sem, const unsigned char id[16], int w
         return RLOCK_ENOMEM;
     }
     p->sem = sem;
+    p->acquired_ns = rlk_obs_now_ns();
     memcpy(p->id, id, 16);
     rlk_wd_entry_init(&p->wd, &permit_renew);
     if (watched) {
@@ -117,6 +121,23 @@ static rlk_permit *permit_take(rlock_semaphore *sem, const unsigned char id[16])
     return p;
 }
 
+/* A record taken out of the handle: the end of its hold, released (a release call, whatever
+ * Redis answers: the handle forgets the permit) or forgotten (the handle freed: the gauge only),
+ * unless the watchdog reported it lost already. */
+static void permit_end(rlock_semaphore *sem, const rlk_permit *p, int released)
+{
+    if (atomic_load(&p->lost)) {
+        return;
+    }
+    if (!released) {
+        rlk_obs_forget(sem->client, RLOCK_MK_SEMAPHORE_LEASED, sem->name);
+        return;
+    }
+    char hex[RLOCK_PERMIT_ID_LEN + 1];
+    rlk_sem_hex(p->id, hex);
+    rlk_obs_release(sem->client, RLOCK_MK_SEMAPHORE_LEASED, sem->name, hex, p->acquired_ns, 0);
+}
+
 /* Returns the first n permits of ids after a failure to record them (best effort). */
 static void permits_give_back(rlock_semaphore *sem, const unsigned char (*ids)[16], int64_t n)
 {
@@ -132,9 +153,8 @@ static void permits_give_back(rlock_semaphore *sem, const unsigned char (*ids)[1
 }
 
 /* rlock_semaphore_acquire_leased_n() whose wait cancel (NULL: none) ends. */
-static int rlk_sem_leased_n(rlock_semaphore *sem, int64_t permits, int64_t wait_ms,
-                            int64_t lease_ms, char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1],
-                            const rlock_cancel *cancel)
+static int leased_n(rlock_semaphore *sem, int64_t permits, int64_t wait_ms, int64_t lease_ms,
+                    char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1], const rlock_cancel *cancel)
 {
     int r = rlk_sem_check_cancel(sem, cancel);
     if (r == RLOCK_OK && (lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
@@ -168,6 +188,30 @@ static int rlk_sem_leased_n(rlock_semaphore *sem, int64_t permits, int64_t wait_
         rlk_sem_hex(ids[i], permit_ids[i]);
     }
     return r;
+}
+
+/* leased_n() observed once as an acquire of the semaphore's leased permits (bad input, which is
+ * no acquire, is not); each permit counts as a hold. */
+static int rlk_sem_leased_n(rlock_semaphore *sem, int64_t permits, int64_t wait_ms,
+                            int64_t lease_ms, char (*permit_ids)[RLOCK_PERMIT_ID_LEN + 1],
+                            const rlock_cancel *cancel)
+{
+    if (sem == NULL) {
+        return rlk_err(RLOCK_EINVAL, "semaphore must not be NULL");
+    }
+    int observed = lease_ms != 0 && lease_ms <= RLOCK_MAX_DURATION_MS && permits >= 1 &&
+                   permits <= RLOCK_PERMIT_IDS_MAX && wait_ms >= 0 && permit_ids != NULL;
+    if (!observed) {
+        return leased_n(sem, permits, wait_ms, lease_ms, permit_ids, cancel);
+    }
+    rlk_obs_wait w;
+    rlk_obs_acquire_begin(sem->client, &w, RLOCK_MK_SEMAPHORE_LEASED, sem->name, NULL);
+    int r = leased_n(sem, permits, wait_ms, lease_ms, permit_ids, cancel);
+    if (r == RLOCK_OK) {
+        rlk_obs_holds_add(sem->client, RLOCK_MK_SEMAPHORE_LEASED, sem->name, permits - 1);
+    }
+    return rlk_obs_acquire_end(sem->client, &w, sem->name, r == RLOCK_OK ? permit_ids[0] : NULL, r,
+                               0, 1);
 }
 
 RLOCK_EXPORT int rlock_semaphore_acquire_leased_n(rlock_semaphore *sem, int64_t permits,
@@ -210,6 +254,8 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
          * permit gone and report a spurious loss. */
         permit_unwatch(sem, p);
         lost = atomic_load(&p->lost);
+        /* The record is gone whatever the release answers: so is the hold it stood for. */
+        permit_end(sem, p, 1);
         free(p);
     }
     if (lost) {
@@ -221,7 +267,7 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
     long long v = 0;
     rlk_sync_clear();
     r = rlk_sem_release_id(sem, id, &v);
-    rlk_sem_warn_unsynced(sem, r, "leased release");
+    rlk_sem_warn_unsynced(sem, RLOCK_MK_SEMAPHORE_LEASED, r, "leased release");
     if (r == RLOCK_OK && v != 1) {
         r = rlk_err(RLOCK_ENOTOWNER, "no leased permit %s is held on semaphore '%s'%s", permit_id,
                     sem->name, v == 0 ? " (its lease had run out)" : "");
@@ -239,6 +285,7 @@ void rlk_sem_forget_permits(rlock_semaphore *sem)
     while (p != NULL) {
         rlk_permit *next = p->next;
         permit_unwatch(sem, p);
+        permit_end(sem, p, 0);
         free(p);
         p = next;
     }

@@ -37,6 +37,10 @@ struct rlk_cluster {
      * between (a map read while its dead master was not replaced yet). */
     int16_t last_pool[RLK_CLUSTER_SLOTS];
     rlk_cluster_stats stats;
+    /* The masters of the last map read (not MOVED's corrections of it): a map read later with a
+     * master not among them is a failover (rlock_failovers_total). NULL before the first. */
+    rlk_cluster_node *masters;
+    int n_masters;
 };
 
 /* The time left before deadline_ms, at least 1 ms. */
@@ -197,6 +201,48 @@ static void cluster_inherit_replicas(rlk_cluster *cl, const rlk_cluster_map *m)
     }
 }
 
+static void cluster_masters_free(rlk_cluster_node *nodes, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(nodes[i].host);
+    }
+    free(nodes);
+}
+
+/* Remembers m's masters (mutex held). Returns 1 when one of them was not a master of the map
+ * read before (none for the first map), copied to host (RLK_HOST_MAX) and *port, else 0. */
+static int cluster_note_masters(rlk_cluster *cl, const rlk_cluster_map *m, char *host, int *port)
+{
+    int fresh = 0;
+    for (int i = 0; i < m->n_nodes && cl->masters != NULL && !fresh; i++) {
+        int known = 0;
+        for (int j = 0; j < cl->n_masters && !known; j++) {
+            known = cl->masters[j].port == m->nodes[i].port &&
+                    strcmp(cl->masters[j].host, m->nodes[i].host) == 0;
+        }
+        if (!known) {
+            snprintf(host, RLK_HOST_MAX, "%s", m->nodes[i].host);
+            *port = m->nodes[i].port;
+            fresh = 1;
+        }
+    }
+    rlk_cluster_node *copy = calloc((size_t)(m->n_nodes > 0 ? m->n_nodes : 1), sizeof(*copy));
+    for (int i = 0; copy != NULL && i < m->n_nodes; i++) {
+        copy[i].port = m->nodes[i].port;
+        copy[i].host = strdup(m->nodes[i].host);
+        if (copy[i].host == NULL) {
+            cluster_masters_free(copy, i);
+            copy = NULL; /* out of memory: the list read before stays */
+        }
+    }
+    if (copy != NULL) {
+        cluster_masters_free(cl->masters, cl->n_masters);
+        cl->masters = copy;
+        cl->n_masters = m->n_nodes;
+    }
+    return fresh;
+}
+
 /* Puts a new map in place (mutex held): the pool of each node is looked up on first use. */
 static int cluster_install(rlk_cluster *cl, rlk_cluster_map *m)
 {
@@ -262,7 +308,10 @@ int rlk_cluster_new(rlock_client *c, int64_t deadline_ms)
     m.n_nodes = 0;
     int r = cluster_fetch(cl, NULL, deadline_ms, &m);
     if (r == RLOCK_OK) {
+        char host[RLK_HOST_MAX];
+        int port = 0;
         pthread_mutex_lock(&cl->mu);
+        (void)cluster_note_masters(cl, &m, host, &port); /* the first map: no failover */
         r = cluster_install(cl, &m);
         pthread_mutex_unlock(&cl->mu);
     }
@@ -287,6 +336,7 @@ void rlk_cluster_free(rlk_cluster *cl)
     free(cl->pools);
     free(cl->node_pool);
     rlk_cluster_map_free(&cl->map);
+    cluster_masters_free(cl->masters, cl->n_masters);
     pthread_cond_destroy(&cl->cv);
     pthread_mutex_destroy(&cl->mu);
     free(cl);
@@ -399,7 +449,10 @@ int rlk_cluster_refresh(rlk_cluster *cl, uint64_t epoch)
     int64_t deadline = rlk_add_sat(rlk_now_ms(), cl->c->opts.command_timeout_ms);
     r = r ? r : cluster_fetch(cl, &known, deadline, &m);
     rlk_cluster_map_free(&known);
+    char fresh_host[RLK_HOST_MAX];
+    int fresh_port = 0;
     pthread_mutex_lock(&cl->mu);
+    int fresh = r == RLOCK_OK && cluster_note_masters(cl, &m, fresh_host, &fresh_port);
     r = r ? r : cluster_install(cl, &m);
     cl->stats.refreshes += r == RLOCK_OK;
     cl->refreshing = 0;
@@ -411,6 +464,9 @@ int rlk_cluster_refresh(rlk_cluster *cl, uint64_t epoch)
     pthread_mutex_unlock(&cl->mu);
     if (r == RLOCK_OK) {
         cluster_pick_home(cl);
+    }
+    if (fresh && r == RLOCK_OK) {
+        rlk_obs_failover(cl->c, fresh_host, fresh_port);
     }
     return r;
 }

@@ -41,6 +41,9 @@ struct rlk_pool {
     int64_t backoff_ms;
     uint64_t gen;  /* bumped by rlk_pool_reset(): connections of older ones are closed */
     int last_code; /* error of the last failed dial */
+    /* Connections closed because they broke and not dialled again yet: the next successful
+     * dials replace them and count as reconnects (rlock_reconnects_total). */
+    int broken;
     char last_err[256];
     /* Every open connection, idle or borrowed (pool_size slots, NULL = free): a child of fork()
      * must abandon the ones other threads of the parent had borrowed too (rlk_pool_abandon). */
@@ -203,6 +206,7 @@ static int pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
     pthread_mutex_unlock(&p->mu);
     int64_t deadline = rlk_add_sat(rlk_now_ms(), dial_ms);
     int r = pool_open(p, deadline, &conn);
+    int reconnect = 0;
     pthread_mutex_lock(&p->mu);
     if (r != RLOCK_OK) {
         p->open--;
@@ -213,6 +217,8 @@ static int pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
         p->next_dial_at = rlk_now_ms() + p->backoff_ms;
         pthread_cond_signal(&p->cv);
     } else {
+        reconnect = p->broken > 0;
+        p->broken -= reconnect;
         p->backoff_ms = 0;
         p->next_dial_at = 0;
         conn->gen = gen;
@@ -221,6 +227,9 @@ static int pool_dial_slot(rlk_pool *p, int64_t dial_ms, rlk_conn **out)
         *out = conn;
     }
     pthread_mutex_unlock(&p->mu);
+    if (reconnect) {
+        rlk_obs_count(p->c, RLK_CNT_RECONNECTS);
+    }
     return r;
 }
 
@@ -242,6 +251,7 @@ static rlk_conn *pool_pop_live(rlk_pool *p, int check)
             return conn;
         }
         p->open--;
+        p->broken++;
         pool_untrack(p, conn);
         pthread_mutex_unlock(&p->mu);
         rlk_conn_close(conn);
@@ -331,6 +341,7 @@ void rlk_pool_return(rlk_pool *p, rlk_conn *conn, int broken)
     } else {
         pool_untrack(p, conn);
         p->open--;
+        p->broken += bad;
         /* What broke this connection (a kill, a restart) may have closed the idle ones too, and
          * those returned a moment after it: every borrow checks for a while. */
         p->suspect_until_us = bad ? rlk_now_us() + RLK_POOL_SUSPECT_US : p->suspect_until_us;
@@ -368,6 +379,7 @@ void rlk_pool_reset(rlk_pool *p)
 {
     pthread_mutex_lock(&p->mu);
     p->gen++;
+    p->broken = 0; /* dials to the new master are no reconnects (a failover is counted) */
     p->backoff_ms = 0;
     p->next_dial_at = 0;
     /* Closed outside the mutex: a TLS close may write. The stack is emptied first, so no

@@ -172,6 +172,7 @@ static void sentinel_switch(rlock_client *c, const char *host, int port)
         int r = rlk_replica_refresh(c, conn);
         rlk_pool_return(c->pool, conn, r != RLOCK_OK);
     }
+    rlk_obs_failover(c, host, port);
 }
 
 /* The bound of one recheck or switch: the shorter of the two timeouts. */

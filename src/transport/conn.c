@@ -246,6 +246,8 @@ int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const siz
     int r = conn_queue(conn, cmd, (size_t)n);
     if (r != RLOCK_OK) {
         conn->err = RLK_CONN_EPROTO;
+    } else if (conn->client != NULL) {
+        rlk_obs_count(conn->client, RLK_CNT_REDIS_COMMANDS);
     }
     return r;
 }

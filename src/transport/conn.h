@@ -34,6 +34,8 @@ typedef struct rlk_conn {
     /* The replica count of the node dialled: a cluster node's, set by its pool; NULL for the
      * client's data node (rlock_client.replicas). */
     rlk_replicas *replicas;
+    /* The client whose figures count the commands queued here (rlock_redis_commands_total). */
+    rlock_client *client;
 } rlk_conn;
 
 /* What broke a connection (rlk_conn.err). */
@@ -60,7 +62,8 @@ int rlk_conn_set_timeout(rlk_conn *conn, int64_t ms);
 /* Sends one command and reads its reply (an error reply is a reply, not a failure). */
 int rlk_conn_command(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens,
                      redisReply **out);
-/* Queues a command in the output buffer (sent by rlk_conn_flush() or the next read). */
+/* Queues a command in the output buffer (sent by rlk_conn_flush() or the next read); every
+ * command sent goes through here, but for rlk_conn_send()'s, which its caller counts. */
 int rlk_conn_append(rlk_conn *conn, int argc, const char *const *argv, const size_t *lens);
 /* Writes every queued request, each wait for the socket bounded by the I/O timeout; *done is 1
  * when the output buffer is empty (always, on success). */

@@ -105,6 +105,8 @@ int rlk_conn_open_at(const rlock_client *c, const rlk_endpoint *ep, int64_t dead
     if (conn == NULL) {
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a connection");
     }
+    /* The figures are the one part of the client that its layers write (relaxed atomics). */
+    conn->client = (rlock_client *)c;
     int r = conn_dial(c, ep, deadline_ms, conn);
     if (r == RLOCK_OK) {
         rlk_conn_make_blocking(conn);

@@ -34,6 +34,7 @@
 
 #include "cluster.h"
 #include "tc_cluster.h"
+#include "tc_metric.h"
 #include "tc_redis.h"
 #include "tc_stress.h"
 #include "tc_thread.h"
@@ -212,6 +213,9 @@ static void test_waiters_across_cluster_failover(void **state)
     rlock_client *b = tc_client(&o);
     char name[32];
     tc_cluster_name_on(2, "fo-wait-", name, sizeof(name));
+    assert_int_equal(tc_metric(a, "rlock_failovers_total", NULL, NULL), 0);
+    tc_failovers f = {.n = 0};
+    rlock_client_on_event(a, tc_failover_hook, &f);
     rlock *la = rlock_open(a, RLOCK_REENTRANT, name);
     rlock *lb = rlock_open(b, RLOCK_REENTRANT, name);
     assert_int_equal(rlock_try_lock(la, 0, -1), RLOCK_OK);
@@ -232,6 +236,11 @@ static void test_waiters_across_cluster_failover(void **state)
     rh_sleep_ms(4000);
     assert_int_equal(tc_cluster_exists(name), 1);
     assert_int_equal(rlock_is_held(la), 1);
+    /* The holder's client read a map with the promoted replica among the masters: one
+     * failover (rlock_failovers_total), an event naming the promoted replica. */
+    assert_int_equal(tc_metric(a, "rlock_failovers_total", NULL, NULL), 1);
+    assert_int_equal(atomic_load(&f.n), 1);
+    assert_true(tc_failover_port_is(&f, rh_port(replica)));
     for (int i = 0; i < WAITERS; i++) {
         assert_int_equal(tc_holder_wait(&w[i], 0), TC_BG_RUNNING);
     }

@@ -28,7 +28,8 @@ rlock_add_test(NAME test_cluster_replica_sync SOURCES cluster/test_cluster_repli
 # Failover inside the cluster under stress (4 x 4, replica_sync = 1): CLUSTER FAILOVER of one
 # master, then kill -9 of another (its replica promoted by the cluster, the old master back as a
 # replica): 0 violations, tokens strictly increasing per name, every process continues; waiters
-# on a master that fails over all acquire, the holder's watchdog renews on the new master.
+# on a master that fails over all acquire, the holder's watchdog renews on the new master, and
+# its client counts one failover (rlock_failovers_total).
 # plain_only: about 25 s a run of failover logic (as the long Sentinel suites), and three
 # variants of it would take tests/run.sh past its 40 minutes.
 rlock_add_test(NAME test_cluster_failover SOURCES cluster/test_cluster_failover.c

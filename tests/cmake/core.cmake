@@ -114,6 +114,21 @@ if(TARGET rlock_harness)
                  LABELS redis fault TIMEOUT 60)
 endif()
 
+# Observability (issue 31): examples/metrics_http serves /metrics over HTTP on a free loopback
+# port; every family is there and rlock_acquire_total counts what the example did (~0.1 s).
+# Client-wide counters, exact after known work: commands sent (against the server's own count),
+# reconnects after CLIENT KILL of the pooled and the subscriber connection, pub/sub messages,
+# watchdog renewals ok and failed; a waiter woken by hand, whose armed attempt its subscriber
+# thread writes, counts with its holder what the server ran for both (~0.7 s).
+if(TARGET rlock_harness)
+  if(RLOCK_BUILD_EXAMPLES)
+    rlock_add_test(NAME core_metrics_example SOURCES core/test_metrics_example.c LABELS redis
+                   TIMEOUT 60 ARGS "$<TARGET_FILE:example_metrics_http>")
+  endif()
+  rlock_add_test(NAME core_metrics_counters SOURCES core/test_metrics_counters.c
+                 LABELS redis fault TIMEOUT 60)
+endif()
+
 # The call graph between src files (read from the library's objects with nm) has no cycle except
 # the defended ones in tests/deps_allowed.txt (docs/architecture.md, section 1).
 find_package(Python3 COMPONENTS Interpreter)

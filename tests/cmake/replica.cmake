@@ -40,7 +40,8 @@ rlock_add_test(NAME test_sentinel_kill SOURCES replica/test_sentinel_failover.c 
 rlock_add_test(NAME test_failover_waiters SOURCES replica/test_failover_waiters.c
                LABELS redis fault plain_only TIMEOUT 120)
 # +switch-master: an idle client is on the new master (CLIENT LIST) before it issues anything and
-# locks there at the first try (no READONLY on the old master); a waiter's channel is subscribed
+# locks there at the first try (no READONLY on the old master), counting one failover and one
+# FAILOVER event naming the new master; a waiter's channel is subscribed
 # on the new master before the release there, and the waiter acquires; a client whose Sentinel
 # went down subscribes on the next one and still follows a failover. Three failovers.
 # plain_only: about 60 s a run; tests/run.sh stays within 40 minutes.
@@ -75,6 +76,7 @@ rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
 # the waiter confirmed (its token and hash on both replicas when the lock call returns; none
 # believed unsynced);
 # with both replicas stopped the grant is given back, nobody holds the lock, and it is free
-# when the wait ends. A few seconds.
+# when the wait ends; the replica sync failures of both clients counted and reported (issue 31:
+# also a semaphore acquire and a latch count-down, ~1.4 s). A few seconds.
 rlock_add_test(NAME test_replica_grants SOURCES replica/test_replica_grants.c
                LABELS redis fault TIMEOUT 90)

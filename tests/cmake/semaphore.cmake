@@ -56,3 +56,9 @@ rlock_add_test(NAME test_sem_ops SOURCES semaphore/test_sem_ops.c LABELS redis T
 # test's own permit count (~7 s plain, up to ~16 s when a loaded box needs the extra storms).
 rlock_add_test(NAME test_sem_cancel SOURCES semaphore/test_sem_cancel.c LABELS redis stress
                TIMEOUT 120)
+
+# What semaphores, leased permits and the latch report (issue 31), exact after known work:
+# rlock_acquire_total by result (timeouts, a token fired before and during the wait), the wait
+# and hold histograms, the holds gauge (permits) and waiters gauge, a watched name, a lost
+# watchdog permit, the event sequence of each (< 1 s).
+rlock_add_test(NAME test_sem_metrics SOURCES semaphore/test_sem_metrics.c LABELS redis TIMEOUT 60)

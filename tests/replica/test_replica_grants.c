@@ -21,6 +21,7 @@
 
 #include "lock.h"
 #include "lock_wait.h"
+#include "tc_metric.h"
 #include "tc_redis.h"
 #include "tc_replicas.h"
 
@@ -205,6 +206,32 @@ static void test_fair_grants_confirmed(void **state)
     handoffs(RLOCK_FAIR, "rg:fair");
 }
 
+/* The REPLICA_SYNC_FAILED events one client's hook saw. */
+typedef struct sync_log {
+    pthread_mutex_t mu;
+    int n;
+    int kind[4], result[4];
+    char name[4][32];
+    const char *match; /* a name whose events are counted in matched (NULL: none) */
+    int matched;
+} sync_log;
+
+static void on_sync_event(const rlock_event *ev, void *user)
+{
+    sync_log *g = user;
+    pthread_mutex_lock(&g->mu);
+    if (ev->type == RLOCK_EV_REPLICA_SYNC_FAILED && g->n < 4) {
+        g->kind[g->n] = ev->kind;
+        g->result[g->n] = ev->result;
+        snprintf(g->name[g->n], sizeof(g->name[0]), "%s", ev->name ? ev->name : "");
+    }
+    if (ev->type == RLOCK_EV_REPLICA_SYNC_FAILED) {
+        g->n++;
+        g->matched += g->match != NULL && ev->name != NULL && strcmp(ev->name, g->match) == 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
 /* Both replicas stopped as the holder releases: the release grants the lock to the waiter, whose
  * confirmation falls short; the waiter gives it back and is never told it holds the lock, and
  * when its wait ends the lock is free on the master. */
@@ -213,6 +240,9 @@ static void unacked(rlock_kind kind, const char *name)
     char grants[128];
     snprintf(grants, sizeof(grants), "rlock_lock_waiters:{%s}:grants", name);
     rlock_client *a = synced_client(SYNC_SHORT_MS), *b = synced_client(SYNC_SHORT_MS);
+    sync_log g = {.n = 0, .match = name};
+    pthread_mutex_init(&g.mu, NULL);
+    rlock_client_on_event(b, on_sync_event, &g);
     rlock *la = rlock_open(a, kind, name), *lb = rlock_open(b, kind, name);
     assert_int_equal(rlock_lock(la, 10000), RLOCK_OK);
     waiter w = {.l = lb, .wait_ms = 1200, .name = name, .counter = ""};
@@ -241,6 +271,14 @@ static void unacked(rlock_kind kind, const char *name)
     assert_true(s1.undone - s0.undone >= 1); /* the grant was made, and given back */
     assert_int_equal(exists, 0);
     assert_true(took < 3000); /* the waiter timeout: the lock is free within it */
+    /* The unlock's short WAIT is one replica sync failure of the holder's client. Each grant
+     * the waiter gave back is one of the waiter's, an event naming the lock; its watchdog's
+     * heartbeat pipelines fell short too, events that name nothing. */
+    assert_int_equal(tc_metric(a, "rlock_replica_sync_failures_total", NULL, NULL), 1);
+    pthread_mutex_lock(&g.mu);
+    assert_int_equal(g.matched, (int)(s1.undone - s0.undone));
+    assert_int_equal(tc_metric(b, "rlock_replica_sync_failures_total", NULL, NULL), g.n);
+    pthread_mutex_unlock(&g.mu);
     /* With the replicas back, the waiter's client takes the lock normally. */
     assert_int_equal(rlock_try_lock(lb, 5000, 10000), RLOCK_OK);
     assert_int_equal(rlock_unlock(lb), RLOCK_OK);
@@ -262,6 +300,47 @@ static void test_fair_unacked_grant(void **state)
     unacked(RLOCK_FAIR, "rg:unackedfair");
 }
 
+/* Both replicas stopped: a semaphore acquire is given back (RLOCK_EREPLICA) and a latch
+ * count-down stands unsynced (RLOCK_EREPLICA): two replica sync failures, each an event naming
+ * its object; the acquire counts as an acquire that failed. */
+static void test_sync_failures_counted(void **state)
+{
+    (void)state;
+    sync_log g = {.n = 0};
+    pthread_mutex_init(&g.mu, NULL);
+    rlock_client *c = synced_client(SYNC_SHORT_MS);
+    rlock_client_on_event(c, on_sync_event, &g);
+    rlock_semaphore *sem = rlock_semaphore_open(c, "rg:sem");
+    rlock_latch *l = rlock_latch_open(c, "rg:latch");
+    assert_int_equal(rlock_semaphore_try_set_permits(sem, 1), 1);
+    assert_int_equal(rlock_latch_try_set_count(l, 2), 1);
+    assert_int_equal(tc_metric(c, "rlock_replica_sync_failures_total", NULL, NULL), 0);
+    for (int i = 0; i < NREP; i++) {
+        assert_int_equal(rh_pause(g_rep[i]), 0);
+    }
+    int acquired = rlock_semaphore_acquire(sem, 1, 0);
+    int counted = rlock_latch_count_down(l);
+    for (int i = 0; i < NREP; i++) {
+        assert_int_equal(rh_resume(g_rep[i]), 0);
+    }
+    assert_int_equal(tc_replicas_wait(g_master, NREP, 10000), 0);
+    assert_int_equal(acquired, RLOCK_EREPLICA);
+    assert_int_equal(counted, RLOCK_EREPLICA);
+    assert_int_equal(tc_metric(c, "rlock_replica_sync_failures_total", NULL, NULL), 2);
+    assert_int_equal(tc_metric(c, "rlock_acquire_total", "kind=\"semaphore\"", "result=\"error\""),
+                     1);
+    assert_int_equal(g.n, 2);
+    assert_int_equal(g.kind[0], RLOCK_MK_SEMAPHORE);
+    assert_string_equal(g.name[0], "rg:sem");
+    assert_int_equal(g.kind[1], RLOCK_MK_LATCH);
+    assert_string_equal(g.name[1], "rg:latch");
+    assert_int_equal(g.result[0], RLOCK_EREPLICA);
+    assert_int_equal(g.result[1], RLOCK_EREPLICA);
+    rlock_latch_free(l);
+    rlock_semaphore_free(sem);
+    rlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_fair_grants_confirmed),
         cmocka_unit_test(test_reentrant_unacked_grant),
         cmocka_unit_test(test_fair_unacked_grant),
+        cmocka_unit_test(test_sync_failures_counted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "tc_metric.h"
 #include "tc_redis.h"
 #include "tc_sentinel.h"
 #include "tc_thread.h"
@@ -122,7 +123,15 @@ static void test_idle_client_follows_switch(void **state)
 {
     (void)state;
     rlock_client *c = sentinel_client();
+    tc_failovers f = {.n = 0};
+    rlock_client_on_event(c, tc_failover_hook, &f);
+    assert_int_equal(tc_metric(c, "rlock_failovers_total", NULL, NULL), 0);
     check_idle_client_moves(c, "sw:idle");
+    /* One master switch: counted once, and the event names the new master's address. */
+    assert_int_equal(tc_metric(c, "rlock_failovers_total", NULL, NULL), 1);
+    assert_int_equal(atomic_load(&f.n), 1);
+    rh_server *now = tc_deploy_master(&g_d);
+    assert_true(tc_failover_port_is(&f, rh_tls_port(now) ? rh_tls_port(now) : rh_port(now)));
     rlock_client_free(c);
 }
 
