@@ -236,10 +236,13 @@ static void test_waiters_across_cluster_failover(void **state)
     rh_sleep_ms(4000);
     assert_int_equal(tc_cluster_exists(name), 1);
     assert_int_equal(rlock_is_held(la), 1);
-    /* The holder's client read a map with the promoted replica among the masters: one
-     * failover (rlock_failovers_total), an event naming the promoted replica. */
-    assert_int_equal(tc_metric(a, "rlock_failovers_total", NULL, NULL), 1);
-    assert_int_equal(atomic_load(&f.n), 1);
+    /* The holder's client read a map with the promoted replica among the masters: a failover
+     * counted (rlock_failovers_total), one event per count, the last naming the promoted
+     * replica. At least once, not exactly: a node asked during the gossip can still name the
+     * old master, and the next map naming the replica again is rightly another switch. */
+    long long n = tc_metric(a, "rlock_failovers_total", NULL, NULL);
+    assert_true(n >= 1);
+    assert_int_equal(atomic_load(&f.n), n);
     assert_true(tc_failover_port_is(&f, rh_port(replica)));
     for (int i = 0; i < WAITERS; i++) {
         assert_int_equal(tc_holder_wait(&w[i], 0), TC_BG_RUNNING);

@@ -127,9 +127,13 @@ static void test_idle_client_follows_switch(void **state)
     rlock_client_on_event(c, tc_failover_hook, &f);
     assert_int_equal(tc_metric(c, "rlock_failovers_total", NULL, NULL), 0);
     check_idle_client_moves(c, "sw:idle");
-    /* One master switch: counted once, and the event names the new master's address. */
-    assert_int_equal(tc_metric(c, "rlock_failovers_total", NULL, NULL), 1);
-    assert_int_equal(atomic_load(&f.n), 1);
+    /* One master switch was asked for: counted, one event per count, and the last event names
+     * the new master's address. At least once, not exactly: on a busy box the Sentinels can
+     * promote a second replica after the first (test_sentinel_kill has seen it), and the client
+     * then rightly counts both switches. */
+    long long n = tc_metric(c, "rlock_failovers_total", NULL, NULL);
+    assert_true(n >= 1);
+    assert_int_equal(atomic_load(&f.n), n);
     rh_server *now = tc_deploy_master(&g_d);
     assert_true(tc_failover_port_is(&f, rh_tls_port(now) ? rh_tls_port(now) : rh_port(now)));
     rlock_client_free(c);
