@@ -8,6 +8,7 @@
 
 #include "hold_index.h"
 #include "lock.h"
+#include "lock_hold.h"
 
 typedef struct index_entry {
     struct index_entry *next;

@@ -3,9 +3,12 @@
  * dispatch: rlk_lock_ops says what each public call does for a handle (single-key types use the
  * generic rlk_single_* functions, groups their own); rlk_single_ops says how a single-key type
  * attempts, releases, names its channel and joins or leaves a queue. The wait loop, holds,
- * fencing tokens, watchdog registration and lost leases are shared. This header declares
- * lock.c's functions; lock_wait.h, lock_spin.h, lock_lost.h, hold_index.h, release_reply.h,
- * lock_reentrant.h, lock_fair.h and lock_rw.h those of the files they are named after.
+ * fencing tokens, watchdog registration and lost leases are shared. This header declares the
+ * type tables, lock.c's functions and the generic rlk_single_* calls the tables name (lock.c,
+ * lock_acquire.c, lock_release.c, lock_query.c, lock_extend.c); lock_hold.h, lock_release.h,
+ * lock_query.h, lock_extend.h, lock_wait.h, lock_spin.h, lock_lost.h, hold_index.h,
+ * release_reply.h, lock_reentrant.h, lock_fair.h and lock_rw.h those of the files they are named
+ * after.
  */
 #ifndef RLK_LOCK_H
 #define RLK_LOCK_H
@@ -65,8 +68,8 @@ typedef struct rlk_single_ops {
      * returns 1 when the give-up found the waiter granted the lock by a release (a->token set,
      * a->granted_ttl too when the hold must be extended), a negative error when the give-up did
      * not reach Redis (the waiter's entries stay, and a release may still grant it the lock),
-     * else 0. With a->scratch NULL and acquired 0 it only leaves, which lock.c uses to settle a
-     * wait whose give-up failed (RLK_UNSURE_LEAVE). */
+     * else 0. With a->scratch NULL and acquired 0 it only leaves, which lock_release.c uses to
+     * settle a wait whose give-up failed (RLK_UNSURE_LEAVE). */
     int (*wait_begin)(rlk_acq *a);
     int (*wait_end)(rlk_acq *a, int acquired);
     /* Releases one hold of a->owner. Returns 1 fully released, 0 still held (count > 0),
@@ -127,7 +130,7 @@ struct rlk_hold {
     atomic_uchar lost; /* set by the watchdog: the lease ran out while held */
     /* RLK_UNSURE_* flags: a request of this thread whose outcome is unknown (the connection
      * failed before its reply). The thread's next unlock or lock settles it against Redis first
-     * (lock.c). A char beside lost keeps the record at 120 bytes. */
+     * (lock_acquire.c, lock_release.c). A char beside lost keeps the record at 120 bytes. */
     unsigned char unsure;
     uint64_t token;   /* fencing token of the current hold */
     int64_t lease_ms; /* effective lease of the latest acquire (kept on partial release) */
@@ -186,7 +189,7 @@ struct rlk_acq {
     int arm_n;         /* replicas the armed attempt's WAIT asks for (rlk_wait_loop) */
     int64_t ttl_ms;    /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
-     * lease is renewed within a third of it (hold_grant in lock.c). */
+     * lease is renewed within a third of it (hold_grant in lock_acquire.c). */
     int64_t granted_ttl;
     uint64_t token;             /* out of attempt() */
     void *scratch;              /* type-specific */
@@ -199,13 +202,12 @@ rlock *rlk_single_new(rlock_client *c, rlock_kind kind, const char *name, const 
                       const rlk_single_ops *single);
 /* Fills a with the calling thread's identity for l. */
 void rlk_acq_init(rlk_acq *a, rlock *l);
+/* The lock hash field of owner for l: the type's own form (rlk_single_ops.hash_field) or the
+ * owner itself, NUL-terminated in out (RLK_OWNER_MAX bytes); returns its length. */
+size_t rlk_hash_field_of(const rlock *l, const char *owner, size_t owner_len, char *out);
 
-/* The extend of hash-based types (rlk_single_ops.extend): lua/lock_extend.lua on a->field;
- * rlk_hash_extend_read() passes a read owner's timeout-key prefix too. */
-int rlk_hash_extend(rlk_acq *a, int64_t lease_ms);
-int rlk_hash_extend_read(rlk_acq *a, int64_t lease_ms, const rlk_buf *timeout_prefix);
-
-/* Generic implementations for single-key types. */
+/* Generic implementations for single-key types: acquire in lock_acquire.c, unlock in
+ * lock_release.c, the queries, token and destroy in lock_query.c, extend in lock_extend.c. */
 int rlk_single_acquire(rlock *l, int64_t wait_ms, int64_t lease_ms);
 int rlk_single_unlock(rlock *l);
 int rlk_single_is_held(rlock *l);
@@ -220,26 +222,10 @@ void rlk_single_destroy(rlock *l);
 /* Generic queries on the lock hash (reentrant, fair, write): EXISTS name. */
 int rlk_hash_is_locked(rlock *l);
 
-/* The renew class pieces shared by hash-based holds: key = the lock name, field = a->field of
- * the hold's thread; lost() marks the hold lost and calls the client's on_lost once. */
-int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field);
-void rlk_hold_on_lost(rlk_wd_entry *e);
-/* Calls the on_lost callback of l's client (if set) with l's name: the one place it is called. */
-void rlk_notify_lost(const rlock *l);
-
-/* Helpers for lock types. */
-int rlk_reply_int(const redisReply *r, long long *v, const char *what); /* RLOCK_EPROTO if not */
-/* Hold-record access for group implementations: record a grant/release done outside the wait
- * loop (RedLock sends its own pipelined acquires). rlk_hold_get() creates a zeroed record of
- * ops->hold_size bytes. drop_if_empty forgets a record whose count is 0; forget_all every
- * record of a handle that is being destroyed. */
-rlk_hold *rlk_hold_get(rlock *l, uint64_t tid, int create);
 /* In the child of a fork(), forgets the hold records l inherited from the parent (no-op
  * otherwise). rlk_hold_get() and rlk_hold_forget_all() call it; code that walks l->holds itself
  * calls it first. */
 void rlk_handle_refresh(rlock *l);
-void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h);
-void rlk_hold_forget_all(rlock *l);
 
 /* Handle allocation shared by groups: zeroed handle with mutex, ops, no client. */
 rlock *rlk_handle_alloc(const rlk_lock_ops *ops);

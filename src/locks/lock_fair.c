@@ -12,7 +12,9 @@
 
 #include "error.h"
 #include "lock.h"
+#include "lock_extend.h"
 #include "lock_fair.h"
+#include "lock_hold.h"
 #include "lock_wait.h"
 #include "release_reply.h"
 #include "scripts.h"

@@ -12,6 +12,7 @@
 #include "client_fork.h"
 #include "error.h"
 #include "lock_group.h"
+#include "lock_hold.h"
 #include "lock_lost.h"
 #include "lock_multi.h"
 #include "lock_observe.h"

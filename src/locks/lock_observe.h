@@ -1,7 +1,7 @@
 /*
  * What the lock types report to the observation core (base/observe.h): who a report is about,
  * the group flag that keeps a multi-lock's member calls out of the figures, and the end of a
- * hold (released, lost, or forgotten). lock_observe.c; lock.c wraps the acquire and unlock
+ * hold (released, lost, or forgotten). lock_observe.c; lock_api.c wraps the acquire and unlock
  * calls with them.
  */
 #ifndef RLK_LOCK_OBSERVE_H

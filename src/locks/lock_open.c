@@ -1,6 +1,7 @@
 /*
  * rlock_open(): the one place that knows every single-key lock type, so that the generic layer
- * (lock.c) calls no lock type and the lock types depend on it, not the other way round.
+ * (lock.c, lock_acquire.c, lock_release.c ...) calls no lock type and the lock types depend on it,
+ * not the other way round.
  */
 #include <string.h>
 

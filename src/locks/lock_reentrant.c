@@ -9,6 +9,8 @@
 
 #include "error.h"
 #include "lock.h"
+#include "lock_extend.h"
+#include "lock_hold.h"
 #include "lock_reentrant.h"
 #include "lock_spin.h"
 #include "lock_wait.h"
@@ -289,7 +291,8 @@ static int reentrant_wait_end(rlk_acq *a, int acquired)
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
     /* On failure the entry expires after waiter_timeout_ms without heartbeats; until then a
-     * release may grant this thread the lock, which its next lock or unlock settles (lock.c). */
+     * release may grant this thread the lock, which its next lock or unlock settles
+     * (lock_release.c). */
     int granted =
         rlk_script(a->client, RLK_SCRIPT_LOCK_WAITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &rep);
     if (granted == RLOCK_OK) {

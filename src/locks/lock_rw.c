@@ -12,6 +12,9 @@
 #include "client_fork.h"
 #include "error.h"
 #include "lock.h"
+#include "lock_extend.h"
+#include "lock_hold.h"
+#include "lock_query.h"
 #include "lock_rw.h"
 #include "lock_rw_decode.h"
 #include "release_reply.h"
@@ -235,7 +238,7 @@ static int rw_write_wait_end(rlk_acq *a, int acquired)
     rlk_args_init(&args);
     rlk_args_add(&args, a->field, a->field_len);
     /* On failure the entry expires after waiter_timeout_ms without heartbeats, or when the
-     * thread's next lock or unlock leaves again (lock.c). */
+     * thread's next lock or unlock leaves again (lock_release.c). */
     int rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
     if (rc == RLOCK_OK) {
         freeReplyObject(r);
@@ -315,8 +318,8 @@ static int rw_write_release(rlk_acq *a)
     return rc != RLOCK_OK ? rc : rw_release_reply(a->client, r);
 }
 
-/* Watchdog entries of holds use lock.c's describe (key = lock name, field = the read owner, whose
- * timeout keys the read script renews, or the write field) and lost handler. */
+/* Watchdog entries of holds use lock_hold.c's describe (key = lock name, field = the read owner,
+ * whose timeout keys the read script renews, or the write field) and lost handler. */
 static const rlk_renew_class rw_read_renew = {
     .script = RLK_SCRIPT_RW_RENEW_READ,
     .describe = rlk_hold_describe,

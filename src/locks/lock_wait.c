@@ -4,7 +4,8 @@
  * again, until granted, out of time or failed. It also holds the waiter's side of direct grants
  * (a release that grants this waiter the lock, issue 18) and the recovery of a wait whose attempt
  * failed on the connection or whose grant too few replicas acknowledged. The hold that a grant
- * creates is recorded by lock.c, which calls rlk_wait_loop() and knows nothing of its states.
+ * creates is recorded by lock_acquire.c, which calls rlk_wait_loop() and knows nothing of its
+ * states.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -366,7 +367,7 @@ int rlk_wait_loop(rlk_acq *a, int64_t deadline)
         r = wait_granted_late(a, r);
     } else if (left < 0) {
         /* The call reports why its wait ended, not the give-up's failure, which the thread's
-         * next lock or unlock settles (RLK_UNSURE_LEAVE, lock.c). */
+         * next lock or unlock settles (RLK_UNSURE_LEAVE, lock_release.c). */
         a->leave_failed = 1;
         rlk_err_restore(saved);
     }

@@ -15,6 +15,7 @@
 #include "hold_index.h"
 #include "lock.h"
 #include "lock_group.h"
+#include "lock_hold.h"
 #include "lock_lost.h"
 #include "lock_multi.h"
 

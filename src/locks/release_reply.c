@@ -6,6 +6,7 @@
  * meets is logged at WARN, once per client: it is a deployment mistake, not an event per call.
  */
 #include "lock.h"
+#include "lock_query.h"
 #include "release_reply.h"
 
 int rlk_notify_reply_decode(const redisReply *r, long long *v, const char **refused)

@@ -522,7 +522,7 @@ static void sem_drop_pending(rlock_semaphore *sem)
     }
 }
 
-/* Gives back permits that fewer replicas acknowledged than the master has, as lock.c gives
+/* Gives back permits that fewer replicas acknowledged than the master has, as lock_release.c gives
  * back such a grant: a failover to one of them would forget the acquire while the caller used the
  * permits. Best effort, and waiting for no replica (it would fall short the same way). */
 static int sem_undo_unsynced(rlock_semaphore *sem, rlk_sem_req *q, int64_t n,

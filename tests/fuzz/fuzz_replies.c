@@ -22,6 +22,7 @@
 
 #include "client.h"
 #include "lock.h"
+#include "lock_query.h"
 #include "pool.h"
 #include "inspect_decode.h"
 #include "lock_redlock_decode.h"
