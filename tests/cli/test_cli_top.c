@@ -1,7 +1,8 @@
 /*
  * rlock top (issue 31): the built binary (argv[1]) against a real redis-server holding one of
  * each kind of object, with waiters, a name that does not match, and Redisson's auxiliary keys;
- * --once --json field by field, plain --once text, a read-only ACL user, bad input, and q (and
+ * --once --json field by field, plain --once text, rlock_survey() with a read failing mid-pipeline,
+ * a read-only ACL user, bad input, and q (and
  * SIGTERM) ending the live view on a pseudo-terminal with the terminal restored.
  */
 #include <fcntl.h>
@@ -342,6 +343,60 @@ static void test_survey_api(void **state)
     rlock_survey_free(NULL, 0);
 }
 
+/* rlock_survey() when one name's read fails in the middle of a node's pipeline: the inspect
+ * script of "srv:b" meets a fencing counter that is a hash (WRONGTYPE), so that name is left out
+ * and the others are reported; a user whose ACL refuses srv:b's auxiliary keys gets NOPERM for
+ * that one read, and the survey fails with RLOCK_EREDIS naming it. */
+static void test_survey_node_errors(void **state)
+{
+    (void)state;
+    const char *cmds[][5] = {{"HSET", "srv:a", "o:1", "1", NULL},
+                             {"HSET", "srv:b", "o:1", "1", NULL},
+                             {"HSET", "srv:c", "o:1", "1", NULL},
+                             {"HSET", "redisson_lock_token:{srv:b}", "x", "1", NULL}};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        assert_int_equal(rh_cmd_int(g_srv, cmds[i]), 1);
+    }
+    rlock_object_info *v = NULL;
+    size_t n = 0;
+    assert_int_equal(rlock_survey(g_c, "srv:*", &v, &n), RLOCK_OK);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(strcmp(v[i].name, "srv:a") == 0 || strcmp(v[i].name, "srv:c") == 0);
+    }
+    rlock_survey_free(v, n);
+    const char *acl[] = {"ACL",
+                         "SETUSER",
+                         "narrow",
+                         "reset",
+                         "on",
+                         ">narrow-pw",
+                         "+@all",
+                         "~srv:*",
+                         "~redisson_lock_*:{srv:a}",
+                         "~rlock_*:{srv:a}",
+                         "~redisson_lock_*:{srv:c}",
+                         "~rlock_*:{srv:c}",
+                         NULL};
+    char *ok = rh_cmd_str(g_srv, acl);
+    assert_string_equal(ok, "OK");
+    free(ok);
+    rlock_options o;
+    tc_options(&o, g_srv);
+    char url[256];
+    snprintf(url, sizeof(url), "redis://narrow:narrow-pw@127.0.0.1:%d", rh_port(g_srv));
+    o.url = url;
+    rlock_client *c = tc_client(&o);
+    int rc = rlock_survey(c, "srv:*", &v, &n);
+    print_message("narrow user: %d %s\n", rc, rlock_last_error());
+    assert_int_equal(rc, RLOCK_EREDIS);
+    assert_non_null(strstr(rlock_last_error(), "NOPERM"));
+    assert_true(v == NULL && n == 0);
+    rlock_client_free(c);
+    const char *del[] = {"DEL", "srv:a", "srv:b", "srv:c", "redisson_lock_token:{srv:b}", NULL};
+    assert_int_equal(rh_cmd_int(g_srv, del), 4);
+}
+
 /* A user with read commands only (no write command, no EVALSHA: EVALSHA_RO, whose script Redis
  * refuses to let write), plus SCAN, INFO and PUBSUB NUMSUB: top shows the same set. A write
  * (or a writing script) would be refused with NOPERM and make it exit 4. */
@@ -595,5 +650,6 @@ static int teardown(void **state)
 
 TC_MAIN_PATH(ct_bin, "path of rlock", setup, teardown, cmocka_unit_test(test_top_json),
              cmocka_unit_test(test_top_text), cmocka_unit_test(test_survey_api),
-             cmocka_unit_test(test_top_readonly_user), cmocka_unit_test(test_top_lock_user),
-             cmocka_unit_test(test_top_bad_input), cmocka_unit_test(test_top_live_q))
+             cmocka_unit_test(test_survey_node_errors), cmocka_unit_test(test_top_readonly_user),
+             cmocka_unit_test(test_top_lock_user), cmocka_unit_test(test_top_bad_input),
+             cmocka_unit_test(test_top_live_q))

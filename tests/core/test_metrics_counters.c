@@ -4,7 +4,9 @@
  * ran for the client (also an armed attempt, written by the subscriber thread),
  * rlock_reconnects_total after CLIENT KILL of the pooled and the subscriber connection,
  * rlock_pubsub_messages_total against the messages published to a waiter's channel, and
- * rlock_renewals_total ok and failed around a watchdog hold whose key was deleted.
+ * rlock_renewals_total ok and failed around a watchdog hold whose key was deleted, and around a
+ * server paused for longer than a command's timeout (the renewal that times out counts failed,
+ * and the hold survives the pause).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -241,6 +243,38 @@ static void test_renewals(void **state)
     rlock_client_free(c);
 }
 
+/* A watchdog hold (lease 4.5 s, renewed every 1.5 s, retried 500 ms after a failure) while the
+ * server is paused for 1.8 s with a command timeout of 200 ms: a renewal falls due in the pause's
+ * first 1.5 s and times out before it ends, so it counts failed; the renewals after the pause count
+ * ok again, and the hold outlives the pause (its lease ends at least 1.2 s after the first retry
+ * that can succeed): no loss, unlock OK. */
+static void test_renewal_timed_out(void **state)
+{
+    rh_server *s = *state;
+    atomic_store(&g_lost, 0);
+    rlock_client *c = tc_client_tuned(s, 4500, 200, on_lost, NULL);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "mc:renew-paused");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    assert_true(await_counter(c, "rlock_renewals_total", "result=\"ok\"", 1) >= 1);
+    assert_int_equal(rh_pause(s), 0);
+    usleep(1800 * 1000);
+    assert_int_equal(rh_resume(s), 0);
+    assert_true(await_counter(c, "rlock_renewals_total", "result=\"failed\"", 1) >= 1);
+    long long ok = counter(c, "rlock_renewals_total", "result=\"ok\"");
+    assert_true(await_counter(c, "rlock_renewals_total", "result=\"ok\"", ok + 1) > ok);
+    rlk_wd_stats st;
+    rlk_wd_get_stats(c->watchdog, &st);
+    print_message("renewals: %llu ok, %llu failed pipelines, lost %d\n",
+                  (unsigned long long)st.renewed, (unsigned long long)st.failures,
+                  atomic_load(&g_lost));
+    assert_true(st.failures >= 1);
+    assert_int_equal(atomic_load(&g_lost), 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_free(c);
+}
+
 TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_commands_match_server),
         TC_SERVER_TEST(test_commands_in_handoff), TC_SERVER_TEST(test_reconnects_after_kill),
-        TC_SERVER_TEST(test_pubsub_messages), TC_SERVER_TEST(test_renewals))
+        TC_SERVER_TEST(test_pubsub_messages), TC_SERVER_TEST(test_renewals),
+        TC_SERVER_TEST(test_renewal_timed_out))
