@@ -1,0 +1,395 @@
+/*
+ * Loop clients on libuv (include/rlock/libuv.h) against a real redis-server: the argument
+ * checks, a reentrant lock taken and released without a thread started, two loop clients (and a
+ * threaded client) excluding each other with a hand-off by message, cancellation that leaves the
+ * channel, a wait that times out, watchdog renewals on the loop's timer, and a free with pending
+ * operations that completes each once with RLOCK_ECLOSED.
+ */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "loop_uv.h"
+#include "tc_redis.h"
+
+/* One done callback's record: how often it ran and with what, and whether it ran inside the
+ * *_async call that started it (which it must never do). */
+typedef struct done_rec {
+    int calls;
+    int rc;
+    int inside; /* set around each *_async call */
+    int ran_inside;
+    int64_t at_ms;
+} done_rec;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_done(rlock *lock, int rc, void *user_data)
+{
+    (void)lock;
+    done_rec *d = user_data;
+    d->calls++;
+    d->rc = rc;
+    d->ran_inside |= d->inside;
+    d->at_ms = now_ms();
+}
+
+static int threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
+        n += e->d_name[0] != '.';
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+typedef tu_loop tloop;
+
+static int run_until(tloop *l, const int *calls, int want, int64_t ms)
+{
+    return tu_run_until(l, calls, want, ms);
+}
+
+static void run_for(tloop *l, int64_t ms)
+{
+    int never = 0;
+    (void)run_until(l, &never, 1, ms);
+}
+
+static rlock_client *loop_client(tloop *l, rh_server *s, int64_t watchdog_ms)
+{
+    rlock_options o;
+    tc_options(&o, s);
+    if (watchdog_ms > 0) {
+        o.watchdog_timeout_ms = watchdog_ms;
+    }
+    rlock_client *c = NULL;
+    int rc = tu_client_new(l, &o, &c);
+    if (rc != RLOCK_OK) {
+        fail_msg("rlock_libuv_client_new: %s", rlock_last_error());
+    }
+    return c;
+}
+
+static rlock_owner *new_owner(rlock_client *c)
+{
+    rlock_owner *o = NULL;
+    assert_int_equal(rlock_owner_new(c, &o), RLOCK_OK);
+    return o;
+}
+
+static int lock_async(rlock *l, rlock_owner *o, int64_t wait_ms, int64_t lease_ms,
+                      rlock_cancel *cancel, done_rec *d)
+{
+    rlock_lock_args a;
+    rlock_lock_args_init(&a);
+    a.owner = o;
+    a.wait_ms = wait_ms;
+    a.lease_ms = lease_ms;
+    a.cancel = cancel;
+    d->inside = 1;
+    int rc = rlock_lock_async(l, &a, on_done, d);
+    d->inside = 0;
+    return rc;
+}
+
+static int unlock_async(rlock *l, rlock_owner *o, done_rec *d)
+{
+    d->inside = 1;
+    int rc = rlock_unlock_async(l, o, on_done, d);
+    d->inside = 0;
+    return rc;
+}
+
+/* Locks and waits for done on the loop, asserting RLOCK_OK. */
+static void lock_now(tloop *l, rlock *lk, rlock_owner *o, int64_t lease_ms)
+{
+    done_rec d = {0};
+    assert_int_equal(lock_async(lk, o, 0, lease_ms, NULL, &d), RLOCK_OK);
+    assert_true(run_until(l, &d.calls, 1, 5000));
+    assert_int_equal(d.rc, RLOCK_OK);
+    assert_int_equal(d.ran_inside, 0);
+}
+
+static void unlock_now(tloop *l, rlock *lk, rlock_owner *o, int want_rc)
+{
+    done_rec d = {0};
+    assert_int_equal(unlock_async(lk, o, &d), RLOCK_OK);
+    assert_true(run_until(l, &d.calls, 1, 5000));
+    assert_int_equal(d.rc, want_rc);
+}
+
+static long long hold_count(rh_server *s, const char *name, rlock_owner *o)
+{
+    const char *argv[] = {"HGET", name, rlock_owner_id(o), NULL};
+    return rh_cmd_int(s, argv);
+}
+
+/* Bad input is refused with a code, done never runs; blocking calls on a loop client and async
+ * calls on a threaded client are RLOCK_EINVAL. */
+static void test_checks(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_loop empty = {0};
+    rlock_client *bad = NULL;
+    assert_int_equal(rlock_loop_client_new(NULL, &empty, &bad), RLOCK_EINVAL);
+    rlock_options o;
+    tc_options(&o, s);
+    o.url = "redis://localhost:6379";
+    assert_int_equal(tu_client_new(l, &o, &bad), RLOCK_EINVAL);
+    assert_null(bad);
+    rlock_client *c = loop_client(l, s, 0);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-checks");
+    rlock *fair = tc_open(c, RLOCK_FAIR, "loop-checks-fair");
+    rlock_owner *ow = new_owner(c);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lk, NULL, 0, -1, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(lock_async(lk, ow, 0, 0, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(lock_async(fair, ow, 0, -1, NULL, &d), RLOCK_ENOTSUP);
+    assert_int_equal(unlock_async(lk, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(rlock_try_lock(lk, 0, 1000), RLOCK_EINVAL);
+    assert_int_equal(rlock_unlock(lk), RLOCK_EINVAL);
+    assert_int_equal(rlock_is_locked(lk), RLOCK_EINVAL);
+    rlock_cancel *fired = NULL;
+    assert_int_equal(rlock_cancel_new(&fired), RLOCK_OK);
+    rlock_cancel_fire(fired);
+    assert_int_equal(lock_async(lk, ow, 0, -1, fired, &d), RLOCK_ECANCELED);
+    rlock_cancel_free(fired);
+    rlock_options to;
+    tc_options(&to, s);
+    rlock_client *threaded = tc_client(&to);
+    rlock *tl = tc_open(threaded, RLOCK_REENTRANT, "loop-checks");
+    rlock_owner *tow = new_owner(threaded);
+    assert_int_equal(lock_async(tl, tow, 0, -1, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(lock_async(lk, tow, 0, -1, NULL, &d), RLOCK_EINVAL); /* another client's */
+    rlock_owner_free(tow);
+    rlock_free(tl);
+    rlock_client_free(threaded);
+    run_for(l, 50);
+    assert_int_equal(d.calls, 0);
+    rlock_owner_free(ow);
+    rlock_free(fair);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* Lock, re-enter, unlock twice: the hold count on Redis follows; no thread is started. */
+static void test_lock_unlock_no_thread(void **state)
+{
+    rh_server *s = *state;
+    int before = threads_now();
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, s, 0);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-basic");
+    rlock_owner *ow = new_owner(c);
+    lock_now(l, lk, ow, -1);
+    assert_int_equal(hold_count(s, "loop-basic", ow), 1);
+    lock_now(l, lk, ow, -1);
+    assert_int_equal(hold_count(s, "loop-basic", ow), 2);
+    unlock_now(l, lk, ow, RLOCK_OK);
+    assert_int_equal(hold_count(s, "loop-basic", ow), 1);
+    unlock_now(l, lk, ow, RLOCK_OK);
+    const char *exists[] = {"EXISTS", "loop-basic", NULL};
+    assert_int_equal(rh_cmd_int(s, exists), 0);
+    unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
+    assert_int_equal(threads_now(), before);
+    rlock_owner_free(ow);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+    assert_int_equal(threads_now(), before);
+}
+
+/* A loop client waits while another loop client holds, and while a threaded client holds: each
+ * release wakes it by message (the holds' leases are 30 s, so a wake-up by its timer would come
+ * far too late). */
+static void test_handoff(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
+    rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-handoff");
+    rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-handoff");
+    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
+    lock_now(l, la, oa, 30000);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
+    run_for(l, 300);
+    assert_int_equal(d.calls, 0); /* excluded */
+    int64_t t0 = now_ms();
+    unlock_now(l, la, oa, RLOCK_OK);
+    assert_true(run_until(l, &d.calls, 1, 3000));
+    assert_int_equal(d.rc, RLOCK_OK);
+    assert_true(d.at_ms - t0 < 3000);
+    assert_int_equal(hold_count(s, "loop-handoff", ob), 1);
+    unlock_now(l, lb, ob, RLOCK_OK);
+
+    /* A threaded client's hold and release. */
+    rlock_options to;
+    tc_options(&to, s);
+    rlock_client *t = tc_client(&to);
+    rlock *lt = tc_open(t, RLOCK_REENTRANT, "loop-handoff");
+    assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_OK);
+    done_rec e = {0};
+    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, NULL, &e), RLOCK_OK);
+    run_for(l, 300);
+    assert_int_equal(e.calls, 0);
+    t0 = now_ms();
+    assert_int_equal(rlock_unlock(lt), RLOCK_OK);
+    assert_true(run_until(l, &e.calls, 1, 3000));
+    assert_int_equal(e.rc, RLOCK_OK);
+    assert_true(e.at_ms - t0 < 3000);
+    assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_ETIMEDOUT); /* the loop owner holds */
+    unlock_now(l, lb, ob, RLOCK_OK);
+    assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(lt), RLOCK_OK);
+    rlock_free(lt);
+    rlock_client_free(t);
+    rlock_owner_free(oa);
+    rlock_owner_free(ob);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+static void fire_cb(void *tok)
+{
+    rlock_cancel_fire(tok);
+}
+
+/* A cancelled waiter gets RLOCK_ECANCELED and has left the channel; a wait with a bound gets
+ * RLOCK_ETIMEDOUT at its end; the holder keeps the lock throughout. */
+static void test_cancel_and_timeout(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
+    rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-cancel");
+    rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-cancel");
+    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
+    lock_now(l, la, oa, 30000);
+    rlock_cancel *tok = NULL;
+    assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
+    run_for(l, 300); /* the loop sends the SUBSCRIBE */
+    assert_int_equal(tc_numsub(s, "redisson_lock__channel:{loop-cancel}"), 1);
+    tu_after(l, 100, fire_cb, tok);
+    assert_true(run_until(l, &d.calls, 1, 3000));
+    assert_int_equal(d.rc, RLOCK_ECANCELED);
+    run_for(l, 100);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(tc_numsub(s, "redisson_lock__channel:{loop-cancel}"), 0);
+    assert_int_equal(hold_count(s, "loop-cancel", oa), 1);
+    rlock_cancel_free(tok);
+
+    done_rec t = {0};
+    int64_t t0 = now_ms();
+    assert_int_equal(lock_async(lb, ob, 300, -1, NULL, &t), RLOCK_OK);
+    assert_true(run_until(l, &t.calls, 1, 3000));
+    assert_int_equal(t.rc, RLOCK_ETIMEDOUT);
+    assert_true(t.at_ms - t0 >= 290);
+    unlock_now(l, la, oa, RLOCK_OK);
+    rlock_owner_free(oa);
+    rlock_owner_free(ob);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* A watchdog hold outlives several leases: the loop's timer renews it. */
+static void test_watchdog(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, s, 300);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-watchdog");
+    rlock_owner *ow = new_owner(c);
+    lock_now(l, lk, ow, -1);
+    run_for(l, 1200);
+    assert_int_equal(hold_count(s, "loop-watchdog", ow), 1);
+    const char *pttl[] = {"PTTL", "loop-watchdog", NULL};
+    long long left = rh_cmd_int(s, pttl);
+    assert_true(left > 0 && left <= 300);
+    unlock_now(l, lk, ow, RLOCK_OK);
+    rlock_owner_free(ow);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* Freeing a client with waits and a release pending completes each once with RLOCK_ECLOSED,
+ * from the free; nothing runs after it, and the loop ends with every handle closed. */
+static void test_free_pending(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
+    rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-free");
+    rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-free");
+    rlock_owner *oa = new_owner(a), *ob[3] = {new_owner(b), new_owner(b), new_owner(b)};
+    lock_now(l, la, oa, 30000);
+    done_rec d[4] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(lock_async(lb, ob[i], RLOCK_WAIT_FOREVER, -1, NULL, &d[i]), RLOCK_OK);
+    }
+    run_for(l, 300);
+    /* One more whose attempt is still on its way when the client goes. */
+    assert_int_equal(lock_async(lb, ob[0], RLOCK_WAIT_FOREVER, -1, NULL, &d[3]), RLOCK_OK);
+    rlock_client_free(b);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(d[i].calls, 1);
+        assert_int_equal(d[i].rc, RLOCK_ECLOSED);
+    }
+    done_rec u = {0};
+    assert_int_equal(unlock_async(la, oa, &u), RLOCK_OK);
+    rlock_client_free(a);
+    assert_int_equal(u.calls, 1);
+    assert_int_equal(u.rc, RLOCK_ECLOSED);
+    assert_int_equal(lock_async(la, oa, 0, -1, NULL, &u), RLOCK_ECLOSED);
+    run_for(l, 200);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(d[i].calls, 1);
+    }
+    assert_int_equal(u.calls, 1);
+    for (int i = 0; i < 3; i++) {
+        rlock_owner_free(ob[i]);
+    }
+    rlock_owner_free(oa);
+    rlock_free(la);
+    rlock_free(lb);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
+        TC_SERVER_TEST(test_lock_unlock_no_thread), TC_SERVER_TEST(test_handoff),
+        TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
+        TC_SERVER_TEST(test_free_pending))
