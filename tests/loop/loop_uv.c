@@ -3,7 +3,7 @@
  */
 #include <stdlib.h>
 
-#include "loop_uv.h"
+#include "tl_loop.h"
 #include "rlock/libuv.h"
 
 struct tu_loop {

@@ -1,9 +1,9 @@
 /*
- * Loop clients on libuv (include/rlock/libuv.h) against a real redis-server: the argument
- * checks, a reentrant lock taken and released without a thread started, two loop clients (and a
- * threaded client) excluding each other with a hand-off by message, cancellation that leaves the
- * channel, a wait that times out, watchdog renewals on the loop's timer, and a free with pending
- * operations that completes each once with RLOCK_ECLOSED.
+ * Loop clients through an adapter (tl_loop.h: libuv or libevent) against a real redis-server:
+ * the argument checks, a reentrant lock taken and released without a thread started, two loop
+ * clients (and a threaded client) excluding each other with a hand-off by message, cancellation
+ * that leaves the channel, a wait that times out, watchdog renewals on the loop's timer, and a free
+ * with pending operations that completes each once with RLOCK_ECLOSED.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "loop_uv.h"
+#include "tl_loop.h"
 #include "tc_redis.h"
 
 /* One done callback's record: how often it ran and with what, and whether it ran inside the
@@ -82,7 +82,7 @@ static rlock_client *loop_client(tloop *l, rh_server *s, int64_t watchdog_ms)
     rlock_client *c = NULL;
     int rc = tu_client_new(l, &o, &c);
     if (rc != RLOCK_OK) {
-        fail_msg("rlock_libuv_client_new: %s", rlock_last_error());
+        fail_msg("the adapter's client: %s", rlock_last_error());
     }
     return c;
 }
