@@ -7,6 +7,8 @@
  *   rlock_client  One per Redis deployment, long-lived, thread-safe. It owns a connection pool,
  *                 the Lua script registry, one pub/sub subscriber connection and one watchdog
  *                 thread that renews leases. Create few of them; share one across threads.
+ *                 A loop client (rlock_async.h) is driven by the caller's event loop instead
+ *                 and starts no thread; the blocking calls below refuse it with RLOCK_EINVAL.
  *   rlock         One lock handle. Every lock type (reentrant, fair, read, write, multi, RedLock)
  *                 is an rlock with the same operations, so a program can pick the type per
  *                 resource. A handle may be used by many threads at once.

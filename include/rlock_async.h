@@ -76,15 +76,15 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * RLOCK_EREDIS. Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or
  * done, no owner, an owner of another client, a threaded client, bad durations, args->on_lost
  * set: not served yet), RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the
- * token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM. The lock handle and the owner must stay
- * open until done ran. */
+ * token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made). The
+ * lock handle and the owner must stay open until done ran. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 
 /* Releases one hold of owner's (required) on lock. done gets RLOCK_OK (released, fully or one
  * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ECLOSED, RLOCK_ECONN or
  * RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP,
- * RLOCK_ECLOSED, RLOCK_ENOMEM) and done never runs. */
+ * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
 
