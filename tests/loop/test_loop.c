@@ -389,7 +389,66 @@ static void test_free_pending(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* A token fired right after the call, while its attempt is on its way: done reports what Redis
+ * did, OK with the lock held or RLOCK_ECANCELED with nothing held (never a hold unreported). */
+static void test_cancel_races_grant(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, s, 0);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-race");
+    rlock_owner *ow = new_owner(c);
+    rlock_cancel *tok = NULL;
+    assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lk, ow, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
+    rlock_cancel_fire(tok);
+    assert_true(run_until(l, &d.calls, 1, 3000));
+    run_for(l, 50);
+    assert_int_equal(d.calls, 1);
+    assert_true(d.rc == RLOCK_OK || d.rc == RLOCK_ECANCELED);
+    assert_int_equal(hold_count(s, "loop-race", ow), d.rc == RLOCK_OK ? 1 : 0);
+    if (d.rc == RLOCK_OK) {
+        unlock_now(l, lk, ow, RLOCK_OK);
+    }
+    rlock_cancel_free(tok);
+    rlock_owner_free(ow);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* A request in flight when the server dies completes once with RLOCK_ECONN; after a restart on
+ * the same port the client dials again and works. */
+static void test_restart(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, s, 0);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-restart");
+    rlock_owner *ow = new_owner(c);
+    lock_now(l, lk, ow, 30000);
+    assert_int_equal(rh_stop(s), 0);
+    done_rec d = {0};
+    assert_int_equal(unlock_async(lk, ow, &d), RLOCK_OK);
+    assert_true(run_until(l, &d.calls, 1, 3000));
+    assert_int_equal(d.rc, RLOCK_ECONN);
+    assert_int_equal(rh_restart(s), 0);
+    lock_now(l, lk, ow, 30000); /* the data set is empty after the restart */
+    assert_int_equal(hold_count(s, "loop-restart", ow), 1);
+    unlock_now(l, lk, ow, RLOCK_OK);
+    run_for(l, 50);
+    assert_int_equal(d.calls, 1);
+    rlock_owner_free(ow);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
         TC_SERVER_TEST(test_lock_unlock_no_thread), TC_SERVER_TEST(test_handoff),
         TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
-        TC_SERVER_TEST(test_free_pending))
+        TC_SERVER_TEST(test_free_pending), TC_SERVER_TEST(test_cancel_races_grant),
+        TC_SERVER_TEST(test_restart))
