@@ -140,7 +140,11 @@ static int loop_sub_ensure(rlk_loop_client *lc)
     if (lc->sub != NULL) {
         return RLOCK_OK;
     }
-    rlk_lconn_cbs cbs = {.push = loop_on_push, .down = loop_sub_down, .arg = lc};
+    rlk_lconn_cbs cbs = {.push = loop_on_push,
+                         .down = loop_sub_down,
+                         .arg = lc,
+                         .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
+                         .command_timeout_ms = lc->c->opts.command_timeout_ms};
     int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->sub);
     for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
         r = ch->wanted ? loop_chan_send(lc, ch, "SUBSCRIBE") : RLOCK_OK;
@@ -213,7 +217,10 @@ int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out)
 {
     int r = RLOCK_OK;
     if (lc->data == NULL) {
-        rlk_lconn_cbs cbs = {.down = loop_data_down, .arg = lc};
+        rlk_lconn_cbs cbs = {.down = loop_data_down,
+                             .arg = lc,
+                             .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
+                             .command_timeout_ms = lc->c->opts.command_timeout_ms};
         r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->data);
     }
     int wanted = 0;

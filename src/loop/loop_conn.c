@@ -21,6 +21,7 @@ typedef struct lconn_req {
     struct lconn_req *next;
     rlk_lconn_reply_fn fn;
     void *arg;
+    int64_t due; /* monotonic ms by which its reply must have come */
 } lconn_req;
 
 enum { LCONN_DIALLING, LCONN_UP, LCONN_BROKEN };
@@ -36,8 +37,10 @@ struct rlk_lconn {
     char *obuf; /* obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
     lconn_req *head, *tail;
-    int depth;       /* callbacks of this connection running now */
-    int free_wanted; /* rlk_lconn_free() was called inside one of them */
+    void *timer;      /* the dial's, then the oldest request's time-out */
+    int64_t dial_due; /* monotonic ms */
+    int depth;        /* callbacks of this connection running now */
+    int free_wanted;  /* rlk_lconn_free() was called inside one of them */
 };
 
 static void lconn_watch(rlk_lconn *c)
@@ -52,6 +55,26 @@ static void lconn_watch(rlk_lconn *c)
         c->events = ev;
         (void)c->loop->io_set(c->io, ev);
     }
+}
+
+/* Starts the timer for the dial or the oldest request in flight (none: stopped). */
+static void lconn_arm(rlk_lconn *c)
+{
+    int64_t due = INT64_MAX;
+    if (c->state == LCONN_DIALLING) {
+        due = c->dial_due;
+    } else if (c->state == LCONN_UP && c->head != NULL) {
+        due = c->head->due;
+    }
+    if (c->timer == NULL) {
+        return;
+    }
+    if (due == INT64_MAX) {
+        c->loop->timer_stop(c->timer);
+        return;
+    }
+    int64_t left = due - rlk_now_ms();
+    (void)c->loop->timer_start(c->timer, left < 0 ? 0 : left);
 }
 
 /* Fails every request in flight with err, oldest first. */
@@ -74,6 +97,9 @@ static void lconn_release(rlk_lconn *c)
 {
     if (c->io != NULL) {
         c->loop->io_free(c->io);
+    }
+    if (c->timer != NULL) {
+        c->loop->timer_free(c->timer);
     }
     if (c->fd >= 0) {
         close(c->fd);
@@ -215,6 +241,32 @@ static void lconn_connected(rlk_lconn *c)
     c->state = LCONN_UP;
 }
 
+/* The end of one of the connection's loop callbacks: the free asked for inside it, or the
+ * watched events and the timer brought up to date. */
+static void lconn_end_callback(rlk_lconn *c)
+{
+    c->depth--;
+    if (c->free_wanted && c->depth == 0) {
+        lconn_release(c);
+        return;
+    }
+    lconn_watch(c);
+    lconn_arm(c);
+}
+
+static void lconn_on_timer(void *arg)
+{
+    rlk_lconn *c = arg;
+    c->depth++;
+    int64_t now = rlk_now_ms();
+    if (c->state == LCONN_DIALLING && now >= c->dial_due) {
+        lconn_break(c, rlk_err(RLOCK_ECONN, "no connection to Redis within connect_timeout_ms"));
+    } else if (c->state == LCONN_UP && c->head != NULL && now >= c->head->due) {
+        lconn_break(c, rlk_err(RLOCK_ECONN, "no reply from Redis within command_timeout_ms"));
+    }
+    lconn_end_callback(c);
+}
+
 static void lconn_on_io(void *arg, int events)
 {
     rlk_lconn *c = arg;
@@ -228,12 +280,7 @@ static void lconn_on_io(void *arg, int events)
     if (c->state == LCONN_UP && !c->free_wanted && (events & RLOCK_LOOP_READ)) {
         lconn_read(c);
     }
-    c->depth--;
-    if (c->free_wanted && c->depth == 0) {
-        lconn_release(c);
-        return;
-    }
-    lconn_watch(c);
+    lconn_end_callback(c);
 }
 
 int rlk_lconn_send(rlk_lconn *c, const char *buf, size_t len, rlk_lconn_reply_fn fn, void *arg)
@@ -253,10 +300,15 @@ int rlk_lconn_send(rlk_lconn *c, const char *buf, size_t len, rlk_lconn_reply_fn
     if (q != NULL) {
         q->fn = fn;
         q->arg = arg;
+        q->due = rlk_add_sat(rlk_now_ms(), c->cbs.command_timeout_ms > 0 ? c->cbs.command_timeout_ms
+                                                                         : RLOCK_MAX_DURATION_MS);
         *(c->tail != NULL ? &c->tail->next : &c->head) = q;
         c->tail = q;
     }
     lconn_watch(c);
+    if (c->depth == 0 && q != NULL && c->head == q) {
+        lconn_arm(c);
+    }
     return RLOCK_OK;
 }
 
@@ -370,6 +422,11 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
     if (r == RLOCK_OK && (c->io = loop->io_new(loop->loop_data, c->fd, lconn_on_io, c)) == NULL) {
         r = rlk_err(RLOCK_ENOMEM, "the loop could not watch a socket");
     }
+    if (r == RLOCK_OK && (c->timer = loop->timer_new(loop->loop_data, lconn_on_timer, c)) == NULL) {
+        r = rlk_err(RLOCK_ENOMEM, "the loop gave no timer");
+    }
+    c->dial_due = rlk_add_sat(rlk_now_ms(), cbs->connect_timeout_ms > 0 ? cbs->connect_timeout_ms
+                                                                        : RLOCK_MAX_DURATION_MS);
     r = r ? r : lconn_setup(c, url);
     if (r != RLOCK_OK) {
         lconn_fail_all(c, r); /* setup requests only: no caller's callback runs */
@@ -377,6 +434,7 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
         return r;
     }
     lconn_watch(c);
+    lconn_arm(c);
     *out = c;
     return RLOCK_OK;
 }

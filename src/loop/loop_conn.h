@@ -27,6 +27,10 @@ typedef struct rlk_lconn_cbs {
     rlk_lconn_push_fn push; /* NULL: not a pub/sub connection */
     rlk_lconn_down_fn down;
     void *arg;
+    /* Bounds that break the connection with RLOCK_ECONN: the dial (and AUTH/SELECT), and the
+     * wait for each reply from when its request was queued. */
+    int64_t connect_timeout_ms;
+    int64_t command_timeout_ms;
 } rlk_lconn_cbs;
 
 /* Starts dialling url's host (a numeric address) on loop. RLOCK_OK and *out; RLOCK_EINVAL for a

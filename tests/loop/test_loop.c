@@ -447,8 +447,43 @@ static void test_restart(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* A server that stops answering (SIGSTOP): a request in flight completes with RLOCK_ECONN once
+ * command_timeout_ms passed, not never; after SIGCONT the client dials again and works. */
+static void test_stalled_server(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_options o;
+    tc_options(&o, s);
+    o.command_timeout_ms = 300;
+    rlock_client *c = NULL;
+    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-stalled");
+    rlock *other = tc_open(c, RLOCK_REENTRANT, "loop-stalled-2");
+    rlock_owner *ow = new_owner(c);
+    lock_now(l, lk, ow, 30000);
+    assert_int_equal(rh_pause(s), 0);
+    done_rec d = {0};
+    int64_t t0 = now_ms();
+    assert_int_equal(unlock_async(lk, ow, &d), RLOCK_OK);
+    int got = run_until(l, &d.calls, 1, 3000);
+    assert_int_equal(rh_resume(s), 0);
+    assert_true(got);
+    assert_int_equal(d.rc, RLOCK_ECONN);
+    assert_true(d.at_ms - t0 >= 250);
+    lock_now(l, other, ow, 30000);
+    unlock_now(l, other, ow, RLOCK_OK);
+    assert_int_equal(d.calls, 1);
+    rlock_owner_free(ow);
+    rlock_free(other);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
         TC_SERVER_TEST(test_lock_unlock_no_thread), TC_SERVER_TEST(test_handoff),
         TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
         TC_SERVER_TEST(test_free_pending), TC_SERVER_TEST(test_cancel_races_grant),
-        TC_SERVER_TEST(test_restart))
+        TC_SERVER_TEST(test_restart), TC_SERVER_TEST(test_stalled_server))
