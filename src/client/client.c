@@ -297,6 +297,7 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
     if (out == NULL) {
         return rlk_err(RLOCK_EINVAL, "out must not be NULL");
     }
+    *out = NULL;
     rlock_client *c = NULL;
     int r = rlk_client_alloc(opts, &c);
     if (r != RLOCK_OK || c == NULL) {
