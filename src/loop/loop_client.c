@@ -375,6 +375,7 @@ static void loop_client_stop(rlock_client *c)
     while (lc->holds != NULL) {
         rlk_loop_hold *h = lc->holds;
         lc->holds = h->next;
+        rlk_obs_forget(c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name); /* renewed no more */
         free(h->name);
         free(h);
     }

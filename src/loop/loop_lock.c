@@ -23,13 +23,20 @@ typedef struct lop {
     void *user_data;
     int64_t deadline; /* monotonic ms, INT64_MAX: none */
     void *timer;
-    int inflight; /* an attempt is on its way */
+    int inflight;     /* an attempt is on its way */
+    rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
 } lop;
 
 /* Ends op: off every list, its timer freed, then done (which may start other operations or
  * free the handle: op is gone by then). */
 static void lop_complete(lop *op, int rc)
 {
+    rlk_loop_hold *h = NULL;
+    if (rc == RLOCK_OK) {
+        h = rlk_loop_hold_get(op->base.lc, op->lock->name, op->lock->name_len, op->a.tid, 0);
+    }
+    (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->lock->name, op->a.owner, rc,
+                              h != NULL ? h->token : 0, h != NULL ? h->count : 0);
     rlk_loop_op_remove(&op->base);
     op->base.lc->loop.timer_free(op->timer);
     rlock *lock = op->lock;
@@ -110,7 +117,9 @@ static int lop_granted(lop *op)
     if (h == NULL) {
         return rlk_err(RLOCK_ENOMEM, "lock '%s': out of memory recording a hold", op->lock->name);
     }
-    h->count++;
+    if (h->count++ == 0) {
+        h->obs_t0 = rlk_obs_now_ns();
+    }
     h->lease_ms = op->a.lease_ms;
     memcpy(h->field, op->a.field, op->a.field_len + 1);
     h->field_len = op->a.field_len;
@@ -223,6 +232,10 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     if (r == RLOCK_OK && (r = lop_attempt(op)) != RLOCK_OK) {
         rlk_loop_op_remove(&op->base);
     }
+    if (r == RLOCK_OK) {
+        rlk_obs_acquire_begin(lock->client, &op->obs, rlk_obs_kind_of(RLOCK_REENTRANT), lock->name,
+                              op->a.owner);
+    }
     if (r != RLOCK_OK) {
         if (op->timer != NULL) {
             lc->loop.timer_free(op->timer);
@@ -238,6 +251,7 @@ typedef struct lop_unlock {
     rlk_loop_client *lc;
     rlock *lock;
     uint64_t tid;
+    char owner[RLK_OWNER_MAX];
     rlock_done_fn done;
     void *user_data;
 } lop_unlock;
@@ -255,7 +269,12 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     }
     if (r != RLOCK_ECLOSED) { /* after the free the records are gone */
         rlk_loop_hold *h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
-        if (h != NULL && (r == RLOCK_ENOTOWNER || (r == RLOCK_OK && (v == 1 || --h->count <= 0)))) {
+        int full = h != NULL && r == RLOCK_OK && (v == 1 || --h->count <= 0);
+        if (full) {
+            rlk_obs_release(u->lock->client, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, u->owner,
+                            h->obs_t0, h->token);
+        }
+        if (h != NULL && (r == RLOCK_ENOTOWNER || full)) {
             rlk_loop_hold_drop(u->lc, h);
         }
     }
@@ -329,6 +348,7 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
     rlk_call_enter(tid, NULL, &saved);
     rlk_acq_init(&a, lock);
     rlk_call_leave(&saved);
+    memcpy(u->owner, a.owner, a.owner_len + 1);
     rlk_loop_hold *h = rlk_loop_hold_get(lc, lock->name, lock->name_len, tid, 0);
     r = lop_unlock_send(u, &a, h != NULL ? h->lease_ms : lock->client->opts.watchdog_timeout_ms);
     if (r != RLOCK_OK) {

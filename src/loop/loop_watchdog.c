@@ -97,6 +97,8 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
         next = h->next;
         if (h->count == 0) {
             rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
+            rlk_obs_lost(lc->c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, h->field, h->obs_t0,
+                         h->token);
             rlk_loop_hold_drop(lc, h);
         }
     }

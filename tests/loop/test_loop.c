@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "tl_loop.h"
+#include "tc_metric.h"
 #include "tc_redis.h"
 
 /* One done callback's record: how often it ran and with what, and whether it ran inside the
@@ -213,6 +214,10 @@ static void test_lock_unlock_no_thread(void **state)
     assert_int_equal(rh_cmd_int(s, exists), 0);
     unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
     assert_int_equal(threads_now(), before);
+    /* The observation core counted both acquire calls, one hold, now released. */
+    assert_int_equal(tc_metric(c, "rlock_acquire_total", "kind=\"reentrant\"", "result=\"ok\""), 2);
+    assert_int_equal(tc_metric(c, "rlock_holds", "kind=\"reentrant\"", NULL), 0);
+    assert_int_equal(tc_metric(c, "rlock_waiters", "kind=\"reentrant\"", NULL), 0);
     rlock_owner_free(ow);
     rlock_free(lk);
     rlock_client_free(c);
@@ -313,6 +318,10 @@ static void test_cancel_and_timeout(void **state)
     assert_true(run_until(l, &t.calls, 1, 3000));
     assert_int_equal(t.rc, RLOCK_ETIMEDOUT);
     assert_true(t.at_ms - t0 >= 290);
+    assert_int_equal(
+        tc_metric(b, "rlock_acquire_total", "kind=\"reentrant\"", "result=\"canceled\""), 1);
+    assert_int_equal(
+        tc_metric(b, "rlock_acquire_total", "kind=\"reentrant\"", "result=\"timeout\""), 1);
     unlock_now(l, la, oa, RLOCK_OK);
     rlock_owner_free(oa);
     rlock_owner_free(ob);
@@ -323,7 +332,8 @@ static void test_cancel_and_timeout(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
-/* A watchdog hold outlives several leases: the loop's timer renews it. */
+/* A watchdog hold outlives several leases: the loop's timer renews it; a hold whose key was
+ * deleted is reported lost. */
 static void test_watchdog(void **state)
 {
     rh_server *s = *state;
@@ -339,6 +349,14 @@ static void test_watchdog(void **state)
     long long left = rh_cmd_int(s, pttl);
     assert_true(left > 0 && left <= 300);
     unlock_now(l, lk, ow, RLOCK_OK);
+    /* A hold whose key vanishes is found lost by the next renewal, counted and forgotten. */
+    lock_now(l, lk, ow, -1);
+    const char *del[] = {"DEL", "loop-watchdog", NULL};
+    assert_int_equal(rh_cmd_int(s, del), 1);
+    run_for(l, 400);
+    assert_int_equal(tc_metric(c, "rlock_lost_total", "kind=\"reentrant\"", NULL), 1);
+    assert_int_equal(tc_metric(c, "rlock_holds", "kind=\"reentrant\"", NULL), 0);
+    unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
     rlock_owner_free(ow);
     rlock_free(lk);
     rlock_client_free(c);
