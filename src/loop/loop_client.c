@@ -375,7 +375,9 @@ static void loop_client_stop(rlock_client *c)
     while (lc->holds != NULL) {
         rlk_loop_hold *h = lc->holds;
         lc->holds = h->next;
-        rlk_obs_forget(c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name); /* renewed no more */
+        if (!h->lost) { /* renewed no more; a lost one was counted when it was found */
+            rlk_obs_forget(c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name);
+        }
         free(h->name);
         free(h);
     }

@@ -49,6 +49,7 @@ typedef struct rlk_loop_hold {
     int64_t lease_ms; /* the latest acquire's lease (a release keeps it for the holds left) */
     int64_t obs_t0;   /* when the hold began (rlk_obs_now_ns()), for its end's report */
     int watchdog;     /* renewed by the loop's watchdog */
+    int lost;         /* 1: found gone by a renewal (reported); the next release says ELOST */
     int64_t due_ms;   /* its next renewal (monotonic ms) */
     char field[RLK_OWNER_MAX];
     size_t field_len;

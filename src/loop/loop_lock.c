@@ -117,6 +117,13 @@ static int lop_granted(lop *op)
     if (h == NULL) {
         return rlk_err(RLOCK_ENOMEM, "lock '%s': out of memory recording a hold", op->lock->name);
     }
+    if (h->lost) { /* a new hold after a lost one */
+        *h = (rlk_loop_hold){.prev = h->prev,
+                             .next = h->next,
+                             .name = h->name,
+                             .name_len = h->name_len,
+                             .tid = h->tid};
+    }
     if (h->count++ == 0) {
         h->obs_t0 = rlk_obs_now_ns();
     }
@@ -264,17 +271,22 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     if (r == RLOCK_OK) {
         r = rlk_notify_reply(u->lock->client, rep, &v, "lock_release");
     }
-    if (r == RLOCK_OK && v < 0) {
-        r = rlk_err(RLOCK_ENOTOWNER, "lock '%s': the owner holds nothing", u->lock->name);
-    }
+    rlk_loop_hold *h = NULL;
     if (r != RLOCK_ECLOSED) { /* after the free the records are gone */
-        rlk_loop_hold *h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
-        int full = h != NULL && r == RLOCK_OK && (v == 1 || --h->count <= 0);
+        h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
+    }
+    if (r == RLOCK_OK && v < 0) {
+        r = h != NULL && h->lost
+                ? rlk_err(RLOCK_ELOST, "lock '%s': the hold was lost while held", u->lock->name)
+                : rlk_err(RLOCK_ENOTOWNER, "lock '%s': the owner holds nothing", u->lock->name);
+    }
+    if (h != NULL) {
+        int full = r == RLOCK_OK && (v == 1 || --h->count <= 0);
         if (full) {
             rlk_obs_release(u->lock->client, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, u->owner,
                             h->obs_t0, h->token);
         }
-        if (h != NULL && (r == RLOCK_ENOTOWNER || full)) {
+        if (r == RLOCK_ENOTOWNER || r == RLOCK_ELOST || full) {
             rlk_loop_hold_drop(u->lc, h);
         }
     }

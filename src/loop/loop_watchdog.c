@@ -76,8 +76,10 @@ static void wd_batch_free(wd_batch *b)
     free(b);
 }
 
-/* renew_hash.lua's reply: 0 for a hold whose owner no longer holds the lock, which is lost. The
- * lost holds are marked first and dropped in one walk afterwards. */
+/* renew_hash.lua's reply: 0 for a hold whose owner no longer holds the lock, which is lost: it
+ * is renewed no more and reported once; its record stays for the owner's release, which then
+ * answers RLOCK_ELOST (as rlock_unlock() does). The user's callback runs after the batch is
+ * freed, from a walk of the records. */
 static void wd_on_reply(void *arg, redisReply *rep, int err)
 {
     wd_batch *b = arg;
@@ -85,21 +87,25 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
     if (err == RLOCK_OK && rep->type == REDIS_REPLY_ARRAY && (int)rep->elements == b->n) {
         for (int i = 0; i < b->n; i++) {
             rlk_loop_hold *h = rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, 0);
-            if (h != NULL && rep->element[i]->type == REDIS_REPLY_INTEGER &&
+            if (h != NULL && !h->lost && rep->element[i]->type == REDIS_REPLY_INTEGER &&
                 rep->element[i]->integer == 0) {
-                h->count = 0;
+                h->lost = 2; /* found now: reported below */
             }
         }
     }
     wd_batch_free(b);
-    rlk_loop_hold *next = NULL;
-    for (rlk_loop_hold *h = lc->holds; h != NULL; h = next) {
-        next = h->next;
-        if (h->count == 0) {
-            rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
-            rlk_obs_lost(lc->c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, h->field, h->obs_t0,
-                         h->token);
-            rlk_loop_hold_drop(lc, h);
+    const rlock_options *o = &lc->c->opts;
+    for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
+        if (h->lost != 2) {
+            continue;
+        }
+        h->lost = 1;
+        h->watchdog = 0;
+        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
+        rlk_obs_lost(lc->c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, h->field, h->obs_t0,
+                     h->token);
+        if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
+            o->on_lost(h->name, o->user_data);
         }
     }
 }

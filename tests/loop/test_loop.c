@@ -332,14 +332,27 @@ static void test_cancel_and_timeout(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+static void count_lost(const char *name, void *user_data)
+{
+    assert_string_equal(name, "loop-watchdog");
+    (*(int *)user_data)++;
+}
+
 /* A watchdog hold outlives several leases: the loop's timer renews it; a hold whose key was
- * deleted is reported lost. */
+ * deleted is reported lost, to the figures and to the client's on_lost, once. */
 static void test_watchdog(void **state)
 {
     rh_server *s = *state;
     tloop *l = tu_loop_new();
     assert_non_null(l);
-    rlock_client *c = loop_client(l, s, 300);
+    rlock_options o;
+    tc_options(&o, s);
+    o.watchdog_timeout_ms = 300;
+    int lost = 0;
+    o.on_lost = count_lost;
+    o.user_data = &lost;
+    rlock_client *c = NULL;
+    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-watchdog");
     rlock_owner *ow = new_owner(c);
     lock_now(l, lk, ow, -1);
@@ -355,7 +368,9 @@ static void test_watchdog(void **state)
     assert_int_equal(rh_cmd_int(s, del), 1);
     run_for(l, 400);
     assert_int_equal(tc_metric(c, "rlock_lost_total", "kind=\"reentrant\"", NULL), 1);
+    assert_int_equal(lost, 1);
     assert_int_equal(tc_metric(c, "rlock_holds", "kind=\"reentrant\"", NULL), 0);
+    unlock_now(l, lk, ow, RLOCK_ELOST);
     unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
     rlock_owner_free(ow);
     rlock_free(lk);
