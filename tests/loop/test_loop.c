@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -515,8 +517,42 @@ static void test_stalled_server(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* A loop client inherited by a child of fork() is closed there: its loop is the parent's, and
+ * using it must not start a threaded client's threads. */
+static void test_fork_child(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, s, 0);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-fork");
+    rlock_owner *ow = new_owner(c);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int before = threads_now();
+        rlock *h = rlock_open(c, RLOCK_REENTRANT, "loop-fork");
+        rlock_lock_args a;
+        rlock_lock_args_init(&a);
+        a.owner = ow;
+        done_rec d = {0};
+        int rc = rlock_lock_async(lk, &a, on_done, &d);
+        _exit(h == NULL && rc == RLOCK_ECLOSED && threads_now() == before ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    lock_now(l, lk, ow, -1); /* the parent's client is untouched */
+    unlock_now(l, lk, ow, RLOCK_OK);
+    rlock_owner_free(ow);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
         TC_SERVER_TEST(test_lock_unlock_no_thread), TC_SERVER_TEST(test_handoff),
         TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
         TC_SERVER_TEST(test_free_pending), TC_SERVER_TEST(test_cancel_races_grant),
-        TC_SERVER_TEST(test_restart), TC_SERVER_TEST(test_stalled_server))
+        TC_SERVER_TEST(test_restart), TC_SERVER_TEST(test_stalled_server),
+        TC_SERVER_TEST(test_fork_child))
