@@ -107,6 +107,7 @@ static void loop_on_push(void *arg, redisReply *rep)
         return;
     }
     if (strcmp(kind, "subscribe") == 0) {
+        lc->sub_backoff_ms = 0;
         ch->seen++;
         if (ch->wanted && ch->seen == ch->sent) {
             loop_chan_wake(ch, RLK_LOOP_SUBSCRIBED);
@@ -122,16 +123,45 @@ static void loop_on_push(void *arg, redisReply *rep)
 /* The pub/sub connection broke: its subscriptions are gone. The waiters keep their timers, and
  * the next request on the data connection dials it again and resubscribes (loop_sub_ensure), so
  * a server that stays down is dialled at the waiters' pace, not in a loop. */
+/* Starts the redial timer with the next back-off: 50 ms, doubling up to 2 s. */
+static void loop_sub_retry(rlk_loop_client *lc)
+{
+    int64_t d = lc->sub_backoff_ms;
+    d = d < 50 ? 50 : d * 2 > 2000 ? 2000 : d * 2;
+    lc->sub_backoff_ms = d;
+    (void)lc->loop.timer_start(lc->sub_timer, d);
+}
+
 static void loop_sub_down(void *arg, int err)
 {
     rlk_loop_client *lc = arg;
     rlk_lconn_free(lc->sub, err);
     lc->sub = NULL;
     rlk_loop_chan *next = NULL;
+    int wanted = 0;
     for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = next) {
         next = ch->next;
         ch->sent = ch->seen = ch->usent = ch->useen = 0;
+        wanted |= ch->wanted;
         loop_chan_drop_if_idle(lc, ch);
+    }
+    if (wanted) {
+        loop_sub_retry(lc);
+    }
+}
+
+static int loop_sub_ensure(rlk_loop_client *lc);
+
+/* The redial timer: the waiters wake on the new subscriptions' confirmations and attempt. */
+static void loop_on_sub_timer(void *arg)
+{
+    rlk_loop_client *lc = arg;
+    int wanted = 0;
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        wanted |= ch->wanted;
+    }
+    if (wanted && lc->sub == NULL && loop_sub_ensure(lc) != RLOCK_OK) {
+        loop_sub_retry(lc);
     }
 }
 
@@ -384,6 +414,7 @@ static void loop_client_stop(rlock_client *c)
     if (lc->wd_timer != NULL) {
         lc->loop.timer_free(lc->wd_timer);
     }
+    lc->loop.timer_free(lc->sub_timer);
     lc->loop.io_free(lc->pipe_io);
     close(lc->pipe_r);
     close(lc->pipe_w);
@@ -427,9 +458,14 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
     lc->pipe_r = fds[0];
     lc->pipe_w = fds[1];
     lc->pipe_io = loop->io_new(loop->loop_data, fds[0], loop_on_pipe, lc);
-    if (lc->pipe_io == NULL || loop->io_set(lc->pipe_io, RLOCK_LOOP_READ) != 0) {
+    lc->sub_timer = loop->timer_new(loop->loop_data, loop_on_sub_timer, lc);
+    if (lc->pipe_io == NULL || lc->sub_timer == NULL ||
+        loop->io_set(lc->pipe_io, RLOCK_LOOP_READ) != 0) {
         if (lc->pipe_io != NULL) {
             loop->io_free(lc->pipe_io);
+        }
+        if (lc->sub_timer != NULL) {
+            loop->timer_free(lc->sub_timer);
         }
         close(fds[0]);
         close(fds[1]);

@@ -517,6 +517,41 @@ static void test_stalled_server(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* The pub/sub connection killed under a waiter: the client redials and resubscribes, so the
+ * next release still wakes the waiter by message (the holder's lease is 30 s). */
+static void test_sub_reconnect(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
+    rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-resub");
+    rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-resub");
+    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
+    lock_now(l, la, oa, 30000);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
+    run_for(l, 300);
+    const char *kill[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
+    assert_int_equal(rh_cmd_int(s, kill), 1);
+    run_for(l, 500);
+    assert_int_equal(tc_numsub(s, "redisson_lock__channel:{loop-resub}"), 1);
+    assert_int_equal(d.calls, 0);
+    int64_t t0 = now_ms();
+    unlock_now(l, la, oa, RLOCK_OK);
+    assert_true(run_until(l, &d.calls, 1, 3000));
+    assert_int_equal(d.rc, RLOCK_OK);
+    assert_true(d.at_ms - t0 < 3000);
+    unlock_now(l, lb, ob, RLOCK_OK);
+    rlock_owner_free(oa);
+    rlock_owner_free(ob);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* A loop client inherited by a child of fork() is closed there: its loop is the parent's, and
  * using it must not start a threaded client's threads. */
 static void test_fork_child(void **state)
@@ -555,4 +590,4 @@ TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
         TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
         TC_SERVER_TEST(test_free_pending), TC_SERVER_TEST(test_cancel_races_grant),
         TC_SERVER_TEST(test_restart), TC_SERVER_TEST(test_stalled_server),
-        TC_SERVER_TEST(test_fork_child))
+        TC_SERVER_TEST(test_fork_child), TC_SERVER_TEST(test_sub_reconnect))
