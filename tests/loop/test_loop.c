@@ -552,6 +552,125 @@ static void test_sub_reconnect(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* ---- stress: owners of two loop clients take and release three names in turns ---------- */
+
+#define ST_CLIENTS 2
+#define ST_OWNERS  10 /* per client */
+#define ST_NAMES   3
+#define ST_ROUNDS  50
+
+typedef struct st_owner st_owner;
+typedef struct st_run {
+    tloop *l;
+    rlock *locks[ST_CLIENTS][ST_NAMES];
+    int holder[ST_NAMES]; /* the independent checker: who holds each name now (-1: nobody) */
+    int overlaps, errors, finished, grants;
+} st_run;
+
+struct st_owner {
+    st_run *run;
+    int id, client, name, round;
+    rlock_owner *owner;
+    int in_lock, in_unlock; /* a done of that kind is due: a second one is an error */
+};
+
+static void st_next(st_owner *o);
+
+static void st_unlocked(rlock *lock, int rc, void *user_data)
+{
+    (void)lock;
+    st_owner *o = user_data;
+    o->run->errors += rc != RLOCK_OK || !o->in_unlock;
+    o->in_unlock = 0;
+    if (++o->round == ST_ROUNDS) {
+        o->run->finished++;
+        return;
+    }
+    st_next(o);
+}
+
+static void st_release(void *arg)
+{
+    st_owner *o = arg;
+    st_run *r = o->run;
+    r->holder[o->name] = -1; /* cleared before the release can let the next holder in */
+    o->in_unlock = 1;
+    if (rlock_unlock_async(r->locks[o->client][o->name], o->owner, st_unlocked, o) != RLOCK_OK) {
+        r->errors++;
+    }
+}
+
+static void st_locked(rlock *lock, int rc, void *user_data)
+{
+    (void)lock;
+    st_owner *o = user_data;
+    st_run *r = o->run;
+    r->errors += rc != RLOCK_OK || !o->in_lock;
+    o->in_lock = 0;
+    if (rc != RLOCK_OK) {
+        return;
+    }
+    r->grants++;
+    r->overlaps += r->holder[o->name] != -1;
+    r->holder[o->name] = o->id;
+    tu_after(r->l, o->round % 2, st_release, o); /* hold for 0 or 1 ms */
+}
+
+static void st_next(st_owner *o)
+{
+    st_run *r = o->run;
+    o->name = (o->id + o->round) % ST_NAMES;
+    rlock_lock_args a;
+    rlock_lock_args_init(&a);
+    a.owner = o->owner;
+    o->in_lock = 1;
+    if (rlock_lock_async(r->locks[o->client][o->name], &a, st_locked, o) != RLOCK_OK) {
+        r->errors++;
+    }
+}
+
+/* Every acquisition granted once, no two holders of a name at once by an independent checker,
+ * every done exactly once; 1,000 contended hand-offs by message. */
+static void test_stress(void **state)
+{
+    rh_server *s = *state;
+    static const char *const names[ST_NAMES] = {"loop-st-a", "loop-st-b", "loop-st-c"};
+    st_run run = {.l = tu_loop_new()};
+    assert_non_null(run.l);
+    rlock_client *c[ST_CLIENTS];
+    st_owner owners[ST_CLIENTS * ST_OWNERS];
+    for (int i = 0; i < ST_CLIENTS; i++) {
+        c[i] = loop_client(run.l, s, 0);
+        for (int n = 0; n < ST_NAMES; n++) {
+            run.locks[i][n] = tc_open(c[i], RLOCK_REENTRANT, names[n]);
+        }
+    }
+    for (int n = 0; n < ST_NAMES; n++) {
+        run.holder[n] = -1;
+    }
+    for (int i = 0; i < ST_CLIENTS * ST_OWNERS; i++) {
+        owners[i] = (st_owner){.run = &run, .id = i, .client = i % ST_CLIENTS};
+        owners[i].owner = new_owner(c[owners[i].client]);
+        st_next(&owners[i]);
+    }
+    int64_t t0 = now_ms();
+    assert_true(run_until(run.l, &run.finished, ST_CLIENTS * ST_OWNERS, 30000));
+    printf("loop stress: %d grants in %lld ms\n", run.grants, (long long)(now_ms() - t0));
+    assert_int_equal(run.errors, 0);
+    assert_int_equal(run.overlaps, 0);
+    assert_int_equal(run.grants, ST_CLIENTS * ST_OWNERS * ST_ROUNDS);
+    for (int i = 0; i < ST_CLIENTS * ST_OWNERS; i++) {
+        rlock_owner_free(owners[i].owner);
+    }
+    for (int i = 0; i < ST_CLIENTS; i++) {
+        for (int n = 0; n < ST_NAMES; n++) {
+            rlock_free(run.locks[i][n]);
+        }
+        rlock_client_free(c[i]);
+    }
+    assert_int_equal(tu_loop_close(run.l), 0);
+}
+
 /* A loop client inherited by a child of fork() is closed there: its loop is the parent's, and
  * using it must not start a threaded client's threads. */
 static void test_fork_child(void **state)
@@ -590,4 +709,5 @@ TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
         TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
         TC_SERVER_TEST(test_free_pending), TC_SERVER_TEST(test_cancel_races_grant),
         TC_SERVER_TEST(test_restart), TC_SERVER_TEST(test_stalled_server),
-        TC_SERVER_TEST(test_fork_child), TC_SERVER_TEST(test_sub_reconnect))
+        TC_SERVER_TEST(test_fork_child), TC_SERVER_TEST(test_sub_reconnect),
+        TC_SERVER_TEST(test_stress))
