@@ -349,7 +349,7 @@ static void test_watchdog(void **state)
     assert_non_null(l);
     rlock_options o;
     tc_options(&o, s);
-    o.watchdog_timeout_ms = 300;
+    o.watchdog_timeout_ms = 150;
     int lost = 0;
     o.on_lost = count_lost;
     o.user_data = &lost;
@@ -358,17 +358,17 @@ static void test_watchdog(void **state)
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-watchdog");
     rlock_owner *ow = new_owner(c);
     lock_now(l, lk, ow, -1);
-    run_for(l, 1200);
+    run_for(l, 600);
     assert_int_equal(hold_count(s, "loop-watchdog", ow), 1);
     const char *pttl[] = {"PTTL", "loop-watchdog", NULL};
     long long left = rh_cmd_int(s, pttl);
-    assert_true(left > 0 && left <= 300);
+    assert_true(left > 0 && left <= 150);
     unlock_now(l, lk, ow, RLOCK_OK);
     /* A hold whose key vanishes is found lost by the next renewal, counted and forgotten. */
     lock_now(l, lk, ow, -1);
     const char *del[] = {"DEL", "loop-watchdog", NULL};
     assert_int_equal(rh_cmd_int(s, del), 1);
-    run_for(l, 400);
+    run_for(l, 250);
     assert_int_equal(tc_metric(c, "rlock_lost_total", "kind=\"reentrant\"", NULL), 1);
     assert_int_equal(lost, 1);
     assert_int_equal(tc_metric(c, "rlock_holds", "kind=\"reentrant\"", NULL), 0);
@@ -704,10 +704,12 @@ static void test_fork_child(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
-TC_MAIN(tc_require_server, NULL, TC_SERVER_TEST(test_checks),
-        TC_SERVER_TEST(test_lock_unlock_no_thread), TC_SERVER_TEST(test_handoff),
-        TC_SERVER_TEST(test_cancel_and_timeout), TC_SERVER_TEST(test_watchdog),
-        TC_SERVER_TEST(test_free_pending), TC_SERVER_TEST(test_cancel_races_grant),
-        TC_SERVER_TEST(test_restart), TC_SERVER_TEST(test_stalled_server),
-        TC_SERVER_TEST(test_fork_child), TC_SERVER_TEST(test_sub_reconnect),
-        TC_SERVER_TEST(test_stress))
+/* One server for the program (each test uses names of its own; the tests that restart, stop
+ * or kill connections of the server come last). */
+TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_checks),
+        cmocka_unit_test(test_lock_unlock_no_thread), cmocka_unit_test(test_handoff),
+        cmocka_unit_test(test_cancel_and_timeout), cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_free_pending), cmocka_unit_test(test_cancel_races_grant),
+        cmocka_unit_test(test_fork_child), cmocka_unit_test(test_stress),
+        cmocka_unit_test(test_sub_reconnect), cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_restart))
