@@ -63,7 +63,9 @@ RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_lo
                                        rlock_client **out);
 
 /* Called once when an asynchronous operation ends, on the loop, never inside the *_async call
- * that started it. rc: RLOCK_OK or a negative RLOCK_E* code. */
+ * that started it. rc: RLOCK_OK or a negative RLOCK_E* code. It may start other operations,
+ * free the handle it is given (when no other operation of that handle is pending) or free the
+ * client. */
 typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
 
 /* Starts acquiring lock for args->owner (required: RLOCK_EINVAL without one; a loop has no

@@ -21,6 +21,7 @@ struct rlk_loop_chan {
     rlk_loop_chan *next;
     rlk_loop_op *waiters;
     int wanted;
+    int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
     int sent, seen, usent, useen;
     size_t len;
     char name[];
@@ -29,6 +30,22 @@ struct rlk_loop_chan {
 rlk_loop_client *rlk_loop_of(const rlock_client *c)
 {
     return c->loop;
+}
+
+/* Brackets a loop callback of this file that may run a done, which may free the client: after
+ * loop_leave() returns 1 the client is gone and the callback touches nothing of it. */
+static void loop_enter(rlk_loop_client *lc)
+{
+    lc->depth++;
+}
+
+static int loop_leave(rlk_loop_client *lc)
+{
+    if (--lc->depth == 0 && lc->freed) {
+        free(lc);
+        return 1;
+    }
+    return lc->freed;
 }
 
 static void loop_ignore_reply(void *arg, redisReply *rep, int err)
@@ -52,7 +69,8 @@ static rlk_loop_chan *loop_chan_find(rlk_loop_client *lc, const char *name, size
 
 static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
 {
-    if (ch->wanted || ch->waiters != NULL || ch->sent != ch->seen || ch->usent != ch->useen) {
+    if (ch->wanted || ch->waiters != NULL || ch->sent != ch->seen || ch->usent != ch->useen ||
+        ch->waking) {
         return;
     }
     for (rlk_loop_chan **p = &lc->chans; *p != NULL; p = &(*p)->next) {
@@ -76,22 +94,30 @@ static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, const char *ve
 }
 
 /* Wakes every waiter of ch once with why; a waiter may leave (or complete) while it is woken,
- * so each wake starts over from the first waiter not yet woken. */
-static void loop_chan_wake(rlk_loop_chan *ch, int why)
+ * so each wake starts over from the first waiter not yet woken; a done that freed the client
+ * ends the round. */
+static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
 {
     for (rlk_loop_op *op = ch->waiters; op != NULL; op = op->cnext) {
         op->mark = 1;
     }
+    ch->waking = 1;
     for (;;) {
         rlk_loop_op *op = ch->waiters;
         while (op != NULL && !op->mark) {
             op = op->cnext;
         }
         if (op == NULL) {
+            ch->waking = 0;
+            loop_chan_drop_if_idle(lc, ch);
             return;
         }
         op->mark = 0;
+        loop_enter(lc);
         op->wake(op, why);
+        if (loop_leave(lc)) {
+            return;
+        }
     }
 }
 
@@ -110,13 +136,13 @@ static void loop_on_push(void *arg, redisReply *rep)
         lc->sub_backoff_ms = 0;
         ch->seen++;
         if (ch->wanted && ch->seen == ch->sent) {
-            loop_chan_wake(ch, RLK_LOOP_SUBSCRIBED);
+            loop_chan_wake(lc, ch, RLK_LOOP_SUBSCRIBED);
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->useen++;
         loop_chan_drop_if_idle(lc, ch);
     } else if (strcmp(kind, "message") == 0 && ch->wanted) {
-        loop_chan_wake(ch, RLK_LOOP_MESSAGE);
+        loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
     }
 }
 
@@ -344,7 +370,11 @@ static void loop_on_pipe(void *arg, int events)
             return;
         }
         op->cancel_seen = 1;
+        loop_enter(lc);
         op->wake(op, RLK_LOOP_CANCEL);
+        if (loop_leave(lc)) {
+            return;
+        }
     }
 }
 
@@ -419,7 +449,10 @@ static void loop_client_stop(rlock_client *c)
     close(lc->pipe_r);
     close(lc->pipe_w);
     c->loop = NULL;
-    free(lc);
+    lc->freed = 1;
+    if (lc->depth == 0) {
+        free(lc);
+    }
 }
 
 static int loop_check(const rlock_loop *loop, const rlk_url *url)

@@ -68,6 +68,10 @@ struct rlk_loop_client {
     void *wd_timer;       /* loop_watchdog.c's, NULL until a watchdog hold exists */
     int pipe_r, pipe_w;   /* the self-pipe a fired token's watch writes to */
     void *pipe_io;
+    /* This file's loop callbacks running now, and whether a done inside one freed the client:
+     * the struct then outlives the free until the outermost of them returns. */
+    int depth;
+    int freed;
 };
 
 /* The loop state of c, NULL for a threaded client. */

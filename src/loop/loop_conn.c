@@ -27,7 +27,8 @@ typedef struct lconn_req {
 enum { LCONN_DIALLING, LCONN_UP, LCONN_BROKEN };
 
 struct rlk_lconn {
-    const rlock_loop *loop;
+    /* A copy: a deferred free runs after the client's state (and its copy) may be gone. */
+    rlock_loop loop;
     rlk_lconn_cbs cbs;
     int fd;
     void *io;
@@ -53,7 +54,7 @@ static void lconn_watch(rlk_lconn *c)
     }
     if (ev != c->events && c->io != NULL) {
         c->events = ev;
-        (void)c->loop->io_set(c->io, ev);
+        (void)c->loop.io_set(c->io, ev);
     }
 }
 
@@ -70,11 +71,11 @@ static void lconn_arm(rlk_lconn *c)
         return;
     }
     if (due == INT64_MAX) {
-        c->loop->timer_stop(c->timer);
+        c->loop.timer_stop(c->timer);
         return;
     }
     int64_t left = due - rlk_now_ms();
-    (void)c->loop->timer_start(c->timer, left < 0 ? 0 : left);
+    (void)c->loop.timer_start(c->timer, left < 0 ? 0 : left);
 }
 
 /* Fails every request in flight with err, oldest first. */
@@ -96,10 +97,10 @@ static void lconn_fail_all(rlk_lconn *c, int err)
 static void lconn_release(rlk_lconn *c)
 {
     if (c->io != NULL) {
-        c->loop->io_free(c->io);
+        c->loop.io_free(c->io);
     }
     if (c->timer != NULL) {
-        c->loop->timer_free(c->timer);
+        c->loop.timer_free(c->timer);
     }
     if (c->fd >= 0) {
         close(c->fd);
@@ -413,7 +414,7 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
     if (c == NULL) {
         return rlk_err(RLOCK_ENOMEM, "out of memory making a connection");
     }
-    c->loop = loop;
+    c->loop = *loop;
     c->cbs = *cbs;
     c->fd = -1;
     c->reader = redisReaderCreate();

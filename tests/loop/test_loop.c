@@ -671,6 +671,71 @@ static void test_stress(void **state)
     assert_int_equal(tu_loop_close(run.l), 0);
 }
 
+typedef struct free_in_done {
+    rlock_client *c;
+    done_rec d;
+} free_in_done;
+
+static void done_frees_client(rlock *lock, int rc, void *user_data)
+{
+    free_in_done *f = user_data;
+    on_done(lock, rc, &f->d);
+    rlock_client_free(f->c);
+}
+
+/* A done that frees its client, called from the cancellation's wake-up and from a channel's
+ * wake-up round: the client goes at once and nothing of it is touched afterwards (ASan). */
+static void test_free_in_done(void **state)
+{
+    rh_server *s = *state;
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s, 0);
+    rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-free-in-done");
+    rlock_owner *oa = new_owner(a);
+    lock_now(l, la, oa, 30000);
+    for (int round = 0; round < 2; round++) {
+        free_in_done f = {.c = loop_client(l, s, 0)};
+        rlock *lb = tc_open(f.c, RLOCK_REENTRANT, "loop-free-in-done");
+        rlock_owner *ob[2] = {new_owner(f.c), new_owner(f.c)};
+        rlock_cancel *tok = NULL;
+        assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
+        done_rec other = {0};
+        rlock_lock_args args;
+        rlock_lock_args_init(&args);
+        args.owner = ob[0];
+        args.cancel = round == 0 ? tok : NULL;
+        /* The later waiter is woken first: f's, so that in round 1 its attempt wins. */
+        assert_int_equal(lock_async(lb, ob[1], RLOCK_WAIT_FOREVER, 30000, NULL, &other), RLOCK_OK);
+        run_for(l, 150);
+        assert_int_equal(rlock_lock_async(lb, &args, done_frees_client, &f), RLOCK_OK);
+        run_for(l, 150);
+        if (round == 0) {
+            rlock_cancel_fire(tok); /* the pipe's wake-up cancels the first waiter */
+        } else {
+            unlock_now(l, la, oa, RLOCK_OK); /* the message wakes both; f's is granted */
+        }
+        assert_true(run_until(l, &f.d.calls, 1, 3000));
+        run_for(l, 100);
+        assert_int_equal(f.d.calls, 1);
+        assert_int_equal(f.d.rc, round == 0 ? RLOCK_ECANCELED : RLOCK_OK);
+        assert_int_equal(other.calls, 1);
+        assert_true(other.rc == RLOCK_ECLOSED || other.rc == RLOCK_OK);
+        if (round == 1 && other.rc == RLOCK_OK) {
+            const char *del[] = {"DEL", "loop-free-in-done", NULL};
+            (void)rh_cmd_int(s, del);
+        }
+        rlock_cancel_free(tok);
+        rlock_owner_free(ob[0]);
+        rlock_owner_free(ob[1]);
+        rlock_free(lb);
+    }
+    rlock_owner_free(oa);
+    rlock_free(la);
+    rlock_client_free(a);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* A loop client inherited by a child of fork() is closed there: its loop is the parent's, and
  * using it must not start a threaded client's threads. */
 static void test_fork_child(void **state)
@@ -710,6 +775,6 @@ TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_checks),
         cmocka_unit_test(test_lock_unlock_no_thread), cmocka_unit_test(test_handoff),
         cmocka_unit_test(test_cancel_and_timeout), cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_free_pending), cmocka_unit_test(test_cancel_races_grant),
-        cmocka_unit_test(test_fork_child), cmocka_unit_test(test_stress),
-        cmocka_unit_test(test_sub_reconnect), cmocka_unit_test(test_stalled_server),
-        cmocka_unit_test(test_restart))
+        cmocka_unit_test(test_fork_child), cmocka_unit_test(test_free_in_done),
+        cmocka_unit_test(test_stress), cmocka_unit_test(test_sub_reconnect),
+        cmocka_unit_test(test_stalled_server), cmocka_unit_test(test_restart))
