@@ -74,12 +74,13 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * exactly once with RLOCK_OK (acquired, or re-entered by the owner), RLOCK_ETIMEDOUT,
  * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel
  * first; an attempt already on its way is waited for, and if it was granted, done gets RLOCK_OK:
- * nothing is ever held unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN or
- * RLOCK_EREDIS. Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or
- * done, no owner, an owner of another client, a threaded client, bad durations, args->on_lost
- * set: not served yet), RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the
- * token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made). The
- * lock handle and the owner must stay open until done ran. */
+ * nothing is ever held unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN,
+ * RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a
+ * negative code without calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of
+ * another client, a threaded client, bad durations, args->on_lost set: not served yet),
+ * RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the token had fired already),
+ * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made). The lock handle and the owner
+ * must stay open until done ran. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 
