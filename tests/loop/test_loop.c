@@ -188,6 +188,23 @@ static void test_checks(void **state)
     rlock_client_free(threaded);
     run_for(l, 50);
     assert_int_equal(d.calls, 0);
+    /* A refused AUTH reaches the first operation's done. */
+    char url[128];
+    snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", rh_port(s));
+    rlock_options wo;
+    tc_options(&wo, s);
+    wo.url = url;
+    rlock_client *wc = NULL;
+    assert_int_equal(tu_client_new(l, &wo, &wc), RLOCK_OK);
+    rlock *wl = tc_open(wc, RLOCK_REENTRANT, "loop-checks");
+    rlock_owner *wow = new_owner(wc);
+    done_rec wd = {0};
+    assert_int_equal(lock_async(wl, wow, 0, -1, NULL, &wd), RLOCK_OK);
+    assert_true(run_until(l, &wd.calls, 1, 3000));
+    assert_int_equal(wd.rc, RLOCK_EAUTH);
+    rlock_owner_free(wow);
+    rlock_free(wl);
+    rlock_client_free(wc);
     rlock_owner_free(ow);
     rlock_free(fair);
     rlock_free(lk);
