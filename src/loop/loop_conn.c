@@ -15,6 +15,7 @@
 #include "error.h"
 #include "loop_conn.h"
 #include "resp_format.h"
+#include "resp_guard.h"
 
 /* A request waiting for its reply. */
 typedef struct lconn_req {
@@ -35,7 +36,8 @@ struct rlk_lconn {
     int state;
     int events; /* what io watches now */
     redisReader *reader;
-    char *obuf; /* obuf[opos .. olen) not yet written */
+    rlk_resp_guard guard; /* checks what the socket gave before the reader sees it */
+    char *obuf;           /* obuf[opos .. olen) not yet written */
     size_t opos, olen, ocap;
     lconn_req *head, *tail;
     void *timer;      /* the dial's, then the oldest request's time-out */
@@ -209,6 +211,10 @@ static void lconn_read(rlk_lconn *c)
         }
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
             lconn_break(c, rlk_err(RLOCK_ECONN, "Redis closed the connection"));
+            return;
+        }
+        if (n > 0 && rlk_resp_guard_scan(&c->guard, buf, (size_t)n) != RLOCK_OK) {
+            lconn_break(c, RLOCK_EPROTO); /* a reply hiredis must not allocate for */
             return;
         }
         if (n < 0 || redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {

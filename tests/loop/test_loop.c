@@ -12,6 +12,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -753,6 +757,65 @@ static void test_free_in_done(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* A fake server in a child process on a free loopback port: it answers the first bytes it
+ * reads with an array header announcing 444,444,443 elements and then stays silent. */
+static pid_t fake_server(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int c = accept(fd, NULL, NULL);
+        char buf[4096];
+        if (c >= 0 && read(c, buf, sizeof(buf)) > 0) {
+            ssize_t n = write(c, "*444444443\r\n", 12);
+            (void)n;
+        }
+        sleep(30);
+        _exit(0);
+    }
+    close(fd);
+    return pid;
+}
+
+/* A reply announcing a huge array is refused before hiredis allocates for it: RLOCK_EPROTO at
+ * once, not an allocation of gigabytes and a wait for the rest. */
+static void test_huge_reply(void **state)
+{
+    (void)state;
+    int port = 0;
+    pid_t pid = fake_server(&port);
+    tloop *l = tu_loop_new();
+    assert_non_null(l);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+    rlock_options o;
+    rlock_options_init(&o);
+    o.url = url;
+    rlock_client *c = NULL;
+    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-huge");
+    rlock_owner *ow = new_owner(c);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lk, ow, 0, -1, NULL, &d), RLOCK_OK);
+    int got = run_until(l, &d.calls, 1, 2000);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_true(got);
+    assert_int_equal(d.rc, RLOCK_EPROTO);
+    rlock_owner_free(ow);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* A loop client inherited by a child of fork() is closed there: its loop is the parent's, and
  * using it must not start a threaded client's threads. */
 static void test_fork_child(void **state)
@@ -793,5 +856,6 @@ TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_checks),
         cmocka_unit_test(test_cancel_and_timeout), cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_free_pending), cmocka_unit_test(test_cancel_races_grant),
         cmocka_unit_test(test_fork_child), cmocka_unit_test(test_free_in_done),
-        cmocka_unit_test(test_stress), cmocka_unit_test(test_sub_reconnect),
-        cmocka_unit_test(test_stalled_server), cmocka_unit_test(test_restart))
+        cmocka_unit_test(test_huge_reply), cmocka_unit_test(test_stress),
+        cmocka_unit_test(test_sub_reconnect), cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_restart))
