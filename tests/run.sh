@@ -17,11 +17,12 @@
 #   RLOCK_SKIP_APT=1                   never call apt-get
 #   RLOCK_JOBS=2                       parallel build / unit-test jobs
 #   RLOCK_CTEST_ARGS="..."             extra arguments for every ctest call (e.g. -R url)
-#   RLOCK_FUZZ_SECONDS=20              run time of each libFuzzer target (tests/fuzz), after the
+#   RLOCK_FUZZ_SECONDS=12              run time of each libFuzzer target (tests/fuzz), after the
 #                                      variants, built with clang in build/fuzz; 0 skips fuzzing
 #   RLOCK_SKIP_LINT=1                  skip the clang-format / clang-tidy step
 #   RLOCK_LONG=1                       also run the tests labelled `long` (Redisson 3.x on Cluster,
-#                                      Sentinel and the fair-queue measurements; ~110 s)
+#                                      Sentinel and the fair-queue measurements, three TLS twins
+#                                      of lock-logic programs; ~150 s)
 #   RLOCK_SKIP_JAVA=1                  skip the Maven build of the Redisson peer (the tests
 #                                      labelled `redisson` then skip)
 #   RLOCK_VALKEY=1                     the valkey step (after the plain variant, when it ran): a set of
@@ -199,7 +200,7 @@ run_variant() {
 # Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for RLOCK_FUZZ_SECONDS on
 # its committed corpus; every target counts as one test, a crash as one failure.
 run_fuzz() {
-    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-20} out
+    local dir="$ROOT/build/fuzz" secs=${RLOCK_FUZZ_SECONDS:-12} out
     [ "$secs" -gt 0 ] || return 0
     log "fuzz: configure and build ($dir)"
     mkdir -p "$dir"

@@ -53,6 +53,16 @@ if(TARGET rlock_harness)
       set_property(TEST ${_t}_tls APPEND PROPERTY LABELS plain_only)
     endif()
   endforeach()
+  # long (run with RLOCK_LONG=1): the three slowest of those twins, about 40 s of the plain
+  # variant (read-write scenarios 19 s, fair order 11 s, semaphore basics 9 s), which a whole
+  # tests/run.sh needs to stay within 45 minutes. Their logic runs over plain TCP in every
+  # variant; TLS under these lock types' traffic stays covered by test_fair_stress_tls,
+  # test_sem_fault_tls, test_sem_stress_tls, test_multi_tls and test_redlock_stress_tls.
+  foreach(_t test_rw_scenarios test_fair_order test_sem_basic)
+    if(TEST ${_t}_tls)
+      set_property(TEST ${_t}_tls APPEND PROPERTY LABELS long)
+    endif()
+  endforeach()
 endif()
 
 # The reply stream's guard against announced sizes hiredis would allocate up front (no server).

@@ -21,11 +21,13 @@
 
 #include <cmocka.h>
 
+#include "client.h"
 #include "util.h"
 #include "tc_redis.h"
 #include "tc_replicas.h"
 #include "tc_sentinel.h"
 #include "tc_thread.h"
+#include "watchdog.h"
 
 #define WAITERS  6
 #define LEASE_MS 3000
@@ -47,6 +49,14 @@ static int g_n;
 
 TC_DEPLOY_FIXTURE(g_d)
 
+/* The clients' log, at INFO, on stderr with a time: a failure in CI then tells what the waits met
+ * during the switch. */
+static void log_stderr(int level, const char *msg, void *user)
+{
+    (void)user;
+    fprintf(stderr, "[%lld ms] rlock log %d: %s\n", (long long)(rh_now_ms() % 100000), level, msg);
+}
+
 static rlock_client *deploy_client(int64_t waiter_timeout_ms)
 {
     rlock_options o;
@@ -55,6 +65,8 @@ static rlock_client *deploy_client(int64_t waiter_timeout_ms)
     o.command_timeout_ms = 1000;
     o.watchdog_timeout_ms = LEASE_MS;
     o.waiter_timeout_ms = waiter_timeout_ms;
+    o.log_fn = log_stderr;
+    o.log_level = RLOCK_LOG_INFO;
     return tc_client(&o);
 }
 
@@ -64,7 +76,8 @@ static int waiter_main(void *arg)
     waiter *w = arg;
     int r = rlock_lock(w->l, -1);
     if (r != RLOCK_OK) {
-        fprintf(stderr, "waiter %d: %s\n", w->idx, rlock_last_error());
+        fprintf(stderr, "[%lld ms] waiter %d: %s\n", (long long)(rh_now_ms() % 100000), w->idx,
+                rlock_last_error());
         return r;
     }
     pthread_mutex_lock(&g_mu);
@@ -98,6 +111,22 @@ static void wait_int(const char *const *argv, long long want)
         rh_sleep_ms(20);
     }
     fail_msg("%s %s: %lld, expected %lld", argv[0], argv[1], v, want);
+}
+
+/* Waits until every waiter of client c read the reply of its first attempt and waits: each one
+ * registers its heartbeat then (15 s). The queue on Redis shows the first attempt ran, not that
+ * its reply arrived, and rlock.h returns an error of the first attempt at once: a switch between
+ * the two is not the situation under test. */
+static void wait_waiting(rlock_client *c, size_t n)
+{
+    int64_t deadline = rh_now_ms() + 15000;
+    rlk_wd_stats st;
+    rlk_wd_get_stats(c->watchdog, &st);
+    while (st.registered < n && rh_now_ms() < deadline) {
+        rh_sleep_ms(10);
+        rlk_wd_get_stats(c->watchdog, &st);
+    }
+    assert_int_equal(st.registered, n);
 }
 
 /* Unlocks the holder's lock, retrying while the switch is under way (an unlock that failed
@@ -152,10 +181,12 @@ static void test_waiters_across_kill(void **state)
     }
     const char *zcard[] = {"ZCARD", "rlock_lock_waiters:{fo:waiters}", NULL};
     wait_int(zcard, WAITERS);
+    wait_waiting(wc, WAITERS);
 
     rh_server *m = tc_deploy_kill_master(&g_d);
     assert_non_null(m);
-    print_message("master is now port %d\n", rh_port(m));
+    print_message("[%lld ms] master is now port %d\n", (long long)(rh_now_ms() % 100000),
+                  rh_port(m));
     holder_unlock(h);
     join_waiters(w, WAITERS, wc);
     assert_int_equal(g_n, WAITERS);
@@ -223,6 +254,7 @@ static void test_fair_queue_across_failover(void **state)
         start_waiter(&w[i], wc, RLOCK_FAIR, name, i);
         wait_int(llen, i + 1); /* joined in index order */
     }
+    wait_waiting(wc, WAITERS);
     char before[2048], after[2048];
     queue_of(qkey, before, sizeof(before));
 
