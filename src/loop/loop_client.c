@@ -5,14 +5,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "loop_client.h"
+#include "observe.h"
 #include "scripts.h"
+#include "tls.h"
 
 /* A channel some waiter listens on. sent/seen count SUBSCRIBE requests and their
  * confirmations, usent/useen the same for UNSUBSCRIBE: the subscription is live when wanted and
@@ -200,7 +201,8 @@ static int loop_sub_ensure(rlk_loop_client *lc)
                          .down = loop_sub_down,
                          .arg = lc,
                          .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
-                         .command_timeout_ms = lc->c->opts.command_timeout_ms};
+                         .command_timeout_ms = lc->c->opts.command_timeout_ms,
+                         .tls = lc->c->tls};
     int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->sub);
     for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
         r = ch->wanted ? loop_chan_send(lc, ch, "SUBSCRIBE") : RLOCK_OK;
@@ -262,23 +264,53 @@ void rlk_loop_leave(rlk_loop_op *op)
 
 /* ---- the data connection and scripts --------------------------------------------------- */
 
+/* The data connection broke. One that the server had answered is dialled again at the next
+ * request; one that got no reply (refused, timed out, TLS refused) makes the next dial wait
+ * 50 ms, doubling up to 2 s, and the requests before then fail at once with RLOCK_ECONN: a
+ * server that is down sees a few dials, not one per request. */
+static void loop_data_back_off(rlk_loop_client *lc, int replied)
+{
+    int64_t d = lc->data_backoff_ms;
+    d = replied ? 0 : d < 50 ? 50 : d * 2 > 2000 ? 2000 : d * 2;
+    lc->data_backoff_ms = d;
+    lc->data_retry_at = rlk_now_ms() + d;
+}
+
 static void loop_data_down(void *arg, int err)
 {
     rlk_loop_client *lc = arg;
+    loop_data_back_off(lc, rlk_lconn_replied(lc->data));
     rlk_lconn_free(lc->data, err);
     lc->data = NULL;
 }
 
+/* Dials the data connection, unless the back-off after failed dials is still running. */
+static int loop_data_dial(rlk_loop_client *lc)
+{
+    int64_t left = lc->data_retry_at - rlk_now_ms();
+    if (left > 0) {
+        return rlk_err(RLOCK_ECONN, "Redis at %s:%d did not answer; the next dial is in %lld ms",
+                       lc->c->url.host, lc->c->url.port, (long long)left);
+    }
+    rlk_lconn_cbs cbs = {.down = loop_data_down,
+                         .arg = lc,
+                         .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
+                         .command_timeout_ms = lc->c->opts.command_timeout_ms,
+                         .tls = lc->c->tls};
+    if (lc->data_dialled) {
+        rlk_obs_count(lc->c, RLK_CNT_RECONNECTS);
+    }
+    lc->data_dialled = 1;
+    int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->data);
+    if (r == RLOCK_ECONN) { /* refused at once: it backs off as a dial that broke later */
+        loop_data_back_off(lc, 0);
+    }
+    return r;
+}
+
 int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out)
 {
-    int r = RLOCK_OK;
-    if (lc->data == NULL) {
-        rlk_lconn_cbs cbs = {.down = loop_data_down,
-                             .arg = lc,
-                             .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
-                             .command_timeout_ms = lc->c->opts.command_timeout_ms};
-        r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->data);
-    }
+    int r = lc->data == NULL ? loop_data_dial(lc) : RLOCK_OK;
     int wanted = 0;
     for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
         wanted |= ch->wanted;
@@ -462,15 +494,21 @@ static int loop_check(const rlock_loop *loop, const rlk_url *url)
         loop->timer_free == NULL) {
         return rlk_err(RLOCK_EINVAL, "rlock_loop_client_new: every loop callback must be set");
     }
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    if (url->kind != RLK_URL_STANDALONE || url->tls || url->is_unix || url->host == NULL ||
-        getaddrinfo(url->host, NULL, &hints, &ai) != 0) {
-        return rlk_err(RLOCK_EINVAL, "a loop client serves redis:// with a numeric address only "
-                                     "in this version");
+    if (url->kind != RLK_URL_STANDALONE || url->is_unix || url->host == NULL) {
+        return rlk_err(RLOCK_EINVAL, "a loop client serves redis:// and rediss:// with a host "
+                                     "and port only in this version");
     }
-    freeaddrinfo(ai);
     return RLOCK_OK;
+}
+
+/* The TLS context every connection of the client shares, when the URL (rediss://) or a TLS
+ * option asks for TLS; the files are read now, so a wrong path fails at creation. */
+static int loop_tls(rlock_client *c)
+{
+    const rlock_options *o = &c->opts;
+    int wanted = c->url.tls || o->tls_ca_file != NULL || o->tls_cert_file != NULL ||
+                 o->tls_key_file != NULL || o->tls_server_name != NULL;
+    return wanted ? rlk_tls_new(o, &c->tls) : RLOCK_OK;
 }
 
 static int loop_client_start(rlock_client *c, const rlock_loop *loop)
@@ -521,6 +559,7 @@ RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_lo
     rlock_client *c = NULL;
     int r = rlk_client_alloc(opts, &c);
     r = r ? r : loop_check(loop, &c->url);
+    r = r ? r : loop_tls(c);
     r = r ? r : loop_client_start(c, loop);
     if (r != RLOCK_OK) {
         if (c != NULL && c->loop != NULL) {

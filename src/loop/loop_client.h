@@ -58,10 +58,13 @@ typedef struct rlk_loop_hold {
 struct rlk_loop_client {
     rlock_client *c;
     rlock_loop loop;
-    rlk_lconn *data;        /* NULL until needed, and after a failure until needed again */
-    rlk_lconn *sub;         /* the pub/sub connection, NULL while no channel is wanted */
-    void *sub_timer;        /* redials the pub/sub connection after it broke */
-    int64_t sub_backoff_ms; /* the next redial's delay: 0 after a confirmation, then doubling */
+    rlk_lconn *data;         /* NULL until needed, and after a failure until needed again */
+    int64_t data_backoff_ms; /* the wait after the last dial that got no reply (0: none) */
+    int64_t data_retry_at;   /* monotonic ms before which no data dial is made */
+    int data_dialled;        /* a data connection was dialled before (later ones count) */
+    rlk_lconn *sub;          /* the pub/sub connection, NULL while no channel is wanted */
+    void *sub_timer;         /* redials the pub/sub connection after it broke */
+    int64_t sub_backoff_ms;  /* the next redial's delay: 0 after a confirmation, then doubling */
     rlk_loop_op *ops;
     rlk_loop_chan *chans;
     rlk_loop_hold *holds; /* loop_watchdog.c's */

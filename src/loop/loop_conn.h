@@ -1,6 +1,7 @@
 /*
- * One non-blocking connection to Redis driven by the caller's loop (rlock_loop): a numeric TCP
- * address dialled without waiting, AUTH and SELECT queued first, requests written as the socket
+ * One non-blocking connection to Redis driven by the caller's loop (rlock_loop): a TCP address
+ * (a host name looked up off the loop) dialled without waiting, TLS when the client has a
+ * context, AUTH and SELECT queued first, requests written as the socket
  * takes them, replies parsed by hiredis' reader and handed to the request's callback in order.
  * A connection in pub/sub mode hands pushed messages (and SUBSCRIBE confirmations) to its push
  * callback instead.
@@ -31,10 +32,14 @@ typedef struct rlk_lconn_cbs {
      * wait for each reply from when its request was queued. */
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
+    const struct rlk_tls *tls; /* the client's TLS context (outlives the connection), or NULL */
 } rlk_lconn_cbs;
 
-/* Starts dialling url's host (a numeric address) on loop. RLOCK_OK and *out; RLOCK_EINVAL for a
- * host that is not a numeric address; RLOCK_ECONN when no socket could be made; RLOCK_ENOMEM. */
+/* Starts reaching url's host on loop: a numeric address is dialled at once, a name looked up
+ * first (loop_resolve.h); each address in turn; then the TLS handshake when cbs->tls is set. A
+ * failure of any step, or no connection within connect_timeout_ms, breaks the connection with
+ * its code (RLOCK_ECONN, RLOCK_ETLS with OpenSSL's reason). RLOCK_OK and *out; RLOCK_ECONN when
+ * no socket (or lookup) could be started; RLOCK_ENOMEM. */
 int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cbs *cbs,
                   rlk_lconn **out);
 /* Queues request bytes (a formatted RESP request) with its reply callback (fn NULL: no reply is
@@ -45,6 +50,8 @@ int rlk_lconn_command(rlk_lconn *c, int argc, const char *const *argv, const siz
                       rlk_lconn_reply_fn fn, void *arg);
 /* 1 while the connection can take requests. */
 int rlk_lconn_ok(const rlk_lconn *c);
+/* 1 once a reply came on it: the server answered, the dial was not in vain. */
+int rlk_lconn_replied(const rlk_lconn *c);
 /* Fails every request in flight with err (their callbacks run now), then frees the connection,
  * at once or, when called from inside one of its own callbacks, when that callback returns. */
 void rlk_lconn_free(rlk_lconn *c, int err);
