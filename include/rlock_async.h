@@ -9,11 +9,18 @@
  * call on a loop client (rlock_lock, rlock_try_lock, rlock_unlock, rlock_lock_ex, ...) returns
  * RLOCK_EINVAL.
  *
- * This version: reentrant locks (RLOCK_REENTRANT) on a single plain-TCP Redis given by a numeric
- * address (redis://127.0.0.1:6379, redis://[::1]:6379, with a password and a db). The other lock
- * types, semaphores, the latch, TLS, Sentinel and Cluster are not available on loop clients yet:
- * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
- * for another URL.
+ * This version: reentrant locks (RLOCK_REENTRANT) on a single Redis over TCP (redis://host:port,
+ * with a password and a db) or TLS (rediss://, with the TLS options of rlock_client_new():
+ * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, tls_insecure; the handshake runs on
+ * the loop, and a refused one completes the operations waiting for it with RLOCK_ETLS). The host
+ * is a numeric address or a name: a name is looked up by getaddrinfo() on a helper thread that
+ * lives for that one lookup and hands the answer to the loop through a socket the loop watches
+ * (the loop interface has no resolver); apart from these lookups a loop client starts no thread.
+ * A lookup, dial and handshake together are bounded by connect_timeout_ms. When dials of the data
+ * connection fail, the next one waits 50 ms, doubling up to 2 s (reset once the server answers),
+ * and the requests before it fail at once with RLOCK_ECONN. The other lock types, semaphores, the
+ * latch, Sentinel, Cluster and unix:// are not available on loop clients yet: rlock_lock_async()
+ * answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL for another URL.
  */
 #ifndef RLOCK_ASYNC_H
 #define RLOCK_ASYNC_H
@@ -57,8 +64,10 @@ typedef struct rlock_loop {
 /* Creates a loop client: options as rlock_client_new() (opts NULL: the defaults), the loop
  * interface (every callback set, else RLOCK_EINVAL). It returns at once: the connections are
  * dialled on the loop, and operations started before they are up wait for them. Returns
- * RLOCK_OK; RLOCK_EINVAL for a NULL out or loop, a missing callback, bad options, or a URL this
- * version does not serve (see above); RLOCK_ENOMEM; RLOCK_ECONN when no socket could be made. */
+ * RLOCK_OK; RLOCK_EINVAL for a NULL out or loop, a missing callback, bad options (a TLS file that
+ * cannot be read included), or a URL this version does not serve (see above); RLOCK_ETLS (no TLS
+ * context could be built); RLOCK_ENOMEM; RLOCK_ECONN when no socket could be made (or every
+ * numeric address refused the dial at once). */
 RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_loop *loop,
                                        rlock_client **out);
 
@@ -75,20 +84,21 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel
  * first; an attempt already on its way is waited for, and if it was granted, done gets RLOCK_OK:
  * nothing is ever held unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN,
- * RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a
- * negative code without calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of
- * another client, a threaded client, bad durations, args->on_lost set: not served yet),
+ * RLOCK_ETLS (the TLS handshake was refused: an unknown CA, an expired certificate, a name
+ * mismatch), RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or RLOCK_EREDIS.
+ * Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an
+ * owner of another client, a threaded client, bad durations, args->on_lost set: not served yet),
  * RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the token had fired already),
- * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made). The lock handle and the owner
- * must stay open until done ran. */
+ * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made, or the back-off after failed
+ * dials is running). The lock handle and the owner must stay open until done ran. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 
 /* Releases one hold of owner's (required) on lock. done gets RLOCK_OK (released, fully or one
  * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ELOST (the watchdog had
  * found the hold gone; the client's on_lost was called then, on the loop), RLOCK_ECLOSED,
- * RLOCK_ECONN or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code (RLOCK_EINVAL,
- * RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
+ * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code
+ * (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
 
