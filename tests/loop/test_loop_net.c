@@ -26,6 +26,7 @@ typedef struct done_rec {
     int calls;
     int rc;
     int64_t at_ms;
+    char msg[256]; /* rlock_last_error() in done */
 } done_rec;
 
 /* The program's servers: a TLS one and a plain one (stopped and restarted by the last test). */
@@ -57,6 +58,7 @@ static void on_done(rlock *lock, int rc, void *user_data)
     d->calls++;
     d->rc = rc;
     d->at_ms = now_ms();
+    snprintf(d->msg, sizeof(d->msg), "%s", rlock_last_error());
 }
 
 static void run_for(tu_loop *l, int64_t ms)
@@ -146,8 +148,9 @@ static void test_tls_lock_and_wake(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
-/* A handshake the client refuses completes the pending operation once with RLOCK_ETLS. */
-static void expect_tls_refused(const rlock_options *o)
+/* A handshake the client refuses completes the pending operation once with RLOCK_ETLS, and
+ * the message says why (want). */
+static void expect_tls_refused(const rlock_options *o, const char *want)
 {
     tu_loop *l = tu_loop_new();
     rlock_client *c = client_on(l, o);
@@ -160,6 +163,9 @@ static void expect_tls_refused(const rlock_options *o)
     run_for(l, 100);
     assert_int_equal(d.calls, 1);
     assert_int_equal(d.rc, RLOCK_ETLS);
+    if (strstr(d.msg, want) == NULL) {
+        fail_msg("the message \"%s\" does not say \"%s\"", d.msg, want);
+    }
     rlock_owner_free(a);
     rlock_free(lk);
     rlock_client_free(c);
@@ -172,10 +178,10 @@ static void test_tls_refused(void **state)
     rlock_options o;
     tls_options(&o, st);
     o.tls_ca_file = cert_path(0, "other_ca.crt");
-    expect_tls_refused(&o);
+    expect_tls_refused(&o, "certificate");
     tls_options(&o, st);
     o.tls_server_name = "not-the-server.example";
-    expect_tls_refused(&o);
+    expect_tls_refused(&o, "not-the-server.example");
 }
 
 /* localhost is looked up off the loop (and its addresses tried in turn: ::1 may be refused);
