@@ -260,7 +260,7 @@ static void test_backoff(void **state)
     long long dials = tc_metric(c, "rlock_reconnects_total", NULL, NULL) - dials0;
     printf("back-off: %d requests failed in %lld ms, %lld dials\n", requests, (long long)took,
            dials);
-    assert_true(requests >= 50);
+    assert_true(requests >= 30); /* one every 10 ms, fewer on a loaded machine */
     assert_true(dials >= 2 && dials <= 8);
     assert_int_equal(rh_restart(st->plain), 0);
     int rc = RLOCK_ECONN;
