@@ -7,6 +7,8 @@
  *   rlock_client  One per Redis deployment, long-lived, thread-safe. It owns a connection pool,
  *                 the Lua script registry, one pub/sub subscriber connection and one watchdog
  *                 thread that renews leases. Create few of them; share one across threads.
+ *                 A loop client (rlock_async.h) is driven by the caller's event loop instead
+ *                 and starts no thread; the blocking calls below refuse it with RLOCK_EINVAL.
  *   rlock         One lock handle. Every lock type (reentrant, fair, read, write, multi, RedLock)
  *                 is an rlock with the same operations, so a program can pick the type per
  *                 resource. A handle may be used by many threads at once.
@@ -180,9 +182,10 @@ typedef struct rlock_options {
      * Must not call back into rlock. NULL (default) = silent. */
     void (*log_fn)(int level, const char *msg, void *user_data);
     int log_level; /* default RLOCK_LOG_WARN */
-    /* Called once, from the watchdog thread, when a hold's lease ran out while its owner still
-     * held it (renewals failed or the key was removed behind its back). The owner's next
-     * rlock_unlock() returns RLOCK_ELOST. Must not call back into rlock. NULL = no callback. */
+    /* Called once, from the watchdog thread (a loop client: from its loop), when a hold's lease
+     * ran out while its owner still held it (renewals failed or the key was removed behind its
+     * back). The owner's next rlock_unlock() returns RLOCK_ELOST. Must not call back into rlock.
+     * NULL = no callback. */
     void (*on_lost)(const char *name, void *user_data);
     void *user_data; /* passed to log_fn and on_lost */
     /* TLS (used by every connection when the URL is rediss://). All strings are copied and

@@ -76,6 +76,8 @@ PACKAGES+=(openjdk-17-jdk-headless maven)
 PACKAGES+=(faketime)
 # test_observe checks the metrics text with prometheus_client's OpenMetrics parser.
 PACKAGES+=(python3-prometheus-client)
+# Loop clients' adapters (include/rlock/libuv.h, libevent.h): test_loop_uv, test_loop_event.
+PACKAGES+=(libuv1-dev libevent-dev)
 # shellcheck source=tests/lib/packages.sh
 source "$ROOT/tests/lib/packages.sh"
 rlock_install_packages "${PACKAGES[@]}"

@@ -27,6 +27,14 @@ int rlk_client_check(const rlock_client *c)
     return RLOCK_OK;
 }
 
+int rlk_client_blocking(const rlock_client *c, const char *what)
+{
+    if (c->loop != NULL) {
+        return rlk_err(RLOCK_EINVAL, "%s would block: this is a loop client (rlock_async.h)", what);
+    }
+    return RLOCK_OK;
+}
+
 /* Names are refused rather than given companions of rlock's own: a Redisson client derives the
  * companions by its rule, so a name it cannot use on a cluster is not one to share with it. */
 int rlk_check_cluster_name(const rlock_client *c, const char *name, const char *what)

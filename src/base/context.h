@@ -55,6 +55,10 @@ struct rlock_client {
     int sharded;
     rlk_pubsub *pubsub;
     rlk_watchdog *watchdog;
+    /* A loop client's state (src/loop/loop_client.h), NULL for a threaded client; loop_stop
+     * frees it when the client is freed (client/ calls it without knowing the layer above). */
+    void *loop;
+    void (*loop_stop)(rlock_client *c);
     char *sentinel_user; /* copies of the options (NULL = none) */
     char *sentinel_password;
     pthread_mutex_t master_mu;      /* guards master_host and master_port */
@@ -76,6 +80,10 @@ struct rlock_client {
     /* The figures and the event hook (observe.h): every layer reports through rlk_obs_*(). */
     rlk_obs obs;
 };
+
+/* RLOCK_EINVAL, naming what, on a loop client (a blocking call there would block its loop),
+ * else RLOCK_OK. */
+int rlk_client_blocking(const rlock_client *c, const char *what);
 
 /* Sends a formatted message to the user's log_fn if level is enabled. */
 void rlk_log(const rlock_client *c, int level, const char *fmt, ...) RLK_PRINTF(3, 4);

@@ -107,6 +107,11 @@ void rlk_client_unref(rlock_client *c)
 static void client_stop(rlock_client *c)
 {
     atomic_store(&c->closed, 1);
+    /* A loop client's state (src/loop) completes its pending operations and closes its
+     * connections; the parts below are NULL for it. */
+    if (c->loop_stop != NULL) {
+        c->loop_stop(c);
+    }
     /* The watchdog goes first: it borrows pool connections, so the pool must outlive it. */
     /* Cleared before the free: rlk_wd_cancel() treats a NULL watchdog as "nothing registered". */
     rlk_watchdog *wd = c->watchdog;
@@ -233,11 +238,8 @@ static int client_start(rlock_client *c)
     return r;
 }
 
-RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
+int rlk_client_alloc(const rlock_options *opts, rlock_client **out)
 {
-    if (out == NULL) {
-        return rlk_err(RLOCK_EINVAL, "out must not be NULL");
-    }
     *out = NULL;
     rlock_options defaults;
     if (opts == NULL) {
@@ -281,6 +283,26 @@ RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
     uuid_t id;
     uuid_generate(id);
     uuid_unparse_lower(id, c->uuid);
+    *out = c;
+    return RLOCK_OK;
+}
+
+void rlk_client_discard(rlock_client *c)
+{
+    client_destroy(c);
+}
+
+RLOCK_EXPORT int rlock_client_new(const rlock_options *opts, rlock_client **out)
+{
+    if (out == NULL) {
+        return rlk_err(RLOCK_EINVAL, "out must not be NULL");
+    }
+    *out = NULL;
+    rlock_client *c = NULL;
+    int r = rlk_client_alloc(opts, &c);
+    if (r != RLOCK_OK || c == NULL) {
+        return r != RLOCK_OK ? r : RLOCK_ENOMEM;
+    }
     r = client_start(c);
     if (r != RLOCK_OK) {
         /* Keep the first failure's detail: stopping may log but must not overwrite it. */

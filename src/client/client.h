@@ -16,4 +16,11 @@ size_t rlk_owner(const rlock_client *c, uint64_t tid, char *buf);
 void rlk_client_ref(rlock_client *c);
 void rlk_client_unref(rlock_client *c);
 
+/* The client's state from opts (NULL: the defaults), checked, with its URL parsed and its
+ * identity, but nothing started: rlock_client_new() starts the pool, the subscriber and the
+ * watchdog on it, a loop client (src/loop) its own parts. rlk_client_discard() frees one that
+ * never started. */
+int rlk_client_alloc(const rlock_options *opts, rlock_client **out);
+void rlk_client_discard(rlock_client *c);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "client_fork.h"
+#include "error.h"
 #include "cluster.h"
 #include "pool.h"
 #include "pubsub.h"
@@ -162,6 +163,10 @@ static int fork_refresh(rlock_client *c)
 
 int rlk_client_enter(rlock_client *c)
 {
+    if (c->loop != NULL && rlk_fork_stale(&c->gen)) {
+        /* Its loop is the parent's, and a refresh would start a threaded client's threads. */
+        return rlk_err(RLOCK_ECLOSED, "a loop client is not usable in a child of fork()");
+    }
     if (!atomic_load(&c->closed) && rlk_fork_stale(&c->gen)) {
         int r = fork_refresh(c);
         if (r != RLOCK_OK) {

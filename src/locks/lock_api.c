@@ -19,7 +19,11 @@ static int check_handle(rlock *l)
         return rlk_err(RLOCK_EINVAL, "lock must not be NULL");
     }
     /* A group has no client of its own: each member call checks its member's. */
-    return l->ops->group ? RLOCK_OK : rlk_client_enter(l->client);
+    if (l->ops->group) {
+        return RLOCK_OK;
+    }
+    int r = rlk_client_enter(l->client);
+    return r ? r : rlk_client_blocking(l->client, "a blocking lock call");
 }
 
 /* l->ops->acquire() observed as one acquire call (begin, end, and the start of the hold it made).

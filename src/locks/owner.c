@@ -18,6 +18,7 @@
 #include "lock_hold.h"
 #include "lock_lost.h"
 #include "lock_multi.h"
+#include "owner.h"
 
 struct rlock_owner {
     rlock_client *client;
@@ -66,6 +67,18 @@ RLOCK_EXPORT const char *rlock_owner_id(const rlock_owner *owner)
     rlock_owner *o = (rlock_owner *)owner;
     (void)rlk_owner(o->client, o->tid, o->id);
     return o->id;
+}
+
+int rlk_owner_tid(const rlock_owner *owner, const rlock_client *c, const char *what, uint64_t *tid)
+{
+    if (owner == NULL) {
+        return rlk_err(RLOCK_EINVAL, "%s: an owner is required (rlock_owner_new)", what);
+    }
+    if (owner->client != c) {
+        return rlk_err(RLOCK_EINVAL, "%s: the owner belongs to another client", what);
+    }
+    *tid = owner->tid;
+    return RLOCK_OK;
 }
 
 RLOCK_EXPORT void rlock_lock_args_init(rlock_lock_args *args)
@@ -191,6 +204,7 @@ static int extend_call(rlock *lock, int64_t lease_ms)
                        (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
     }
     int r = lock->ops->group ? RLOCK_OK : rlk_client_enter(lock->client);
+    r = r || lock->ops->group ? r : rlk_client_blocking(lock->client, "rlock_extend");
     return r ? r : lock->ops->extend(lock, lease_ms);
 }
 

@@ -72,7 +72,8 @@ static int latch_check(rlock_latch *l)
     if (l == NULL) {
         return rlk_err(RLOCK_EINVAL, "latch must not be NULL");
     }
-    return rlk_client_enter(l->client);
+    int r = rlk_client_enter(l->client);
+    return r ? r : rlk_client_blocking(l->client, "a latch call");
 }
 
 /* Runs script on [name, channel] with the given arguments; integer reply in *v. */

@@ -133,6 +133,7 @@ int rlk_sem_check(rlock_semaphore *sem)
         return rlk_err(RLOCK_EINVAL, "semaphore must not be NULL");
     }
     int r = rlk_client_enter(sem->client);
+    r = r ? r : rlk_client_blocking(sem->client, "a semaphore call");
     if (r == RLOCK_OK) {
         rlk_sem_refresh(sem);
         sem_settle_pending(sem);

@@ -321,7 +321,7 @@ static int tls_handshake(SSL *ssl, int fd, const char *name, int64_t deadline_ms
     }
 }
 
-int rlk_tls_connect(const rlk_tls *t, int fd, const char *host, int64_t deadline_ms, SSL **out)
+int rlk_tls_session(const rlk_tls *t, int fd, const char *host, SSL **out)
 {
     *out = NULL;
     const char *name = t->server_name != NULL ? t->server_name : host;
@@ -332,12 +332,37 @@ int rlk_tls_connect(const rlk_tls *t, int fd, const char *host, int64_t deadline
         return rlk_err(RLOCK_ENOMEM, "cannot allocate a TLS session");
     }
     SSL_set_bio(ssl, bio, bio);
-    int r = tls_set_peer(t, ssl, name) ? RLOCK_OK
-                                       : rlk_err(RLOCK_ETLS,
-                                                 "TLS: cannot use \"%s\" as the "
-                                                 "server's name",
-                                                 name);
-    r = r ? r : tls_handshake(ssl, fd, name, deadline_ms);
+    if (!tls_set_peer(t, ssl, name)) {
+        SSL_free(ssl);
+        return rlk_err(RLOCK_ETLS, "TLS: cannot use \"%s\" as the server's name", name);
+    }
+    *out = ssl;
+    return RLOCK_OK;
+}
+
+int rlk_tls_handshake_step(const rlk_tls *t, SSL *ssl, const char *host, short *events)
+{
+    const char *name = t->server_name != NULL ? t->server_name : host;
+    tls_may_block(ssl, 0);
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_connect(ssl);
+    if (ret == 1) {
+        return 1;
+    }
+    int e = SSL_get_error(ssl, ret);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        *events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+        return 0;
+    }
+    return tls_handshake_error(ssl, ret, name);
+}
+
+int rlk_tls_connect(const rlk_tls *t, int fd, const char *host, int64_t deadline_ms, SSL **out)
+{
+    SSL *ssl = NULL;
+    int r = rlk_tls_session(t, fd, host, &ssl);
+    r = r ? r : tls_handshake(ssl, fd, t->server_name != NULL ? t->server_name : host, deadline_ms);
     if (r != RLOCK_OK) {
         SSL_free(ssl);
         return r;

@@ -1,7 +1,8 @@
 /*
  * TLS for rlock's connections (OpenSSL): one context per client built from its options, the
- * handshake on a connected non-blocking socket, and the reads and writes of a session. Only
- * conn.c and client.c use it; no OpenSSL type leaves this header except as an opaque pointer.
+ * handshake on a connected non-blocking socket, and the reads and writes of a session. Used by
+ * conn.c, client.c and the loop's connections (loop/loop_conn.c); no OpenSSL type leaves this
+ * header except as an opaque pointer.
  */
 #ifndef RLK_TLS_H
 #define RLK_TLS_H
@@ -27,6 +28,15 @@ void rlk_tls_free(rlk_tls *t);
  * deadline passed), RLOCK_ENOMEM. */
 int rlk_tls_connect(const rlk_tls *t, int fd, const char *host, int64_t deadline_ms,
                     struct ssl_st **out);
+
+/* A session on fd (connected, non-blocking) whose handshake the caller drives with
+ * rlk_tls_handshake_step(): SNI and the name the certificate must carry set as rlk_tls_connect()
+ * sets them. RLOCK_OK and *out (rlk_tls_end() frees it), RLOCK_ETLS, RLOCK_ENOMEM. */
+int rlk_tls_session(const rlk_tls *t, int fd, const char *host, struct ssl_st **out);
+/* One step of that handshake, never waiting: 1 done; 0 not yet, *events (POLLIN or POLLOUT)
+ * says what the socket must be ready for before the next step; RLOCK_ETLS (a refused
+ * certificate, a name mismatch, a server that closed: with OpenSSL's reason) or RLOCK_ECONN. */
+int rlk_tls_handshake_step(const rlk_tls *t, struct ssl_st *ssl, const char *host, short *events);
 
 /* One read or write of a session. may_block 0: the socket calls never wait (MSG_DONTWAIT);
  * 1: they may wait as the socket does (a blocking socket's SO_RCVTIMEO/SO_SNDTIMEO). > 0: bytes

@@ -1,0 +1,109 @@
+/*
+ * rlock_async - locks driven by the caller's event loop, without threads.
+ *
+ * A loop client is an rlock_client created with rlock_loop_client_new() (or an adapter:
+ * rlock/libuv.h). Its connections, wake-ups, timers and watchdog renewals are I/O and timers on
+ * the caller's loop, through the callbacks of an rlock_loop; it starts no thread. Its handles are
+ * the ordinary rlock_open() ones; it is freed with rlock_client_free(). Every call on a loop
+ * client and its handles is made on the loop's thread (rlock_cancel_fire() excepted). A blocking
+ * call on a loop client (rlock_lock, rlock_try_lock, rlock_unlock, rlock_lock_ex, ...) returns
+ * RLOCK_EINVAL.
+ *
+ * This version: reentrant locks (RLOCK_REENTRANT) on a single Redis over TCP (redis://host:port,
+ * with a password and a db) or TLS (rediss://, with the TLS options of rlock_client_new():
+ * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, tls_insecure; the handshake runs on
+ * the loop, and a refused one completes the operations waiting for it with RLOCK_ETLS). The host
+ * is a numeric address or a name: a name is looked up by getaddrinfo() on a helper thread that
+ * lives for that one lookup and hands the answer to the loop through a socket the loop watches
+ * (the loop interface has no resolver); apart from these lookups a loop client starts no thread.
+ * A lookup, dial and handshake together are bounded by connect_timeout_ms. When dials of the data
+ * connection fail, the next one waits 50 ms, doubling up to 2 s (reset once the server answers),
+ * and the requests before it fail at once with RLOCK_ECONN. The other lock types, semaphores, the
+ * latch, Sentinel, Cluster and unix:// are not available on loop clients yet: rlock_lock_async()
+ * answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL for another URL.
+ */
+#ifndef RLOCK_ASYNC_H
+#define RLOCK_ASYNC_H
+
+#include "rlock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Events of a watched file descriptor. */
+#define RLOCK_LOOP_READ  1
+#define RLOCK_LOOP_WRITE 2
+
+/* Called by the loop when fd is ready: events is what is ready (RLOCK_LOOP_*). */
+typedef void (*rlock_loop_io_fn)(void *arg, int events);
+/* Called by the loop when a started timer expires. */
+typedef void (*rlock_loop_timer_fn)(void *arg);
+
+/* The loop interface: how a client asks the caller's loop for I/O readiness and timers. The
+ * caller (or an adapter) fills it; the client copies it. Watchers and timers are created and
+ * freed by the client, which frees all of its own in rlock_client_free(); after io_free or
+ * timer_free returns, their callbacks must not be called any more. All calls come from the
+ * loop's thread. loop_data is passed to the constructors as it is. */
+typedef struct rlock_loop {
+    void *loop_data;
+    /* A watcher of fd, watching nothing yet; NULL on failure. */
+    void *(*io_new)(void *loop_data, int fd, rlock_loop_io_fn cb, void *arg);
+    /* Watch events (RLOCK_LOOP_READ | RLOCK_LOOP_WRITE), 0 = none. 0 on success. */
+    int (*io_set)(void *io, int events);
+    void (*io_free)(void *io);
+    /* A stopped one-shot timer; NULL on failure. */
+    void *(*timer_new)(void *loop_data, rlock_loop_timer_fn cb, void *arg);
+    /* (Re)starts the timer: it fires once, delay_ms from now (0: at the loop's next turn). 0 on
+     * success. */
+    int (*timer_start)(void *timer, int64_t delay_ms);
+    void (*timer_stop)(void *timer);
+    void (*timer_free)(void *timer);
+} rlock_loop;
+
+/* Creates a loop client: options as rlock_client_new() (opts NULL: the defaults), the loop
+ * interface (every callback set, else RLOCK_EINVAL). It returns at once: the connections are
+ * dialled on the loop, and operations started before they are up wait for them. Returns
+ * RLOCK_OK; RLOCK_EINVAL for a NULL out or loop, a missing callback, bad options (a TLS file that
+ * cannot be read included), or a URL this version does not serve (see above); RLOCK_ETLS (no TLS
+ * context could be built); RLOCK_ENOMEM; RLOCK_ECONN when no socket could be made (or every
+ * numeric address refused the dial at once). */
+RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_loop *loop,
+                                       rlock_client **out);
+
+/* Called once when an asynchronous operation ends, on the loop, never inside the *_async call
+ * that started it. rc: RLOCK_OK or a negative RLOCK_E* code. It may start other operations,
+ * free the handle it is given (when no other operation of that handle is pending) or free the
+ * client. */
+typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
+
+/* Starts acquiring lock for args->owner (required: RLOCK_EINVAL without one; a loop has no
+ * thread identity), with args->wait_ms, args->lease_ms (< 0: the client's watchdog renews the
+ * hold on the loop's timer) and args->cancel. Returns RLOCK_OK when started: done then runs
+ * exactly once with RLOCK_OK (acquired, or re-entered by the owner), RLOCK_ETIMEDOUT,
+ * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel
+ * first; an attempt already on its way is waited for, and if it was granted, done gets RLOCK_OK:
+ * nothing is ever held unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN,
+ * RLOCK_ETLS (the TLS handshake was refused: an unknown CA, an expired certificate, a name
+ * mismatch), RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or RLOCK_EREDIS.
+ * Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an
+ * owner of another client, a threaded client, bad durations, args->on_lost set: not served yet),
+ * RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the token had fired already),
+ * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made, or the back-off after failed
+ * dials is running). The lock handle and the owner must stay open until done ran. */
+RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
+                                  void *user_data);
+
+/* Releases one hold of owner's (required) on lock. done gets RLOCK_OK (released, fully or one
+ * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ELOST (the watchdog had
+ * found the hold gone; the client's on_lost was called then, on the loop), RLOCK_ECLOSED,
+ * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code
+ * (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
+RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
+                                    void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

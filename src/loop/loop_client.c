@@ -1,0 +1,575 @@
+/*
+ * A loop client (loop_client.h): creation, the free that completes every pending operation, the
+ * data connection, the pub/sub connection and its channels, and the self-pipe that brings a
+ * fired token to the loop. Static helpers are named loop_*.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "loop_client.h"
+#include "observe.h"
+#include "scripts.h"
+#include "tls.h"
+
+/* A channel some waiter listens on. sent/seen count SUBSCRIBE requests and their
+ * confirmations, usent/useen the same for UNSUBSCRIBE: the subscription is live when wanted and
+ * every SUBSCRIBE was confirmed; the record goes when nobody wants it and nothing is pending. */
+struct rlk_loop_chan {
+    rlk_loop_chan *next;
+    rlk_loop_op *waiters;
+    int wanted;
+    int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
+    int sent, seen, usent, useen;
+    size_t len;
+    char name[];
+};
+
+rlk_loop_client *rlk_loop_of(const rlock_client *c)
+{
+    return c->loop;
+}
+
+/* Brackets a loop callback of this file that may run a done, which may free the client: after
+ * loop_leave() returns 1 the client is gone and the callback touches nothing of it. */
+static void loop_enter(rlk_loop_client *lc)
+{
+    lc->depth++;
+}
+
+static int loop_leave(rlk_loop_client *lc)
+{
+    if (--lc->depth == 0 && lc->freed) {
+        free(lc);
+        return 1;
+    }
+    return lc->freed;
+}
+
+static void loop_ignore_reply(void *arg, redisReply *rep, int err)
+{
+    (void)arg;
+    (void)rep;
+    (void)err;
+}
+
+/* ---- channels -------------------------------------------------------------------------- */
+
+static rlk_loop_chan *loop_chan_find(rlk_loop_client *lc, const char *name, size_t len)
+{
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        if (ch->len == len && memcmp(ch->name, name, len) == 0) {
+            return ch;
+        }
+    }
+    return NULL;
+}
+
+static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
+{
+    if (ch->wanted || ch->waiters != NULL || ch->sent != ch->seen || ch->usent != ch->useen ||
+        ch->waking) {
+        return;
+    }
+    for (rlk_loop_chan **p = &lc->chans; *p != NULL; p = &(*p)->next) {
+        if (*p == ch) {
+            *p = ch->next;
+            free(ch);
+            return;
+        }
+    }
+}
+
+static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb)
+{
+    const char *argv[2] = {verb, ch->name};
+    size_t lens[2] = {strlen(verb), ch->len};
+    int r = rlk_lconn_command(lc->sub, 2, argv, lens, NULL, NULL);
+    if (r == RLOCK_OK) {
+        *(verb[0] == 'S' ? &ch->sent : &ch->usent) += 1;
+    }
+    return r;
+}
+
+/* Wakes every waiter of ch once with why; a waiter may leave (or complete) while it is woken,
+ * so each wake starts over from the first waiter not yet woken; a done that freed the client
+ * ends the round. */
+static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
+{
+    for (rlk_loop_op *op = ch->waiters; op != NULL; op = op->cnext) {
+        op->mark = 1;
+    }
+    ch->waking = 1;
+    for (;;) {
+        rlk_loop_op *op = ch->waiters;
+        while (op != NULL && !op->mark) {
+            op = op->cnext;
+        }
+        if (op == NULL) {
+            ch->waking = 0;
+            loop_chan_drop_if_idle(lc, ch);
+            return;
+        }
+        op->mark = 0;
+        loop_enter(lc);
+        op->wake(op, why);
+        if (loop_leave(lc)) {
+            return;
+        }
+    }
+}
+
+static void loop_on_push(void *arg, redisReply *rep)
+{
+    rlk_loop_client *lc = arg;
+    if (rep->elements < 2 || rep->element[1]->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    const char *kind = rep->element[0]->str;
+    rlk_loop_chan *ch = loop_chan_find(lc, rep->element[1]->str, rep->element[1]->len);
+    if (ch == NULL) {
+        return;
+    }
+    if (strcmp(kind, "subscribe") == 0) {
+        lc->sub_backoff_ms = 0;
+        ch->seen++;
+        if (ch->wanted && ch->seen == ch->sent) {
+            loop_chan_wake(lc, ch, RLK_LOOP_SUBSCRIBED);
+        }
+    } else if (strcmp(kind, "unsubscribe") == 0) {
+        ch->useen++;
+        loop_chan_drop_if_idle(lc, ch);
+    } else if (strcmp(kind, "message") == 0 && ch->wanted) {
+        loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
+    }
+}
+
+/* The pub/sub connection broke: its subscriptions are gone. The waiters keep their timers, and
+ * the next request on the data connection dials it again and resubscribes (loop_sub_ensure), so
+ * a server that stays down is dialled at the waiters' pace, not in a loop. */
+/* Starts the redial timer with the next back-off: 50 ms, doubling up to 2 s. */
+static void loop_sub_retry(rlk_loop_client *lc)
+{
+    int64_t d = lc->sub_backoff_ms;
+    d = d < 50 ? 50 : d * 2 > 2000 ? 2000 : d * 2;
+    lc->sub_backoff_ms = d;
+    (void)lc->loop.timer_start(lc->sub_timer, d);
+}
+
+static void loop_sub_down(void *arg, int err)
+{
+    rlk_loop_client *lc = arg;
+    rlk_lconn_free(lc->sub, err);
+    lc->sub = NULL;
+    rlk_loop_chan *next = NULL;
+    int wanted = 0;
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = next) {
+        next = ch->next;
+        ch->sent = ch->seen = ch->usent = ch->useen = 0;
+        wanted |= ch->wanted;
+        loop_chan_drop_if_idle(lc, ch);
+    }
+    if (wanted) {
+        loop_sub_retry(lc);
+    }
+}
+
+static int loop_sub_ensure(rlk_loop_client *lc);
+
+/* The redial timer: the waiters wake on the new subscriptions' confirmations and attempt. */
+static void loop_on_sub_timer(void *arg)
+{
+    rlk_loop_client *lc = arg;
+    int wanted = 0;
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        wanted |= ch->wanted;
+    }
+    if (wanted && lc->sub == NULL && loop_sub_ensure(lc) != RLOCK_OK) {
+        loop_sub_retry(lc);
+    }
+}
+
+static int loop_sub_ensure(rlk_loop_client *lc)
+{
+    if (lc->sub != NULL) {
+        return RLOCK_OK;
+    }
+    rlk_lconn_cbs cbs = {.push = loop_on_push,
+                         .down = loop_sub_down,
+                         .arg = lc,
+                         .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
+                         .command_timeout_ms = lc->c->opts.command_timeout_ms,
+                         .tls = lc->c->tls};
+    int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->sub);
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
+        r = ch->wanted ? loop_chan_send(lc, ch, "SUBSCRIBE") : RLOCK_OK;
+    }
+    return r;
+}
+
+int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
+{
+    rlk_loop_client *lc = op->lc;
+    rlk_loop_chan *ch = loop_chan_find(lc, channel, len);
+    if (ch == NULL) {
+        if ((ch = calloc(1, sizeof(*ch) + len + 1)) == NULL) {
+            return rlk_err(RLOCK_ENOMEM, "out of memory joining a channel");
+        }
+        memcpy(ch->name, channel, len);
+        ch->len = len;
+        ch->next = lc->chans;
+        lc->chans = ch;
+    }
+    int live = ch->wanted && ch->seen == ch->sent;
+    op->chan = ch;
+    op->cprev = NULL;
+    op->cnext = ch->waiters;
+    if (ch->waiters != NULL) {
+        ch->waiters->cprev = op;
+    }
+    ch->waiters = op;
+    if (ch->wanted) {
+        return live;
+    }
+    ch->wanted = 1;
+    int r = loop_sub_ensure(lc);
+    /* A new connection subscribed every wanted channel, this one included. */
+    r = r || ch->sent > ch->seen ? r : loop_chan_send(lc, ch, "SUBSCRIBE");
+    return r;
+}
+
+void rlk_loop_leave(rlk_loop_op *op)
+{
+    rlk_loop_chan *ch = op->chan;
+    if (ch == NULL) {
+        return;
+    }
+    *(op->cprev != NULL ? &op->cprev->cnext : &ch->waiters) = op->cnext;
+    if (op->cnext != NULL) {
+        op->cnext->cprev = op->cprev;
+    }
+    op->chan = NULL;
+    op->cprev = op->cnext = NULL;
+    if (ch->waiters == NULL && ch->wanted) {
+        ch->wanted = 0;
+        if (rlk_lconn_ok(op->lc->sub)) {
+            (void)loop_chan_send(op->lc, ch, "UNSUBSCRIBE");
+        }
+        loop_chan_drop_if_idle(op->lc, ch);
+    }
+}
+
+/* ---- the data connection and scripts --------------------------------------------------- */
+
+/* The data connection broke. One that the server had answered is dialled again at the next
+ * request; one that got no reply (refused, timed out, TLS refused) makes the next dial wait
+ * 50 ms, doubling up to 2 s, and the requests before then fail at once with RLOCK_ECONN: a
+ * server that is down sees a few dials, not one per request. */
+static void loop_data_back_off(rlk_loop_client *lc, int replied)
+{
+    int64_t d = lc->data_backoff_ms;
+    d = replied ? 0 : d < 50 ? 50 : d * 2 > 2000 ? 2000 : d * 2;
+    lc->data_backoff_ms = d;
+    lc->data_retry_at = rlk_now_ms() + d;
+}
+
+static void loop_data_down(void *arg, int err)
+{
+    rlk_loop_client *lc = arg;
+    loop_data_back_off(lc, rlk_lconn_replied(lc->data));
+    rlk_lconn_free(lc->data, err);
+    lc->data = NULL;
+}
+
+/* Dials the data connection, unless the back-off after failed dials is still running. */
+static int loop_data_dial(rlk_loop_client *lc)
+{
+    int64_t left = lc->data_retry_at - rlk_now_ms();
+    if (left > 0) {
+        return rlk_err(RLOCK_ECONN, "Redis at %s:%d did not answer; the next dial is in %lld ms",
+                       lc->c->url.host, lc->c->url.port, (long long)left);
+    }
+    rlk_lconn_cbs cbs = {.down = loop_data_down,
+                         .arg = lc,
+                         .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
+                         .command_timeout_ms = lc->c->opts.command_timeout_ms,
+                         .tls = lc->c->tls};
+    if (lc->data_dialled) {
+        rlk_obs_count(lc->c, RLK_CNT_RECONNECTS);
+    }
+    lc->data_dialled = 1;
+    int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->data);
+    if (r == RLOCK_ECONN) { /* refused at once: it backs off as a dial that broke later */
+        loop_data_back_off(lc, 0);
+    }
+    return r;
+}
+
+int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out)
+{
+    int r = lc->data == NULL ? loop_data_dial(lc) : RLOCK_OK;
+    int wanted = 0;
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        wanted |= ch->wanted;
+    }
+    if (r == RLOCK_OK && wanted) {
+        (void)loop_sub_ensure(lc); /* after a break: the waiters' pace redials it */
+    }
+    *out = lc->data;
+    return r;
+}
+
+/* An EVALSHA in flight, kept for its one resend after a NOSCRIPT reply. */
+typedef struct loop_eval {
+    rlk_loop_client *lc;
+    int script;
+    int resent;
+    rlk_lconn_reply_fn fn;
+    void *arg;
+    size_t len;
+    char cmd[];
+} loop_eval;
+
+static void loop_eval_reply(void *arg, redisReply *rep, int err)
+{
+    loop_eval *e = arg;
+    if (err == RLOCK_OK && !e->resent && rlk_reply_is_noscript(rep)) {
+        const rlk_script_src *s = rlk_script_get(e->script);
+        const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
+        size_t lens[3] = {6, 4, s->len};
+        e->resent = 1;
+        rlk_lconn *conn = e->lc->data;
+        int r = conn != NULL ? rlk_lconn_command(conn, 3, argv, lens, loop_ignore_reply, NULL)
+                             : RLOCK_ECONN;
+        r = r ? r : rlk_lconn_send(conn, e->cmd, e->len, loop_eval_reply, e);
+        if (r == RLOCK_OK) {
+            return;
+        }
+        err = r;
+        rep = NULL;
+    }
+    e->fn(e->arg, rep, err);
+    free(e);
+}
+
+int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
+                  rlk_lconn_reply_fn fn, void *arg)
+{
+    rlk_lconn *conn = NULL;
+    int r = rlk_loop_data(lc, &conn);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    loop_eval *e = malloc(sizeof(*e) + len);
+    if (e == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "out of memory sending a script");
+    }
+    *e = (loop_eval){.lc = lc, .script = script, .fn = fn, .arg = arg, .len = len};
+    memcpy(e->cmd, cmd, len);
+    r = rlk_lconn_send(conn, cmd, len, loop_eval_reply, e);
+    if (r != RLOCK_OK) {
+        free(e);
+    }
+    return r;
+}
+
+/* ---- pending operations and cancellation ----------------------------------------------- */
+
+/* Runs on the cancel thread: one byte tells the loop to look at the tokens. */
+static void loop_cancel_wake(void *arg)
+{
+    rlk_loop_client *lc = arg;
+    ssize_t n = write(lc->pipe_w, "c", 1);
+    (void)n; /* a full pipe holds a byte the loop has yet to read */
+}
+
+static void loop_on_pipe(void *arg, int events)
+{
+    rlk_loop_client *lc = arg;
+    char buf[64];
+    (void)events;
+    while (read(lc->pipe_r, buf, sizeof(buf)) > 0) {
+    }
+    for (;;) {
+        rlk_loop_op *op = lc->ops;
+        while (op != NULL && (op->cancel_seen || !rlk_cancel_is_fired(op->cancel))) {
+            op = op->next;
+        }
+        if (op == NULL) {
+            return;
+        }
+        op->cancel_seen = 1;
+        loop_enter(lc);
+        op->wake(op, RLK_LOOP_CANCEL);
+        if (loop_leave(lc)) {
+            return;
+        }
+    }
+}
+
+int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,
+                    void (*wake)(rlk_loop_op *, int))
+{
+    *op = (rlk_loop_op){.lc = lc, .cancel = cancel, .wake = wake};
+    int r = rlk_cancel_watch_begin(&op->watch, cancel, loop_cancel_wake, lc);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    op->next = lc->ops;
+    if (lc->ops != NULL) {
+        lc->ops->prev = op;
+    }
+    lc->ops = op;
+    if (rlk_cancel_is_fired(cancel)) {
+        loop_cancel_wake(lc); /* fired before the watch began: the loop still hears of it */
+    }
+    return RLOCK_OK;
+}
+
+void rlk_loop_op_remove(rlk_loop_op *op)
+{
+    rlk_loop_client *lc = op->lc;
+    rlk_loop_leave(op);
+    *(op->prev != NULL ? &op->prev->next : &lc->ops) = op->next;
+    if (op->next != NULL) {
+        op->next->prev = op->prev;
+    }
+    op->prev = op->next = NULL;
+    rlk_cancel_watch_end(&op->watch);
+}
+
+/* ---- creation and free ----------------------------------------------------------------- */
+
+/* Completes every pending operation with RLOCK_ECLOSED and frees the loop state. The
+ * connections go first: the requests in flight on them complete their operations. */
+static void loop_client_stop(rlock_client *c)
+{
+    rlk_loop_client *lc = c->loop;
+    rlk_lconn *data = lc->data, *sub = lc->sub;
+    lc->data = lc->sub = NULL;
+    rlk_lconn_free(data, rlk_err(RLOCK_ECLOSED, "the client was freed"));
+    rlk_lconn_free(sub, RLOCK_ECLOSED);
+    while (lc->ops != NULL) {
+        rlk_loop_op *op = lc->ops;
+        op->wake(op, RLK_LOOP_CLOSE);
+        if (lc->ops == op) { /* a module that did not complete it: it still leaves */
+            rlk_loop_op_remove(op);
+        }
+    }
+    while (lc->chans != NULL) {
+        rlk_loop_chan *ch = lc->chans;
+        lc->chans = ch->next;
+        free(ch);
+    }
+    while (lc->holds != NULL) {
+        rlk_loop_hold *h = lc->holds;
+        lc->holds = h->next;
+        if (!h->lost) { /* renewed no more; a lost one was counted when it was found */
+            rlk_obs_forget(c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name);
+        }
+        free(h->name);
+        free(h);
+    }
+    if (lc->wd_timer != NULL) {
+        lc->loop.timer_free(lc->wd_timer);
+    }
+    lc->loop.timer_free(lc->sub_timer);
+    lc->loop.io_free(lc->pipe_io);
+    close(lc->pipe_r);
+    close(lc->pipe_w);
+    c->loop = NULL;
+    lc->freed = 1;
+    if (lc->depth == 0) {
+        free(lc);
+    }
+}
+
+static int loop_check(const rlock_loop *loop, const rlk_url *url)
+{
+    if (loop->io_new == NULL || loop->io_set == NULL || loop->io_free == NULL ||
+        loop->timer_new == NULL || loop->timer_start == NULL || loop->timer_stop == NULL ||
+        loop->timer_free == NULL) {
+        return rlk_err(RLOCK_EINVAL, "rlock_loop_client_new: every loop callback must be set");
+    }
+    if (url->kind != RLK_URL_STANDALONE || url->is_unix || url->host == NULL) {
+        return rlk_err(RLOCK_EINVAL, "a loop client serves redis:// and rediss:// with a host "
+                                     "and port only in this version");
+    }
+    return RLOCK_OK;
+}
+
+/* The TLS context every connection of the client shares, when the URL (rediss://) or a TLS
+ * option asks for TLS; the files are read now, so a wrong path fails at creation. */
+static int loop_tls(rlock_client *c)
+{
+    const rlock_options *o = &c->opts;
+    int wanted = c->url.tls || o->tls_ca_file != NULL || o->tls_cert_file != NULL ||
+                 o->tls_key_file != NULL || o->tls_server_name != NULL;
+    return wanted ? rlk_tls_new(o, &c->tls) : RLOCK_OK;
+}
+
+static int loop_client_start(rlock_client *c, const rlock_loop *loop)
+{
+    rlk_loop_client *lc = calloc(1, sizeof(*lc));
+    int fds[2];
+    if (lc == NULL || pipe(fds) != 0) {
+        int code = lc == NULL ? RLOCK_ENOMEM : RLOCK_ECONN;
+        free(lc);
+        return rlk_err(code, "cannot make a loop client");
+    }
+    for (int i = 0; i < 2; i++) {
+        (void)fcntl(fds[i], F_SETFL, O_NONBLOCK);
+        (void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    }
+    lc->c = c;
+    lc->loop = *loop;
+    lc->pipe_r = fds[0];
+    lc->pipe_w = fds[1];
+    lc->pipe_io = loop->io_new(loop->loop_data, fds[0], loop_on_pipe, lc);
+    lc->sub_timer = loop->timer_new(loop->loop_data, loop_on_sub_timer, lc);
+    if (lc->pipe_io == NULL || lc->sub_timer == NULL ||
+        loop->io_set(lc->pipe_io, RLOCK_LOOP_READ) != 0) {
+        if (lc->pipe_io != NULL) {
+            loop->io_free(lc->pipe_io);
+        }
+        if (lc->sub_timer != NULL) {
+            loop->timer_free(lc->sub_timer);
+        }
+        close(fds[0]);
+        close(fds[1]);
+        free(lc);
+        return rlk_err(RLOCK_ENOMEM, "the loop could not watch the client's pipe");
+    }
+    c->loop = lc;
+    c->loop_stop = loop_client_stop;
+    rlk_lconn *conn = NULL;
+    return rlk_loop_data(lc, &conn); /* dialling starts now, on the loop */
+}
+
+RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_loop *loop,
+                                       rlock_client **out)
+{
+    if (out == NULL || loop == NULL) {
+        return rlk_err(RLOCK_EINVAL, "rlock_loop_client_new: loop and out must not be NULL");
+    }
+    *out = NULL;
+    rlock_client *c = NULL;
+    int r = rlk_client_alloc(opts, &c);
+    r = r ? r : loop_check(loop, &c->url);
+    r = r ? r : loop_tls(c);
+    r = r ? r : loop_client_start(c, loop);
+    if (r != RLOCK_OK) {
+        if (c != NULL && c->loop != NULL) {
+            loop_client_stop(c);
+        }
+        if (c != NULL) {
+            rlk_client_discard(c);
+        }
+        return r;
+    }
+    *out = c;
+    return RLOCK_OK;
+}

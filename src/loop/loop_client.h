@@ -1,0 +1,101 @@
+/*
+ * A loop client's state (rlock_client.loop): its data and pub/sub connections on the caller's
+ * loop, the channels its waiters listen on, its pending operations, the self-pipe that carries
+ * cancellations to the loop, and the holds its watchdog renews (loop_watchdog.c). Everything
+ * here runs on the loop's thread, except the cancel watch's write to the pipe.
+ */
+#ifndef RLK_LOOP_CLIENT_H
+#define RLK_LOOP_CLIENT_H
+
+#include "cancel.h"
+#include "client.h"
+#include "loop_conn.h"
+
+typedef struct rlk_loop_client rlk_loop_client;
+typedef struct rlk_loop_op rlk_loop_op;
+typedef struct rlk_loop_chan rlk_loop_chan;
+
+/* Why an operation is woken (rlk_loop_op.wake). */
+enum {
+    RLK_LOOP_MESSAGE = 1, /* a message on its channel */
+    RLK_LOOP_SUBSCRIBED,  /* its channel's subscription is confirmed */
+    RLK_LOOP_CANCEL,      /* its token fired */
+    RLK_LOOP_CLOSE,       /* the client is being freed: complete with RLOCK_ECLOSED */
+};
+
+/* A pending operation, embedded in the record of the module that runs it (loop_lock.c). It is
+ * on the client's list from rlk_loop_op_add() to rlk_loop_op_remove(). */
+struct rlk_loop_op {
+    rlk_loop_op *prev, *next;   /* the client's pending operations */
+    rlk_loop_op *cprev, *cnext; /* its channel's waiters */
+    rlk_loop_chan *chan;        /* the channel it listens on, NULL: none */
+    rlk_loop_client *lc;
+    const rlock_cancel *cancel;
+    rlk_cancel_watch watch;
+    int cancel_seen; /* RLK_LOOP_CANCEL was delivered */
+    int mark;        /* to be woken in the channel's current round (loop_client.c) */
+    void (*wake)(rlk_loop_op *op, int why);
+};
+
+/* A hold a loop owner took (the loop keeps its own records: count, token, watchdog), by lock
+ * name and owner: the record outlives the handle it was taken through. */
+typedef struct rlk_loop_hold {
+    struct rlk_loop_hold *prev, *next;
+    char *name;
+    size_t name_len;
+    uint64_t tid;
+    int count;
+    uint64_t token;
+    int64_t lease_ms; /* the latest acquire's lease (a release keeps it for the holds left) */
+    int64_t obs_t0;   /* when the hold began (rlk_obs_now_ns()), for its end's report */
+    int watchdog;     /* renewed by the loop's watchdog */
+    int lost;         /* 1: found gone by a renewal (reported); the next release says ELOST */
+    int64_t due_ms;   /* its next renewal (monotonic ms) */
+    char field[RLK_OWNER_MAX];
+    size_t field_len;
+} rlk_loop_hold;
+
+struct rlk_loop_client {
+    rlock_client *c;
+    rlock_loop loop;
+    rlk_lconn *data;         /* NULL until needed, and after a failure until needed again */
+    int64_t data_backoff_ms; /* the wait after the last dial that got no reply (0: none) */
+    int64_t data_retry_at;   /* monotonic ms before which no data dial is made */
+    int data_dialled;        /* a data connection was dialled before (later ones count) */
+    rlk_lconn *sub;          /* the pub/sub connection, NULL while no channel is wanted */
+    void *sub_timer;         /* redials the pub/sub connection after it broke */
+    int64_t sub_backoff_ms;  /* the next redial's delay: 0 after a confirmation, then doubling */
+    rlk_loop_op *ops;
+    rlk_loop_chan *chans;
+    rlk_loop_hold *holds; /* loop_watchdog.c's */
+    void *wd_timer;       /* loop_watchdog.c's, NULL until a watchdog hold exists */
+    int pipe_r, pipe_w;   /* the self-pipe a fired token's watch writes to */
+    void *pipe_io;
+    /* This file's loop callbacks running now, and whether a done inside one freed the client:
+     * the struct then outlives the free until the outermost of them returns. */
+    int depth;
+    int freed;
+};
+
+/* The loop state of c, NULL for a threaded client. */
+rlk_loop_client *rlk_loop_of(const rlock_client *c);
+/* The data connection, dialled when there is none (RLOCK_OK and *out, or an error). */
+int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out);
+/* Sends an EVALSHA request of script (cmd, len) on the data connection; a NOSCRIPT reply loads
+ * the script and resends once, so fn sees the script's own reply. */
+int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
+                  rlk_lconn_reply_fn fn, void *arg);
+
+/* Puts op on the client's list and watches its token (cancel may be NULL). */
+int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,
+                    void (*wake)(rlk_loop_op *, int));
+/* Takes op off the list and its channel, and ends its token's watch. */
+void rlk_loop_op_remove(rlk_loop_op *op);
+
+/* Adds op to the waiters of channel, subscribing when it is new: 1 when the subscription is
+ * confirmed already, 0 when RLK_LOOP_SUBSCRIBED will follow, or a negative error. */
+int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len);
+/* Takes op off its channel's waiters; the last one unsubscribes. */
+void rlk_loop_leave(rlk_loop_op *op);
+
+#endif

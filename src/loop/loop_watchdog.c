@@ -1,0 +1,213 @@
+/*
+ * A loop client's hold records and the watchdog timer (loop_watchdog.h). A sweep sends every
+ * hold due within a tenth of a renewal period, up to WD_BATCH per script call, and moves their
+ * next renewal on at once, so a slow reply never makes a hold renewed twice. Static helpers are
+ * named wd_*.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "loop_watchdog.h"
+#include "resp_format.h"
+#include "scripts.h"
+
+#define WD_BATCH 100
+
+/* One renewal call in flight: which holds it renews, to find them again by its reply (a hold
+ * released meanwhile is simply not found). */
+typedef struct wd_batch {
+    rlk_loop_client *lc;
+    int n;
+    struct {
+        uint64_t tid;
+        char *name;
+        size_t len;
+    } h[WD_BATCH];
+} wd_batch;
+
+rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t len, uint64_t tid,
+                                 int create)
+{
+    for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
+        if (h->tid == tid && h->name_len == len && memcmp(h->name, name, len) == 0) {
+            return h;
+        }
+    }
+    if (!create) {
+        return NULL;
+    }
+    rlk_loop_hold *h = calloc(1, sizeof(*h));
+    char *copy = malloc(len + 1);
+    if (h == NULL || copy == NULL) {
+        free(h);
+        free(copy);
+        return NULL;
+    }
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    *h = (rlk_loop_hold){.name = copy, .name_len = len, .tid = tid, .next = lc->holds};
+    if (lc->holds != NULL) {
+        lc->holds->prev = h;
+    }
+    lc->holds = h;
+    return h;
+}
+
+void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h)
+{
+    if (h->prev != NULL) {
+        h->prev->next = h->next;
+    } else {
+        lc->holds = h->next;
+    }
+    if (h->next != NULL) {
+        h->next->prev = h->prev;
+    }
+    free(h->name);
+    free(h);
+}
+
+static void wd_batch_free(wd_batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        free(b->h[i].name);
+    }
+    free(b);
+}
+
+/* renew_hash.lua's reply: 0 for a hold whose owner no longer holds the lock, which is lost: it
+ * is renewed no more and reported once; its record stays for the owner's release, which then
+ * answers RLOCK_ELOST (as rlock_unlock() does). The user's callback runs after the batch is
+ * freed, from a walk of the records. */
+static void wd_on_reply(void *arg, redisReply *rep, int err)
+{
+    wd_batch *b = arg;
+    rlk_loop_client *lc = b->lc;
+    if (err == RLOCK_OK && rep->type == REDIS_REPLY_ARRAY && (int)rep->elements == b->n) {
+        for (int i = 0; i < b->n; i++) {
+            rlk_loop_hold *h = rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, 0);
+            if (h != NULL && !h->lost && rep->element[i]->type == REDIS_REPLY_INTEGER &&
+                rep->element[i]->integer == 0) {
+                h->lost = 2; /* found now: reported below */
+            }
+        }
+    }
+    wd_batch_free(b);
+    const rlock_options *o = &lc->c->opts;
+    for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
+        if (h->lost != 2) {
+            continue;
+        }
+        h->lost = 1;
+        h->watchdog = 0;
+        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
+        rlk_obs_lost(lc->c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, h->field, h->obs_t0,
+                     h->token);
+        if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
+            o->on_lost(h->name, o->user_data);
+        }
+    }
+}
+
+/* Sends one renewal call for the holds of b. */
+static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
+{
+    const rlk_script_src *s = rlk_script_get(RLK_SCRIPT_RENEW_HASH);
+    const char *argv[4 + 2 * WD_BATCH];
+    size_t lens[4 + 2 * WD_BATCH];
+    char nkeys[24], lease[24];
+    int argc = 0;
+    (void)rlk_fmt_i64(nkeys, b->n);
+    (void)rlk_fmt_i64(lease, lc->c->opts.watchdog_timeout_ms);
+    argv[argc++] = "EVALSHA";
+    argv[argc++] = s->sha1;
+    argv[argc++] = nkeys;
+    for (int i = 0; i < b->n; i++) {
+        argv[argc++] = holds[i]->name;
+    }
+    argv[argc++] = lease;
+    for (int i = 0; i < b->n; i++) {
+        argv[argc++] = holds[i]->field;
+    }
+    for (int i = 0; i < argc; i++) {
+        lens[i] = strlen(argv[i]);
+    }
+    for (int i = 0; i < b->n; i++) {
+        lens[3 + i] = holds[i]->name_len;
+    }
+    char *cmd = NULL;
+    long long n = rlk_resp_format(argc, argv, lens, &cmd);
+    int r = n < 0 ? RLOCK_ENOMEM
+                  : rlk_loop_eval(lc, RLK_SCRIPT_RENEW_HASH, cmd, (size_t)n, wd_on_reply, b);
+    free(cmd);
+    if (r != RLOCK_OK) {
+        rlk_log(lc->c, RLOCK_LOG_WARN, "loop watchdog: a renewal could not be sent (%d)", r);
+        wd_batch_free(b);
+    }
+}
+
+static void wd_arm(rlk_loop_client *lc);
+
+/* Renews every hold due now (or within the slack), WD_BATCH per call. */
+static void wd_on_timer(void *arg)
+{
+    rlk_loop_client *lc = arg;
+    int64_t period = lc->c->opts.watchdog_timeout_ms / 3;
+    int64_t now = rlk_now_ms(), until = now + period / 10;
+    rlk_loop_hold *holds[WD_BATCH];
+    wd_batch *b = NULL;
+    for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
+        if (!h->watchdog || h->due_ms > until) {
+            continue;
+        }
+        if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
+            break; /* the timer comes back at once: the holds are still due */
+        }
+        b->lc = lc;
+        if ((b->h[b->n].name = strdup(h->name)) == NULL) {
+            break;
+        }
+        b->h[b->n].len = h->name_len;
+        b->h[b->n].tid = h->tid;
+        holds[b->n++] = h;
+        h->due_ms = now + period;
+        if (b->n == WD_BATCH) {
+            wd_send(lc, b, holds);
+            b = NULL;
+        }
+    }
+    if (b != NULL) {
+        wd_send(lc, b, holds);
+    }
+    wd_arm(lc);
+}
+
+/* Starts the timer for the earliest due hold (none: it stays stopped). */
+static void wd_arm(rlk_loop_client *lc)
+{
+    int64_t first = INT64_MAX;
+    for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
+        first = h->watchdog && h->due_ms < first ? h->due_ms : first;
+    }
+    if (first == INT64_MAX) {
+        lc->loop.timer_stop(lc->wd_timer);
+        return;
+    }
+    int64_t delay = first - rlk_now_ms();
+    (void)lc->loop.timer_start(lc->wd_timer, delay < 0 ? 0 : delay);
+}
+
+void rlk_loop_wd_add(rlk_loop_client *lc, rlk_loop_hold *h)
+{
+    if (lc->wd_timer == NULL) {
+        lc->wd_timer = lc->loop.timer_new(lc->loop.loop_data, wd_on_timer, lc);
+        if (lc->wd_timer == NULL) {
+            rlk_log(lc->c, RLOCK_LOG_WARN, "loop watchdog: the loop gave no timer");
+            return;
+        }
+    }
+    h->watchdog = 1;
+    h->due_ms = rlk_now_ms() + lc->c->opts.watchdog_timeout_ms / 3;
+    wd_arm(lc);
+}

@@ -1,0 +1,20 @@
+/*
+ * A loop client's hold records and its watchdog: the holds taken with lease_ms < 0 are renewed
+ * every third of watchdog_timeout_ms by one timer on the loop, all due holds in one
+ * renew_hash.lua call (the threaded watchdog's script and batch shape).
+ */
+#ifndef RLK_LOOP_WATCHDOG_H
+#define RLK_LOOP_WATCHDOG_H
+
+#include "loop_client.h"
+
+/* The record of owner tid's hold of lock name, NULL if none; with create, a new empty one
+ * (NULL when out of memory). */
+rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t len, uint64_t tid,
+                                 int create);
+/* Forgets a record (and stops renewing it). */
+void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h);
+/* Puts h under the watchdog: first renewal a third of the lease from now. */
+void rlk_loop_wd_add(rlk_loop_client *lc, rlk_loop_hold *h);
+
+#endif

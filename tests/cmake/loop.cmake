@@ -1,0 +1,37 @@
+# tests/cmake/loop.cmake - loop clients (include/rlock_async.h, issue 30) against real
+# redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
+# (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
+# loop/loop_event.c), and test_loop_net_uv / test_loop_net_event the connections' tests
+# (loop/test_loop_net.c: TLS, host names, back-off). The loop side is compiled as a user's code is, with the public headers
+# only: the private include path has a semaphore.h of its own that would hide the system's from
+# uv.h. A program is not built without its loop library's development files. Included from
+# tests/CMakeLists.txt.
+pkg_check_modules(LIBUV QUIET IMPORTED_TARGET libuv)
+pkg_check_modules(LIBEVENT QUIET IMPORTED_TARGET libevent)
+if(TARGET rlock_harness)
+  foreach(_adapter uv event)
+    if(_adapter STREQUAL "uv")
+      set(_found ${LIBUV_FOUND})
+      set(_lib PkgConfig::LIBUV)
+    else()
+      set(_found ${LIBEVENT_FOUND})
+      set(_lib PkgConfig::LIBEVENT)
+    endif()
+    if(NOT _found)
+      message(STATUS "rlock: lib${_adapter} not found, test_loop_${_adapter} not built")
+      continue()
+    endif()
+    add_library(rlock_test_${_adapter} STATIC loop/loop_${_adapter}.c)
+    target_include_directories(rlock_test_${_adapter} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}/loop"
+                                                             "${PROJECT_SOURCE_DIR}/include")
+    # The library after it on the link line, without its include path in this target's compile.
+    target_link_libraries(rlock_test_${_adapter} PUBLIC ${_lib} INTERFACE rlock_internal)
+    rlock_add_test(NAME test_loop_${_adapter} SOURCES loop/test_loop.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # TLS, host names and the data connection's back-off (loop/test_loop_net.c).
+    rlock_add_test(NAME test_loop_net_${_adapter} SOURCES loop/test_loop_net.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60
+                   ENV "RLOCK_TLS_CERTS=${CMAKE_CURRENT_BINARY_DIR}/tls-certs"
+                   FIXTURES_REQUIRED tls_certs)
+  endforeach()
+endif()
