@@ -1,7 +1,8 @@
 # tests/cmake/loop.cmake - loop clients (include/rlock_async.h, issue 30) against real
 # redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
 # (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
-# loop/loop_event.c). The loop side is compiled as a user's code is, with the public headers
+# loop/loop_event.c), as do test_loop_sync_uv and test_loop_sync_event (loop/test_loop_sync.c:
+# semaphores and the latch). The loop side is compiled as a user's code is, with the public headers
 # only: the private include path has a semaphore.h of its own that would hide the system's from
 # uv.h. A program is not built without its loop library's development files. Included from
 # tests/CMakeLists.txt.
@@ -26,6 +27,9 @@ if(TARGET rlock_harness)
     # The library after it on the link line, without its include path in this target's compile.
     target_link_libraries(rlock_test_${_adapter} PUBLIC ${_lib} INTERFACE rlock_internal)
     rlock_add_test(NAME test_loop_${_adapter} SOURCES loop/test_loop.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # Semaphores and the latch on a loop client (loop/test_loop_sync.c).
+    rlock_add_test(NAME test_loop_sync_${_adapter} SOURCES loop/test_loop_sync.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
   endforeach()
 endif()
