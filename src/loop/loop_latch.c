@@ -22,7 +22,8 @@ static int lat_check(rlock_latch *l, rlock_latch_done_fn done, const char *what,
                      rlk_loop_client **lc)
 {
     if (l == NULL || done == NULL) {
-        return rlk_err(RLOCK_EINVAL, "%s: latch and done must not be NULL", what);
+        (void)rlk_err(RLOCK_EINVAL, "%s: latch and done must not be NULL", what);
+        return RLOCK_EINVAL;
     }
     int r = rlk_client_check(l->client);
     if (r == RLOCK_OK && (*lc = rlk_loop_of(l->client)) == NULL) {

@@ -30,7 +30,8 @@ typedef struct sop {
 static int sop_check(rlock_semaphore *sem, const void *done, const char *what, rlk_loop_client **lc)
 {
     if (sem == NULL || done == NULL) {
-        return rlk_err(RLOCK_EINVAL, "%s: sem and done must not be NULL", what);
+        (void)rlk_err(RLOCK_EINVAL, "%s: sem and done must not be NULL", what);
+        return RLOCK_EINVAL;
     }
     int r = rlk_client_check(sem->client);
     if (r == RLOCK_OK && (*lc = rlk_loop_of(sem->client)) == NULL) {

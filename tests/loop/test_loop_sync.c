@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <hiredis.h>
 
 #include "tl_loop.h"
 #include "tc_redis.h"
@@ -154,6 +155,20 @@ static long long get_int(rh_server *s, const char *key)
     long long n = v != NULL ? atoll(v) : -1;
     free(v);
     return n;
+}
+
+/* Sends a script that keeps the server busy for ms on ctx, without waiting for its reply: the
+ * requests the loop sends meanwhile are answered only after it. */
+static void stall_server(redisContext *ctx, int ms)
+{
+    static const char busy[] = "local t = redis.call('TIME') "
+                               "local e = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
+                               "repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= e";
+    assert_int_equal(redisAppendCommand(ctx, "EVAL %s 0 %d", busy, ms), REDIS_OK);
+    int done = 0;
+    while (!done) {
+        assert_int_equal(redisBufferWrite(ctx, &done), REDIS_OK);
+    }
 }
 
 static void fire_cb(void *tok)
@@ -358,12 +373,20 @@ static void test_timeout_cancel(void **state)
     assert_int_equal(tc_numsub(s, "redisson_sc:{ls-cancel}"), 0);
     assert_int_equal(rlock_semaphore_available(st), 1);
     rlock_cancel_free(tok);
-    /* The race: fired before the loop ran, with the attempt queued already. */
+    /* The race: fired while the attempt that takes the permit waits behind a busy server, so
+     * the loop hears of the token before the attempt's reply. */
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
+    redisContext *raw = rh_connect(s);
+    assert_non_null(raw);
     done_rec g = {0};
     assert_int_equal(acquire(sem, 1, RLOCK_WAIT_FOREVER, tok, &g), RLOCK_OK);
+    stall_server(raw, 300);
     rlock_cancel_fire(tok);
     wait_done(l, &g, RLOCK_OK);
+    redisReply *busy = NULL;
+    assert_int_equal(redisGetReply(raw, (void **)&busy), REDIS_OK);
+    freeReplyObject(busy);
+    redisFree(raw);
     assert_int_equal(rlock_semaphore_available(st), 0);
     rlock_cancel_free(tok);
     rlock_semaphore_free(sem);
