@@ -17,13 +17,15 @@ static void wait_send(rlk_loop_wait *w)
     }
 }
 
-/* Sleeps until a message, the hint (a lease running out publishes nothing) or the deadline; a
- * wait with neither is still bounded by the subscription timeout, so a lost message costs a
- * poll, not a hang. */
+/* Sleeps until a message, the hint (a lease running out publishes nothing) or the deadline, and
+ * never longer than the subscription timeout, so a lost message costs a poll, not a hang. */
 static void wait_sleep(rlk_loop_wait *w)
 {
     int64_t now = rlk_now_ms();
-    int64_t ttl = w->hint_ms > 0 ? w->hint_ms : w->base.lc->c->opts.subscription_timeout_ms;
+    int64_t ttl = w->base.lc->c->opts.subscription_timeout_ms;
+    if (w->hint_ms >= 0 && w->hint_ms < ttl) {
+        ttl = w->hint_ms + 1; /* just after the lease's end, when the attempt can take it */
+    }
     int64_t until = rlk_add_sat(now, ttl);
     until = until < w->deadline ? until : w->deadline;
     (void)w->base.lc->loop.timer_start(w->timer, until - now);

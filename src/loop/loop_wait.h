@@ -16,7 +16,7 @@ struct rlk_loop_wait {
     const char *channel; /* borrowed from the handle */
     size_t channel_len;
     int64_t deadline; /* monotonic ms, INT64_MAX: none */
-    int64_t hint_ms;  /* the last busy attempt's hint (> 0: attempt again after it) */
+    int64_t hint_ms;  /* the last busy attempt's hint (>= 0: attempt again after it) */
     void *timer;
     int inflight; /* an attempt is on its way: only its reply may complete the operation */
     /* Sends one attempt whose reply calls rlk_loop_wait_result(): RLOCK_OK or an error. */
@@ -30,8 +30,9 @@ struct rlk_loop_wait {
  * sent. RLOCK_OK, or an error with w on no list and no timer (the caller frees it). */
 int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cancel *cancel,
                         int64_t wait_ms);
-/* An attempt's outcome: r 1 done (complete gets RLOCK_OK), 0 busy (hint_ms: when to attempt
- * again, <= 0: at the next message or subscription_timeout_ms), or a negative error. */
+/* An attempt's outcome: r 1 done (complete gets RLOCK_OK), 0 busy (hint_ms >= 0: attempt again
+ * after it at the latest; < 0: at the next message or after subscription_timeout_ms), or a
+ * negative error. */
 void rlk_loop_wait_result(rlk_loop_wait *w, int r, int64_t hint_ms);
 /* Takes w off every list and frees its timer. */
 void rlk_loop_wait_end(rlk_loop_wait *w);
