@@ -3,7 +3,8 @@
  * libevent) against a real redis-server: the argument checks, permits taken and returned with a
  * threaded client sharing the data, a waiter woken by another client's release, leased permits
  * with their id and lease, time-outs, cancellation (and a token that races a grant), awaits
- * opened by count-downs from a loop and a threaded client, and a free with pending operations.
+ * opened by count-downs from a loop and a threaded client (and ended by time-out and token), and
+ * a free with pending operations.
  */
 #include <ctype.h>
 #include <setjmp.h>
@@ -398,7 +399,7 @@ static void test_timeout_cancel(void **state)
 
 /* Awaits opened by count-downs: two loop awaiters stay while the count is 1 after a loop
  * count-down and open together at the threaded client's; an await on an open latch succeeds at
- * its first read; a loop count-down opens another loop client's await; time-out and cancel. */
+ * its first read; a loop count-down opens another loop client's await. */
 static void test_latch(void **state)
 {
     rh_server *s = *state;
@@ -440,27 +441,43 @@ static void test_latch(void **state)
     wait_done(l, &cd2, RLOCK_OK);
     wait_done(l, &wb, RLOCK_OK);
     assert_true(wb.at_ms - t0 < 2000);
-    /* Time-out and cancel. */
+    rlock_latch_free(la);
+    rlock_latch_free(lb);
+    rlock_latch_free(ltt);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    rlock_client_free(t);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* An await that times out, and one cancelled by its token (off the channel); the count stays. */
+static void test_latch_timeout_cancel(void **state)
+{
+    rh_server *s = *state;
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s), *t = threaded_client(s);
+    rlock_latch *la = rlock_latch_open(a, "ll-cancel"), *ltt = rlock_latch_open(t, "ll-cancel");
     assert_int_equal(rlock_latch_try_set_count(ltt, 1), 1);
     done_rec to = {0}, cw = {0};
-    t0 = now_ms();
+    int64_t t0 = now_ms();
     assert_int_equal(await(la, 200, NULL, &to), RLOCK_OK);
     wait_done(l, &to, RLOCK_ETIMEDOUT);
     assert_true(to.at_ms - t0 >= 190);
     rlock_cancel *tok = NULL;
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
     assert_int_equal(await(la, RLOCK_WAIT_FOREVER, tok, &cw), RLOCK_OK);
+    run_for(l, 200); /* the loop sends the SUBSCRIBE */
+    assert_int_equal(tc_numsub(s, "redisson_countdownlatch__channel__{ll-cancel}"), 1);
     tu_after(l, 100, fire_cb, tok);
     wait_done(l, &cw, RLOCK_ECANCELED);
     run_for(l, 50);
-    assert_int_equal(tc_numsub(s, "redisson_countdownlatch__channel__{ll-basic}"), 0);
+    assert_int_equal(tc_numsub(s, "redisson_countdownlatch__channel__{ll-cancel}"), 0);
     rlock_cancel_free(tok);
     assert_int_equal(rlock_latch_count(ltt), 1);
     rlock_latch_free(la);
-    rlock_latch_free(lb);
     rlock_latch_free(ltt);
     rlock_client_free(a);
-    rlock_client_free(b);
     rlock_client_free(t);
     assert_int_equal(tu_loop_close(l), 0);
 }
@@ -508,4 +525,4 @@ static void test_free_pending(void **state)
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_checks),
         cmocka_unit_test(test_acquire_release), cmocka_unit_test(test_leased),
         cmocka_unit_test(test_timeout_cancel), cmocka_unit_test(test_latch),
-        cmocka_unit_test(test_free_pending))
+        cmocka_unit_test(test_latch_timeout_cancel), cmocka_unit_test(test_free_pending))
