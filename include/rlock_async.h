@@ -104,8 +104,10 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
  * < 1 or above INT32_MAX, wait_ms < 0, lease_ms out of range. RLOCK_ECANCELED when the token had
  * fired already, RLOCK_ECLOSED for a freed client, RLOCK_ENOMEM, RLOCK_ECONN (no socket). The
  * handle must stay open until done ran. done may get RLOCK_ECLOSED (the client was freed first),
- * RLOCK_ECONN (the connection broke: a count-changing request whose reply was lost may have run,
- * its outcome is not settled yet on loop clients) or RLOCK_EREDIS. */
+ * RLOCK_ECONN (the connection broke or a reply came later than command_timeout_ms) or
+ * RLOCK_EREDIS. An acquire whose reply was lost is settled on Redis before done runs, as the
+ * blocking acquire is: permits its attempt took are kept and reported (RLOCK_OK), or the call is
+ * cancelled there; a release or count-down whose reply was lost (RLOCK_ECONN) may have run. */
 
 /* The end of a semaphore operation (rc RLOCK_OK or a negative RLOCK_E* code). */
 typedef void (*rlock_semaphore_done_fn)(rlock_semaphore *sem, int rc, void *user_data);

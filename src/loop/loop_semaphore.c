@@ -19,6 +19,7 @@ typedef struct sop {
     rlk_sem_req q;
     int64_t n;
     int64_t lease_ms; /* > 0: one leased permit, id */
+    int lost;         /* an attempt's reply was lost: the next request settles the call */
     unsigned char id[16];
     rlock_semaphore_done_fn done;
     rlock_semaphore_leased_done_fn leased_done;
@@ -87,11 +88,69 @@ static void sop_complete(rlk_loop_wait *w, int rc)
     }
 }
 
+/* The settlement's reply: permits kept (2) end the acquire with RLOCK_OK; otherwise it took
+ * nothing, or gave back what it took, and ends with RLOCK_ECONN. */
+static void sop_settle_reply(void *arg, redisReply *rep, int err)
+{
+    sop *op = arg;
+    rlock_semaphore *sem = op->sem;
+    if (err == RLOCK_OK && rep->type == REDIS_REPLY_INTEGER && rep->integer == 2) {
+        rlk_log(sem->client, RLOCK_LOG_INFO,
+                "semaphore '%s': kept %lld permit(s) whose acquire reply was lost", sem->name,
+                (long long)op->n);
+        rlk_loop_wait_result(&op->w, 1, -1);
+        return;
+    }
+    if (err == RLOCK_ECLOSED) {
+        rlk_loop_wait_result(&op->w, err, -1);
+        return;
+    }
+    if (err != RLOCK_OK || rep->type != REDIS_REPLY_INTEGER) {
+        rlk_log(sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': an acquire whose reply was lost could not be settled; %lld "
+                "permit(s) may stay taken",
+                sem->name, (long long)op->n);
+    }
+    rlk_loop_wait_result(
+        &op->w, rlk_err(RLOCK_ECONN, "semaphore '%s': the acquire's reply was lost", sem->name),
+        -1);
+}
+
+/* An attempt whose reply was lost may have run and taken the permits: settle the call on Redis
+ * (sem_acquire_cancel.lua, mode keep) before the operation ends, as the blocking acquire does,
+ * so no permit stays taken unseen. RLOCK_OK when the settlement is on its way; an error ends the
+ * operation with a warning (the permits may stay taken). */
+static int sop_settle(sop *op)
+{
+    rlk_args keys, args;
+    rlk_sem_settle_args(op->sem, &op->q, op->n, 1,
+                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
+    r = r ? r
+          : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, cmd, len, sop_settle_reply,
+                          op);
+    free(cmd);
+    if (r != RLOCK_OK) {
+        rlk_log(op->sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': an acquire whose reply was lost could not be settled; %lld "
+                "permit(s) may stay taken",
+                op->sem->name, (long long)op->n);
+    }
+    return r;
+}
+
 static void sop_reply(void *arg, redisReply *rep, int err)
 {
     sop *op = arg;
     int64_t hint = -1;
     int r = err;
+    if (r == RLOCK_ECONN) {
+        op->lost = 1; /* settled from the next turn of the loop, on a new connection */
+        rlk_loop_wait_resend(&op->w);
+        return;
+    }
     if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
         r = rlk_err(RLOCK_EREDIS, "semaphore '%s': %s", op->sem->name, rep->str);
     }
@@ -102,6 +161,9 @@ static void sop_reply(void *arg, redisReply *rep, int err)
 static int sop_attempt(rlk_loop_wait *w)
 {
     sop *op = RLK_CONTAINER_OF(w, sop, w);
+    if (op->lost) {
+        return sop_settle(op);
+    }
     int leased = op->lease_ms > 0;
     rlk_args keys, args;
     rlk_sem_attempt_args(op->sem, &op->q, op->n, leased ? rlk_sem_expiry(op->sem, op->lease_ms) : 0,

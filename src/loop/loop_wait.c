@@ -86,8 +86,18 @@ static void wait_wake(rlk_loop_op *base, int why)
 static void wait_on_timer(void *arg)
 {
     rlk_loop_wait *w = arg;
-    if (!w->inflight) {
+    if (!w->inflight || w->resend) {
+        w->resend = 0;
         wait_send(w);
+    }
+}
+
+void rlk_loop_wait_resend(rlk_loop_wait *w)
+{
+    w->inflight = 1;
+    w->resend = 1;
+    if (w->base.lc->loop.timer_start(w->timer, 0) != 0) {
+        w->complete(w, rlk_err(RLOCK_ENOMEM, "the loop could not start a timer"));
     }
 }
 

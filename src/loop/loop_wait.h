@@ -19,6 +19,7 @@ struct rlk_loop_wait {
     int64_t hint_ms;  /* the last busy attempt's hint (>= 0: attempt again after it) */
     void *timer;
     int inflight; /* an attempt is on its way: only its reply may complete the operation */
+    int resend;   /* rlk_loop_wait_resend(): the timer sends the attempt, still in flight */
     /* Sends one attempt whose reply calls rlk_loop_wait_result(): RLOCK_OK or an error. */
     int (*attempt)(rlk_loop_wait *w);
     /* Ends the operation: calls rlk_loop_wait_end(), frees its record, then runs done. */
@@ -34,6 +35,10 @@ int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cance
  * after it at the latest; < 0: at the next message or after subscription_timeout_ms), or a
  * negative error. */
 void rlk_loop_wait_result(rlk_loop_wait *w, int r, int64_t hint_ms);
+/* Calls attempt again at the loop's next turn, the operation staying in flight meanwhile (no
+ * token, deadline or message ends it): for a follow-up request of the module's that cannot be
+ * sent from inside the failed request's reply, whose connection is still being torn down. */
+void rlk_loop_wait_resend(rlk_loop_wait *w);
 /* Takes w off every list and frees its timer. */
 void rlk_loop_wait_end(rlk_loop_wait *w);
 

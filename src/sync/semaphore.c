@@ -408,6 +408,23 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
     return r;
 }
 
+void rlk_sem_settle_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t n, int keep,
+                         const unsigned char (*ids)[16], rlk_args *keys, rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, n);
+    rlk_args_addi(args, rlk_sem_req_ttl(sem->client));
+    rlk_args_adds(args, keep ? "keep" : "give");
+    for (int64_t i = 0; ids != NULL && i < n; i++) {
+        rlk_args_add(args, (const char *)ids[i], 16);
+    }
+}
+
 /* Settles the acquire call q (sem_acquire_cancel.lua in mode "keep" or "give"), resent after a
  * lost reply unless once is set: 2 its permits are kept, 1 they were given back, 0 it had taken
  * none and is now cancelled on Redis, or a negative error. */
@@ -415,18 +432,7 @@ static int sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int keep,
                       const unsigned char (*ids)[16], int once)
 {
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, q->key.p, q->key.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, n);
-    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
-    rlk_args_adds(&args, keep ? "keep" : "give");
-    for (int64_t i = 0; ids != NULL && i < n; i++) {
-        rlk_args_add(&args, (const char *)ids[i], 16);
-    }
+    rlk_sem_settle_args(sem, q, n, keep, ids, &keys, &args);
     redisReply *rep = NULL;
     int r = once ? rlk_script(sem->client, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, 0, &keys, &args, &rep)
                  : rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &rep,

@@ -91,6 +91,12 @@ void rlk_sem_attempt_args(const rlock_semaphore *sem, const rlk_sem_req *q, int6
 /* Decodes sem_acquire.lua's reply: 1 acquired, 0 not (*hint_ms: ms until the earliest lease
  * runs out, or -1), RLOCK_EPROTO for another shape. */
 int rlk_sem_attempt_reply(const rlock_semaphore *sem, const redisReply *rep, int64_t *hint_ms);
+/* The keys and arguments of sem_acquire_cancel.lua, which settles the acquire call q of n permits
+ * (ids as for the attempt) after a lost reply: keep (1) keeps what it took, else it is given back;
+ * either way no later copy of its attempts takes anything. Its reply: 2 kept, 1 given back, 0 it
+ * had taken nothing. They borrow sem, q and ids. */
+void rlk_sem_settle_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t n, int keep,
+                         const unsigned char (*ids)[16], rlk_args *keys, rlk_args *args);
 /* The expiry score of permits leased now for lease_ms (< 0: the watchdog's lease). */
 int64_t rlk_sem_expiry(const rlock_semaphore *sem, int64_t lease_ms);
 /* The keys and arguments of sem_release.lua (permits plain permits, request q) and of

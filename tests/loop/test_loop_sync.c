@@ -397,6 +397,42 @@ static void test_timeout_cancel(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* An acquire whose reply is lost (a reply later than command_timeout_ms: the server is busy)
+ * but whose attempt runs and takes the permit: the call is settled on Redis and done reports the
+ * permit it holds (RLOCK_OK), rather than RLOCK_ECONN with the permit taken unseen. */
+static void test_lost_reply(void **state)
+{
+    rh_server *s = *state;
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_options o;
+    tc_options(&o, s);
+    o.command_timeout_ms = 300;
+    rlock_client *c = NULL, *t = threaded_client(s);
+    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock_semaphore *sem = rlock_semaphore_open(c, "ls-lost");
+    rlock_semaphore *st = rlock_semaphore_open(t, "ls-lost");
+    assert_int_equal(rlock_semaphore_try_set_permits(st, 1), 1);
+    done_rec warm = {0}, d = {0};
+    assert_int_equal(release(sem, 1, &warm), RLOCK_OK); /* the data connection is up */
+    wait_done(l, &warm, RLOCK_OK);
+    redisContext *raw = rh_connect(s);
+    assert_non_null(raw);
+    stall_server(raw, 450);
+    assert_int_equal(acquire(sem, 2, RLOCK_WAIT_FOREVER, NULL, &d), RLOCK_OK);
+    wait_done(l, &d, RLOCK_OK);
+    redisReply *busy = NULL;
+    assert_int_equal(redisGetReply(raw, (void **)&busy), REDIS_OK);
+    freeReplyObject(busy);
+    redisFree(raw);
+    assert_int_equal(rlock_semaphore_available(st), 0);
+    rlock_semaphore_free(sem);
+    rlock_semaphore_free(st);
+    rlock_client_free(c);
+    rlock_client_free(t);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* Awaits opened by count-downs: two loop awaiters stay while the count is 1 after a loop
  * count-down and open together at the threaded client's; an await on an open latch succeeds at
  * its first read; a loop count-down opens another loop client's await. */
@@ -524,5 +560,6 @@ static void test_free_pending(void **state)
 
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_checks),
         cmocka_unit_test(test_acquire_release), cmocka_unit_test(test_leased),
-        cmocka_unit_test(test_timeout_cancel), cmocka_unit_test(test_latch),
-        cmocka_unit_test(test_latch_timeout_cancel), cmocka_unit_test(test_free_pending))
+        cmocka_unit_test(test_timeout_cancel), cmocka_unit_test(test_lost_reply),
+        cmocka_unit_test(test_latch), cmocka_unit_test(test_latch_timeout_cancel),
+        cmocka_unit_test(test_free_pending))
