@@ -17,7 +17,6 @@
 #include <time.h>
 
 #include <cmocka.h>
-#include <hiredis.h>
 
 #include "tl_loop.h"
 #include "tc_redis.h"
@@ -158,18 +157,17 @@ static long long get_int(rh_server *s, const char *key)
     return n;
 }
 
-/* Sends a script that keeps the server busy for ms on ctx, without waiting for its reply: the
- * requests the loop sends meanwhile are answered only after it. */
-static void stall_server(redisContext *ctx, int ms)
+/* Pauses the server's clients for ms (CLIENT PAUSE ... ALL): the requests the loop sends
+ * meanwhile are answered only after it. */
+static void pause_server(rh_server *s, int ms)
 {
-    static const char busy[] = "local t = redis.call('TIME') "
-                               "local e = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
-                               "repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= e";
-    assert_int_equal(redisAppendCommand(ctx, "EVAL %s 0 %d", busy, ms), REDIS_OK);
-    int done = 0;
-    while (!done) {
-        assert_int_equal(redisBufferWrite(ctx, &done), REDIS_OK);
-    }
+    char arg[24];
+    snprintf(arg, sizeof(arg), "%d", ms);
+    const char *argv[] = {"CLIENT", "PAUSE", arg, "ALL", NULL};
+    char *ok = rh_cmd_str(s, argv);
+    assert_non_null(ok);
+    assert_string_equal(ok, "OK");
+    free(ok);
 }
 
 static void fire_cb(void *tok)
@@ -374,20 +372,14 @@ static void test_timeout_cancel(void **state)
     assert_int_equal(tc_numsub(s, "redisson_sc:{ls-cancel}"), 0);
     assert_int_equal(rlock_semaphore_available(st), 1);
     rlock_cancel_free(tok);
-    /* The race: fired while the attempt that takes the permit waits behind a busy server, so
+    /* The race: fired while the attempt that takes the permit waits behind paused clients, so
      * the loop hears of the token before the attempt's reply. */
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-    redisContext *raw = rh_connect(s);
-    assert_non_null(raw);
     done_rec g = {0};
+    pause_server(s, 300);
     assert_int_equal(acquire(sem, 1, RLOCK_WAIT_FOREVER, tok, &g), RLOCK_OK);
-    stall_server(raw, 300);
     rlock_cancel_fire(tok);
     wait_done(l, &g, RLOCK_OK);
-    redisReply *busy = NULL;
-    assert_int_equal(redisGetReply(raw, (void **)&busy), REDIS_OK);
-    freeReplyObject(busy);
-    redisFree(raw);
     assert_int_equal(rlock_semaphore_available(st), 0);
     rlock_cancel_free(tok);
     rlock_semaphore_free(sem);
@@ -397,9 +389,23 @@ static void test_timeout_cancel(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
-/* An acquire whose reply is lost (a reply later than command_timeout_ms: the server is busy)
- * but whose attempt runs and takes the permit: the call is settled on Redis and done reports the
- * permit it holds (RLOCK_OK), rather than RLOCK_ECONN with the permit taken unseen. */
+typedef struct resume_arg {
+    rh_server *s;
+    int done;
+} resume_arg;
+
+static void resume_cb(void *arg)
+{
+    resume_arg *r = arg;
+    assert_int_equal(rh_resume(r->s), 0);
+    r->done = 1;
+}
+
+/* An acquire whose reply is lost: the server is stopped with the attempt in its socket, the
+ * client gives up on the reply after command_timeout_ms, and the server runs the attempt when it
+ * runs again. The call is settled on Redis from a new connection, so done reports what Redis
+ * holds: the permits taken and kept (RLOCK_OK), or none taken (RLOCK_ECONN; the settlement ran
+ * first and cancelled the call), never permits taken unseen. */
 static void test_lost_reply(void **state)
 {
     rh_server *s = *state;
@@ -416,16 +422,16 @@ static void test_lost_reply(void **state)
     done_rec warm = {0}, d = {0};
     assert_int_equal(release(sem, 1, &warm), RLOCK_OK); /* the data connection is up */
     wait_done(l, &warm, RLOCK_OK);
-    redisContext *raw = rh_connect(s);
-    assert_non_null(raw);
-    stall_server(raw, 450);
+    assert_int_equal(rh_pause(s), 0);
     assert_int_equal(acquire(sem, 2, RLOCK_WAIT_FOREVER, NULL, &d), RLOCK_OK);
-    wait_done(l, &d, RLOCK_OK);
-    redisReply *busy = NULL;
-    assert_int_equal(redisGetReply(raw, (void **)&busy), REDIS_OK);
-    freeReplyObject(busy);
-    redisFree(raw);
-    assert_int_equal(rlock_semaphore_available(st), 0);
+    resume_arg ra = {s, 0};
+    tu_after(l, 450, resume_cb, &ra);
+    assert_true(tu_run_until(l, &d.calls, 1, 5000));
+    assert_true(tu_run_until(l, &ra.done, 1, 5000)); /* the server ran what it had received */
+    run_for(l, 100);
+    assert_int_equal(d.calls, 1);
+    assert_true(d.rc == RLOCK_OK || d.rc == RLOCK_ECONN);
+    assert_int_equal(rlock_semaphore_available(st), d.rc == RLOCK_OK ? 0 : 2);
     rlock_semaphore_free(sem);
     rlock_semaphore_free(st);
     rlock_client_free(c);
