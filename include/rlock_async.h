@@ -152,9 +152,9 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_async(rlock_semaphore *sem, cons
 
 /* Waits until the latch's count is 0 as rlock_latch_await_ex() (wait_ms and cancel as
  * rlock_semaphore_acquire_async()): done gets RLOCK_OK (the count is 0; after the first read
- * when it was 0 already), RLOCK_ETIMEDOUT or RLOCK_ECANCELED. The waiter listens on the latch's channel
- * (redisson_countdownlatch__channel__{name}) and reads the count again at each message and at
- * least every subscription_timeout_ms. */
+ * when it was 0 already), RLOCK_ETIMEDOUT or RLOCK_ECANCELED. The waiter listens on the latch's
+ * channel (redisson_countdownlatch__channel__{name}) and reads the count again at each message and
+ * at least every subscription_timeout_ms. */
 RLOCK_EXPORT int rlock_latch_await_async(rlock_latch *latch, int64_t wait_ms, rlock_cancel *cancel,
                                          rlock_latch_done_fn done, void *user_data);
 

@@ -9,6 +9,7 @@
 
 static void wait_send(rlk_loop_wait *w)
 {
+    w->woken = 0;
     w->base.lc->loop.timer_stop(w->timer);
     int r = w->attempt(w);
     w->inflight = r == RLOCK_OK;
@@ -62,6 +63,11 @@ void rlk_loop_wait_result(rlk_loop_wait *w, int r, int64_t hint_ms)
     w->hint_ms = hint_ms;
     if (r == 1) {
         w->complete(w, RLOCK_OK);
+    } else if (r == 0 && w->woken && w->base.chan != NULL && !rlk_cancel_is_fired(w->base.cancel) &&
+               rlk_now_ms() < w->deadline) {
+        /* The release this attempt met busy may be the one whose message came first: its reply
+         * and the message arrive on two connections, in either order. */
+        wait_send(w);
     } else if (r == 0) {
         wait_busy(w);
     } else {
@@ -75,7 +81,7 @@ static void wait_wake(rlk_loop_op *base, int why)
     if (why == RLK_LOOP_CLOSE) {
         w->complete(w, RLOCK_ECLOSED);
     } else if (w->inflight) {
-        return; /* the reply decides, a cancellation included */
+        w->woken |= why != RLK_LOOP_CANCEL; /* the reply decides, a cancellation included */
     } else if (why == RLK_LOOP_CANCEL) {
         wait_busy(w);
     } else {

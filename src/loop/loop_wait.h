@@ -20,6 +20,7 @@ struct rlk_loop_wait {
     void *timer;
     int inflight; /* an attempt is on its way: only its reply may complete the operation */
     int resend;   /* rlk_loop_wait_resend(): the timer sends the attempt, still in flight */
+    int woken;    /* a message or confirmation came while an attempt was on its way */
     /* Sends one attempt whose reply calls rlk_loop_wait_result(): RLOCK_OK or an error. */
     int (*attempt)(rlk_loop_wait *w);
     /* Ends the operation: calls rlk_loop_wait_end(), frees its record, then runs done. */
