@@ -9,18 +9,18 @@
  * call on a loop client (rlock_lock, rlock_try_lock, rlock_unlock, rlock_lock_ex, ...) returns
  * RLOCK_EINVAL.
  *
- * This version: reentrant locks (RLOCK_REENTRANT) on a single Redis over TCP (redis://host:port,
- * with a password and a db) or TLS (rediss://, with the TLS options of rlock_client_new():
- * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, tls_insecure; the handshake runs on
- * the loop, and a refused one completes the operations waiting for it with RLOCK_ETLS). The host
- * is a numeric address or a name: a name is looked up by getaddrinfo() on a helper thread that
- * lives for that one lookup and hands the answer to the loop through a socket the loop watches
- * (the loop interface has no resolver); apart from these lookups a loop client starts no thread.
- * A lookup, dial and handshake together are bounded by connect_timeout_ms. When dials of the data
- * connection fail, the next one waits 50 ms, doubling up to 2 s (reset once the server answers),
- * and the requests before it fail at once with RLOCK_ECONN. The other lock types, semaphores, the
- * latch, Sentinel, Cluster and unix:// are not available on loop clients yet: rlock_lock_async()
- * answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL for another URL.
+ * This version: reentrant locks (RLOCK_REENTRANT), semaphores and the latch on a single Redis over
+ * TCP (redis://host:port, with a password and a db) or TLS (rediss://, with the TLS options of
+ * rlock_client_new(): tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, tls_insecure; the
+ * handshake runs on the loop, and a refused one completes the operations waiting for it with
+ * RLOCK_ETLS). The host is a numeric address or a name: a name is looked up by getaddrinfo() on a
+ * helper thread that lives for that one lookup and hands the answer to the loop through a socket
+ * the loop watches (the loop interface has no resolver); apart from these lookups a loop client
+ * starts no thread. A lookup, dial and handshake together are bounded by connect_timeout_ms. When
+ * dials of the data connection fail, the next one waits 50 ms, doubling up to 2 s (reset once the
+ * server answers), and the requests before it fail at once with RLOCK_ECONN. The other lock types,
+ * Sentinel, Cluster and unix:// are not available on loop clients yet: rlock_lock_async() answers
+ * RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL for another URL.
  */
 #ifndef RLOCK_ASYNC_H
 #define RLOCK_ASYNC_H
@@ -101,6 +101,77 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
  * (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
+
+/* ---- semaphores and the latch ----------------------------------------------------------
+ *
+ * The handles are the ordinary rlock_semaphore_open() / rlock_latch_open() ones of a loop
+ * client; the data on Redis and the channels are the blocking calls' (Redisson's), so loop
+ * clients, threaded clients and Redisson share a semaphore or a latch. These calls take no
+ * owner: permits and counts belong to nobody (a leased permit is named by its id), as in the
+ * blocking calls. Each call follows the rules of rlock_lock_async(): RLOCK_OK when started and
+ * then done runs exactly once on the loop, never inside the call; a negative code and done never
+ * runs. Bad input is RLOCK_EINVAL: a NULL handle or done, a handle of a threaded client, permits
+ * < 1 or above INT32_MAX, wait_ms < 0, lease_ms out of range. RLOCK_ECANCELED when the token had
+ * fired already, RLOCK_ECLOSED for a freed client, RLOCK_ENOMEM, RLOCK_ECONN (no socket). The
+ * handle must stay open until done ran. done may get RLOCK_ECLOSED (the client was freed first),
+ * RLOCK_ECONN (the connection broke or a reply came later than command_timeout_ms) or
+ * RLOCK_EREDIS. An acquire whose reply was lost is settled on Redis before done runs, as the
+ * blocking acquire is: permits its attempt took are kept and reported (RLOCK_OK), or the call is
+ * cancelled there; a release or count-down whose reply was lost (RLOCK_ECONN) may have run. */
+
+/* The end of a semaphore operation (rc RLOCK_OK or a negative RLOCK_E* code). */
+typedef void (*rlock_semaphore_done_fn)(rlock_semaphore *sem, int rc, void *user_data);
+/* The end of a leased acquire: with rc RLOCK_OK, permit_id is the permit's id (32 hex digits,
+ * valid during the call: copy it), else NULL. */
+typedef void (*rlock_semaphore_leased_done_fn)(rlock_semaphore *sem, int rc, const char *permit_id,
+                                               void *user_data);
+/* The end of a latch operation. */
+typedef void (*rlock_latch_done_fn)(rlock_latch *latch, int rc, void *user_data);
+
+/* Takes permits plain permits as rlock_semaphore_acquire_ex() (wait_ms 0: one attempt,
+ * RLOCK_WAIT_FOREVER or above RLOCK_MAX_DURATION_MS: no limit; cancel may be NULL). The waiter
+ * listens on the semaphore's channel (redisson_sc:{name}) and attempts again at each release
+ * message, when the earliest leased permit runs out, and at least every
+ * subscription_timeout_ms. done gets RLOCK_OK (taken), RLOCK_ETIMEDOUT, or RLOCK_ECANCELED: the
+ * token fired while no attempt was on its way, and no permit was taken; an attempt on its way is
+ * waited for, and if it took the permits done gets RLOCK_OK (the caller holds them). */
+RLOCK_EXPORT int rlock_semaphore_acquire_async(rlock_semaphore *sem, int64_t permits,
+                                               int64_t wait_ms, rlock_cancel *cancel,
+                                               rlock_semaphore_done_fn done, void *user_data);
+
+/* Takes one leased permit as rlock_semaphore_acquire_leased_ex(), waiting as
+ * rlock_semaphore_acquire_async(). lease_ms must be in 1 .. RLOCK_MAX_DURATION_MS: the permit
+ * comes back by itself when its lease runs out (the watchdog's renewed permits, lease_ms < 0, are
+ * not served on loop clients yet: RLOCK_EINVAL). done gets the permit's id with RLOCK_OK. */
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int64_t wait_ms,
+                                                      int64_t lease_ms, rlock_cancel *cancel,
+                                                      rlock_semaphore_leased_done_fn done,
+                                                      void *user_data);
+
+/* Returns permits plain permits as rlock_semaphore_release() (waking waiters of every client).
+ * done gets RLOCK_OK, RLOCK_ECONN, RLOCK_ECLOSED or RLOCK_EREDIS. */
+RLOCK_EXPORT int rlock_semaphore_release_async(rlock_semaphore *sem, int64_t permits,
+                                               rlock_semaphore_done_fn done, void *user_data);
+
+/* Returns the leased permit permit_id (32 hex digits, else RLOCK_EINVAL) as
+ * rlock_semaphore_release_leased(): done gets RLOCK_OK, or RLOCK_ENOTOWNER when no such permit
+ * is held (released already, or its lease ran out). */
+RLOCK_EXPORT int rlock_semaphore_release_leased_async(rlock_semaphore *sem, const char *permit_id,
+                                                      rlock_semaphore_done_fn done,
+                                                      void *user_data);
+
+/* Waits until the latch's count is 0 as rlock_latch_await_ex() (wait_ms and cancel as
+ * rlock_semaphore_acquire_async()): done gets RLOCK_OK (the count is 0; after the first read
+ * when it was 0 already), RLOCK_ETIMEDOUT or RLOCK_ECANCELED. The waiter listens on the latch's
+ * channel (redisson_countdownlatch__channel__{name}) and reads the count again at each message and
+ * at least every subscription_timeout_ms. */
+RLOCK_EXPORT int rlock_latch_await_async(rlock_latch *latch, int64_t wait_ms, rlock_cancel *cancel,
+                                         rlock_latch_done_fn done, void *user_data);
+
+/* Counts the latch down by one as rlock_latch_count_down(); reaching 0 wakes the awaiters of
+ * every client. done gets RLOCK_OK, RLOCK_ECONN, RLOCK_ECLOSED or RLOCK_EREDIS. */
+RLOCK_EXPORT int rlock_latch_count_down_async(rlock_latch *latch, rlock_latch_done_fn done,
+                                              void *user_data);
 
 #ifdef __cplusplus
 }

@@ -14,16 +14,9 @@
 #include "pool.h"
 #include "pubsub.h"
 #include "replica.h"
+#include "latch.h"
 #include "scripts.h"
-#include "semaphore.h"
 #include "notified_wait.h"
-
-struct rlock_latch {
-    rlock_client *client;
-    rlk_buf channel; /* redisson_countdownlatch__channel__{name}: braces always, as Redisson */
-    size_t name_len;
-    char name[];
-};
 
 RLOCK_EXPORT rlock_latch *rlock_latch_open(rlock_client *client, const char *name)
 {
@@ -113,17 +106,23 @@ RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch *l, int64_t count)
     return r ? r : (int)v;
 }
 
+void rlk_latch_keyed_args(const rlock_latch *l, const rlk_sem_req *q, rlk_args *keys,
+                          rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, l->channel.p, l->channel.len);
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, rlk_sem_req_ttl(l->client));
+}
+
 /* Runs script (latch_count_down.lua, latch_delete.lua) with the request q, resent after a lost
  * reply (rlk_sem_run): its integer reply in *v. */
 static int latch_keyed(rlock_latch *l, int script, rlk_sem_req *q, long long *v, const char *what)
 {
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, l->name, l->name_len);
-    rlk_args_add(&keys, l->channel.p, l->channel.len);
-    rlk_args_add(&keys, q->key.p, q->key.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, rlk_sem_req_ttl(l->client));
+    rlk_latch_keyed_args(l, q, &keys, &args);
     redisReply *rep = NULL;
     int r = rlk_sem_run(l->client, q, script, &keys, &args, &rep, what, l->name);
     if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
@@ -173,21 +172,15 @@ RLOCK_EXPORT int rlock_latch_delete(rlock_latch *l)
     return r ? r : (int)v;
 }
 
-RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)
+void rlk_latch_count_args(const rlock_latch *l, rlk_args *argv)
 {
-    int r = latch_check(l);
-    if (r != RLOCK_OK) {
-        return r;
-    }
-    rlk_args argv;
-    rlk_args_init(&argv);
-    rlk_args_adds(&argv, "GET");
-    rlk_args_add(&argv, l->name, l->name_len);
-    redisReply *rep = NULL;
-    r = rlk_cmd(l->client, RLK_IDEMPOTENT, &argv, &rep);
-    if (r != RLOCK_OK) {
-        return r;
-    }
+    rlk_args_init(argv);
+    rlk_args_adds(argv, "GET");
+    rlk_args_add(argv, l->name, l->name_len);
+}
+
+int64_t rlk_latch_count_reply(const rlock_latch *l, const redisReply *rep)
+{
     int64_t v = -1;
     if (rep->type == REDIS_REPLY_NIL) {
         v = 0;
@@ -196,10 +189,27 @@ RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)
         long long n = strtoll(rep->str, &end, 10);
         v = end != rep->str && *end == '\0' ? (n < 0 ? 0 : n) : -1;
     }
-    freeReplyObject(rep);
     if (v < 0) {
         return rlk_err(RLOCK_EPROTO, "latch '%s': the count is not an integer", l->name);
     }
+    return v;
+}
+
+RLOCK_EXPORT int64_t rlock_latch_count(rlock_latch *l)
+{
+    int r = latch_check(l);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    rlk_args argv;
+    rlk_latch_count_args(l, &argv);
+    redisReply *rep = NULL;
+    r = rlk_cmd(l->client, RLK_IDEMPOTENT, &argv, &rep);
+    if (r != RLOCK_OK) {
+        return r;
+    }
+    int64_t v = rlk_latch_count_reply(l, rep);
+    freeReplyObject(rep);
     return v;
 }
 

@@ -298,6 +298,43 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem)
     return r ? r : v < 0 ? 0 : v;
 }
 
+void rlk_sem_attempt_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t n,
+                          int64_t expiry, const unsigned char (*ids)[16], rlk_args *keys,
+                          rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, n);
+    rlk_args_addi(args, rlk_epoch_ms());
+    rlk_args_addi(args, expiry);
+    rlk_args_addi(args, rlk_sem_req_ttl(sem->client));
+    for (int64_t i = 0; ids != NULL && i < n; i++) {
+        rlk_args_add(args, (const char *)ids[i], 16);
+    }
+}
+
+int rlk_sem_attempt_reply(const rlock_semaphore *sem, const redisReply *rep, int64_t *hint_ms)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER) {
+        return rlk_err(RLOCK_EPROTO, "sem_acquire on '%s': unexpected reply shape", sem->name);
+    }
+    int r = rep->element[0]->integer == 1;
+    *hint_ms = r ? -1 : rep->element[1]->integer;
+    return r;
+}
+
+int64_t rlk_sem_expiry(const rlock_semaphore *sem, int64_t lease_ms)
+{
+    int64_t lease = lease_ms > 0 ? lease_ms : sem->client->opts.watchdog_timeout_ms;
+    return rlk_add_sat(rlk_epoch_ms(), lease);
+}
+
 /* One acquire attempt of n permits for the acquire call q, leased with ids (count n) or plain
  * (ids NULL): 1 acquired (now, or by an earlier attempt of q), 0 not (*hint_ms = ms until the
  * earliest lease runs out, or -1), or a negative error. */
@@ -305,33 +342,14 @@ static int sem_attempt(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int64_t 
                        const unsigned char (*ids)[16], int64_t *hint_ms)
 {
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_add(&keys, q->key.p, q->key.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, n);
-    rlk_args_addi(&args, rlk_epoch_ms());
-    rlk_args_addi(&args, expiry);
-    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
-    for (int64_t i = 0; ids != NULL && i < n; i++) {
-        rlk_args_add(&args, (const char *)ids[i], 16);
-    }
+    rlk_sem_attempt_args(sem, q, n, expiry, ids, &keys, &args);
     redisReply *rep = NULL;
     int r = rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE, &keys, &args, &rep,
                         "semaphore acquire", sem->name);
     if (r != RLOCK_OK) {
         return r;
     }
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-        rep->element[0]->type != REDIS_REPLY_INTEGER ||
-        rep->element[1]->type != REDIS_REPLY_INTEGER) {
-        freeReplyObject(rep);
-        return rlk_err(RLOCK_EPROTO, "sem_acquire on '%s': unexpected reply shape", sem->name);
-    }
-    r = rep->element[0]->integer == 1;
-    *hint_ms = r ? -1 : rep->element[1]->integer;
+    r = rlk_sem_attempt_reply(sem, rep, hint_ms);
     freeReplyObject(rep);
     return r;
 }
@@ -347,12 +365,22 @@ typedef struct rlk_sem_try {
 static int sem_try_once(void *arg, int64_t *hint_ms)
 {
     rlk_sem_try *t = arg;
-    int64_t expiry = 0;
-    if (t->ids != NULL) {
-        int64_t lease = t->lease_ms > 0 ? t->lease_ms : t->sem->client->opts.watchdog_timeout_ms;
-        expiry = rlk_add_sat(rlk_epoch_ms(), lease);
-    }
+    int64_t expiry = t->ids != NULL ? rlk_sem_expiry(t->sem, t->lease_ms) : 0;
     return sem_attempt(t->sem, t->q, t->n, expiry, t->ids, hint_ms);
+}
+
+void rlk_sem_release_id_args(const rlock_semaphore *sem, const rlk_sem_req *q,
+                             const unsigned char id[16], rlk_args *keys, rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_init(args);
+    rlk_args_add(args, (const char *)id, 16);
+    rlk_args_addi(args, rlk_epoch_ms());
+    rlk_args_addi(args, rlk_sem_req_ttl(sem->client));
 }
 
 /* Returns the permit on Redis: 1 released, 0 released after its lease ran out, -1 no such
@@ -365,15 +393,7 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
         return r;
     }
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, q.key.p, q.key.len);
-    rlk_args_init(&args);
-    rlk_args_add(&args, (const char *)id, 16);
-    rlk_args_addi(&args, rlk_epoch_ms());
-    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    rlk_sem_release_id_args(sem, &q, id, &keys, &args);
     redisReply *rep = NULL;
     r = rlk_sem_run(sem->client, &q, RLK_SCRIPT_SEM_RELEASE_LEASED, &keys, &args, &rep,
                     "leased release", sem->name);
@@ -388,6 +408,23 @@ int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long lo
     return r;
 }
 
+void rlk_sem_settle_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t n, int keep,
+                         const unsigned char (*ids)[16], rlk_args *keys, rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, n);
+    rlk_args_addi(args, rlk_sem_req_ttl(sem->client));
+    rlk_args_adds(args, keep ? "keep" : "give");
+    for (int64_t i = 0; ids != NULL && i < n; i++) {
+        rlk_args_add(args, (const char *)ids[i], 16);
+    }
+}
+
 /* Settles the acquire call q (sem_acquire_cancel.lua in mode "keep" or "give"), resent after a
  * lost reply unless once is set: 2 its permits are kept, 1 they were given back, 0 it had taken
  * none and is now cancelled on Redis, or a negative error. */
@@ -395,18 +432,7 @@ static int sem_settle(rlock_semaphore *sem, rlk_sem_req *q, int64_t n, int keep,
                       const unsigned char (*ids)[16], int once)
 {
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, q->key.p, q->key.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, n);
-    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
-    rlk_args_adds(&args, keep ? "keep" : "give");
-    for (int64_t i = 0; ids != NULL && i < n; i++) {
-        rlk_args_add(&args, (const char *)ids[i], 16);
-    }
+    rlk_sem_settle_args(sem, q, n, keep, ids, &keys, &args);
     redisReply *rep = NULL;
     int r = once ? rlk_script(sem->client, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, 0, &keys, &args, &rep)
                  : rlk_sem_run(sem->client, q, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &rep,
@@ -657,6 +683,18 @@ void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int kind, int r, const ch
     }
 }
 
+void rlk_sem_release_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t permits,
+                          rlk_args *keys, rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, permits);
+    rlk_args_addi(args, rlk_sem_req_ttl(sem->client));
+}
+
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
 {
     int r = rlk_sem_check(sem);
@@ -667,13 +705,7 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
         return r;
     }
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_add(&keys, q.key.p, q.key.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, permits);
-    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    rlk_sem_release_args(sem, &q, permits, &keys, &args);
     redisReply *rep = NULL;
     rlk_sync_clear();
     r = rlk_sem_run(sem->client, &q, RLK_SCRIPT_SEM_RELEASE, &keys, &args, &rep, "release",

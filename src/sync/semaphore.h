@@ -82,6 +82,30 @@ int64_t rlk_epoch_ms(void);
  * negative error. */
 int rlk_sem_release_id(rlock_semaphore *sem, const unsigned char id[16], long long *v);
 
+/* The keys and arguments of sem_acquire.lua for one attempt of the acquire call q (as
+ * sem_attempt() sends them; loop clients format them with rlk_script_format()): n permits, plain
+ * (ids NULL) or leased with n ids expiring at expiry (epoch ms). They borrow sem, q and ids. */
+void rlk_sem_attempt_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t n,
+                          int64_t expiry, const unsigned char (*ids)[16], rlk_args *keys,
+                          rlk_args *args);
+/* Decodes sem_acquire.lua's reply: 1 acquired, 0 not (*hint_ms: ms until the earliest lease
+ * runs out, or -1), RLOCK_EPROTO for another shape. */
+int rlk_sem_attempt_reply(const rlock_semaphore *sem, const redisReply *rep, int64_t *hint_ms);
+/* The keys and arguments of sem_acquire_cancel.lua, which settles the acquire call q of n permits
+ * (ids as for the attempt) after a lost reply: keep (1) keeps what it took, else it is given back;
+ * either way no later copy of its attempts takes anything. Its reply: 2 kept, 1 given back, 0 it
+ * had taken nothing. They borrow sem, q and ids. */
+void rlk_sem_settle_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t n, int keep,
+                         const unsigned char (*ids)[16], rlk_args *keys, rlk_args *args);
+/* The expiry score of permits leased now for lease_ms (< 0: the watchdog's lease). */
+int64_t rlk_sem_expiry(const rlock_semaphore *sem, int64_t lease_ms);
+/* The keys and arguments of sem_release.lua (permits plain permits, request q) and of
+ * sem_release_leased.lua (the permit id), borrowing sem, q and id. */
+void rlk_sem_release_args(const rlock_semaphore *sem, const rlk_sem_req *q, int64_t permits,
+                          rlk_args *keys, rlk_args *args);
+void rlk_sem_release_id_args(const rlock_semaphore *sem, const rlk_sem_req *q,
+                             const unsigned char id[16], rlk_args *keys, rlk_args *args);
+
 /* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked,
  * and reports the replica sync failure for kind (rlock_metric_kind). */
 void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int kind, int r, const char *what);

@@ -55,7 +55,7 @@ static int nibble(char ch)
     return ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
 }
 
-static int unhex(const char *text, unsigned char id[16])
+int rlk_sem_unhex(const char *text, unsigned char id[16])
 {
     if (text == NULL || strnlen(text, RLOCK_PERMIT_ID_LEN + 1) != RLOCK_PERMIT_ID_LEN) {
         return rlk_err(RLOCK_EINVAL, "a permit id must be %d hex digits", RLOCK_PERMIT_ID_LEN);
@@ -243,7 +243,7 @@ RLOCK_EXPORT int rlock_semaphore_release_leased(rlock_semaphore *sem, const char
 {
     unsigned char id[16];
     int r = rlk_sem_check(sem);
-    r = r ? r : unhex(permit_id, id);
+    r = r ? r : rlk_sem_unhex(permit_id, id);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -311,7 +311,7 @@ RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *
 {
     unsigned char id[16];
     int r = rlk_sem_check(sem);
-    r = r ? r : unhex(permit_id, id);
+    r = r ? r : rlk_sem_unhex(permit_id, id);
     if (r == RLOCK_OK && (lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL, "lease_ms must be in 1 .. %lld, got %lld",
                     (long long)RLOCK_MAX_DURATION_MS, (long long)lease_ms);
@@ -356,7 +356,7 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_n(rlock_semaphore *sem,
     }
     unsigned char id[16];
     for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
-        r = unhex(permit_ids[i], id); /* all ids checked before any is released */
+        r = rlk_sem_unhex(permit_ids[i], id); /* all ids checked before any is released */
     }
     int released = 0;
     for (size_t i = 0; r == RLOCK_OK && i < count; i++) {
@@ -375,7 +375,7 @@ RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const 
 {
     unsigned char id[16];
     int r = rlk_sem_check(sem);
-    r = r ? r : unhex(permit_id, id);
+    r = r ? r : rlk_sem_unhex(permit_id, id);
     if (r != RLOCK_OK) {
         return r;
     }

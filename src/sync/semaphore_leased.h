@@ -9,4 +9,8 @@
 /* Stops the renewals of every leased permit of the handle (at free). */
 void rlk_sem_forget_permits(rlock_semaphore *sem);
 
+/* Parses a permit id of RLOCK_PERMIT_ID_LEN hex digits into its 16 bytes: RLOCK_OK, or
+ * RLOCK_EINVAL with a message. */
+int rlk_sem_unhex(const char *text, unsigned char id[16]);
+
 #endif

@@ -1,8 +1,9 @@
 # tests/cmake/loop.cmake - loop clients (include/rlock_async.h, issue 30) against real
 # redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
 # (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
-# loop/loop_event.c), and test_loop_net_uv / test_loop_net_event the connections' tests
-# (loop/test_loop_net.c: TLS, host names, back-off). The loop side is compiled as a user's code is, with the public headers
+# loop/loop_event.c), test_loop_net_uv / test_loop_net_event the connections' tests
+# (loop/test_loop_net.c: TLS, host names, back-off), and test_loop_sync_uv / test_loop_sync_event
+# semaphores and the latch (loop/test_loop_sync.c). The loop side is compiled as a user's code is, with the public headers
 # only: the private include path has a semaphore.h of its own that would hide the system's from
 # uv.h. A program is not built without its loop library's development files. Included from
 # tests/CMakeLists.txt.
@@ -33,5 +34,8 @@ if(TARGET rlock_harness)
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60
                    ENV "RLOCK_TLS_CERTS=${CMAKE_CURRENT_BINARY_DIR}/tls-certs"
                    FIXTURES_REQUIRED tls_certs)
+    # Semaphores and the latch on a loop client (loop/test_loop_sync.c).
+    rlock_add_test(NAME test_loop_sync_${_adapter} SOURCES loop/test_loop_sync.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
   endforeach()
 endif()

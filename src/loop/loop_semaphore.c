@@ -1,0 +1,361 @@
+/*
+ * Semaphore operations on a loop client (loop_semaphore.h). An acquire carries one request key
+ * for all of its attempts, as the blocking acquire does, so an attempt that ran twice takes its
+ * permits once. Static helpers are named sop_*.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "error.h"
+#include "loop_semaphore.h"
+#include "scripts.h"
+#include "semaphore.h"
+#include "semaphore_leased.h"
+
+typedef struct sop {
+    rlk_loop_wait w;
+    rlock_semaphore *sem;
+    rlk_sem_req q;
+    int64_t n;
+    int64_t lease_ms; /* > 0: one leased permit, id */
+    int lost;         /* an attempt's reply was lost: the next request settles the call */
+    unsigned char id[16];
+    rlock_semaphore_done_fn done;
+    rlock_semaphore_leased_done_fn leased_done;
+    void *user_data;
+    rlk_obs_wait obs;
+} sop;
+
+/* The checks every semaphore call makes: *lc on success. */
+static int sop_check(rlock_semaphore *sem, const void *done, const char *what, rlk_loop_client **lc)
+{
+    if (sem == NULL || done == NULL) {
+        (void)rlk_err(RLOCK_EINVAL, "%s: sem and done must not be NULL", what);
+        return RLOCK_EINVAL;
+    }
+    int r = rlk_client_check(sem->client);
+    if (r == RLOCK_OK && (*lc = rlk_loop_of(sem->client)) == NULL) {
+        r = rlk_err(RLOCK_EINVAL, "%s needs a loop client (rlock_async.h)", what);
+    }
+    return r;
+}
+
+static int sop_check_permits(int64_t n)
+{
+    if (n < 1 || n > INT32_MAX) {
+        return rlk_err(RLOCK_EINVAL, "permits must be in 1 .. %d, got %lld", INT32_MAX,
+                       (long long)n);
+    }
+    return RLOCK_OK;
+}
+
+static int sop_kind(const sop *op)
+{
+    return op->lease_ms > 0 ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE;
+}
+
+static void sop_complete(rlk_loop_wait *w, int rc)
+{
+    sop *op = RLK_CONTAINER_OF(w, sop, w);
+    rlock_semaphore *sem = op->sem;
+    if (rc == RLOCK_ETIMEDOUT) {
+        rlk_err(rc, "%lld permit(s) of semaphore '%s' not acquired in time", (long long)op->n,
+                sem->name);
+    } else if (rc == RLOCK_ECANCELED) {
+        rlk_err(rc, "semaphore '%s': the wait was cancelled", sem->name);
+    } else if (rc == RLOCK_ECLOSED) {
+        rlk_err(rc, "semaphore '%s': the client was freed", sem->name);
+    }
+    char hex[RLOCK_PERMIT_ID_LEN + 1];
+    rlk_sem_hex(op->id, hex);
+    int leased = op->lease_ms > 0;
+    if (rc == RLOCK_OK && op->n > 1) {
+        rlk_obs_holds_add(sem->client, sop_kind(op), sem->name, op->n - 1);
+    }
+    rc = rlk_obs_acquire_end(sem->client, &op->obs, sem->name, leased && rc == 0 ? hex : NULL, rc,
+                             0, 1);
+    rlk_loop_wait_end(w);
+    rlk_sem_req_free(&op->q);
+    rlock_semaphore_done_fn done = op->done;
+    rlock_semaphore_leased_done_fn leased_done = op->leased_done;
+    void *user_data = op->user_data;
+    free(op);
+    if (leased) {
+        leased_done(sem, rc, rc == RLOCK_OK ? hex : NULL, user_data);
+    } else {
+        done(sem, rc, user_data);
+    }
+}
+
+/* The settlement's reply: permits kept (2) end the acquire with RLOCK_OK; otherwise it took
+ * nothing, or gave back what it took, and ends with RLOCK_ECONN. */
+static void sop_settle_reply(void *arg, redisReply *rep, int err)
+{
+    sop *op = arg;
+    rlock_semaphore *sem = op->sem;
+    if (err == RLOCK_OK && rep->type == REDIS_REPLY_INTEGER && rep->integer == 2) {
+        rlk_log(sem->client, RLOCK_LOG_INFO,
+                "semaphore '%s': kept %lld permit(s) whose acquire reply was lost", sem->name,
+                (long long)op->n);
+        rlk_loop_wait_result(&op->w, 1, -1);
+        return;
+    }
+    if (err == RLOCK_ECLOSED) {
+        rlk_loop_wait_result(&op->w, err, -1);
+        return;
+    }
+    if (err != RLOCK_OK || rep->type != REDIS_REPLY_INTEGER) {
+        rlk_log(sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': an acquire whose reply was lost could not be settled; %lld "
+                "permit(s) may stay taken",
+                sem->name, (long long)op->n);
+    }
+    rlk_loop_wait_result(
+        &op->w, rlk_err(RLOCK_ECONN, "semaphore '%s': the acquire's reply was lost", sem->name),
+        -1);
+}
+
+/* An attempt whose reply was lost may have run and taken the permits: settle the call on Redis
+ * (sem_acquire_cancel.lua, mode keep) before the operation ends, as the blocking acquire does,
+ * so no permit stays taken unseen. RLOCK_OK when the settlement is on its way; an error ends the
+ * operation with a warning (the permits may stay taken). */
+static int sop_settle(sop *op)
+{
+    rlk_args keys, args;
+    rlk_sem_settle_args(op->sem, &op->q, op->n, 1,
+                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
+    r = r ? r
+          : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, cmd, len, sop_settle_reply,
+                          op);
+    free(cmd);
+    if (r != RLOCK_OK) {
+        rlk_log(op->sem->client, RLOCK_LOG_WARN,
+                "semaphore '%s': an acquire whose reply was lost could not be settled; %lld "
+                "permit(s) may stay taken",
+                op->sem->name, (long long)op->n);
+    }
+    return r;
+}
+
+static void sop_reply(void *arg, redisReply *rep, int err)
+{
+    sop *op = arg;
+    int64_t hint = -1;
+    int r = err;
+    if (r == RLOCK_ECONN) {
+        op->lost = 1; /* settled from the next turn of the loop, on a new connection */
+        rlk_loop_wait_resend(&op->w);
+        return;
+    }
+    if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
+        r = rlk_err(RLOCK_EREDIS, "semaphore '%s': %s", op->sem->name, rep->str);
+    }
+    r = r ? r : rlk_sem_attempt_reply(op->sem, rep, &hint);
+    rlk_loop_wait_result(&op->w, r, hint);
+}
+
+static int sop_attempt(rlk_loop_wait *w)
+{
+    sop *op = RLK_CONTAINER_OF(w, sop, w);
+    if (op->lost) {
+        return sop_settle(op);
+    }
+    int leased = op->lease_ms > 0;
+    rlk_args keys, args;
+    rlk_sem_attempt_args(op->sem, &op->q, op->n, leased ? rlk_sem_expiry(op->sem, op->lease_ms) : 0,
+                         leased ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE, &keys, &args, &cmd, &len);
+    r = r ? r : rlk_loop_eval(w->base.lc, RLK_SCRIPT_SEM_ACQUIRE, cmd, len, sop_reply, op);
+    free(cmd);
+    return r;
+}
+
+/* Starts the acquire op (its fields set but w): RLOCK_OK, or an error with op freed. */
+static int sop_start(rlk_loop_client *lc, sop *op, int64_t wait_ms, rlock_cancel *cancel)
+{
+    rlock_semaphore *sem = op->sem;
+    int r = rlk_cancel_check(cancel, "semaphore", sem->name);
+    r = r ? r : rlk_sem_req_init(&op->q, sem->name, sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        free(op);
+        return r;
+    }
+    op->w.channel = sem->channel.p;
+    op->w.channel_len = sem->channel.len;
+    op->w.attempt = sop_attempt;
+    op->w.complete = sop_complete;
+    r = rlk_loop_wait_start(lc, &op->w, cancel, wait_ms);
+    if (r != RLOCK_OK) {
+        rlk_sem_req_free(&op->q);
+        free(op);
+        return r;
+    }
+    rlk_obs_acquire_begin(sem->client, &op->obs, sop_kind(op), sem->name, NULL);
+    return RLOCK_OK;
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_async(rlock_semaphore *sem, int64_t permits,
+                                               int64_t wait_ms, rlock_cancel *cancel,
+                                               rlock_semaphore_done_fn done, void *user_data)
+{
+    rlk_loop_client *lc = NULL;
+    int r = sop_check(sem, (const void *)done, "rlock_semaphore_acquire_async", &lc);
+    r = r ? r : sop_check_permits(permits);
+    if (r == RLOCK_OK && wait_ms < 0) {
+        r = rlk_err(RLOCK_EINVAL, "wait_ms must be >= 0, got %lld", (long long)wait_ms);
+    }
+    sop *op = r == RLOCK_OK ? calloc(1, sizeof(*op)) : NULL;
+    if (r != RLOCK_OK || op == NULL) {
+        return r ? r : rlk_err(RLOCK_ENOMEM, "rlock_semaphore_acquire_async: out of memory");
+    }
+    op->sem = sem;
+    op->n = permits;
+    op->done = done;
+    op->user_data = user_data;
+    return sop_start(lc, op, wait_ms, cancel);
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int64_t wait_ms,
+                                                      int64_t lease_ms, rlock_cancel *cancel,
+                                                      rlock_semaphore_leased_done_fn done,
+                                                      void *user_data)
+{
+    rlk_loop_client *lc = NULL;
+    int r = sop_check(sem, (const void *)done, "rlock_semaphore_acquire_leased_async", &lc);
+    if (r == RLOCK_OK && (wait_ms < 0 || lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL,
+                    "wait_ms must be >= 0 and lease_ms in 1 .. %lld (no watchdog lease on loop "
+                    "clients yet), got %lld and %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)wait_ms, (long long)lease_ms);
+    }
+    sop *op = r == RLOCK_OK ? calloc(1, sizeof(*op)) : NULL;
+    if (r != RLOCK_OK || op == NULL) {
+        return r ? r : rlk_err(RLOCK_ENOMEM, "rlock_semaphore_acquire_leased_async: out of memory");
+    }
+    op->sem = sem;
+    op->n = 1;
+    op->lease_ms = lease_ms;
+    uuid_generate_random(op->id); /* 16 random bytes, as Redisson's generateIdArray */
+    op->leased_done = done;
+    op->user_data = user_data;
+    return sop_start(lc, op, wait_ms, cancel);
+}
+
+/* ---- release --------------------------------------------------------------------------- */
+
+typedef struct srel {
+    rlock_semaphore *sem;
+    rlk_sem_req q;
+    int64_t n; /* plain permits, 0: the leased permit id */
+    unsigned char id[16];
+    rlock_semaphore_done_fn done;
+    void *user_data;
+} srel;
+
+static void srel_reply(void *arg, redisReply *rep, int err)
+{
+    srel *u = arg;
+    rlock_semaphore *sem = u->sem;
+    int r = err;
+    if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
+        r = rlk_err(rep->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_EPROTO,
+                    "semaphore '%s': unexpected release reply", sem->name);
+    }
+    if (r == RLOCK_OK && u->n == 0 && rep->integer != 1) {
+        r = rlk_err(RLOCK_ENOTOWNER, "no such leased permit is held on semaphore '%s'%s", sem->name,
+                    rep->integer == 0 ? " (its lease had run out)" : "");
+    }
+    if (r == RLOCK_OK) {
+        char hex[RLOCK_PERMIT_ID_LEN + 1];
+        rlk_sem_hex(u->id, hex);
+        int kind = u->n > 0 ? RLOCK_MK_SEMAPHORE : RLOCK_MK_SEMAPHORE_LEASED;
+        rlk_obs_holds_add(sem->client, kind, sem->name, u->n > 0 ? 1 - u->n : 0);
+        rlk_obs_release(sem->client, kind, sem->name, u->n > 0 ? NULL : hex, 0, 0);
+    }
+    rlock_semaphore_done_fn done = u->done;
+    void *user_data = u->user_data;
+    rlk_sem_req_free(&u->q);
+    free(u);
+    done(sem, r, user_data);
+}
+
+/* Sends the release u: RLOCK_OK, or an error with u freed. */
+static int srel_send(rlk_loop_client *lc, srel *u)
+{
+    int r = rlk_sem_req_init(&u->q, u->sem->name, u->sem->name_len, 0);
+    if (r != RLOCK_OK) {
+        free(u);
+        return r;
+    }
+    int script = u->n > 0 ? RLK_SCRIPT_SEM_RELEASE : RLK_SCRIPT_SEM_RELEASE_LEASED;
+    rlk_args keys, args;
+    if (u->n > 0) {
+        rlk_sem_release_args(u->sem, &u->q, u->n, &keys, &args);
+    } else {
+        rlk_sem_release_id_args(u->sem, &u->q, u->id, &keys, &args);
+    }
+    char *cmd = NULL;
+    size_t len = 0;
+    r = rlk_script_format(script, &keys, &args, &cmd, &len);
+    r = r ? r : rlk_loop_eval(lc, script, cmd, len, srel_reply, u);
+    free(cmd);
+    if (r != RLOCK_OK) {
+        rlk_sem_req_free(&u->q);
+        free(u);
+    }
+    return r;
+}
+
+/* A release record for sem after the common checks (NULL with the error in *r). */
+static srel *srel_new(rlock_semaphore *sem, rlock_semaphore_done_fn done, void *user_data,
+                      const char *what, rlk_loop_client **lc, int *r)
+{
+    *r = sop_check(sem, (const void *)done, what, lc);
+    srel *u = *r == RLOCK_OK ? calloc(1, sizeof(*u)) : NULL;
+    if (*r == RLOCK_OK && u == NULL) {
+        *r = rlk_err(RLOCK_ENOMEM, "%s: out of memory", what);
+    }
+    if (u != NULL) {
+        *u = (srel){.sem = sem, .done = done, .user_data = user_data};
+    }
+    return u;
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_async(rlock_semaphore *sem, int64_t permits,
+                                               rlock_semaphore_done_fn done, void *user_data)
+{
+    rlk_loop_client *lc = NULL;
+    int r = sop_check_permits(permits);
+    if (r != RLOCK_OK && sem != NULL && done != NULL) {
+        return r;
+    }
+    srel *u = srel_new(sem, done, user_data, "rlock_semaphore_release_async", &lc, &r);
+    if (u == NULL) {
+        return r;
+    }
+    u->n = permits;
+    return srel_send(lc, u);
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_leased_async(rlock_semaphore *sem, const char *permit_id,
+                                                      rlock_semaphore_done_fn done, void *user_data)
+{
+    rlk_loop_client *lc = NULL;
+    unsigned char id[16];
+    int r = rlk_sem_unhex(permit_id, id);
+    if (r != RLOCK_OK && sem != NULL && done != NULL) {
+        return r;
+    }
+    srel *u = srel_new(sem, done, user_data, "rlock_semaphore_release_leased_async", &lc, &r);
+    if (u == NULL) {
+        return r;
+    }
+    memcpy(u->id, id, sizeof(id));
+    return srel_send(lc, u);
+}
