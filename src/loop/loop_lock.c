@@ -24,6 +24,7 @@ typedef struct lop {
     int64_t deadline; /* monotonic ms, INT64_MAX: none */
     void *timer;
     int inflight;     /* an attempt is on its way */
+    int woken;        /* a message or confirmation came while it was: attempt again at once */
     rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
 } lop;
 
@@ -90,6 +91,11 @@ static void lop_busy(lop *op)
     }
     if (rlk_now_ms() >= op->deadline) {
         lop_complete(op, RLOCK_ETIMEDOUT);
+        return;
+    }
+    if (op->base.chan != NULL && op->woken) {
+        op->woken = 0; /* the release it announced may have followed that attempt on Redis */
+        lop_retry(op);
         return;
     }
     if (op->base.chan != NULL) {
@@ -163,6 +169,7 @@ static void lop_wake(rlk_loop_op *base, int why)
     if (why == RLK_LOOP_CLOSE) {
         lop_complete(op, rlk_err(RLOCK_ECLOSED, "lock '%s': the client was freed", op->lock->name));
     } else if (op->inflight) {
+        op->woken |= why != RLK_LOOP_CANCEL;
         return; /* the reply decides, a cancellation included */
     } else if (why == RLK_LOOP_CANCEL) {
         lop_busy(op);
