@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "bench_loop.h"
 
@@ -46,6 +47,7 @@ struct t_state {
     int64_t deadline;
     int running, errors, rounds;
     long pairs;
+    double cpu_us[2], npairs[2]; /* per side (1: the ideal): process CPU and pairs, all blocks */
 };
 
 /* Parses MONITOR's quoted arguments (sdscatrepr's escapes) into cmd; 0 on success. */
@@ -171,6 +173,14 @@ static void t_raw_acq(t_chain *ch)
     }
 }
 
+static double t_cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 /* One block of ms on one side (raw 1: the ideal); pairs per second. */
 static double t_block(t_state *s, int raw, int64_t ms)
 {
@@ -178,6 +188,7 @@ static double t_block(t_state *s, int raw, int64_t ms)
     s->errors = 0;
     s->running = T_CHAINS;
     int64_t t0 = bench_now_ns();
+    double cpu0 = t_cpu_us();
     s->deadline = t0 + ms * 1000000;
     for (int i = 0; i < T_CHAINS; i++) {
         if (raw) {
@@ -192,6 +203,8 @@ static double t_block(t_state *s, int raw, int64_t ms)
         zero += s->running < 0; /* never: a chain ended twice */
     }
     double secs = (double)(bench_now_ns() - t0) / 1e9;
+    s->cpu_us[raw] += t_cpu_us() - cpu0;
+    s->npairs[raw] += (double)s->pairs;
     if (s->errors != 0 || zero != 0) {
         bench_die("loop_throughput: %d failed pairs (%s side): %s", s->errors,
                   raw ? "ideal" : "rlock", raw ? "" : rlock_last_error());
@@ -288,6 +301,7 @@ int bench_loop_throughput(void)
     int64_t ms = (int64_t)(250 * g_cfg.scale);
     ms = ms < 50 ? 50 : ms;
     (void)t_block(&s, 1, ms / 2); /* the ideal's connection up, both warm */
+    s.cpu_us[1] = s.npairs[1] = 0;
     double ratio[T_GROUPS], ideal[T_GROUPS], rl[T_GROUPS];
     for (int g = 0; g < T_GROUPS; g++) {
         double sum[2] = {0, 0};
@@ -303,10 +317,13 @@ int bench_loop_throughput(void)
     double r = bench_median(ratio, T_GROUPS), mi = bench_median(ideal, T_GROUPS);
     double mr = bench_median(rl, T_GROUPS);
     bench_row_ratio("loop_throughput", "pairs/s, 64 in flight", mi, mr, r, ">= 0.90", r >= 0.90);
+    double ci = s.cpu_us[1] / s.npairs[1], cr = s.cpu_us[0] / s.npairs[0];
+    bench_row("loop_throughput", "client CPU per pair (us)", ci, cr, NULL, -1);
     bench_json j;
     bench_json_begin(&j, "loop_throughput");
     BENCH_JSON_NUMS(&j, {"in_flight", T_CHAINS}, {"block_ms", (double)ms},
-                    {"ideal_pairs_per_s", mi}, {"rlock_pairs_per_s", mr}, {"ratio", r});
+                    {"ideal_pairs_per_s", mi}, {"rlock_pairs_per_s", mr}, {"ratio", r},
+                    {"ideal_cpu_us_per_pair", ci}, {"rlock_cpu_us_per_pair", cr});
     bench_json_end(&j);
     return 0;
 }
