@@ -1,7 +1,7 @@
 # tests/cmake/loop.cmake - loop clients (include/rlock_async.h, issue 30) against real
 # redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
 # (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
-# loop/loop_event.c); test_loop_wake_* likewise (loop/test_loop_wake.c). The loop side is compiled as a user's code is, with the public headers
+# loop/loop_event.c). The loop side is compiled as a user's code is, with the public headers
 # only: the private include path has a semaphore.h of its own that would hide the system's from
 # uv.h. A program is not built without its loop library's development files. Included from
 # tests/CMakeLists.txt.
@@ -27,7 +27,7 @@ if(TARGET rlock_harness)
     target_link_libraries(rlock_test_${_adapter} PUBLIC ${_lib} INTERFACE rlock_internal)
     rlock_add_test(NAME test_loop_${_adapter} SOURCES loop/test_loop.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
-    # A wake-up while an attempt is on its way (about 1 s).
+    # test_loop_wake_*: a wake-up while an attempt is on its way (loop/test_loop_wake.c, ~0.7 s).
     rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 30)
   endforeach()
