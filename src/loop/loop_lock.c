@@ -24,7 +24,7 @@ typedef struct lop {
     int64_t deadline; /* monotonic ms, INT64_MAX: none */
     void *timer;
     int inflight;     /* an attempt is on its way */
-    int woken;        /* a wake-up came while it was: a busy reply then attempts again */
+    int woken;        /* a message or confirmation came while it was: attempt again at once */
     rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
 } lop;
 
@@ -51,7 +51,6 @@ static void lop_on_reply(void *arg, redisReply *rep, int err);
 
 static int lop_attempt(lop *op)
 {
-    op->woken = 0;
     char *cmd = NULL;
     size_t len = 0;
     int r = op->lock->single->attempt_format(&op->a, &cmd, &len);
@@ -92,6 +91,11 @@ static void lop_busy(lop *op)
     }
     if (rlk_now_ms() >= op->deadline) {
         lop_complete(op, RLOCK_ETIMEDOUT);
+        return;
+    }
+    if (op->base.chan != NULL && op->woken) {
+        op->woken = 0; /* the release it announced may have followed that attempt on Redis */
+        lop_retry(op);
         return;
     }
     if (op->base.chan != NULL) {
@@ -152,11 +156,6 @@ static void lop_on_reply(void *arg, redisReply *rep, int err)
     r = r ? r : op->lock->single->attempt_reply(&op->a, rep);
     if (r == 1) {
         lop_complete(op, lop_granted(op));
-    } else if (r == 0 && op->woken && op->base.chan != NULL &&
-               !rlk_cancel_is_fired(op->base.cancel) && rlk_now_ms() < op->deadline) {
-        /* The release this attempt met busy may be the one whose message came first: its reply
-         * and the message arrive on two connections, in either order. */
-        lop_retry(op);
     } else if (r == 0) {
         lop_busy(op);
     } else {
@@ -170,7 +169,8 @@ static void lop_wake(rlk_loop_op *base, int why)
     if (why == RLK_LOOP_CLOSE) {
         lop_complete(op, rlk_err(RLOCK_ECLOSED, "lock '%s': the client was freed", op->lock->name));
     } else if (op->inflight) {
-        op->woken |= why != RLK_LOOP_CANCEL; /* the reply decides, a cancellation included */
+        op->woken |= why != RLK_LOOP_CANCEL;
+        return; /* the reply decides, a cancellation included */
     } else if (why == RLK_LOOP_CANCEL) {
         lop_busy(op);
     } else {

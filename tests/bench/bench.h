@@ -193,6 +193,10 @@ int bench_drain(void);
 int bench_cluster(void);
 int bench_redisson(void);
 int bench_top(void);
+/* Loop clients on libuv (bench_loop_*.c; built when libuv is found: RLOCK_BENCH_LOOP). */
+int bench_loop_waits(void);
+int bench_loop_handoff(void);
+int bench_loop_throughput(void);
 /* The redisson scenario's queues (drain of 16, FIFO of 50) against the peer (redisson_java.h). */
 struct rj_peer;
 void bench_redisson_queues(struct rj_peer *p);

@@ -8,7 +8,8 @@
  * Scenarios (names for --only): u1 u1_tls (needs --tls-port) u8 handoff handoff_fair watchdog
  * fair_queue rw rw_handoff redlock sem drain u1_sync handoff_sync handoff_fair_sync drain_sync
  * (the *_sync ones need --sync-port: a master with 2 replicas) cluster (starts a 3-master cluster
- * of its own with the test harness). Prints a table while it runs, then one JSON line per scenario.
+ * of its own with the test harness) loop_waits loop_handoff loop_throughput (loop clients on libuv,
+ * built when libuv is found). Prints a table while it runs, then one JSON line per scenario.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -68,6 +69,11 @@ static const bench_scenario g_scenarios[] = {
     {"drain_sync", run_drain_sync},
     {"top", bench_top},
     {"metrics", bench_metrics},
+#ifdef RLOCK_BENCH_LOOP
+    {"loop_waits", bench_loop_waits},
+    {"loop_handoff", bench_loop_handoff},
+    {"loop_throughput", bench_loop_throughput},
+#endif
 };
 
 static int selected(const char *only, const char *name)
@@ -111,7 +117,7 @@ int main(int argc, char **argv)
                     "usage: %s --port P [--port P2 --port P3] [--reps N] [--scale X] "
                     "[--only u1,u8,handoff,handoff_fair,watchdog,fair_queue,rw,rw_handoff,"
                     "redlock,sem,drain,u1_sync,handoff_sync,handoff_fair_sync,drain_sync,cluster,"
-                    "metrics] "
+                    "metrics,loop_waits,loop_handoff,loop_throughput] "
                     "[--sync-port S]\n",
                     argv[0]);
             return 2;

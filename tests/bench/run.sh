@@ -16,7 +16,9 @@
 #                            fair_queue,rw,rw_handoff,redlock,drain,u1_sync,handoff_sync,
 #                            handoff_fair_sync,drain_sync,cluster,metrics (cluster:
 #                            the bench starts a 3-master cluster itself, tests/harness),redisson,
-#                            top (one rlock top refresh of 10,000 names)
+#                            top (one rlock top refresh of 10,000 names),
+#                            loop_waits,loop_handoff,loop_throughput (loop clients on libuv;
+#                            built when libuv1-dev is installed)
 #   RLOCK_REDISSON_JAR=...   the Redisson peer of the `redisson` scenario (default: the 4.x jar
 #                            of tests/compat/java, built here with Maven when missing)
 #   RLOCK_SKIP_APT=1         never call apt-get
@@ -30,7 +32,7 @@ SCALE=${RLOCK_BENCH_SCALE:-1}
 JOBS=${RLOCK_JOBS:-2}
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev uuid-dev redis-server libcmocka-dev)
-PACKAGES+=(libssl-dev openssl)
+PACKAGES+=(libssl-dev openssl libuv1-dev)
 
 install_packages() {
     local missing=() p

@@ -37,5 +37,8 @@ if(TARGET rlock_harness)
     # Semaphores and the latch on a loop client (loop/test_loop_sync.c).
     rlock_add_test(NAME test_loop_sync_${_adapter} SOURCES loop/test_loop_sync.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # test_loop_wake_*: a wake-up while an attempt is on its way (loop/test_loop_wake.c, ~0.7 s).
+    rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 30)
   endforeach()
 endif()
