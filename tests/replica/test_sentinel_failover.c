@@ -1,14 +1,15 @@
 /*
  * Failover under load (issue 13): redis-server x3 + Sentinel x3, 4 processes x 4 threads taking
  * two reentrant locks (replica_sync on) with the independent shared-memory checker, while the
- * parent makes the Sentinels fail over (SENTINEL FAILOVER) five times. Checked: no mutual-exclusion
- * violation, fencing tokens strictly increasing per lock across every switch (compared inside the
- * lock's exclusive section, in shared memory; a token 0 counts as a regression), and every process
- * keeps acquiring after the last switch without a restart. Errors while a switch is under way
- * (RLOCK_ECONN, RLOCK_EREPLICA, RLOCK_ETIMEDOUT) are retries, not failures; an unlock that failed
- * is not retried (the next lock settles it). Run with the argument "kill" (test_sentinel_kill), the
- * switches are kill -9 of the master instead (the harness restarts it as a replica of the new one):
- * five rounds with replica_sync = 1 checked as above, then five with replica_sync = 0 only printed.
+ * parent makes the Sentinels fail over (SENTINEL FAILOVER) three times (five with RLOCK_LONG=1).
+ * Checked: no mutual-exclusion violation, fencing tokens strictly increasing per lock across every
+ * switch (compared inside the lock's exclusive section, in shared memory; a token 0 counts as a
+ * regression), and every process keeps acquiring after the last switch without a restart. Errors
+ * while a switch is under way (RLOCK_ECONN, RLOCK_EREPLICA, RLOCK_ETIMEDOUT) are retries, not
+ * failures; an unlock that failed is not retried (the next lock settles it). Run with the argument
+ * "kill" (test_sentinel_kill), the switches are kill -9 of the master instead (the harness restarts
+ * it as a replica of the new one): three rounds (five) with replica_sync = 1 checked as above, then
+ * as many with replica_sync = 0 only printed (RLOCK_LONG=1 only).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,11 +28,17 @@
 #include "tc_sentinel.h"
 #include "tc_stress.h"
 
-#define PROCS     4
-#define THREADS   4
-#define FAILOVERS 5
-#define LEASE_MS  3000
-#define LOCKS     2
+#define PROCS   4
+#define THREADS 4
+/* Switches a run makes: 3, or 5 with RLOCK_LONG=1 (each takes 15-20 s; CONTRIBUTING "Test
+ * variants"). */
+static int failovers(void)
+{
+    const char *long_runs = getenv("RLOCK_LONG");
+    return long_runs != NULL && strcmp(long_runs, "1") == 0 ? 5 : 3;
+}
+#define LEASE_MS 3000
+#define LOCKS    2
 
 static const char *const lock_names[LOCKS] = {"fo:lock", "fo:lock2"};
 
@@ -169,7 +176,7 @@ static void finish(tc_stress *st, int64_t switched_at, int strict)
         printf("replica_sync = 0: %ld violations, %ld token regressions over %d kill -9 rounds "
                "(not asserted: grants a master acknowledged before its replicas had them are lost "
                "in a crash)\n",
-               violations, atomic_load(&g_sh->token_regressions), FAILOVERS);
+               violations, atomic_load(&g_sh->token_regressions), failovers());
         tc_stress_free(st);
         return;
     }
@@ -198,13 +205,13 @@ static rh_server *switch_kill(void)
     return tc_deploy_kill_master(&g_d);
 }
 
-/* FAILOVERS switches under the stress, then the checks of finish(). */
+/* failovers() switches under the stress, then the checks of finish(). */
 static void run_switches(switch_fn fn, const char *what, int strict)
 {
     tc_stress *st = start_workers();
     assert_non_null(st);
     int64_t switched_at = 0;
-    for (int k = 0; k < FAILOVERS; k++) {
+    for (int k = 0, n = failovers(); k < n; k++) {
         rh_sleep_ms(1500);
         rh_server *after = fn();
         if (after == NULL && !strict) {
@@ -230,8 +237,8 @@ static void test_graceful_failovers_under_load(void **state)
     run_switches(switch_graceful, "failover", 1);
 }
 
-/* kill -9 of the master, five rounds, replica_sync = 1: every grant reached both replicas before
- * it was returned, so the promoted one has it. */
+/* kill -9 of the master, failovers() rounds, replica_sync = 1: every grant reached both replicas
+ * before it was returned, so the promoted one has it. */
 static void test_kill_master_under_load(void **state)
 {
     (void)state;
