@@ -9,9 +9,11 @@
  * call on a loop client (rlock_lock, rlock_try_lock, rlock_unlock, rlock_lock_ex, ...) returns
  * RLOCK_EINVAL.
  *
- * This version: reentrant locks (RLOCK_REENTRANT) on a single plain-TCP Redis given by a numeric
- * address (redis://127.0.0.1:6379, redis://[::1]:6379, with a password and a db). The other lock
- * types, semaphores, the latch, TLS, Sentinel and Cluster are not available on loop clients yet:
+ * This version: reentrant locks (RLOCK_REENTRANT) and fair locks (RLOCK_FAIR: Redisson's queue; a
+ * waiter keeps its place by a heartbeat on the loop's timer and leaves the queue when it gives
+ * up, or when the client is freed) on a single plain-TCP Redis given by a numeric address
+ * (redis://127.0.0.1:6379, redis://[::1]:6379, with a password and a db). The other lock types,
+ * semaphores, the latch, TLS, Sentinel and Cluster are not available on loop clients yet:
  * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
  * for another URL.
  */
@@ -72,15 +74,15 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * thread identity), with args->wait_ms, args->lease_ms (< 0: the client's watchdog renews the
  * hold on the loop's timer) and args->cancel. Returns RLOCK_OK when started: done then runs
  * exactly once with RLOCK_OK (acquired, or re-entered by the owner), RLOCK_ETIMEDOUT,
- * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel
- * first; an attempt already on its way is waited for, and if it was granted, done gets RLOCK_OK:
- * nothing is ever held unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN,
- * RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a
- * negative code without calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of
- * another client, a threaded client, bad durations, args->on_lost set: not served yet),
- * RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the token had fired already),
- * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made). The lock handle and the owner
- * must stay open until done ran. */
+ * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel,
+ * and a fair lock's queue, first; an attempt already on its way is waited for, and if it was
+ * granted, done gets RLOCK_OK: nothing is ever held unreported), RLOCK_ECLOSED (the client was
+ * freed first), RLOCK_ECONN, RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or
+ * RLOCK_EREDIS. Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or
+ * done, no owner, an owner of another client, a threaded client, bad durations, args->on_lost set:
+ * not served yet), RLOCK_ENOTSUP (a group, or a kind other than RLOCK_REENTRANT and RLOCK_FAIR),
+ * RLOCK_ECANCELED (the token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no
+ * socket could be made). The lock handle and the owner must stay open until done ran. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 

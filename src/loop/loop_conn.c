@@ -337,6 +337,24 @@ int rlk_lconn_ok(const rlk_lconn *c)
     return c != NULL && c->state != LCONN_BROKEN && !c->free_wanted;
 }
 
+void rlk_lconn_flush(rlk_lconn *c)
+{
+    if (c == NULL || c->state != LCONN_UP || c->free_wanted) {
+        return;
+    }
+    while (c->opos < c->olen) {
+        ssize_t n = send(c->fd, c->obuf + c->opos, c->olen - c->opos, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0 && !(n < 0 && errno == EINTR)) {
+            return;
+        }
+        c->opos += n > 0 ? (size_t)n : 0;
+    }
+    (void)shutdown(c->fd, SHUT_WR);
+    char buf[4096];
+    while (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+}
+
 void rlk_lconn_free(rlk_lconn *c, int err)
 {
     if (c == NULL) {

@@ -102,8 +102,7 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
         h->lost = 1;
         h->watchdog = 0;
         rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
-        rlk_obs_lost(lc->c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, h->field, h->obs_t0,
-                     h->token);
+        rlk_obs_lost(lc->c, h->kind, h->name, h->field, h->obs_t0, h->token);
         if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
             o->on_lost(h->name, o->user_data);
         }

@@ -27,5 +27,8 @@ if(TARGET rlock_harness)
     target_link_libraries(rlock_test_${_adapter} PUBLIC ${_lib} INTERFACE rlock_internal)
     rlock_add_test(NAME test_loop_${_adapter} SOURCES loop/test_loop.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # The fair lock on loop clients: FIFO with a threaded waiter, give-ups that leave the queue.
+    rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
   endforeach()
 endif()
