@@ -13,7 +13,6 @@
 #include "lock_fair.h"
 #include "lock_wait.h"
 #include "loop_fair.h"
-#include "loop_lock.h"
 #include "loop_watchdog.h"
 
 typedef struct lf_op {

@@ -7,11 +7,6 @@
 #ifndef RLK_LOOP_LOCK_H
 #define RLK_LOOP_LOCK_H
 
-#include "lock.h"
 #include "loop_client.h"
-
-/* Records a grant to a->tid of lock (count, token, lease, field; the loop watchdog for a
- * watchdog hold): RLOCK_OK, or RLOCK_ENOMEM. */
-int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a);
 
 #endif
