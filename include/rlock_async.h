@@ -9,7 +9,9 @@
  * call on a loop client (rlock_lock, rlock_try_lock, rlock_unlock, rlock_lock_ex, ...) returns
  * RLOCK_EINVAL.
  *
- * This version: reentrant locks (RLOCK_REENTRANT), semaphores and the latch on a single Redis over
+ * This version: reentrant locks (RLOCK_REENTRANT), fair locks (RLOCK_FAIR: Redisson's queue; a
+ * waiter keeps its place by a heartbeat on the loop's timer and leaves the queue when it gives
+ * up, or when the client is freed), semaphores and the latch on a single Redis over
  * TCP (redis://host:port, with a password and a db) or TLS (rediss://, with the TLS options of
  * rlock_client_new(): tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, tls_insecure; the
  * handshake runs on the loop, and a refused one completes the operations waiting for it with
@@ -81,16 +83,17 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * thread identity), with args->wait_ms, args->lease_ms (< 0: the client's watchdog renews the
  * hold on the loop's timer) and args->cancel. Returns RLOCK_OK when started: done then runs
  * exactly once with RLOCK_OK (acquired, or re-entered by the owner), RLOCK_ETIMEDOUT,
- * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel
- * first; an attempt already on its way is waited for, and if it was granted, done gets RLOCK_OK:
- * nothing is ever held unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN,
- * RLOCK_ETLS (the TLS handshake was refused: an unknown CA, an expired certificate, a name
- * mismatch), RLOCK_EAUTH (AUTH or SELECT refused when the connection was made) or RLOCK_EREDIS.
- * Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an
- * owner of another client, a threaded client, bad durations, args->on_lost set: not served yet),
- * RLOCK_ENOTSUP (a kind other than RLOCK_REENTRANT), RLOCK_ECANCELED (the token had fired already),
- * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made, or the back-off after failed
- * dials is running). The lock handle and the owner must stay open until done ran. */
+ * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel,
+ * and a fair lock's queue, first; an attempt already on its way is waited for, and if it was
+ * granted, done gets RLOCK_OK: nothing is ever held unreported), RLOCK_ECLOSED (the client was
+ * freed first), RLOCK_ECONN, RLOCK_ETLS (the TLS handshake was refused: an unknown CA, an expired
+ * certificate, a name mismatch), RLOCK_EAUTH (AUTH or SELECT refused when the connection was made)
+ * or RLOCK_EREDIS. Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or
+ * done, no owner, an owner of another client, a threaded client, bad durations, args->on_lost set:
+ * not served yet), RLOCK_ENOTSUP (a group, or a kind other than RLOCK_REENTRANT and RLOCK_FAIR),
+ * RLOCK_ECANCELED (the token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no
+ * socket could be made, or the back-off after failed dials is running). The lock handle and the
+ * owner must stay open until done ran. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 

@@ -75,8 +75,30 @@ static void fair_grant_keys(const rlock *l, rlk_args *keys)
     rlk_args_add(keys, f->grant.p, f->grant.len);
 }
 
-/* Decodes fair_acquire's reply: 1 acquired, 0 busy (*joined = 1 if appended just now). */
-static int fair_attempt_reply(rlk_acq *a, redisReply *r, int *joined)
+void rlk_fair_leave_args(rlk_acq *a, int grants, rlk_args *keys, rlk_args *args)
+{
+    fair_queue_keys(a->lock, keys);
+    if (grants) {
+        fair_grant_keys(a->lock, keys);
+    }
+    rlk_args_init(args);
+    rlk_args_add(args, a->owner, a->owner_len);
+    rlk_args_adds(args, "0");
+}
+
+void rlk_fair_release_args(rlk_acq *a, rlk_args *keys, rlk_args *args)
+{
+    fair_queue_keys(a->lock, keys);
+    if (rlk_grants_on(a->client)) {
+        fair_grant_keys(a->lock, keys); /* without them the release grants nothing */
+    }
+    rlk_args_init(args);
+    rlk_args_addi(args, a->lease_ms);
+    rlk_args_add(args, a->owner, a->owner_len);
+    rlk_args_adds(args, "0");
+}
+
+int rlk_fair_attempt_reply(rlk_acq *a, const redisReply *r, int *joined)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
@@ -92,8 +114,8 @@ static int fair_attempt_reply(rlk_acq *a, redisReply *r, int *joined)
     return 0;
 }
 
-/* The attempt's call (fair_acquire.lua's KEYS and ARGV). */
-static void fair_attempt_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
+void rlk_fair_attempt_args(rlk_acq *a, int64_t grant_ttl, int waiting, rlk_args *keys,
+                           rlk_args *args)
 {
     const fair_impl *f = fair_of(a->lock);
 
@@ -109,11 +131,17 @@ static void fair_attempt_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
     rlk_args_add(args, a->owner, a->owner_len);
     rlk_args_addi(args, a->client->opts.waiter_timeout_ms);
     rlk_args_adds(args, a->may_queue ? "1" : "0");
-    /* The grant a release may make to this waiter (lock.h, rlk_grant_ttl), for this lock call;
-     * and whether it waits already (wait_begin ran), when its own field means granted. */
-    rlk_args_addi(args, rlk_grant_ttl(a));
+    rlk_args_addi(args, grant_ttl);
     rlk_args_addi(args, (int64_t)a->wait_id);
-    rlk_args_adds(args, a->scratch != NULL ? "1" : "0");
+    rlk_args_adds(args, waiting ? "1" : "0");
+}
+
+/* The attempt's call: the grant a release may make to this waiter (lock.h, rlk_grant_ttl), for
+ * this lock call; and whether it waits already (wait_begin ran), when its own field means
+ * granted. */
+static void fair_attempt_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
+{
+    rlk_fair_attempt_args(a, rlk_grant_ttl(a), a->scratch != NULL, keys, args);
 }
 
 static int fair_attempt_format(rlk_acq *a, char **cmd, size_t *len)
@@ -148,7 +176,7 @@ static int fair_attempt_done(rlk_acq *a, redisReply *r)
 {
     rlk_waiter_hb *w = a->scratch;
     int joined = 0;
-    int rc = fair_attempt_reply(a, r, &joined);
+    int rc = rlk_fair_attempt_reply(a, r, &joined);
     /* Still waiting, but the entry had gone (swept after missed heartbeats, or dropped after a
      * Redisson grant shifted every score) and this attempt put it back, or the heartbeat was
      * judged lost: beat again. A re-join always restarts the heartbeat, since the one that found
@@ -173,11 +201,7 @@ static int fair_leave(rlk_acq *a)
     int64_t bound = rlk_pool_bound_get(); /* the lock call's own end (rlk_pool_bound) */
     int64_t nap = 10;
 
-    fair_queue_keys(a->lock, &keys);
-    fair_grant_keys(a->lock, &keys);
-    rlk_args_init(&args);
-    rlk_args_add(&args, a->owner, a->owner_len);
-    rlk_args_adds(&args, "0");
+    rlk_fair_leave_args(a, 1, &keys, &args);
     for (;;) {
         int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
         if (rc == RLOCK_OK) {
@@ -240,14 +264,7 @@ static int fair_release(rlk_acq *a)
     redisReply *r = NULL;
     long long v = 0;
 
-    fair_queue_keys(a->lock, &keys);
-    if (rlk_grants_on(a->client)) {
-        fair_grant_keys(a->lock, &keys); /* without them the release grants nothing */
-    }
-    rlk_args_init(&args);
-    rlk_args_addi(&args, a->lease_ms);
-    rlk_args_add(&args, a->owner, a->owner_len);
-    rlk_args_adds(&args, "0");
+    rlk_fair_release_args(a, &keys, &args);
     int rc = rlk_script(a->client, RLK_SCRIPT_FAIR_RELEASE, 0, &keys, &args, &r);
     rc = rc != RLOCK_OK ? rc : rlk_notify_reply(a->client, r, &v, "fair_release");
     freeReplyObject(r);

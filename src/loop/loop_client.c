@@ -444,11 +444,19 @@ void rlk_loop_op_remove(rlk_loop_op *op)
 /* ---- creation and free ----------------------------------------------------------------- */
 
 /* Completes every pending operation with RLOCK_ECLOSED and frees the loop state. The
- * connections go first: the requests in flight on them complete their operations. */
+ * operations first queue their last requests (closing), written without waiting; then the
+ * connections go: the requests in flight on them complete their operations. */
 static void loop_client_stop(rlock_client *c)
 {
     rlk_loop_client *lc = c->loop;
     rlk_lconn *data = lc->data, *sub = lc->sub;
+    int last = 0;
+    for (rlk_loop_op *op = lc->ops; op != NULL; op = op->next) {
+        last |= op->closing != NULL && op->closing(op);
+    }
+    if (last) {
+        rlk_lconn_flush(data); /* the leaves go out before the socket closes */
+    }
     lc->data = lc->sub = NULL;
     rlk_lconn_free(data, rlk_err(RLOCK_ECLOSED, "the client was freed"));
     rlk_lconn_free(sub, RLOCK_ECLOSED);
@@ -468,7 +476,7 @@ static void loop_client_stop(rlock_client *c)
         rlk_loop_hold *h = lc->holds;
         lc->holds = h->next;
         if (!h->lost) { /* renewed no more; a lost one was counted when it was found */
-            rlk_obs_forget(c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name);
+            rlk_obs_forget(c, h->kind, h->name);
         }
         free(h->name);
         free(h);

@@ -35,6 +35,9 @@ struct rlk_loop_op {
     int cancel_seen; /* RLK_LOOP_CANCEL was delivered */
     int mark;        /* to be woken in the channel's current round (loop_client.c) */
     void (*wake)(rlk_loop_op *op, int why);
+    /* Optional: the client is being freed, its connections still open: queue a last request
+     * with no reply (a queued waiter's leave) and return 1, else 0. */
+    int (*closing)(rlk_loop_op *op);
 };
 
 /* A hold a loop owner took (the loop keeps its own records: count, token, watchdog), by lock
@@ -47,6 +50,7 @@ typedef struct rlk_loop_hold {
     int count;
     uint64_t token;
     int64_t lease_ms; /* the latest acquire's lease (a release keeps it for the holds left) */
+    int kind;         /* the rlock_metric_kind it is reported as (the kind of its first grant) */
     int64_t obs_t0;   /* when the hold began (rlk_obs_now_ns()), for its end's report */
     int watchdog;     /* renewed by the loop's watchdog */
     int lost;         /* 1: found gone by a renewal (reported); the next release says ELOST */

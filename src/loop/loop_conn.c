@@ -451,6 +451,25 @@ int rlk_lconn_replied(const rlk_lconn *c)
     return c != NULL && c->replied;
 }
 
+void rlk_lconn_flush(rlk_lconn *c)
+{
+    if (c == NULL || c->state != LCONN_UP || c->free_wanted) {
+        return;
+    }
+    /* Through lconn_send_some(), so that a TLS connection's bytes go out as records. */
+    while (c->opos < c->olen) {
+        ssize_t n = lconn_send_some(c, c->obuf + c->opos, c->olen - c->opos);
+        if (n <= 0) {
+            return;
+        }
+        c->opos += (size_t)n;
+    }
+    (void)shutdown(c->fd, SHUT_WR);
+    char buf[4096];
+    while (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+}
+
 void rlk_lconn_free(rlk_lconn *c, int err)
 {
     if (c == NULL) {

@@ -52,6 +52,10 @@ int rlk_lconn_command(rlk_lconn *c, int argc, const char *const *argv, const siz
 int rlk_lconn_ok(const rlk_lconn *c);
 /* 1 once a reply came on it: the server answered, the dial was not in vain. */
 int rlk_lconn_replied(const rlk_lconn *c);
+/* Writes what is queued now without waiting, failing nothing, then ends the sending side and
+ * reads away what has arrived, so that the close that follows sends no reset: the last
+ * requests of a client being freed. What the socket does not take at once is dropped. */
+void rlk_lconn_flush(rlk_lconn *c);
 /* Fails every request in flight with err (their callbacks run now), then frees the connection,
  * at once or, when called from inside one of its own callbacks, when that callback returns. */
 void rlk_lconn_free(rlk_lconn *c, int err);

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "lock.h"
+#include "loop_fair.h"
 #include "loop_lock.h"
 #include "loop_watchdog.h"
 #include "owner.h"
@@ -116,35 +117,6 @@ static void lop_busy(lop *op)
     }
 }
 
-static int lop_granted(lop *op)
-{
-    rlk_loop_client *lc = op->base.lc;
-    rlk_loop_hold *h = rlk_loop_hold_get(lc, op->lock->name, op->lock->name_len, op->a.tid, 1);
-    if (h == NULL) {
-        return rlk_err(RLOCK_ENOMEM, "lock '%s': out of memory recording a hold", op->lock->name);
-    }
-    if (h->lost) { /* a new hold after a lost one */
-        *h = (rlk_loop_hold){.prev = h->prev,
-                             .next = h->next,
-                             .name = h->name,
-                             .name_len = h->name_len,
-                             .tid = h->tid};
-    }
-    if (h->count++ == 0) {
-        h->obs_t0 = rlk_obs_now_ns();
-    }
-    h->lease_ms = op->a.lease_ms;
-    memcpy(h->field, op->a.field, op->a.field_len + 1);
-    h->field_len = op->a.field_len;
-    if (op->a.token != 0) {
-        h->token = op->a.token;
-    }
-    if (op->a.watchdog && !h->watchdog) {
-        rlk_loop_wd_add(lc, h);
-    }
-    return RLOCK_OK;
-}
-
 static void lop_on_reply(void *arg, redisReply *rep, int err)
 {
     lop *op = arg;
@@ -155,7 +127,7 @@ static void lop_on_reply(void *arg, redisReply *rep, int err)
     }
     r = r ? r : op->lock->single->attempt_reply(&op->a, rep);
     if (r == 1) {
-        lop_complete(op, lop_granted(op));
+        lop_complete(op, rlk_loop_hold_grant(op->base.lc, op->lock, &op->a));
     } else if (r == 0) {
         lop_busy(op);
     } else {
@@ -198,8 +170,9 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
             return rlk_err(RLOCK_EINVAL, "rlock_lock_async: reserved fields must be NULL");
         }
     }
-    if (lock->ops->group || lock->kind != RLOCK_REENTRANT) {
-        return rlk_err(RLOCK_ENOTSUP, "rlock_lock_async serves RLOCK_REENTRANT handles only");
+    if (lock->ops->group || (lock->kind != RLOCK_REENTRANT && lock->kind != RLOCK_FAIR)) {
+        return rlk_err(RLOCK_ENOTSUP, "rlock_lock_async serves RLOCK_REENTRANT and RLOCK_FAIR "
+                                      "handles only");
     }
     int r = rlk_client_check(lock->client);
     if (r == RLOCK_OK && (*lc = rlk_loop_of(lock->client)) == NULL) {
@@ -224,6 +197,9 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     int r = lop_check(lock, args, done, &lc, &tid);
     if (r != RLOCK_OK || lc == NULL) {
         return r != RLOCK_OK ? r : RLOCK_EINVAL;
+    }
+    if (lock->kind == RLOCK_FAIR) {
+        return rlk_loop_fair_lock(lc, lock, tid, args, done, user_data);
     }
     lop *op = calloc(1, sizeof(*op));
     if (op == NULL) {
@@ -290,8 +266,7 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     if (h != NULL) {
         int full = r == RLOCK_OK && (v == 1 || --h->count <= 0);
         if (full) {
-            rlk_obs_release(u->lock->client, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, u->owner,
-                            h->obs_t0, h->token);
+            rlk_obs_release(u->lock->client, h->kind, h->name, u->owner, h->obs_t0, h->token);
         }
         if (r == RLOCK_ENOTOWNER || r == RLOCK_ELOST || full) {
             rlk_loop_hold_drop(u->lc, h);
@@ -343,8 +318,9 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
     if (lock == NULL || done == NULL) {
         return rlk_err(RLOCK_EINVAL, "rlock_unlock_async: lock and done must not be NULL");
     }
-    if (lock->ops->group || lock->kind != RLOCK_REENTRANT) {
-        return rlk_err(RLOCK_ENOTSUP, "rlock_unlock_async serves RLOCK_REENTRANT handles only");
+    if (lock->ops->group || (lock->kind != RLOCK_REENTRANT && lock->kind != RLOCK_FAIR)) {
+        return rlk_err(RLOCK_ENOTSUP, "rlock_unlock_async serves RLOCK_REENTRANT and RLOCK_FAIR "
+                                      "handles only");
     }
     rlk_loop_client *lc = NULL;
     uint64_t tid = 0;
@@ -369,7 +345,9 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
     rlk_call_leave(&saved);
     memcpy(u->owner, a.owner, a.owner_len + 1);
     rlk_loop_hold *h = rlk_loop_hold_get(lc, lock->name, lock->name_len, tid, 0);
-    r = lop_unlock_send(u, &a, h != NULL ? h->lease_ms : lock->client->opts.watchdog_timeout_ms);
+    int64_t lease = h != NULL ? h->lease_ms : lock->client->opts.watchdog_timeout_ms;
+    r = lock->kind == RLOCK_FAIR ? rlk_loop_fair_release(lc, &a, lease, lop_unlock_reply, u)
+                                 : lop_unlock_send(u, &a, lease);
     if (r != RLOCK_OK) {
         free(u);
     }

@@ -54,6 +54,35 @@ rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t l
     return h;
 }
 
+int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
+{
+    rlk_loop_hold *h = rlk_loop_hold_get(lc, lock->name, lock->name_len, a->tid, 1);
+    if (h == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "lock '%s': out of memory recording a hold", lock->name);
+    }
+    if (h->lost) { /* a new hold after a lost one */
+        *h = (rlk_loop_hold){.prev = h->prev,
+                             .next = h->next,
+                             .name = h->name,
+                             .name_len = h->name_len,
+                             .tid = h->tid};
+    }
+    if (h->count++ == 0) {
+        h->obs_t0 = rlk_obs_now_ns();
+        h->kind = rlk_obs_kind_of((rlock_kind)lock->kind);
+    }
+    h->lease_ms = a->lease_ms;
+    memcpy(h->field, a->field, a->field_len + 1);
+    h->field_len = a->field_len;
+    if (a->token != 0) {
+        h->token = a->token;
+    }
+    if (a->watchdog && !h->watchdog) {
+        rlk_loop_wd_add(lc, h);
+    }
+    return RLOCK_OK;
+}
+
 void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h)
 {
     if (h->prev != NULL) {
@@ -102,8 +131,7 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
         h->lost = 1;
         h->watchdog = 0;
         rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
-        rlk_obs_lost(lc->c, rlk_obs_kind_of(RLOCK_REENTRANT), h->name, h->field, h->obs_t0,
-                     h->token);
+        rlk_obs_lost(lc->c, h->kind, h->name, h->field, h->obs_t0, h->token);
         if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
             o->on_lost(h->name, o->user_data);
         }

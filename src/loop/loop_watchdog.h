@@ -6,12 +6,16 @@
 #ifndef RLK_LOOP_WATCHDOG_H
 #define RLK_LOOP_WATCHDOG_H
 
+#include "lock.h"
 #include "loop_client.h"
 
 /* The record of owner tid's hold of lock name, NULL if none; with create, a new empty one
  * (NULL when out of memory). */
 rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t len, uint64_t tid,
                                  int create);
+/* Records a grant to a->tid of lock (count, token, lease, field, metric kind; the watchdog for a
+ * watchdog hold): RLOCK_OK, or RLOCK_ENOMEM. */
+int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a);
 /* Forgets a record (and stops renewing it). */
 void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h);
 /* Puts h under the watchdog: first renewal a third of the lease from now. */

@@ -40,5 +40,20 @@ if(TARGET rlock_harness)
     # test_loop_wake_*: a wake-up while an attempt is on its way (loop/test_loop_wake.c, ~0.7 s).
     rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 30)
+    # The fair lock on loop clients: FIFO with a threaded waiter, give-ups that leave the queue.
+    rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
   endforeach()
+endif()
+
+# examples/uv_server_demo.sh on the built examples/uv_server: two server processes on one
+# throwaway redis-server, 50 connections x 20 requests over 5 keys, every counter exact and both
+# servers exiting cleanly (a sanitizer build checks their memory). Needs python3 (77: skipped).
+if(RLOCK_BUILD_EXAMPLES AND LIBUV_FOUND AND TARGET rlock_harness)
+  add_test(NAME test_uv_server_demo
+           COMMAND bash "${PROJECT_SOURCE_DIR}/examples/uv_server_demo.sh"
+                   --server "$<TARGET_FILE:example_uv_server>")
+  math(EXPR _uv_demo_timeout "60 * ${RLOCK_TEST_TIMEOUT_MULTIPLIER}")
+  set_tests_properties(test_uv_server_demo PROPERTIES LABELS redis TIMEOUT ${_uv_demo_timeout}
+                       SKIP_RETURN_CODE 77)
 endif()

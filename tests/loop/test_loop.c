@@ -170,7 +170,10 @@ static void test_checks(void **state)
     done_rec d = {0};
     assert_int_equal(lock_async(lk, NULL, 0, -1, NULL, &d), RLOCK_EINVAL);
     assert_int_equal(lock_async(lk, ow, 0, 0, NULL, &d), RLOCK_EINVAL);
-    assert_int_equal(lock_async(fair, ow, 0, -1, NULL, &d), RLOCK_ENOTSUP);
+    rlock *group = rlock_multi_new(&fair, 1);
+    assert_non_null(group);
+    assert_int_equal(lock_async(group, ow, 0, -1, NULL, &d), RLOCK_ENOTSUP);
+    rlock_free(group);
     assert_int_equal(unlock_async(lk, NULL, &d), RLOCK_EINVAL);
     assert_int_equal(rlock_try_lock(lk, 0, 1000), RLOCK_EINVAL);
     assert_int_equal(rlock_unlock(lk), RLOCK_EINVAL);
