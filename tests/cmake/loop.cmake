@@ -2,7 +2,8 @@
 # redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
 # (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
 # loop/loop_event.c), and test_loop_net_uv / test_loop_net_event the connections' tests
-# (loop/test_loop_net.c: TLS, host names, back-off). The loop side is compiled as a user's code is, with the public headers
+# (loop/test_loop_net.c: TLS, host names, back-off), and test_loop_sentinel_uv /
+# test_loop_sentinel_event a Sentinel deployment with one failover (loop/test_loop_sentinel.c). The loop side is compiled as a user's code is, with the public headers
 # only: the private include path has a semaphore.h of its own that would hide the system's from
 # uv.h. A program is not built without its loop library's development files. Included from
 # tests/CMakeLists.txt.
@@ -33,5 +34,10 @@ if(TARGET rlock_harness)
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60
                    ENV "RLOCK_TLS_CERTS=${CMAKE_CURRENT_BINARY_DIR}/tls-certs"
                    FIXTURES_REQUIRED tls_certs)
+    # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold
+    # (loop/test_loop_sentinel.c). Slow (a deployment, a failover); its loop logic runs under
+    # the sanitizers in the programs above, so it runs in plain only.
+    rlock_add_test(NAME test_loop_sentinel_${_adapter} SOURCES loop/test_loop_sentinel.c
+                   LIBS rlock_test_${_adapter} LABELS redis fault plain_only TIMEOUT 180)
   endforeach()
 endif()
