@@ -218,24 +218,33 @@ static void sen_ask_reply(void *arg, redisReply *rep, int err)
     (void)sen_leave(s);
 }
 
-/* Asks the round's next Sentinel for the master; past the last one the round failed. */
-static void sen_ask_next(rlk_loop_sentinel *s)
+/* Asks the Sentinel h for the master: RLOCK_OK while the question is in flight. */
+static int sen_ask(rlk_loop_sentinel *s, const rlk_url_host *h)
 {
-    const rlk_url *url = &s->lc->c->url;
-    if (s->next >= url->nhosts) {
-        sen_round_failed(s);
-        return;
-    }
-    const rlk_url_host *h = &url->hosts[s->next];
     rlk_lconn_cbs cbs = sen_cbs(s);
     int r = sen_dial(s, h->host, h->port, 1, &cbs, &s->probe);
-    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", url->master_name};
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->lc->c->url.master_name};
     r = r ? r : rlk_lconn_command(s->probe, 3, argv, NULL, sen_ask_reply, s);
     if (r != RLOCK_OK) {
         rlk_lconn_free(s->probe, RLOCK_ECLOSED);
         s->probe = NULL;
-        sen_probe_failed(s, "cannot ask a Sentinel");
     }
+    return r;
+}
+
+/* Asks the round's Sentinels from s->next on until a question is in flight; past the last one
+ * the round failed. */
+static void sen_ask_next(rlk_loop_sentinel *s)
+{
+    const rlk_url *url = &s->lc->c->url;
+    for (; s->next < url->nhosts; s->next++) {
+        if (sen_ask(s, &url->hosts[s->next]) == RLOCK_OK) {
+            return;
+        }
+        rlk_log(s->lc->c, RLOCK_LOG_WARN, "Sentinel: cannot ask a Sentinel: %s",
+                rlock_last_error());
+    }
+    sen_round_failed(s);
 }
 
 /* Starts a round at the next timer: nothing runs inside the caller's call. */
@@ -249,6 +258,9 @@ static void sen_kick(rlk_loop_sentinel *s)
 
 int rlk_loop_sentinel_need(rlk_loop_sentinel *s)
 {
+    if (s == NULL) { /* the client is being freed */
+        return rlk_err(RLOCK_ECLOSED, "the client was freed");
+    }
     if (s->busy) {
         return RLOCK_OK;
     }
