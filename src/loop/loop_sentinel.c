@@ -4,6 +4,7 @@
  * Sentinel or the ROLE check of the node named), each on a short-lived loop connection; the
  * +switch-master subscription on another. Static helpers are named sen_*.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@
 struct rlk_loop_sentinel {
     rlk_loop_client *lc;
     void *timer;             /* starts a round, redials the watch, retries an announcement */
+    int64_t timer_due;       /* monotonic ms the timer is armed for, INT64_MAX: not armed */
     rlk_lconn *probe;        /* the question or ROLE check in flight, NULL: none */
     int busy;                /* a round or a check is under way (or due at the next timer) */
     int kick;                /* a round starts at the next timer */
@@ -80,9 +82,14 @@ static rlk_lconn_cbs sen_cbs(const rlk_loop_sentinel *s)
         .connect_timeout_ms = bound, .command_timeout_ms = bound, .tls = s->lc->c->tls};
 }
 
+/* Arms the timer for ms from now, unless it rings sooner already (one timer serves all). */
 static void sen_arm(rlk_loop_sentinel *s, int64_t ms)
 {
-    (void)s->lc->loop.timer_start(s->timer, ms);
+    int64_t due = rlk_now_ms() + ms;
+    if (due < s->timer_due) {
+        s->timer_due = due;
+        (void)s->lc->loop.timer_start(s->timer, ms);
+    }
 }
 
 static int sen_is_current(const rlk_loop_sentinel *s, const char *host, int port)
@@ -125,6 +132,9 @@ static void sen_round_failed(rlk_loop_sentinel *s)
 {
     rlock_client *c = s->lc->c;
     s->busy = 0;
+    if (s->pending_host[0] != '\0') { /* an announcement that came meanwhile */
+        sen_arm(s, SEN_RETRY_MS);
+    }
     char cur[RLK_HOST_MAX];
     int cport = 0;
     rlk_client_master(c, cur, &cport);
@@ -350,6 +360,7 @@ static void sen_watch_dial(rlk_loop_sentinel *s)
 static void sen_on_timer(void *arg)
 {
     rlk_loop_sentinel *s = arg;
+    s->timer_due = INT64_MAX;
     sen_enter(s);
     if (s->watch == NULL) {
         sen_watch_dial(s);
@@ -381,6 +392,7 @@ int rlk_loop_sentinel_new(rlk_loop_client *lc, rlk_loop_sentinel **out)
         return rlk_err(RLOCK_ENOMEM, "cannot make a loop client's Sentinel state");
     }
     s->lc = lc;
+    s->timer_due = INT64_MAX;
     sen_arm(s, 0); /* the subscription is dialled on the loop */
     *out = s;
     return RLOCK_OK;
