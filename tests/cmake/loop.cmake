@@ -39,5 +39,13 @@ if(TARGET rlock_harness)
     # the sanitizers in the programs above, so it runs in plain only.
     rlock_add_test(NAME test_loop_sentinel_${_adapter} SOURCES loop/test_loop_sentinel.c
                    LIBS rlock_test_${_adapter} LABELS redis fault plain_only TIMEOUT 180)
+    # Its twin over TLS everywhere (rediss-sentinel://), libuv only, with the label long: it runs
+    # with RLOCK_LONG=1 only (about 28 s).
+    if(_adapter STREQUAL "uv" AND COMMAND rlock_add_tls_variant)
+      rlock_add_tls_variant(test_loop_sentinel_uv)
+      if(TEST test_loop_sentinel_uv_tls)
+        set_property(TEST test_loop_sentinel_uv_tls APPEND PROPERTY LABELS long)
+      endif()
+    endif()
   endforeach()
 endif()

@@ -5,7 +5,7 @@
  * acquires when a threaded holder unlocks there, a loop hold keeps being renewed there, the
  * failover is counted (rlock_failovers_total, RLOCK_EV_FAILOVER naming the new master), and
  * every done runs exactly once. A master name no Sentinel knows fails the first lock with
- * RLOCK_ECONN.
+ * RLOCK_ECONN. test_loop_sentinel_uv_tls runs it over TLS everywhere (label long).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,6 +65,8 @@ static int lock_async(rlock *lk, rlock_owner *o, int64_t wait_ms, done_rec *d)
 
 static rlock_client *loop_client(tu_loop *l, const char *url)
 {
+    /* The TLS twin really is TLS everywhere (tc_options_url then trusts the test CA). */
+    assert_int_equal(strncmp(url, "rediss-", 7) == 0, rh_tls_dir() != NULL);
     rlock_options o;
     tc_options_url(&o, url);
     o.connect_timeout_ms = 3000;
