@@ -28,9 +28,10 @@
  * subscribes to +switch-master on one Sentinel (the next one when that connection breaks). When the
  * master changes (announced, or found by asking again after a broken data connection or a READONLY
  * reply), the data and pub/sub connections move to the new master: the requests in flight on the
- * old one complete with RLOCK_ECONN (they are not retried), waiters subscribe again there and keep
- * waiting, holds are renewed there; each switch counts in rlock_failovers_total and raises
- * RLOCK_EV_FAILOVER, as on a threaded client.
+ * old one complete with RLOCK_ECONN (they are not retried), as does a script a replica answers
+ * READONLY (or LOADING, MASTERDOWN); waiters subscribe again there and keep waiting, holds are
+ * renewed there; each switch counts in rlock_failovers_total and raises RLOCK_EV_FAILOVER, as on
+ * a threaded client.
  *
  * The other lock types, semaphores, the latch, Cluster and unix:// are not available on loop
  * clients yet: rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new()

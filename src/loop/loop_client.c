@@ -360,9 +360,14 @@ typedef struct loop_eval {
 static void loop_eval_reply(void *arg, redisReply *rep, int err)
 {
     loop_eval *e = arg;
-    if (err == RLOCK_OK && rep->type == REDIS_REPLY_ERROR &&
-        strncmp(rep->str, "READONLY", 8) == 0) {
-        rlk_loop_sentinel_recheck(e->lc->sentinel); /* the old master, a replica now */
+    if (err == RLOCK_OK && rlk_reply_is_moved(rep)) {
+        /* READONLY, LOADING, MASTERDOWN: the node is not (yet) the master and did not run the
+         * script. The Sentinels are asked again; the request is not resent (their answer comes
+         * later): it fails as the threaded client's second try does. */
+        rlk_loop_sentinel_recheck(e->lc->sentinel);
+        err = rlk_err(RLOCK_ECONN, "script %s: the master is changing: %.*s",
+                      rlk_script_get(e->script)->name, (int)rep->len, rep->str);
+        rep = NULL;
     }
     if (err == RLOCK_OK && !e->resent && rlk_reply_is_noscript(rep)) {
         const rlk_script_src *s = rlk_script_get(e->script);

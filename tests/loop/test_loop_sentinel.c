@@ -5,7 +5,8 @@
  * acquires when a threaded holder unlocks there, a loop hold keeps being renewed there, the
  * failover is counted (rlock_failovers_total, RLOCK_EV_FAILOVER naming the new master), and
  * every done runs exactly once. A master name no Sentinel knows fails the first lock with
- * RLOCK_ECONN. test_loop_sentinel_uv_tls runs it over TLS everywhere (label long).
+ * RLOCK_ECONN, and so does a replica's READONLY. test_loop_sentinel_uv_tls runs it over TLS
+ * everywhere (label long).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -245,10 +246,38 @@ static void test_unknown_master(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* A replica answers the attempt READONLY: the operation completes with RLOCK_ECONN (the master
+ * is changing, as a threaded client reports it), once. */
+static void test_replica_answers_readonly(void **state)
+{
+    (void)state;
+    rh_server *m = tc_deploy_master(&g_d);
+    rh_server *replica = g_d.data[0] != m ? g_d.data[0] : g_d.data[1];
+    tu_loop *l = tu_loop_new();
+    rlock_options o;
+    tc_options(&o, replica);
+    rlock_client *c = NULL;
+    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "ls:readonly");
+    rlock_owner *a = NULL;
+    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
+    done_rec d = {0};
+    assert_int_equal(lock_async(lk, a, 0, &d), RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 5000));
+    run_for(l, 50);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.rc, RLOCK_ECONN);
+    rlock_owner_free(a);
+    rlock_free(lk);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_master),
+        cmocka_unit_test(test_replica_answers_readonly),
         cmocka_unit_test(test_failover_under_loop),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
