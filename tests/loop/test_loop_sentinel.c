@@ -189,7 +189,7 @@ static void test_failover_under_loop(void **state)
     assert_true(tu_run_until(l, &dw.calls, 1, 10000));
     assert_int_equal(dw.rc, RLOCK_OK);
     /* The hold taken before the failover and the one taken after it are renewed there. */
-    assert_true(renewed_on(l, now, "ls:hold", "ls:wait", WATCHDOG_MS / 3 + 1000));
+    assert_true(renewed_on(l, now, "ls:hold", "ls:wait", WATCHDOG_MS / 3 + 2000));
     /* Counted once per switch, one event per count, the last naming the new master. */
     long long n = tc_metric(c, "rlock_failovers_total", NULL, NULL);
     assert_true(n >= 1);
