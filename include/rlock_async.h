@@ -20,9 +20,24 @@
  * the loop watches (the loop interface has no resolver); apart from these lookups a loop client
  * starts no thread. A lookup, dial and handshake together are bounded by connect_timeout_ms. When
  * dials of the data connection fail, the next one waits 50 ms, doubling up to 2 s (reset once the
- * server answers), and the requests before it fail at once with RLOCK_ECONN. The other lock types,
- * Sentinel, Cluster and unix:// are not available on loop clients yet: rlock_lock_async() answers
- * RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL for another URL.
+ * server answers), and the requests before it fail at once with RLOCK_ECONN.
+ *
+ * Sentinel (redis-sentinel://, rediss-sentinel://): from the creation on, the client asks each
+ * Sentinel in turn for the master (SENTINEL get-master-addr-by-name) and checks with ROLE that
+ * the node named is a master, on the loop; requests made meanwhile wait for it (within
+ * connect_timeout_ms), and when no Sentinel names a reachable master they complete with
+ * RLOCK_ECONN (and for 200 ms after that, a new call returns RLOCK_ECONN at once). The client
+ * subscribes to +switch-master on one Sentinel (the next one when that connection breaks). When the
+ * master changes (announced, or found by asking again after a broken data connection or a READONLY
+ * reply), the data and pub/sub connections move to the new master: the requests in flight on the
+ * old one complete with RLOCK_ECONN (they are not retried), as does a script a replica answers
+ * READONLY (or LOADING, MASTERDOWN); waiters subscribe again there and keep waiting, holds are
+ * renewed there; each switch counts in rlock_failovers_total and raises RLOCK_EV_FAILOVER, as on
+ * a threaded client.
+ *
+ * The other lock types, Cluster and unix:// are not available on loop clients yet:
+ * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
+ * for another URL.
  */
 #ifndef RLOCK_ASYNC_H
 #define RLOCK_ASYNC_H

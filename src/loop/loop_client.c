@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "loop_client.h"
+#include "loop_sentinel.h"
 #include "observe.h"
 #include "scripts.h"
 #include "tls.h"
@@ -54,6 +55,19 @@ static void loop_ignore_reply(void *arg, redisReply *rep, int err)
     (void)arg;
     (void)rep;
     (void)err;
+}
+
+/* The URL a data or pub/sub connection dials: on a Sentinel deployment the current master, with
+ * host NULL (a parked connection, loop_conn.h) while none is known; host has RLK_HOST_MAX
+ * bytes. */
+static rlk_url loop_node_url(const rlk_loop_client *lc, char *host)
+{
+    rlk_url u = lc->c->url;
+    if (u.kind == RLK_URL_SENTINEL) {
+        rlk_client_master(lc->c, host, &u.port);
+        u.host = host[0] != '\0' ? host : NULL;
+    }
+    return u;
 }
 
 /* ---- channels -------------------------------------------------------------------------- */
@@ -203,7 +217,9 @@ static int loop_sub_ensure(rlk_loop_client *lc)
                          .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
                          .command_timeout_ms = lc->c->opts.command_timeout_ms,
                          .tls = lc->c->tls};
-    int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->sub);
+    char host[RLK_HOST_MAX];
+    rlk_url u = loop_node_url(lc, host);
+    int r = rlk_lconn_new(&lc->loop, &u, &cbs, &lc->sub);
     for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
         r = ch->wanted ? loop_chan_send(lc, ch, "SUBSCRIBE") : RLOCK_OK;
     }
@@ -282,15 +298,23 @@ static void loop_data_down(void *arg, int err)
     loop_data_back_off(lc, rlk_lconn_replied(lc->data));
     rlk_lconn_free(lc->data, err);
     lc->data = NULL;
+    rlk_loop_sentinel_recheck(lc->sentinel); /* the master may have moved */
 }
 
 /* Dials the data connection, unless the back-off after failed dials is still running. */
 static int loop_data_dial(rlk_loop_client *lc)
 {
+    char host[RLK_HOST_MAX];
+    rlk_url u = loop_node_url(lc, host);
     int64_t left = lc->data_retry_at - rlk_now_ms();
     if (left > 0) {
         return rlk_err(RLOCK_ECONN, "Redis at %s:%d did not answer; the next dial is in %lld ms",
-                       lc->c->url.host, lc->c->url.port, (long long)left);
+                       u.host != NULL ? u.host : "?", u.port, (long long)left);
+    }
+    /* No master known yet: the connection is parked until the Sentinels name one. */
+    int r = u.host == NULL ? rlk_loop_sentinel_need(lc->sentinel) : RLOCK_OK;
+    if (r != RLOCK_OK) {
+        return r;
     }
     rlk_lconn_cbs cbs = {.down = loop_data_down,
                          .arg = lc,
@@ -301,7 +325,7 @@ static int loop_data_dial(rlk_loop_client *lc)
         rlk_obs_count(lc->c, RLK_CNT_RECONNECTS);
     }
     lc->data_dialled = 1;
-    int r = rlk_lconn_new(&lc->loop, &lc->c->url, &cbs, &lc->data);
+    r = rlk_lconn_new(&lc->loop, &u, &cbs, &lc->data);
     if (r == RLOCK_ECONN) { /* refused at once: it backs off as a dial that broke later */
         loop_data_back_off(lc, 0);
     }
@@ -336,6 +360,15 @@ typedef struct loop_eval {
 static void loop_eval_reply(void *arg, redisReply *rep, int err)
 {
     loop_eval *e = arg;
+    if (err == RLOCK_OK && rlk_reply_is_moved(rep)) {
+        /* READONLY, LOADING, MASTERDOWN: the node is not (yet) the master and did not run the
+         * script. The Sentinels are asked again; the request is not resent (their answer comes
+         * later): it fails as the threaded client's second try does. */
+        rlk_loop_sentinel_recheck(e->lc->sentinel);
+        err = rlk_err(RLOCK_ECONN, "script %s: the master is changing: %.*s",
+                      rlk_script_get(e->script)->name, (int)rep->len, rep->str);
+        rep = NULL;
+    }
     if (err == RLOCK_OK && !e->resent && rlk_reply_is_noscript(rep)) {
         const rlk_script_src *s = rlk_script_get(e->script);
         const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
@@ -374,6 +407,31 @@ int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
         free(e);
     }
     return r;
+}
+
+void rlk_loop_moved(rlk_loop_client *lc, int err)
+{
+    char host[RLK_HOST_MAX];
+    rlk_url u = loop_node_url(lc, host);
+    rlk_lconn *data = lc->data, *sub = lc->sub;
+    lc->data_backoff_ms = lc->data_retry_at = lc->sub_backoff_ms = 0;
+    loop_enter(lc); /* a done may free the client */
+    if (err == RLOCK_OK && rlk_lconn_parked(data)) {
+        rlk_lconn_aim(data, u.host, u.port);
+    } else if (data != NULL) {
+        lc->data = NULL;
+        rlk_lconn_free(data, err != RLOCK_OK ? err
+                                             : rlk_err(RLOCK_ECONN, "the master moved to %s:%d",
+                                                       u.host, u.port));
+    }
+    if (!lc->freed && sub != NULL && lc->sub == sub) {
+        if (err == RLOCK_OK && rlk_lconn_parked(sub)) {
+            rlk_lconn_aim(sub, u.host, u.port);
+        } else { /* its waiters resubscribe on the new master and attempt once there */
+            loop_sub_down(lc, err != RLOCK_OK ? err : RLOCK_ECONN);
+        }
+    }
+    (void)loop_leave(lc);
 }
 
 /* ---- pending operations and cancellation ----------------------------------------------- */
@@ -458,6 +516,8 @@ static void loop_client_stop(rlock_client *c)
         rlk_lconn_flush(data); /* the leaves go out before the socket closes */
     }
     lc->data = lc->sub = NULL;
+    rlk_loop_sentinel_free(lc->sentinel);
+    lc->sentinel = NULL;
     rlk_lconn_free(data, rlk_err(RLOCK_ECLOSED, "the client was freed"));
     rlk_lconn_free(sub, RLOCK_ECLOSED);
     while (lc->ops != NULL) {
@@ -502,9 +562,11 @@ static int loop_check(const rlock_loop *loop, const rlk_url *url)
         loop->timer_free == NULL) {
         return rlk_err(RLOCK_EINVAL, "rlock_loop_client_new: every loop callback must be set");
     }
-    if (url->kind != RLK_URL_STANDALONE || url->is_unix || url->host == NULL) {
-        return rlk_err(RLOCK_EINVAL, "a loop client serves redis:// and rediss:// with a host "
-                                     "and port only in this version");
+    int sentinel = url->kind == RLK_URL_SENTINEL && url->nhosts > 0;
+    if ((url->kind != RLK_URL_STANDALONE && !sentinel) || url->is_unix ||
+        (url->host == NULL && !sentinel)) {
+        return rlk_err(RLOCK_EINVAL, "a loop client serves redis://, rediss:// (a host and port) "
+                                     "and redis-sentinel:// only in this version");
     }
     return RLOCK_OK;
 }
@@ -553,6 +615,12 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
     }
     c->loop = lc;
     c->loop_stop = loop_client_stop;
+    if (c->url.kind == RLK_URL_SENTINEL) {
+        int r = rlk_loop_sentinel_new(lc, &lc->sentinel);
+        if (r != RLOCK_OK) {
+            return r;
+        }
+    }
     rlk_lconn *conn = NULL;
     return rlk_loop_data(lc, &conn); /* dialling starts now, on the loop */
 }

@@ -14,6 +14,7 @@
 typedef struct rlk_loop_client rlk_loop_client;
 typedef struct rlk_loop_op rlk_loop_op;
 typedef struct rlk_loop_chan rlk_loop_chan;
+typedef struct rlk_loop_sentinel rlk_loop_sentinel;
 
 /* Why an operation is woken (rlk_loop_op.wake). */
 enum {
@@ -71,9 +72,10 @@ struct rlk_loop_client {
     int64_t sub_backoff_ms;  /* the next redial's delay: 0 after a confirmation, then doubling */
     rlk_loop_op *ops;
     rlk_loop_chan *chans;
-    rlk_loop_hold *holds; /* loop_watchdog.c's */
-    void *wd_timer;       /* loop_watchdog.c's, NULL until a watchdog hold exists */
-    int pipe_r, pipe_w;   /* the self-pipe a fired token's watch writes to */
+    rlk_loop_hold *holds;        /* loop_watchdog.c's */
+    void *wd_timer;              /* loop_watchdog.c's, NULL until a watchdog hold exists */
+    rlk_loop_sentinel *sentinel; /* loop_sentinel.c's, NULL unless the URL names Sentinels */
+    int pipe_r, pipe_w;          /* the self-pipe a fired token's watch writes to */
     void *pipe_io;
     /* This file's loop callbacks running now, and whether a done inside one freed the client:
      * the struct then outlives the free until the outermost of them returns. */
@@ -89,6 +91,12 @@ int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out);
  * the script and resends once, so fn sees the script's own reply. */
 int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
                   rlk_lconn_reply_fn fn, void *arg);
+
+/* The client's master changed (Sentinel: loop_sentinel.c recorded it) or, with err < 0, none
+ * was found: a parked connection is aimed at the master, or fails with err; a connection to
+ * the old master is closed, failing what was in flight on it with RLOCK_ECONN, and the pub/sub
+ * one is redialled there with every wanted channel. */
+void rlk_loop_moved(rlk_loop_client *lc, int err);
 
 /* Puts op on the client's list and watches its token (cancel may be NULL). */
 int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,

@@ -33,7 +33,8 @@ typedef struct lconn_req {
     int64_t due; /* monotonic ms by which its reply must have come */
 } lconn_req;
 
-enum { LCONN_RESOLVING, LCONN_DIALLING, LCONN_HANDSHAKE, LCONN_UP, LCONN_BROKEN };
+/* PARKED: no address yet (a Sentinel deployment's master not found yet), requests queue. */
+enum { LCONN_PARKED, LCONN_RESOLVING, LCONN_DIALLING, LCONN_HANDSHAKE, LCONN_UP, LCONN_BROKEN };
 
 struct rlk_lconn {
     /* A copy: a deferred free runs after the client's state (and its copy) may be gone. */
@@ -470,6 +471,11 @@ void rlk_lconn_flush(rlk_lconn *c)
     }
 }
 
+int rlk_lconn_parked(const rlk_lconn *c)
+{
+    return c != NULL && c->state == LCONN_PARKED && !c->free_wanted;
+}
+
 void rlk_lconn_free(rlk_lconn *c, int err)
 {
     if (c == NULL) {
@@ -581,6 +587,22 @@ static int lconn_start(rlk_lconn *c)
     return rlk_lresolve_start(&c->loop, c->host, c->port, lconn_resolved, c, &c->res);
 }
 
+void rlk_lconn_aim(rlk_lconn *c, const char *host, int port)
+{
+    if (!rlk_lconn_parked(c)) {
+        return;
+    }
+    c->depth++;
+    c->port = port;
+    c->host = strdup(host);
+    int r = c->host != NULL ? lconn_start(c)
+                            : rlk_err(RLOCK_ENOMEM, "out of memory making a connection");
+    if (r != RLOCK_OK) {
+        lconn_break(c, r);
+    }
+    lconn_end_callback(c);
+}
+
 int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cbs *cbs,
                   rlk_lconn **out)
 {
@@ -595,7 +617,7 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
     c->port = url->port;
     c->reader = redisReaderCreate();
     c->host = url->host != NULL ? strdup(url->host) : NULL;
-    int r = c->reader != NULL && c->host != NULL
+    int r = c->reader != NULL && (c->host != NULL || url->host == NULL)
                 ? RLOCK_OK
                 : rlk_err(RLOCK_ENOMEM, "out of memory making a connection");
     if (r == RLOCK_OK && (c->timer = loop->timer_new(loop->loop_data, lconn_on_timer, c)) == NULL) {
@@ -603,7 +625,7 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
     }
     c->dial_due = rlk_add_sat(rlk_now_ms(), cbs->connect_timeout_ms > 0 ? cbs->connect_timeout_ms
                                                                         : RLOCK_MAX_DURATION_MS);
-    r = r ? r : lconn_start(c);
+    r = r || url->host == NULL ? r : lconn_start(c);
     r = r ? r : lconn_setup(c, url);
     if (r != RLOCK_OK) {
         lconn_fail_all(c, r); /* setup requests only: no caller's callback runs */

@@ -42,6 +42,13 @@ typedef struct rlk_lconn_cbs {
  * no socket (or lookup) could be started; RLOCK_ENOMEM. */
 int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cbs *cbs,
                   rlk_lconn **out);
+/* With url->host NULL the connection is parked: requests queue (AUTH and SELECT first) until
+ * rlk_lconn_aim() names the host; connect_timeout_ms runs from the creation. */
+/* Starts a parked connection towards host:port (a failure breaks it: its down callback runs).
+ * A no-op on a connection that is not parked. Call it from a loop callback only. */
+void rlk_lconn_aim(rlk_lconn *c, const char *host, int port);
+/* 1 while c is parked. */
+int rlk_lconn_parked(const rlk_lconn *c);
 /* Queues request bytes (a formatted RESP request) with its reply callback (fn NULL: no reply is
  * expected, as for SUBSCRIBE on a pub/sub connection). RLOCK_ECONN on a broken connection. */
 int rlk_lconn_send(rlk_lconn *c, const char *buf, size_t len, rlk_lconn_reply_fn fn, void *arg);

@@ -23,11 +23,10 @@ static const char *sentinel_detail(int code)
     return strncmp(msg, rlock_strerror(code), n) == 0 && msg[n] == ':' ? msg + n + 2 : msg;
 }
 
-/* Checks a reply of SENTINEL get-master-addr-by-name and copies the address out. */
-static int sentinel_parse_addr(const rlock_client *c, const redisReply *r, char *host, int *port)
+int rlk_sentinel_parse_addr(const char *master_name, const redisReply *r, char *host, int *port)
 {
     if (r->type == REDIS_REPLY_NIL) {
-        return rlk_err(RLOCK_EPROTO, "does not know a master named '%s'", c->url.master_name);
+        return rlk_err(RLOCK_EPROTO, "does not know a master named '%s'", master_name);
     }
     if (r->type == REDIS_REPLY_ERROR) {
         return rlk_err(RLOCK_EREDIS, "refused SENTINEL get-master-addr-by-name: %s", r->str);
@@ -45,6 +44,12 @@ static int sentinel_parse_addr(const rlock_client *c, const redisReply *r, char 
     memcpy(host, r->element[0]->str, r->element[0]->len + 1);
     *port = (int)p;
     return RLOCK_OK;
+}
+
+int rlk_sentinel_role_is_master(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+           r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
 }
 
 /* Dials ep, runs one command bounded by deadline and closes the connection: *out is the reply
@@ -75,7 +80,7 @@ static int sentinel_ask(rlock_client *c, const rlk_url_host *s, int64_t deadline
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", c->url.master_name};
     redisReply *rep = NULL;
     int r = sentinel_query(c, &ep, deadline, 3, argv, &rep);
-    r = r ? r : sentinel_parse_addr(c, rep, host, port);
+    r = r ? r : rlk_sentinel_parse_addr(c->url.master_name, rep, host, port);
     freeReplyObject(rep);
     return r;
 }
@@ -93,9 +98,7 @@ static int sentinel_confirm(rlock_client *c, const char *host, int port, int64_t
     const char *argv[1] = {"ROLE"};
     redisReply *rep = NULL;
     int r = sentinel_query(c, &ep, deadline, 1, argv, &rep);
-    if (r == RLOCK_OK && (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
-                          rep->element[0]->type != REDIS_REPLY_STRING ||
-                          strcmp(rep->element[0]->str, "master") != 0)) {
+    if (r == RLOCK_OK && !rlk_sentinel_role_is_master(rep)) {
         r = rlk_err(RLOCK_EPROTO, "named %s:%d, which is not a master (ROLE)", host, port);
     }
     freeReplyObject(rep);

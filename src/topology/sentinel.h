@@ -6,6 +6,8 @@
 #ifndef RLK_SENTINEL_H
 #define RLK_SENTINEL_H
 
+#include <hiredis.h>
+
 #include "context.h"
 
 /* Asks each Sentinel of the client's URL in turn for the master (SENTINEL
@@ -15,6 +17,14 @@
  * deadline_ms (monotonic). RLOCK_OK; RLOCK_ECONN naming every Sentinel and what went wrong
  * with it; RLOCK_EAUTH when the master refused the data nodes' credentials; RLOCK_ENOMEM. */
 int rlk_sentinel_discover(rlock_client *c, int64_t deadline_ms);
+
+/* Checks a reply of SENTINEL get-master-addr-by-name and copies the address into host
+ * (RLK_HOST_MAX bytes) and *port. RLOCK_OK; RLOCK_EPROTO (no such master, no address, a bad
+ * port) or RLOCK_EREDIS (an error reply), with a message. Pure: the loop client's discovery
+ * (src/loop/loop_sentinel.c) parses with it too. */
+int rlk_sentinel_parse_addr(const char *master_name, const redisReply *r, char *host, int *port);
+/* 1 if r, a reply of ROLE, says master. */
+int rlk_sentinel_role_is_master(const redisReply *r);
 
 /* How often at most a failover recheck asks the Sentinels. */
 #define RLK_SENTINEL_RECHECK_MS 200

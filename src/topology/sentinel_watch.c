@@ -130,9 +130,7 @@ int rlk_sentinel_watch_fd(rlock_client *c, rlk_sentinel_watch *w)
     return rlk_conn_fd(w->conn);
 }
 
-/* The new master of a +switch-master message ("<name> <old-ip> <old-port> <new-ip> <new-port>")
- * into host and port, when it names the client's master: 1, else 0. */
-static int watch_parse(const rlock_client *c, const redisReply *m, char *host, int *port)
+int rlk_sentinel_parse_switch(const char *master_name, const redisReply *m, char *host, int *port)
 {
     if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
         m->element[0]->type != REDIS_REPLY_STRING || strcmp(m->element[0]->str, "message") != 0 ||
@@ -149,7 +147,7 @@ static int watch_parse(const rlock_client *c, const redisReply *m, char *host, i
     }
     char *end = NULL;
     long p = n == 5 ? strtol(words[4], &end, 10) : 0;
-    if (n != 5 || *end != '\0' || p < 1 || p > 65535 || strcmp(words[0], c->url.master_name) != 0 ||
+    if (n != 5 || *end != '\0' || p < 1 || p > 65535 || strcmp(words[0], master_name) != 0 ||
         strlen(words[3]) >= RLK_HOST_MAX) {
         return 0;
     }
@@ -168,7 +166,8 @@ void rlk_sentinel_watch_read(rlock_client *c, rlk_sentinel_watch *w)
     int r = rlk_conn_fill(w->conn);
     redisReply *rep = NULL;
     while (r == RLOCK_OK && rlk_conn_next(w->conn, &rep) == RLOCK_OK && rep != NULL) {
-        (void)watch_parse(c, rep, host, &port); /* the last announcement wins */
+        (void)rlk_sentinel_parse_switch(c->url.master_name, rep, host,
+                                        &port); /* the last announcement wins */
         freeReplyObject(rep);
         rep = NULL;
     }

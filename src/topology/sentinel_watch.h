@@ -5,6 +5,8 @@
 #ifndef RLK_SENTINEL_WATCH_H
 #define RLK_SENTINEL_WATCH_H
 
+#include <hiredis.h>
+
 #include "context.h"
 
 struct rlk_conn;
@@ -31,6 +33,10 @@ int rlk_sentinel_watch_fd(rlock_client *c, rlk_sentinel_watch *w);
  * the client (rlk_sentinel_switch_to). A lost connection is closed, and the next Sentinel is
  * dialled at the next rlk_sentinel_watch_fd(). */
 void rlk_sentinel_watch_read(rlock_client *c, rlk_sentinel_watch *w);
+/* The new master of a +switch-master message (the pushed array "message", channel,
+ * "<name> <old-ip> <old-port> <new-ip> <new-port>") into host (RLK_HOST_MAX bytes) and *port
+ * when it names master_name: 1, else 0. Pure: the loop client's watch parses with it too. */
+int rlk_sentinel_parse_switch(const char *master_name, const redisReply *m, char *host, int *port);
 /* Closes the subscription (the subscriber stops). */
 void rlk_sentinel_watch_close(rlk_sentinel_watch *w);
 /* Frees it in the child of a fork() without writing anything (rlk_conn_abandon). */

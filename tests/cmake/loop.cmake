@@ -2,8 +2,9 @@
 # redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
 # (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
 # loop/loop_event.c), test_loop_net_uv / test_loop_net_event the connections' tests
-# (loop/test_loop_net.c: TLS, host names, back-off), and test_loop_sync_uv / test_loop_sync_event
-# semaphores and the latch (loop/test_loop_sync.c). The loop side is compiled as a user's code is, with the public headers
+# (loop/test_loop_net.c: TLS, host names, back-off), test_loop_sync_uv / test_loop_sync_event
+# semaphores and the latch (loop/test_loop_sync.c), and test_loop_sentinel_uv /
+# test_loop_sentinel_event a Sentinel deployment with one failover (loop/test_loop_sentinel.c). The loop side is compiled as a user's code is, with the public headers
 # only: the private include path has a semaphore.h of its own that would hide the system's from
 # uv.h. A program is not built without its loop library's development files. Included from
 # tests/CMakeLists.txt.
@@ -43,6 +44,24 @@ if(TARGET rlock_harness)
     # The fair lock on loop clients: FIFO with a threaded waiter, give-ups that leave the queue.
     rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold
+    # (loop/test_loop_sentinel.c). Slow (a deployment, a failover); its loop logic runs under
+    # the sanitizers in the programs above, so it runs in plain only.
+    rlock_add_test(NAME test_loop_sentinel_${_adapter} SOURCES loop/test_loop_sentinel.c
+                   LIBS rlock_test_${_adapter} LABELS redis fault plain_only TIMEOUT 180)
+    # The libevent twin carries the label long (CI time: the failover logic is the adapters'
+    # common code, and test_loop_sentinel_uv runs it in every CI run).
+    if(_adapter STREQUAL "event")
+      set_property(TEST test_loop_sentinel_event APPEND PROPERTY LABELS long)
+    endif()
+    # Its twin over TLS everywhere (rediss-sentinel://), libuv only, with the label long: it runs
+    # with RLOCK_LONG=1 only (about 28 s).
+    if(_adapter STREQUAL "uv" AND COMMAND rlock_add_tls_variant)
+      rlock_add_tls_variant(test_loop_sentinel_uv)
+      if(TEST test_loop_sentinel_uv_tls)
+        set_property(TEST test_loop_sentinel_uv_tls APPEND PROPERTY LABELS long)
+      endif()
+    endif()
   endforeach()
 endif()
 
