@@ -616,7 +616,7 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
     c->loop = lc;
     c->loop_stop = loop_client_stop;
     if (c->url.kind == RLK_URL_SENTINEL) {
-        int r = rlk_loop_sentinel_new(lc, &lc->sentinel);
+        int r = rlk_loop_sentinel_new(lc, rlk_loop_moved, &lc->sentinel);
         if (r != RLOCK_OK) {
             return r;
         }

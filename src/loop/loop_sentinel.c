@@ -22,6 +22,7 @@
 
 struct rlk_loop_sentinel {
     rlk_loop_client *lc;
+    rlk_loop_moved_fn moved; /* loop_client.c's move to the master found (rlk_loop_moved) */
     void *timer;             /* starts a round, redials the watch, retries an announcement */
     int64_t timer_due;       /* monotonic ms the timer is armed for, INT64_MAX: not armed */
     rlk_lconn *probe;        /* the question or ROLE check in flight, NULL: none */
@@ -122,7 +123,7 @@ static void sen_found(rlk_loop_sentinel *s, const char *host, int port)
     if (cur[0] != '\0') {
         rlk_obs_failover(c, host, port);
     }
-    rlk_loop_moved(s->lc, RLOCK_OK);
+    s->moved(s->lc, RLOCK_OK);
 }
 
 static void sen_ask_next(rlk_loop_sentinel *s);
@@ -139,8 +140,8 @@ static void sen_round_failed(rlk_loop_sentinel *s)
     int cport = 0;
     rlk_client_master(c, cur, &cport);
     if (cur[0] == '\0') {
-        rlk_loop_moved(s->lc, rlk_err(RLOCK_ECONN, "no Sentinel named a reachable master '%s'",
-                                      c->url.master_name));
+        s->moved(s->lc, rlk_err(RLOCK_ECONN, "no Sentinel named a reachable master '%s'",
+                                c->url.master_name));
     }
 }
 
@@ -384,7 +385,7 @@ static void sen_on_timer(void *arg)
     (void)sen_leave(s);
 }
 
-int rlk_loop_sentinel_new(rlk_loop_client *lc, rlk_loop_sentinel **out)
+int rlk_loop_sentinel_new(rlk_loop_client *lc, rlk_loop_moved_fn moved, rlk_loop_sentinel **out)
 {
     rlk_loop_sentinel *s = calloc(1, sizeof(*s));
     if (s == NULL || (s->timer = lc->loop.timer_new(lc->loop.loop_data, sen_on_timer, s)) == NULL) {
@@ -392,6 +393,7 @@ int rlk_loop_sentinel_new(rlk_loop_client *lc, rlk_loop_sentinel **out)
         return rlk_err(RLOCK_ENOMEM, "cannot make a loop client's Sentinel state");
     }
     s->lc = lc;
+    s->moved = moved;
     s->timer_due = INT64_MAX;
     sen_arm(s, 0); /* the subscription is dialled on the loop */
     *out = s;

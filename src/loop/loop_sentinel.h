@@ -8,9 +8,14 @@
 
 #include "loop_client.h"
 
+/* How the state moves lc's connections to the master it found (err RLOCK_OK), or tells them
+ * that none was found (err < 0): loop_client.c's rlk_loop_moved(), passed in so that this file
+ * does not call back into loop_client.c. */
+typedef void (*rlk_loop_moved_fn)(rlk_loop_client *lc, int err);
+
 /* Makes lc's Sentinel state and starts its +switch-master subscription (on the loop: nothing is
  * dialled inside the call). RLOCK_OK and *out, or RLOCK_ENOMEM. */
-int rlk_loop_sentinel_new(rlk_loop_client *lc, rlk_loop_sentinel **out);
+int rlk_loop_sentinel_new(rlk_loop_client *lc, rlk_loop_moved_fn moved, rlk_loop_sentinel **out);
 /* Ends every exchange with the Sentinels and frees the state (later, when one of its own
  * callbacks is running). */
 void rlk_loop_sentinel_free(rlk_loop_sentinel *s);
