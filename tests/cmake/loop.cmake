@@ -1,13 +1,12 @@
 # tests/cmake/loop.cmake - loop clients (include/rlock_async.h, issue 30) against real
-# redis-servers, one program per adapter: test_loop_uv (rlock/libuv.h) and test_loop_event
-# (rlock/libevent.h) run the same tests (loop/test_loop.c) on their loop (loop/loop_uv.c,
-# loop/loop_event.c), test_loop_net_uv / test_loop_net_event the connections' tests
-# (loop/test_loop_net.c: TLS, host names, back-off), test_loop_sync_uv / test_loop_sync_event
-# semaphores and the latch (loop/test_loop_sync.c), and test_loop_sentinel_uv /
-# test_loop_sentinel_event a Sentinel deployment with one failover (loop/test_loop_sentinel.c). The loop side is compiled as a user's code is, with the public headers
-# only: the private include path has a semaphore.h of its own that would hide the system's from
-# uv.h. A program is not built without its loop library's development files. Included from
-# tests/CMakeLists.txt.
+# redis-servers, each program once per adapter (_uv: rlock/libuv.h, _event: rlock/libevent.h; the
+# loop itself in loop/loop_uv.c, loop/loop_event.c): test_loop_* the reentrant lock
+# (loop/test_loop.c), test_loop_net_* TLS, host names and the back-off (loop/test_loop_net.c),
+# test_loop_sync_* semaphores and the latch, test_loop_wake_* a wake-up during an attempt,
+# test_loop_fair_* the fair lock, test_loop_sentinel_* a Sentinel deployment with one failover.
+# The loop side is compiled as a user's code is, with the public headers only: the private
+# include path has a semaphore.h of its own that would hide the system's from uv.h. A program is
+# not built without its loop library's development files. Included from tests/CMakeLists.txt.
 pkg_check_modules(LIBUV QUIET IMPORTED_TARGET libuv)
 pkg_check_modules(LIBEVENT QUIET IMPORTED_TARGET libevent)
 if(TARGET rlock_harness)
