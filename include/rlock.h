@@ -440,7 +440,11 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
  * release that fewer replicas acknowledged still returns RLOCK_OK (the master released; logged at
  * WARN); the calling thread's next lock or unlock through this handle first checks (HGET) that
  * the release stayed, and gives back a hold that a failover to a replica that missed it brought
- * back, so that hold is never re-entered. */
+ * back, so that hold is never re-entered. With replica_sync, a release that found no hold on a
+ * node whose replicas did not acknowledge (a restarted master that lost its data and does not
+ * know yet that it was replaced) returns RLOCK_EREPLICA and leaves the outcome unknown as a
+ * connection error does: that node's "not held" is not believed, and the settling HGET above is
+ * believed only when the replicas acknowledge it too. */
 RLOCK_EXPORT int rlock_unlock(rlock *lock);
 
 /* Deletes the lock whoever holds it and wakes waiters. Returns 1 if it was locked, 0 if it was

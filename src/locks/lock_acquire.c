@@ -140,6 +140,11 @@ static int settle_before_lock(rlock *l, uint64_t tid)
     if (r != RLOCK_OK) {
         return r;
     }
+    if (h->unsure & RLK_UNSURE_GRANT) {
+        /* The count was read where the replicas did not acknowledge it: a hold the thread does
+         * not count may stand on the real master, and the attempt could re-enter it. */
+        return RLOCK_EREPLICA;
+    }
     if (h->unsure & RLK_UNSURE_RELEASE) {
         r = rlk_single_unlock(l);
         return r == RLOCK_ELOST ? RLOCK_OK : r;

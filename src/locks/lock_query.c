@@ -10,6 +10,7 @@
 #include "lock.h"
 #include "lock_hold.h"
 #include "lock_query.h"
+#include "replica.h"
 
 int rlk_reply_int(const redisReply *r, long long *v, const char *what)
 {
@@ -58,6 +59,38 @@ int rlk_field_count(rlk_acq *a)
     }
     freeReplyObject(rep);
     return r ? r : count;
+}
+
+/* The hold count by hold_count.lua with the replicas' WAIT behind; *trusted = 0 (and the last
+ * error says why) when fewer replicas acknowledged than the node is counted to have. */
+static int field_count_synced(rlk_acq *a, int *trusted)
+{
+    rlock *l = a->lock;
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, l->name, l->name_len);
+    rlk_args_init(&args);
+    rlk_args_add(&args, a->field, a->field_len);
+    redisReply *rep = NULL;
+    long long v = 0;
+    rlk_sync_clear();
+    int r = rlk_script(l->client, RLK_SCRIPT_HOLD_COUNT, RLK_SYNCED | RLK_IDEMPOTENT, &keys, &args,
+                       &rep);
+    r = r ? r : rlk_reply_int(rep, &v, "hold_count.lua");
+    freeReplyObject(rep);
+    int acked = 0, n = 0;
+    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        (void)rlk_sync_error(acked, n, "the hold count of lock", l->name);
+        *trusted = 0;
+    }
+    rlk_sync_clear();
+    return r ? r : (int)v;
+}
+
+int rlk_field_count_settle(rlk_acq *a, int *trusted)
+{
+    *trusted = 1;
+    return rlk_sync_target(a->client) > 0 ? field_count_synced(a, trusted) : rlk_field_count(a);
 }
 
 int rlk_hash_is_locked(rlock *l)

@@ -49,14 +49,17 @@ static int settle_leave(rlk_acq *a, rlk_hold *h)
  * release that fewer replicas acknowledged was undone by a failover. The thread does not count
  * that hold, so it is given back (without waiting for replicas); a later
  * attempt then takes the lock from free, with a token of its own, instead of re-entering it and
- * keeping a hold nobody will release. Returns RLOCK_OK (the mark cleared) or a negative error. */
+ * keeping a hold nobody will release. Returns RLOCK_OK or a negative error; the mark stays when
+ * the count was read on a node whose replicas did not acknowledge (rlk_field_count_settle), which
+ * may count too few. */
 int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
 {
     int left = settle_leave(a, h);
     if (left != RLOCK_OK) {
         return left;
     }
-    int n = rlk_field_count(a);
+    int trusted = 1;
+    int n = rlk_field_count_settle(a, &trusted);
     if (n < 0) {
         return n;
     }
@@ -72,7 +75,9 @@ int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
                 "lost, or a release that a failover undid)",
                 a->lock->name);
     }
-    h->unsure &= (unsigned char)~RLK_UNSURE_GRANT;
+    if (trusted) {
+        h->unsure &= (unsigned char)~RLK_UNSURE_GRANT;
+    }
     return RLOCK_OK;
 }
 
@@ -80,14 +85,19 @@ int rlk_settle_grant(rlk_acq *a, rlk_hold *h)
  * there is h->count if that release never ran and h->count - 1 if it did (less still if the holds
  * are gone: lease ran out, failover). The record keeps the smaller count, so it never counts a hold
  * Redis does not have. Returns how many holds the record dropped (0: the release never ran), or
- * a negative error (the record stays unsure). Limitation: holds of the same lock taken by the
- * same thread through another handle share the field, so with such holds a release that ran
- * looks as if it had not. */
+ * a negative error (the record stays unsure): RLOCK_EREPLICA when a count below the record's
+ * was read on a node whose replicas did not acknowledge, which may count too few. Limitation:
+ * holds of the same lock taken by the same thread through another handle share the field, so
+ * with such holds a release that ran looks as if it had not. */
 static int hold_settle(rlk_acq *a, rlk_hold *h)
 {
-    int n = rlk_field_count(a);
+    int trusted = 1;
+    int n = rlk_field_count_settle(a, &trusted);
     if (n < 0) {
         return n;
+    }
+    if (n < h->count && !trusted) {
+        return RLOCK_EREPLICA;
     }
     int gone = n < h->count ? h->count - n : 0;
     h->count -= gone;
@@ -141,6 +151,22 @@ static int unlock_unsynced(rlk_acq *a, rlk_hold *h)
     return 1;
 }
 
+/* 1 when the release just sent found no hold but fewer replicas acknowledged than the node is
+ * counted to have: the node may have lost its data without knowing yet that it was replaced (a
+ * restarted master before the cluster demotes it), and the hold may stand on the master that
+ * replaced it. The outcome is then unknown, as after a connection error: the record stays, marked,
+ * for a retry of the unlock or the thread's next lock to settle (RLOCK_EREPLICA is set). */
+static int unlock_unsure_gone(rlk_acq *a, rlk_hold *h)
+{
+    int acked = 0, n = 0;
+    if (!rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    h->unsure = RLK_UNSURE_RELEASE;
+    (void)rlk_sync_error(acked, n, "unlock of", a->lock->name);
+    return 1;
+}
+
 /* Sends the release of one hold of h and records its outcome. */
 static int unlock_send(rlk_acq *a, rlk_hold *h)
 {
@@ -161,6 +187,9 @@ static int unlock_send(rlk_acq *a, rlk_hold *h)
             rlk_hold_forget(l, h);
         }
         return RLOCK_OK;
+    }
+    if (r == RLK_NOT_HELD && unlock_unsure_gone(a, h)) {
+        return RLOCK_EREPLICA;
     }
     if (r == RLK_NOT_HELD) {
         rlk_hold_obs_end(l, h, RLK_HOLD_LOST);

@@ -299,7 +299,7 @@ static int wd_reload(rlock_client *c, rlk_conn *conn, rlk_wd_item *items, rlk_wd
 
 /* Reads the replica sync queued behind a pipeline's batches. A renewal the replicas did not
  * acknowledge still stands on the master, so it is not judged lost: the next renewal syncs
- * again, and only a key that is gone makes a hold lost. */
+ * again, and only a key that is gone on a node whose replicas acknowledged makes a hold lost. */
 static int wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
 {
     int r = rlk_sync_read(wd->c, conn, s);
@@ -312,12 +312,25 @@ static int wd_sync_read(rlk_watchdog *wd, rlk_conn *conn, rlk_sync *s)
     return r;
 }
 
+/* A node whose replicas did not acknowledge (or whose acknowledgement was not read) may be one
+ * that lost its data and does not know yet that it was replaced (a restarted master before the
+ * cluster demotes it): its "gone" is no answer. The hold is retried, and judged lost only when its
+ * lease has run out unrenewed. */
+static void wd_distrust_gone(rlk_wd_item *items, const rlk_wd_chunk *chunks, size_t nc)
+{
+    for (size_t i = 0; i < nc; i++) {
+        for (size_t k = chunks[i].first; k < chunks[i].first + chunks[i].n; k++) {
+            items[k].result = items[k].result == 0 ? -1 : items[k].result;
+        }
+    }
+}
+
 /* Sends every chunk that still needs sending in one pipeline, followed by the replica sync,
  * and reads the replies. */
 static int wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items, rlk_wd_chunk *chunks,
                        size_t nc, int only_retry)
 {
-    rlk_sync sync;
+    rlk_sync sync = {.n = 0};
     int r = rlk_sync_plan(wd->c, conn, &sync);
     r = r ? r : only_retry ? wd_reload(wd->c, conn, items, chunks, nc) : RLOCK_OK;
     for (size_t i = 0; i < nc && r == RLOCK_OK; i++) {
@@ -337,7 +350,11 @@ static int wd_pipeline(rlk_watchdog *wd, rlk_conn *conn, rlk_wd_item *items, rlk
             r = wd_read(conn, items, &chunks[i]);
         }
     }
-    return r ? r : wd_sync_read(wd, conn, &sync);
+    r = r ? r : wd_sync_read(wd, conn, &sync);
+    if (sync.n > 0 && (r != RLOCK_OK || sync.acked < sync.n)) {
+        wd_distrust_gone(items, chunks, nc);
+    }
+    return r;
 }
 
 /* Cuts items (sorted by cmp) into batches of equal items, at most RLK_WD_BATCH each. */

@@ -49,6 +49,7 @@
 typedef struct shared {
     volatile int stop;
     atomic_ullong last_token[NAMES];
+    atomic_int last_by[NAMES]; /* the worker that checked last_token */
     atomic_long token_regressions;
     atomic_llong last_ok_ms[PROCS];
     atomic_long moved, refreshes; /* the workers' clients' counters (cluster.h), summed */
@@ -80,15 +81,20 @@ static void proc_close(void *ctx)
     tc_cluster_proc_close(p);
 }
 
-/* Inside the exclusive section of name k: its token must be above every earlier holder's. */
-static void check_token(int k, uint64_t t)
+/* Inside the exclusive section of name k: its token must be above every earlier holder's. A
+ * regression is printed with who held the earlier token and the holder's count, so that a failure
+ * says whether a token was handed out twice or a thread's own hold came back. */
+static void check_token(tc_worker *w, int k, rlock *l, uint64_t t)
 {
     uint64_t last = atomic_load(&g_sh->last_token[k]);
+    int by = atomic_load(&g_sh->last_by[k]);
+    int me = w->proc * THREADS + w->thread;
     if (t <= last && atomic_fetch_add(&g_sh->token_regressions, 1) < 5) {
-        fprintf(stderr, "fo-%d: token %llu after %llu\n", k, (unsigned long long)t,
-                (unsigned long long)last);
+        fprintf(stderr, "fo-%d: token %llu after %llu (worker %d after worker %d, count %d)\n", k,
+                (unsigned long long)t, (unsigned long long)last, me, by, rlock_hold_count(l));
     }
     atomic_store(&g_sh->last_token[k], t);
+    atomic_store(&g_sh->last_by[k], me);
 }
 
 static int step(tc_worker *w, long i)
@@ -105,13 +111,15 @@ static int step(tc_worker *w, long i)
         return tc_step_fail(w, "lock", r);
     }
     tc_mx_enter(w->mx, k);
-    check_token(k, rlock_token(l));
+    check_token(w, k, l, rlock_token(l));
     tc_mx_leave(w->mx, k);
     /* An unlock that failed in a switch leaves its release pending: the thread's next lock of
-     * that name settles it first (lock.c). A hold whose renewals could not reach the cluster
-     * for a whole lease is lost, which the unlock reports. */
+     * that name settles it first (lock.c). So does one that a node with no replica acknowledging
+     * answered "not held" (RLOCK_EREPLICA): the killed master, restarted empty, serves its old
+     * slots until the cluster tells it it was replaced. A hold whose renewals could not reach the
+     * cluster for a whole lease is lost, which the unlock reports. */
     r = rlock_unlock(l);
-    if (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT) {
+    if (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT || r == RLOCK_EREPLICA) {
         return TC_STEP_RETRY;
     }
     if (r != RLOCK_OK && r != RLOCK_ELOST) {

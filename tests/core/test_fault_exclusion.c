@@ -241,7 +241,8 @@ static int fx_held(fx_worker *w)
 static int fx_unlock(fx_worker *w)
 {
     int r = RLOCK_ECONN;
-    for (int i = 0; i < 300 && (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT); i++) {
+    for (int i = 0; i < 300 && (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT || r == RLOCK_EREPLICA);
+         i++) {
         if (i > 0) {
             rh_sleep_ms(10);
         }

@@ -7,7 +7,9 @@
  * the resurrected hold back and take the lock from free with a new token, not re-enter it (token
  * 0, hold count 2, and a lock left held after its unlock); a partial unlock that a failover undid
  * must not leave a hold behind either. Also: an exclusive lock never reports token 0, even when
- * the thread re-enters through a second handle.
+ * the thread re-enters through a second handle; and a master that lost a hold without knowing it
+ * was replaced (no replica acknowledging) is not believed when it says the hold is gone, neither
+ * by an unlock nor by the watchdog.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,6 +171,65 @@ static void test_partial_unlock_undone(void **state)
     tc_close_own(l, c);
 }
 
+/* The master "loses" the hold without knowing it was replaced (as a killed master restarted
+ * empty serves its old slots until the cluster demotes it): its key is deleted while the replica
+ * that keeps the hold is cut off, so no replica acknowledges what it answers. */
+static void master_loses_hold(const char *name)
+{
+    cut_off_replica();
+    const char *argv[] = {"DEL", name, NULL};
+    assert_int_equal(rh_cmd_int(g_master, argv), 1);
+}
+
+/* An unlock that such a node answers "not held": its outcome is unknown (RLOCK_EREPLICA), not a
+ * lost hold. Once the hold is back (the failover to the replica that kept it), the retried unlock
+ * releases it, and the next lock takes the lock from free with a larger token instead of
+ * re-entering a hold nobody counts (the same token again, hold count 2). */
+static void test_unlock_not_held_unsynced(void **state)
+{
+    (void)state;
+    rlock_client *c = client_synced();
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "st:gone");
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    uint64_t t1 = rlock_token(l);
+    master_loses_hold("st:gone");
+    assert_int_equal(rlock_unlock(l), RLOCK_EREPLICA);
+    fail_over_to_stale_replica();
+    assert_int_equal(field_count("st:gone"), 1);
+
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(exists("st:gone"), 0);
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    assert_true(rlock_token(l) > t1);
+    assert_int_equal(rlock_hold_count(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    tc_close_own(l, c);
+}
+
+/* A watchdog hold whose renewal such a node answers "gone" is not judged lost while its lease
+ * lasts: after the failover to the replica that kept it, renewals go on and the unlock releases
+ * it (before: RLOCK_ELOST, and the hold left on Redis for anyone's next lock to trip on). */
+static void test_renewal_gone_unsynced(void **state)
+{
+    (void)state;
+    rlock_options o;
+    tc_options(&o, g_master);
+    o.replica_sync = 1;
+    o.replica_sync_timeout_ms = SYNC_MS;
+    o.watchdog_timeout_ms = 3000; /* renewals every 1 s */
+    rlock_client *c = tc_client(&o);
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "st:renew");
+    assert_int_equal(rlock_lock(l, -1), RLOCK_OK);
+    master_loses_hold("st:renew");
+    rh_sleep_ms(1300); /* at least one renewal answered "gone" */
+    fail_over_to_stale_replica();
+    rh_sleep_ms(1300); /* at least one renewal on the hold that came back */
+    assert_int_equal(rlock_is_held(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(exists("st:renew"), 0);
+    tc_close_own(l, c);
+}
+
 /* A thread that holds an exclusive lock through one handle and locks it through another: Redis
  * counts a re-entry, and the second handle reports the hold's token, never 0. */
 static void test_second_handle_token(void **state)
@@ -203,6 +264,8 @@ int main(void)
         cmocka_unit_test(test_write_released_hold_not_reentered),
         cmocka_unit_test(test_partial_unlock_undone),
         cmocka_unit_test(test_second_handle_token),
+        cmocka_unit_test(test_unlock_not_held_unsynced),
+        cmocka_unit_test(test_renewal_gone_unsynced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

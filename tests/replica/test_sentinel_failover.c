@@ -114,7 +114,7 @@ static int step(tc_worker *w, long i)
      * next lock settles that release first (lock.c), so a re-entry of a ghost hold would show
      * here as a token regression. */
     r = rlock_unlock(p->h[k]);
-    if (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT) {
+    if (r == RLOCK_ECONN || r == RLOCK_ETIMEDOUT || r == RLOCK_EREPLICA) {
         return TC_STEP_RETRY;
     }
     if (r != RLOCK_OK && r != RLOCK_ELOST) {
