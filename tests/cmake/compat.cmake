@@ -11,23 +11,23 @@ set(RLOCK_REDISSON_JAR_DIR "${CMAKE_CURRENT_SOURCE_DIR}/compat/java/target" CACH
     "Where tests/compat/java's Maven build leaves redisson-peer-<version>.jar")
 set(RLOCK_REDISSON_VERSIONS 4.7.0 3.52.0)
 
-# rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [TLS] [FIRST_ONLY]
-# [OTHERS_TLS] [TLS_ALL] [OTHERS_LONG]): program <name>, run as ctest <name> against the first
+# rlock_add_redisson_test(NAME <name> TIMEOUT <s> SOURCES <files...> [LIBS <libs...>] [TLS]
+# [FIRST_ONLY] [OTHERS_TLS] [TLS_ALL] [OTHERS_LONG]): program <name> (linked with LIBS too), run as ctest <name> against the first
 # version and, unless FIRST_ONLY, <name>_r<major> against each other one; with TLS also
 # <name>_tls (first version) over TLS servers, as tls.cmake's twins (RH_TLS_DIR); with TLS_ALL
 # each other version also over TLS as <name>_tls_r<major>; with OTHERS_TLS the other versions run
 # over TLS only; with OTHERS_LONG the other versions' tests carry the label `long`, which
 # tests/run.sh runs only with RLOCK_LONG=1 (CI's time; CONTRIBUTING, "Test variants").
 function(rlock_add_redisson_test)
-  cmake_parse_arguments(R "TLS;FIRST_ONLY;OTHERS_TLS;TLS_ALL;OTHERS_LONG" "NAME;TIMEOUT" "SOURCES"
-                        ${ARGN})
+  cmake_parse_arguments(R "TLS;FIRST_ONLY;OTHERS_TLS;TLS_ALL;OTHERS_LONG" "NAME;TIMEOUT"
+                        "SOURCES;LIBS" ${ARGN})
   set(_other_labels "redis;redisson;plain_only")
   if(R_OTHERS_LONG)
     set(_other_labels "redis;redisson;plain_only;long")
   endif()
   list(GET RLOCK_REDISSON_VERSIONS 0 _first)
   set(_jar "${RLOCK_REDISSON_JAR_DIR}/${_first}/redisson-peer-${_first}.jar")
-  rlock_add_test(NAME ${R_NAME} SOURCES ${R_SOURCES} compat/redisson_java.c
+  rlock_add_test(NAME ${R_NAME} SOURCES ${R_SOURCES} compat/redisson_java.c LIBS ${R_LIBS}
                  LABELS redis redisson plain_only TIMEOUT ${R_TIMEOUT}
                  ENV "RLOCK_REDISSON_JAR=${_jar}")
   get_test_property(${R_NAME} ENVIRONMENT _env)

@@ -43,6 +43,23 @@ if(TARGET rlock_harness)
     # The fair lock on loop clients: FIFO with a threaded waiter, give-ups that leave the queue.
     rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # test_loop_stress_*: two processes x 200 owners on 10 names, reentrant then fair, under a
+    # shared-memory checker (loop/test_loop_stress.c); RLOCK_LOOP_STRESS_MS is the reentrant
+    # run's length, shorter under a sanitizer.
+    if(RLOCK_SANITIZE)
+      set(_stress_ms 1000)
+    else()
+      set(_stress_ms 2000)
+    endif()
+    rlock_add_test(NAME test_loop_stress_${_adapter} SOURCES loop/test_loop_stress.c
+                   LIBS rlock_test_${_adapter} LABELS redis stress TIMEOUT 120
+                   ENV "RLOCK_LOOP_STRESS_MS=${_stress_ms}")
+    # test_loop_redisson_uv: a loop client and the released Redisson (compat.cmake's peer, first
+    # version only) on one reentrant lock: exclusion under the peer's checker, wake-ups both ways.
+    if(_adapter STREQUAL "uv" AND COMMAND rlock_add_redisson_test)
+      rlock_add_redisson_test(NAME test_loop_redisson_uv TIMEOUT 120 FIRST_ONLY
+                              SOURCES loop/test_loop_redisson.c LIBS rlock_test_uv)
+    endif()
     # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold
     # (loop/test_loop_sentinel.c). Slow (a deployment, a failover); its loop logic runs under
     # the sanitizers in the programs above, so it runs in plain only.
