@@ -951,8 +951,10 @@ RLOCK_EXPORT int rlock_unlock_ex(rlock *lock, rlock_owner *owner);
  * never shortens a hold, and a watchdog hold stays under the watchdog. Written as any write is
  * (with replica_sync, acknowledged by the replicas or RLOCK_EREPLICA). Returns RLOCK_OK;
  * RLOCK_ENOTOWNER when the owner holds nothing through this handle; RLOCK_ELOST when the hold is
- * gone on Redis (the local record is dropped and the loss counts as reported); RLOCK_EINVAL for
- * lease_ms <= 0 or above RLOCK_MAX_DURATION_MS; or a connection/Redis error. */
+ * gone on Redis (the local record is dropped and the loss counts as reported; with replica_sync,
+ * only when the replicas acknowledged that answer: otherwise RLOCK_EREPLICA and the record
+ * stays, as for rlock_unlock()); RLOCK_EINVAL for lease_ms <= 0 or above RLOCK_MAX_DURATION_MS;
+ * or a connection/Redis error. */
 RLOCK_EXPORT int rlock_extend(rlock *lock, rlock_owner *owner, int64_t lease_ms);
 
 /* 1 if owner (NULL: the calling thread) holds the lock (verified on Redis), 0 if not, or a

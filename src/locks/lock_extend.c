@@ -28,7 +28,7 @@ int rlk_hash_extend_read(rlk_acq *a, int64_t lease_ms, const rlk_buf *timeout_pr
     redisReply *rep = NULL;
     long long v = 0;
     /* Not idempotent: with replica_sync the write waits for the replicas, as every write. */
-    int r = rlk_script(a->client, RLK_SCRIPT_LOCK_EXTEND, 0, &keys, &args, &rep);
+    int r = rlk_script(a->client, RLK_SCRIPT_LOCK_EXTEND, RLK_SYNCED, &keys, &args, &rep);
     r = r ? r : rlk_reply_int(rep, &v, "lock_extend");
     freeReplyObject(rep);
     return r ? r : (v == 1 ? 1 : RLK_NOT_HELD);
@@ -67,6 +67,12 @@ int rlk_single_extend(rlock *l, int64_t lease_ms)
     a.hold = h;
     rlk_sync_clear();
     int r = l->single->extend(&a, lease_ms);
+    int acked = 0, n = 0;
+    if (r == RLK_NOT_HELD && rlk_sync_short(&acked, &n)) {
+        /* A node whose replicas did not acknowledge may have lost its data without knowing yet
+         * that it was replaced: its "not held" is not believed, and the hold stays recorded. */
+        return rlk_sync_error(acked, n, "extend of lock", l->name);
+    }
     if (r == RLK_NOT_HELD) {
         rlk_hold_stop_renewal(l, h);
         return rlk_extend_lost(l, h);
@@ -74,7 +80,6 @@ int rlk_single_extend(rlock *l, int64_t lease_ms)
     if (r < 0) {
         return r;
     }
-    int acked = 0, n = 0;
     if (rlk_sync_short(&acked, &n)) {
         rlk_obs_replica_sync_failed(l->client, rlk_obs_kind_of((rlock_kind)l->kind), l->name,
                                     a.owner, RLOCK_EREPLICA);

@@ -69,8 +69,9 @@ endif()
 # leaves no hold after the last unlock; a second handle of the holding thread reports the hold's
 # token, not 0; a master that lost a hold with no replica acknowledging (a restarted empty master
 # before its demotion) is not believed: the unlock returns RLOCK_EREPLICA and its retry releases
-# the hold once it is back, a watchdog hold so answered is not lost. Runs in every variant (one
-# replica, no Sentinel; about 12 s).
+# the hold once it is back, an extend so answered returns RLOCK_EREPLICA and keeps the hold, a
+# watchdog hold so answered is not lost. Runs in every variant (one replica, no Sentinel; about
+# 12 s).
 rlock_add_test(NAME test_replica_stale SOURCES replica/test_replica_stale.c
                LABELS redis fault TIMEOUT 90)
 

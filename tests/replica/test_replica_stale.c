@@ -206,6 +206,26 @@ static void test_unlock_not_held_unsynced(void **state)
     tc_close_own(l, c);
 }
 
+/* rlock_extend on a synced client waits for the replicas (RLOCK_EREPLICA when they do not
+ * acknowledge), and a "not held" from a node whose replicas do not acknowledge is not believed:
+ * the hold stays recorded, and once it is back the extend and the unlock succeed. */
+static void test_extend_not_held_unsynced(void **state)
+{
+    (void)state;
+    rlock_client *c = client_synced();
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "st:extend");
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    master_loses_hold("st:extend");
+    assert_int_equal(rlock_extend(l, NULL, 30000), RLOCK_EREPLICA);
+    assert_non_null(strstr(rlock_last_error(), "0 of 1 replicas acknowledged"));
+    fail_over_to_stale_replica();
+    assert_int_equal(rlock_extend(l, NULL, 30000), RLOCK_OK);
+    assert_true(rlock_remaining_ttl_ms(l) > 20000);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(exists("st:extend"), 0);
+    tc_close_own(l, c);
+}
+
 /* A watchdog hold whose renewal such a node answers "gone" is not judged lost while its lease
  * lasts: after the failover to the replica that kept it, renewals go on and the unlock releases
  * it (before: RLOCK_ELOST, and the hold left on Redis for anyone's next lock to trip on). */
@@ -266,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_second_handle_token),
         cmocka_unit_test(test_unlock_not_held_unsynced),
         cmocka_unit_test(test_renewal_gone_unsynced),
+        cmocka_unit_test(test_extend_not_held_unsynced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
