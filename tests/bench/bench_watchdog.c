@@ -149,7 +149,7 @@ static size_t wd_heap(void)
 static double wd_raw_sweep(redisContext *c, wd_run *w, int64_t lease_ms)
 {
     const char *sha = bench_sha(RLK_SCRIPT_RENEW_HASH);
-    char lease[24], nk[8];
+    char lease[24], nk[12]; /* nk holds any int: the compiler cannot bound n */
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
     snprintf(nk, sizeof(nk), "%d", WD_BATCH);
     const char *argv[3 + 2 * WD_BATCH + 1];
