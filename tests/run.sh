@@ -239,14 +239,14 @@ build_redisson_peer() {
 
 # The valkey step: RLOCK_VALKEY_TESTS from the plain build with RLOCK_REDIS_SERVER=valkey-server,
 # so every harness server is a Valkey (Sentinels `valkey-server --sentinel`, clusters made with
-# valkey-cli). The default set takes about 2.5 minutes: one or a few representative tests of each
+# valkey-cli). The default set takes about 2 minutes: one or a few representative tests of each
 # suite, not the long failover stress tests (CONTRIBUTING, "Test variants").
 VALKEY_TESTS_DEFAULT='^(core_client|core_scripts|core_errors|core_subscriber|core_armed|core_acl_minimal'
 VALKEY_TESTS_DEFAULT+='|test_reentrant_(basic|stress|fencing|waiting)|test_fair_(grant|compat)'
 VALKEY_TESTS_DEFAULT+='|test_rw_wake|test_multi|test_sem_(stress|compat)|test_latch_procs'
 VALKEY_TESTS_DEFAULT+='|test_redisson_compat|test_redisson_compat_cluster|test_cli_accept|test_tls'
 VALKEY_TESTS_DEFAULT+='|test_reentrant_basic_tls|test_sentinel_discovery|test_replica_stale'
-VALKEY_TESTS_DEFAULT+='|test_cluster_(routing|pubsub|redirect|tls))$'
+VALKEY_TESTS_DEFAULT+='|test_loop_(uv|fair_uv|stress_uv)|test_cluster_(routing|pubsub|redirect|tls))$'
 run_valkey() {
     local dir="$ROOT/build/plain" server
     server=$(command -v valkey-server || true)
