@@ -54,18 +54,18 @@ static void wait_send(rlk_loop_wait *w)
 /* Sleeps until a message, the reply's bound (a lease that runs out publishes nothing) or the
  * deadline; with no bound, the subscription timeout, so a lost message costs a poll, not a
  * hang. */
-static void wait_sleep(rlk_loop_wait *w)
+static void wait_sleep(rlk_loop_wait *w, int64_t sleep_ms)
 {
     int64_t now = rlk_now_ms();
-    int64_t ttl = w->sleep_ms >= 0 ? w->sleep_ms : w->base.lc->c->opts.subscription_timeout_ms;
+    int64_t ttl = sleep_ms >= 0 ? sleep_ms : w->base.lc->c->opts.subscription_timeout_ms;
     int64_t until = rlk_add_sat(now, ttl);
     until = until < w->deadline ? until : w->deadline;
     (void)w->base.lc->loop.timer_start(w->timer, until - now);
 }
 
 /* The attempt found nothing to take: give up, or attempt again after a wake-up that came while
- * it was on its way, or join the channel, or sleep. */
-static void wait_busy(rlk_loop_wait *w)
+ * it was on its way, or join the channel, or sleep (sleep_ms: the reply's bound). */
+static void wait_busy(rlk_loop_wait *w, int64_t sleep_ms)
 {
     if (rlk_cancel_is_fired(w->base.cancel)) {
         wait_end(w, RLOCK_ECANCELED);
@@ -82,7 +82,7 @@ static void wait_busy(rlk_loop_wait *w)
         return;
     }
     if (w->base.chan != NULL) {
-        wait_sleep(w);
+        wait_sleep(w, sleep_ms);
         return;
     }
     int r = w->ops->join(w);
@@ -91,18 +91,17 @@ static void wait_busy(rlk_loop_wait *w)
     } else if (r == 1) {
         wait_send(w); /* listening already: a release before the join is seen by this attempt */
     } else {
-        wait_sleep(w); /* until RLK_LOOP_SUBSCRIBED, which attempts once more */
+        wait_sleep(w, sleep_ms); /* until RLK_LOOP_SUBSCRIBED, which attempts once more */
     }
 }
 
 void rlk_loop_wait_result(rlk_loop_wait *w, int r, int64_t sleep_ms)
 {
     w->inflight = 0;
-    w->sleep_ms = sleep_ms;
     if (r == 1) {
         wait_finish(w, RLOCK_OK);
     } else if (r == 0) {
-        wait_busy(w);
+        wait_busy(w, sleep_ms);
     } else if (r == RLOCK_ECLOSED) {
         wait_finish(w, r);
     } else {
@@ -125,7 +124,7 @@ static void wait_wake(rlk_loop_op *base, int why)
     } else if (w->inflight) {
         w->woken |= why != RLK_LOOP_CANCEL; /* the reply decides, a cancellation included */
     } else if (why == RLK_LOOP_CANCEL) {
-        wait_busy(w);
+        wait_busy(w, -1); /* its token fired: it gives up */
     } else {
         wait_send(w);
     }
@@ -169,7 +168,6 @@ int64_t rlk_loop_deadline(int64_t wait_ms)
 
 int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cancel *cancel)
 {
-    w->sleep_ms = -1;
     w->timer = lc->loop.timer_new(lc->loop.loop_data, wait_on_timer, w);
     if (w->timer == NULL) {
         return rlk_err(RLOCK_ENOMEM, "the loop gave no timer");

@@ -40,7 +40,6 @@ struct rlk_loop_wait {
     void (*done)(void); /* the type's done callback, cast back to its type by complete */
     void *user_data;
     int64_t deadline; /* monotonic ms, INT64_MAX: none */
-    int64_t sleep_ms; /* the last busy reply's bound on the sleep (< 0: subscription timeout) */
     void *timer;
     int end_rc;             /* the give-up's code, reported after the leave's reply */
     unsigned char inflight; /* an attempt or the leave is on its way */
