@@ -13,8 +13,6 @@
 typedef struct lat {
     rlk_loop_wait w;
     rlock_latch *l;
-    rlock_latch_done_fn done;
-    void *user_data;
     rlk_obs_wait obs;
 } lat;
 
@@ -32,22 +30,26 @@ static int lat_check(rlock_latch *l, rlock_latch_done_fn done, const char *what,
     return r;
 }
 
+static void lat_say(rlk_loop_wait *w, int rc)
+{
+    const rlock_latch *l = RLK_CONTAINER_OF(w, lat, w)->l;
+    if (rc == RLOCK_ETIMEDOUT) {
+        (void)rlk_err(rc, "latch '%s' still counting at the end of the wait", l->name);
+    } else if (rc == RLOCK_ECANCELED) {
+        (void)rlk_err(rc, "latch '%s': the wait was cancelled", l->name);
+    } else if (rc == RLOCK_ECLOSED) {
+        (void)rlk_err(rc, "latch '%s': the client was freed", l->name);
+    }
+}
+
 static void lat_complete(rlk_loop_wait *w, int rc)
 {
     lat *op = RLK_CONTAINER_OF(w, lat, w);
     rlock_latch *l = op->l;
-    if (rc == RLOCK_ETIMEDOUT) {
-        rlk_err(rc, "latch '%s' still counting at the end of the wait", l->name);
-    } else if (rc == RLOCK_ECANCELED) {
-        rlk_err(rc, "latch '%s': the wait was cancelled", l->name);
-    } else if (rc == RLOCK_ECLOSED) {
-        rlk_err(rc, "latch '%s': the client was freed", l->name);
-    }
     /* An await counts as an acquire that holds nothing, as the blocking await's. */
     rc = rlk_obs_acquire_end(l->client, &op->obs, l->name, NULL, rc, 0, 0);
-    rlk_loop_wait_end(w);
-    rlock_latch_done_fn done = op->done;
-    void *user_data = op->user_data;
+    rlock_latch_done_fn done = (rlock_latch_done_fn)w->done;
+    void *user_data = w->user_data;
     free(op);
     done(l, rc, user_data);
 }
@@ -76,6 +78,19 @@ static int lat_attempt(rlk_loop_wait *w)
     return rlk_lconn_command(conn, argv.n, argv.v, argv.len, lat_reply, op);
 }
 
+static int lat_join(rlk_loop_wait *w)
+{
+    const rlock_latch *l = RLK_CONTAINER_OF(w, lat, w)->l;
+    return rlk_loop_join(&w->base, l->channel.p, l->channel.len);
+}
+
+static const rlk_loop_wait_ops lat_ops = {
+    .attempt = lat_attempt,
+    .join = lat_join,
+    .say = lat_say,
+    .complete = lat_complete,
+};
+
 RLOCK_EXPORT int rlock_latch_await_async(rlock_latch *latch, int64_t wait_ms, rlock_cancel *cancel,
                                          rlock_latch_done_fn done, void *user_data)
 {
@@ -89,12 +104,12 @@ RLOCK_EXPORT int rlock_latch_await_async(rlock_latch *latch, int64_t wait_ms, rl
     if (r != RLOCK_OK || op == NULL) {
         return r ? r : rlk_err(RLOCK_ENOMEM, "rlock_latch_await_async: out of memory");
     }
-    *op = (lat){.l = latch, .done = done, .user_data = user_data};
-    op->w.channel = latch->channel.p;
-    op->w.channel_len = latch->channel.len;
-    op->w.attempt = lat_attempt;
-    op->w.complete = lat_complete;
-    r = rlk_loop_wait_start(lc, &op->w, cancel, wait_ms);
+    op->l = latch;
+    op->w.ops = &lat_ops;
+    op->w.done = (void (*)(void))done;
+    op->w.user_data = user_data;
+    op->w.deadline = rlk_loop_deadline(wait_ms);
+    r = rlk_loop_wait_start(lc, &op->w, cancel);
     if (r != RLOCK_OK) {
         free(op);
         return r;

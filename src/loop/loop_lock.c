@@ -1,9 +1,8 @@
 /*
- * Asynchronous acquire and release of a reentrant lock on a loop client (loop_lock.h). An
- * operation is never completed while a request of its own is in flight, except by that
- * request's reply: so a cancellation that finds an attempt on its way waits for it, and a grant
- * in that reply is reported as RLOCK_OK (nothing is held unreported). Static helpers are named
- * lop_*.
+ * Asynchronous acquire and release of a reentrant lock on a loop client (loop_lock.h): the
+ * argument checks, the dispatch of a fair handle to loop_fair.c, the reentrant attempt as the
+ * table of a lock's waiting operation (loop_lock_wait.h), and the release. Static helpers are
+ * named lop_*.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,151 +11,38 @@
 #include "lock.h"
 #include "loop_fair.h"
 #include "loop_lock.h"
+#include "loop_lock_wait.h"
 #include "loop_watchdog.h"
 #include "owner.h"
 #include "release_reply.h"
 
-typedef struct lop {
-    rlk_loop_op base;
-    rlock *lock;
-    rlk_acq a; /* the owner's identity, field and lease, as a blocking acquire keeps them */
-    rlock_done_fn done;
-    void *user_data;
-    int64_t deadline; /* monotonic ms, INT64_MAX: none */
-    void *timer;
-    int inflight;     /* an attempt is on its way */
-    int woken;        /* a message or confirmation came while it was: attempt again at once */
-    rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
-} lop;
-
-/* Ends op: off every list, its timer freed, then done (which may start other operations or
- * free the handle: op is gone by then). */
-static void lop_complete(lop *op, int rc)
+static int lop_decode(rlk_loop_lock_op *op, redisReply *rep)
 {
-    rlk_loop_hold *h = NULL;
-    if (rc == RLOCK_OK) {
-        h = rlk_loop_hold_get(op->base.lc, op->lock->name, op->lock->name_len, op->a.tid, 0);
-    }
-    (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->lock->name, op->a.owner, rc,
-                              h != NULL ? h->token : 0, h != NULL ? h->count : 0);
-    rlk_loop_op_remove(&op->base);
-    op->base.lc->loop.timer_free(op->timer);
-    rlock *lock = op->lock;
-    rlock_done_fn done = op->done;
-    void *user_data = op->user_data;
-    free(op);
-    done(lock, rc, user_data);
-}
-
-static void lop_on_reply(void *arg, redisReply *rep, int err);
-
-static int lop_attempt(lop *op)
-{
-    char *cmd = NULL;
-    size_t len = 0;
-    int r = op->lock->single->attempt_format(&op->a, &cmd, &len);
-    r = r ? r : rlk_loop_eval(op->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
-    free(cmd);
-    op->inflight = r == RLOCK_OK;
-    return r;
-}
-
-/* Sleeps until a message, the holder's TTL (a lease that ran out sends no message) or the
- * deadline; a wait with neither is still bounded, by the subscription timeout, so that a lost
- * subscription costs a poll, not a hang. */
-static void lop_sleep(lop *op)
-{
-    int64_t now = rlk_now_ms();
-    int64_t ttl = op->a.ttl_ms > 0 ? op->a.ttl_ms : op->a.client->opts.subscription_timeout_ms;
-    int64_t until = rlk_add_sat(now, ttl);
-    until = until < op->deadline ? until : op->deadline;
-    (void)op->base.lc->loop.timer_start(op->timer, until - now);
-}
-
-static void lop_retry(lop *op)
-{
-    op->base.lc->loop.timer_stop(op->timer);
-    int r = lop_attempt(op);
-    if (r != RLOCK_OK) {
-        lop_complete(op, r);
-    }
-}
-
-/* The lock is busy: give up, or join the channel, or sleep. */
-static void lop_busy(lop *op)
-{
-    if (rlk_cancel_is_fired(op->base.cancel)) {
-        lop_complete(op,
-                     rlk_err(RLOCK_ECANCELED, "lock '%s': the wait was cancelled", op->lock->name));
-        return;
-    }
-    if (rlk_now_ms() >= op->deadline) {
-        lop_complete(op, RLOCK_ETIMEDOUT);
-        return;
-    }
-    if (op->base.chan != NULL && op->woken) {
-        op->woken = 0; /* the release it announced may have followed that attempt on Redis */
-        lop_retry(op);
-        return;
-    }
-    if (op->base.chan != NULL) {
-        lop_sleep(op);
-        return;
-    }
-    rlk_buf ch;
-    rlk_buf_init(&ch);
-    int r = op->lock->single->channel(&op->a, &ch);
-    r = r ? r : rlk_loop_join(&op->base, ch.p, ch.len);
-    rlk_buf_free(&ch);
-    if (r < 0) {
-        lop_complete(op, r);
-    } else if (r == 1) {
-        lop_retry(op); /* listening already: a release before the join is seen by this attempt */
-    } else {
-        lop_sleep(op); /* until RLK_LOOP_SUBSCRIBED */
-    }
+    return op->lock->single->attempt_reply(&op->a, rep);
 }
 
 static void lop_on_reply(void *arg, redisReply *rep, int err)
 {
-    lop *op = arg;
-    op->inflight = 0;
-    int r = err;
-    if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
-        r = rlk_err(RLOCK_EREDIS, "lock '%s': %s", op->lock->name, rep->str);
-    }
-    r = r ? r : op->lock->single->attempt_reply(&op->a, rep);
-    if (r == 1) {
-        lop_complete(op, rlk_loop_hold_grant(op->base.lc, op->lock, &op->a));
-    } else if (r == 0) {
-        lop_busy(op);
-    } else {
-        lop_complete(op, r);
-    }
+    rlk_loop_lock_result(arg, rep, err, lop_decode);
 }
 
-static void lop_wake(rlk_loop_op *base, int why)
+static int lop_attempt(rlk_loop_wait *w)
 {
-    lop *op = RLK_CONTAINER_OF(base, lop, base);
-    if (why == RLK_LOOP_CLOSE) {
-        lop_complete(op, rlk_err(RLOCK_ECLOSED, "lock '%s': the client was freed", op->lock->name));
-    } else if (op->inflight) {
-        op->woken |= why != RLK_LOOP_CANCEL;
-        return; /* the reply decides, a cancellation included */
-    } else if (why == RLK_LOOP_CANCEL) {
-        lop_busy(op);
-    } else {
-        lop_retry(op);
-    }
+    rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = op->lock->single->attempt_format(&op->a, &cmd, &len);
+    r = r ? r : rlk_loop_eval(w->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
+    free(cmd);
+    return r;
 }
 
-static void lop_on_timer(void *arg)
-{
-    lop *op = arg;
-    if (!op->inflight) {
-        lop_retry(op);
-    }
-}
+static const rlk_loop_wait_ops lop_ops = {
+    .attempt = lop_attempt,
+    .join = rlk_loop_lock_join,
+    .say = rlk_loop_lock_say,
+    .complete = rlk_loop_lock_complete,
+};
 
 /* The checks of rlock_lock_async() that need no allocation; *lc and *tid on success. */
 static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
@@ -201,35 +87,14 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     if (lock->kind == RLOCK_FAIR) {
         return rlk_loop_fair_lock(lc, lock, tid, args, done, user_data);
     }
-    lop *op = calloc(1, sizeof(*op));
+    rlk_loop_lock_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return rlk_err(RLOCK_ENOMEM, "rlock_lock_async: out of memory");
     }
-    *op = (lop){.lock = lock, .done = done, .user_data = user_data, .deadline = INT64_MAX};
-    if (args->wait_ms != RLOCK_WAIT_FOREVER) {
-        op->deadline = rlk_add_sat(rlk_now_ms(), args->wait_ms);
-    }
-    rlk_call_ctx saved;
-    rlk_call_enter(tid, NULL, &saved);
-    rlk_acq_init(&op->a, lock);
-    rlk_call_leave(&saved);
-    op->a.watchdog = args->lease_ms < 0;
-    op->a.lease_ms = op->a.watchdog ? lock->client->opts.watchdog_timeout_ms : args->lease_ms;
-    op->a.wait_ms = args->wait_ms;
-    op->timer = lc->loop.timer_new(lc->loop.loop_data, lop_on_timer, op);
-    r = op->timer != NULL ? rlk_loop_op_add(lc, &op->base, args->cancel, lop_wake)
-                          : rlk_err(RLOCK_ENOMEM, "rlock_lock_async: the loop gave no timer");
-    if (r == RLOCK_OK && (r = lop_attempt(op)) != RLOCK_OK) {
-        rlk_loop_op_remove(&op->base);
-    }
-    if (r == RLOCK_OK) {
-        rlk_obs_acquire_begin(lock->client, &op->obs, rlk_obs_kind_of(RLOCK_REENTRANT), lock->name,
-                              op->a.owner);
-    }
+    rlk_loop_lock_prepare(op, lock, tid, args, done, user_data);
+    op->w.ops = &lop_ops;
+    r = rlk_loop_lock_begin(lc, op, args->cancel);
     if (r != RLOCK_OK) {
-        if (op->timer != NULL) {
-            lc->loop.timer_free(op->timer);
-        }
         free(op);
     }
     return r;

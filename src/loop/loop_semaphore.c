@@ -21,9 +21,6 @@ typedef struct sop {
     int64_t lease_ms; /* > 0: one leased permit, id */
     int lost;         /* an attempt's reply was lost: the next request settles the call */
     unsigned char id[16];
-    rlock_semaphore_done_fn done;
-    rlock_semaphore_leased_done_fn leased_done;
-    void *user_data;
     rlk_obs_wait obs;
 } sop;
 
@@ -55,18 +52,24 @@ static int sop_kind(const sop *op)
     return op->lease_ms > 0 ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE;
 }
 
-static void sop_complete(rlk_loop_wait *w, int rc)
+static void sop_say(rlk_loop_wait *w, int rc)
 {
     sop *op = RLK_CONTAINER_OF(w, sop, w);
     rlock_semaphore *sem = op->sem;
     if (rc == RLOCK_ETIMEDOUT) {
-        rlk_err(rc, "%lld permit(s) of semaphore '%s' not acquired in time", (long long)op->n,
-                sem->name);
+        (void)rlk_err(rc, "%lld permit(s) of semaphore '%s' not acquired in time", (long long)op->n,
+                      sem->name);
     } else if (rc == RLOCK_ECANCELED) {
-        rlk_err(rc, "semaphore '%s': the wait was cancelled", sem->name);
+        (void)rlk_err(rc, "semaphore '%s': the wait was cancelled", sem->name);
     } else if (rc == RLOCK_ECLOSED) {
-        rlk_err(rc, "semaphore '%s': the client was freed", sem->name);
+        (void)rlk_err(rc, "semaphore '%s': the client was freed", sem->name);
     }
+}
+
+static void sop_complete(rlk_loop_wait *w, int rc)
+{
+    sop *op = RLK_CONTAINER_OF(w, sop, w);
+    rlock_semaphore *sem = op->sem;
     char hex[RLOCK_PERMIT_ID_LEN + 1];
     rlk_sem_hex(op->id, hex);
     int leased = op->lease_ms > 0;
@@ -75,16 +78,14 @@ static void sop_complete(rlk_loop_wait *w, int rc)
     }
     rc = rlk_obs_acquire_end(sem->client, &op->obs, sem->name, leased && rc == 0 ? hex : NULL, rc,
                              0, 1);
-    rlk_loop_wait_end(w);
     rlk_sem_req_free(&op->q);
-    rlock_semaphore_done_fn done = op->done;
-    rlock_semaphore_leased_done_fn leased_done = op->leased_done;
-    void *user_data = op->user_data;
+    void (*done)(void) = w->done;
+    void *user_data = w->user_data;
     free(op);
     if (leased) {
-        leased_done(sem, rc, rc == RLOCK_OK ? hex : NULL, user_data);
+        ((rlock_semaphore_leased_done_fn)done)(sem, rc, rc == RLOCK_OK ? hex : NULL, user_data);
     } else {
-        done(sem, rc, user_data);
+        ((rlock_semaphore_done_fn)done)(sem, rc, user_data);
     }
 }
 
@@ -155,7 +156,10 @@ static void sop_reply(void *arg, redisReply *rep, int err)
         r = rlk_err(RLOCK_EREDIS, "semaphore '%s': %s", op->sem->name, rep->str);
     }
     r = r ? r : rlk_sem_attempt_reply(op->sem, rep, &hint);
-    rlk_loop_wait_result(&op->w, r, hint);
+    /* The hint (the earliest lease's end, which publishes nothing) bounds the sleep when it is
+     * sooner than the subscription timeout: just after it, the attempt can take that permit. */
+    int64_t ttl = op->sem->client->opts.subscription_timeout_ms;
+    rlk_loop_wait_result(&op->w, r, hint >= 0 && hint < ttl ? hint + 1 : -1);
 }
 
 static int sop_attempt(rlk_loop_wait *w)
@@ -176,6 +180,19 @@ static int sop_attempt(rlk_loop_wait *w)
     return r;
 }
 
+static int sop_join(rlk_loop_wait *w)
+{
+    sop *op = RLK_CONTAINER_OF(w, sop, w);
+    return rlk_loop_join(&w->base, op->sem->channel.p, op->sem->channel.len);
+}
+
+static const rlk_loop_wait_ops sop_ops = {
+    .attempt = sop_attempt,
+    .join = sop_join,
+    .say = sop_say,
+    .complete = sop_complete,
+};
+
 /* Starts the acquire op (its fields set but w): RLOCK_OK, or an error with op freed. */
 static int sop_start(rlk_loop_client *lc, sop *op, int64_t wait_ms, rlock_cancel *cancel)
 {
@@ -186,11 +203,9 @@ static int sop_start(rlk_loop_client *lc, sop *op, int64_t wait_ms, rlock_cancel
         free(op);
         return r;
     }
-    op->w.channel = sem->channel.p;
-    op->w.channel_len = sem->channel.len;
-    op->w.attempt = sop_attempt;
-    op->w.complete = sop_complete;
-    r = rlk_loop_wait_start(lc, &op->w, cancel, wait_ms);
+    op->w.ops = &sop_ops;
+    op->w.deadline = rlk_loop_deadline(wait_ms);
+    r = rlk_loop_wait_start(lc, &op->w, cancel);
     if (r != RLOCK_OK) {
         rlk_sem_req_free(&op->q);
         free(op);
@@ -216,8 +231,8 @@ RLOCK_EXPORT int rlock_semaphore_acquire_async(rlock_semaphore *sem, int64_t per
     }
     op->sem = sem;
     op->n = permits;
-    op->done = done;
-    op->user_data = user_data;
+    op->w.done = (void (*)(void))done;
+    op->w.user_data = user_data;
     return sop_start(lc, op, wait_ms, cancel);
 }
 
@@ -242,8 +257,8 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int6
     op->n = 1;
     op->lease_ms = lease_ms;
     uuid_generate_random(op->id); /* 16 random bytes, as Redisson's generateIdArray */
-    op->leased_done = done;
-    op->user_data = user_data;
+    op->w.done = (void (*)(void))done;
+    op->w.user_data = user_data;
     return sop_start(lc, op, wait_ms, cancel);
 }
 

@@ -4,6 +4,7 @@
 # (loop/test_loop.c), test_loop_net_* TLS, host names and the back-off (loop/test_loop_net.c),
 # test_loop_sync_* semaphores and the latch, test_loop_wake_* a wake-up during an attempt,
 # test_loop_fair_* the fair lock, test_loop_sentinel_* a Sentinel deployment with one failover.
+# The functional programs also compile loop/tl_common.c, the helpers they share (tl_common.h).
 # The loop side is compiled as a user's code is, with the public headers only: the private
 # include path has a semaphore.h of its own that would hide the system's from uv.h. A program is
 # not built without its loop library's development files. Included from tests/CMakeLists.txt.
@@ -27,21 +28,21 @@ if(TARGET rlock_harness)
                                                              "${PROJECT_SOURCE_DIR}/include")
     # The library after it on the link line, without its include path in this target's compile.
     target_link_libraries(rlock_test_${_adapter} PUBLIC ${_lib} INTERFACE rlock_internal)
-    rlock_add_test(NAME test_loop_${_adapter} SOURCES loop/test_loop.c
+    rlock_add_test(NAME test_loop_${_adapter} SOURCES loop/test_loop.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # TLS, host names and the data connection's back-off (loop/test_loop_net.c).
-    rlock_add_test(NAME test_loop_net_${_adapter} SOURCES loop/test_loop_net.c
+    rlock_add_test(NAME test_loop_net_${_adapter} SOURCES loop/test_loop_net.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60
                    ENV "RLOCK_TLS_CERTS=${CMAKE_CURRENT_BINARY_DIR}/tls-certs"
                    FIXTURES_REQUIRED tls_certs)
     # Semaphores and the latch on a loop client (loop/test_loop_sync.c).
-    rlock_add_test(NAME test_loop_sync_${_adapter} SOURCES loop/test_loop_sync.c
+    rlock_add_test(NAME test_loop_sync_${_adapter} SOURCES loop/test_loop_sync.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # test_loop_wake_*: a wake-up while an attempt is on its way (loop/test_loop_wake.c, ~0.7 s).
-    rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c
+    rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 30)
     # The fair lock on loop clients: FIFO with a threaded waiter, give-ups that leave the queue.
-    rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c
+    rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # test_loop_stress_*: two processes x 200 owners on 10 names, reentrant then fair, under a
     # shared-memory checker (loop/test_loop_stress.c); RLOCK_LOOP_STRESS_MS is the reentrant
@@ -63,7 +64,7 @@ if(TARGET rlock_harness)
     # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold
     # (loop/test_loop_sentinel.c). Slow (a deployment, a failover); its loop logic runs under
     # the sanitizers in the programs above, so it runs in plain only.
-    rlock_add_test(NAME test_loop_sentinel_${_adapter} SOURCES loop/test_loop_sentinel.c
+    rlock_add_test(NAME test_loop_sentinel_${_adapter} SOURCES loop/test_loop_sentinel.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis fault plain_only TIMEOUT 180)
     # The libevent twin carries the label long (CI time: the failover logic is the adapters'
     # common code, and test_loop_sentinel_uv runs it in every CI run).

@@ -22,36 +22,10 @@
 
 #include <cmocka.h>
 
+#include "tl_common.h"
 #include "tl_loop.h"
 #include "tc_metric.h"
 #include "tc_redis.h"
-
-/* One done callback's record: how often it ran and with what, and whether it ran inside the
- * *_async call that started it (which it must never do). */
-typedef struct done_rec {
-    int calls;
-    int rc;
-    int inside; /* set around each *_async call */
-    int ran_inside;
-    int64_t at_ms;
-} done_rec;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_done(rlock *lock, int rc, void *user_data)
-{
-    (void)lock;
-    done_rec *d = user_data;
-    d->calls++;
-    d->rc = rc;
-    d->ran_inside |= d->inside;
-    d->at_ms = now_ms();
-}
 
 static int threads_now(void)
 {
@@ -66,80 +40,14 @@ static int threads_now(void)
     return n;
 }
 
-typedef tu_loop tloop;
-
-static int run_until(tloop *l, const int *calls, int want, int64_t ms)
-{
-    return tu_run_until(l, calls, want, ms);
-}
-
-static void run_for(tloop *l, int64_t ms)
-{
-    int never = 0;
-    (void)run_until(l, &never, 1, ms);
-}
-
-static rlock_client *loop_client(tloop *l, rh_server *s, int64_t watchdog_ms)
+static rlock_client *loop_client(tu_loop *l, rh_server *s, int64_t watchdog_ms)
 {
     rlock_options o;
     tc_options(&o, s);
     if (watchdog_ms > 0) {
         o.watchdog_timeout_ms = watchdog_ms;
     }
-    rlock_client *c = NULL;
-    int rc = tu_client_new(l, &o, &c);
-    if (rc != RLOCK_OK) {
-        fail_msg("the adapter's client: %s", rlock_last_error());
-    }
-    return c;
-}
-
-static rlock_owner *new_owner(rlock_client *c)
-{
-    rlock_owner *o = NULL;
-    assert_int_equal(rlock_owner_new(c, &o), RLOCK_OK);
-    return o;
-}
-
-static int lock_async(rlock *l, rlock_owner *o, int64_t wait_ms, int64_t lease_ms,
-                      rlock_cancel *cancel, done_rec *d)
-{
-    rlock_lock_args a;
-    rlock_lock_args_init(&a);
-    a.owner = o;
-    a.wait_ms = wait_ms;
-    a.lease_ms = lease_ms;
-    a.cancel = cancel;
-    d->inside = 1;
-    int rc = rlock_lock_async(l, &a, on_done, d);
-    d->inside = 0;
-    return rc;
-}
-
-static int unlock_async(rlock *l, rlock_owner *o, done_rec *d)
-{
-    d->inside = 1;
-    int rc = rlock_unlock_async(l, o, on_done, d);
-    d->inside = 0;
-    return rc;
-}
-
-/* Locks and waits for done on the loop, asserting RLOCK_OK. */
-static void lock_now(tloop *l, rlock *lk, rlock_owner *o, int64_t lease_ms)
-{
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, o, 0, lease_ms, NULL, &d), RLOCK_OK);
-    assert_true(run_until(l, &d.calls, 1, 5000));
-    assert_int_equal(d.rc, RLOCK_OK);
-    assert_int_equal(d.ran_inside, 0);
-}
-
-static void unlock_now(tloop *l, rlock *lk, rlock_owner *o, int want_rc)
-{
-    done_rec d = {0};
-    assert_int_equal(unlock_async(lk, o, &d), RLOCK_OK);
-    assert_true(run_until(l, &d.calls, 1, 5000));
-    assert_int_equal(d.rc, want_rc);
+    return tl_client(l, &o);
 }
 
 static long long hold_count(rh_server *s, const char *name, rlock_owner *o)
@@ -153,7 +61,7 @@ static long long hold_count(rh_server *s, const char *name, rlock_owner *o)
 static void test_checks(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_loop empty = {0};
     rlock_client *bad = NULL;
@@ -166,34 +74,34 @@ static void test_checks(void **state)
     rlock_client *c = loop_client(l, s, 0);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-checks");
     rlock *fair = tc_open(c, RLOCK_FAIR, "loop-checks-fair");
-    rlock_owner *ow = new_owner(c);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, NULL, 0, -1, NULL, &d), RLOCK_EINVAL);
-    assert_int_equal(lock_async(lk, ow, 0, 0, NULL, &d), RLOCK_EINVAL);
+    rlock_owner *ow = tl_owner(c);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lk, NULL, 0, -1, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(tl_lock_async(lk, ow, 0, 0, NULL, &d), RLOCK_EINVAL);
     rlock *group = rlock_multi_new(&fair, 1);
     assert_non_null(group);
-    assert_int_equal(lock_async(group, ow, 0, -1, NULL, &d), RLOCK_ENOTSUP);
+    assert_int_equal(tl_lock_async(group, ow, 0, -1, NULL, &d), RLOCK_ENOTSUP);
     rlock_free(group);
-    assert_int_equal(unlock_async(lk, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(tl_unlock_async(lk, NULL, &d), RLOCK_EINVAL);
     assert_int_equal(rlock_try_lock(lk, 0, 1000), RLOCK_EINVAL);
     assert_int_equal(rlock_unlock(lk), RLOCK_EINVAL);
     assert_int_equal(rlock_is_locked(lk), RLOCK_EINVAL);
     rlock_cancel *fired = NULL;
     assert_int_equal(rlock_cancel_new(&fired), RLOCK_OK);
     rlock_cancel_fire(fired);
-    assert_int_equal(lock_async(lk, ow, 0, -1, fired, &d), RLOCK_ECANCELED);
+    assert_int_equal(tl_lock_async(lk, ow, 0, -1, fired, &d), RLOCK_ECANCELED);
     rlock_cancel_free(fired);
     rlock_options to;
     tc_options(&to, s);
     rlock_client *threaded = tc_client(&to);
     rlock *tl = tc_open(threaded, RLOCK_REENTRANT, "loop-checks");
-    rlock_owner *tow = new_owner(threaded);
-    assert_int_equal(lock_async(tl, tow, 0, -1, NULL, &d), RLOCK_EINVAL);
-    assert_int_equal(lock_async(lk, tow, 0, -1, NULL, &d), RLOCK_EINVAL); /* another client's */
+    rlock_owner *tow = tl_owner(threaded);
+    assert_int_equal(tl_lock_async(tl, tow, 0, -1, NULL, &d), RLOCK_EINVAL);
+    assert_int_equal(tl_lock_async(lk, tow, 0, -1, NULL, &d), RLOCK_EINVAL); /* another client's */
     rlock_owner_free(tow);
     rlock_free(tl);
     rlock_client_free(threaded);
-    run_for(l, 50);
+    tl_run_for(l, 50);
     assert_int_equal(d.calls, 0);
     /* A refused AUTH reaches the first operation's done. */
     char url[128];
@@ -201,13 +109,12 @@ static void test_checks(void **state)
     rlock_options wo;
     tc_options(&wo, s);
     wo.url = url;
-    rlock_client *wc = NULL;
-    assert_int_equal(tu_client_new(l, &wo, &wc), RLOCK_OK);
+    rlock_client *wc = tl_client(l, &wo);
     rlock *wl = tc_open(wc, RLOCK_REENTRANT, "loop-checks");
-    rlock_owner *wow = new_owner(wc);
-    done_rec wd = {0};
-    assert_int_equal(lock_async(wl, wow, 0, -1, NULL, &wd), RLOCK_OK);
-    assert_true(run_until(l, &wd.calls, 1, 3000));
+    rlock_owner *wow = tl_owner(wc);
+    tl_done wd = {0};
+    assert_int_equal(tl_lock_async(wl, wow, 0, -1, NULL, &wd), RLOCK_OK);
+    assert_true(tu_run_until(l, &wd.calls, 1, 3000));
     assert_int_equal(wd.rc, RLOCK_EAUTH);
     rlock_owner_free(wow);
     rlock_free(wl);
@@ -224,21 +131,21 @@ static void test_lock_unlock_no_thread(void **state)
 {
     rh_server *s = *state;
     int before = threads_now();
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *c = loop_client(l, s, 0);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-basic");
-    rlock_owner *ow = new_owner(c);
-    lock_now(l, lk, ow, -1);
+    rlock_owner *ow = tl_owner(c);
+    tl_lock_now(l, lk, ow, -1);
     assert_int_equal(hold_count(s, "loop-basic", ow), 1);
-    lock_now(l, lk, ow, -1);
+    tl_lock_now(l, lk, ow, -1);
     assert_int_equal(hold_count(s, "loop-basic", ow), 2);
-    unlock_now(l, lk, ow, RLOCK_OK);
+    tl_unlock_now(l, lk, ow, RLOCK_OK);
     assert_int_equal(hold_count(s, "loop-basic", ow), 1);
-    unlock_now(l, lk, ow, RLOCK_OK);
+    tl_unlock_now(l, lk, ow, RLOCK_OK);
     const char *exists[] = {"EXISTS", "loop-basic", NULL};
     assert_int_equal(rh_cmd_int(s, exists), 0);
-    unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
+    tl_unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
     assert_int_equal(threads_now(), before);
     /* The observation core counted both acquire calls, one hold, now released. */
     assert_int_equal(tc_metric(c, "rlock_acquire_total", "kind=\"reentrant\"", "result=\"ok\""), 2);
@@ -257,24 +164,24 @@ static void test_lock_unlock_no_thread(void **state)
 static void test_handoff(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-handoff");
     rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-handoff");
-    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
-    lock_now(l, la, oa, 30000);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
-    run_for(l, 300);
+    rlock_owner *oa = tl_owner(a), *ob = tl_owner(b);
+    tl_lock_now(l, la, oa, 30000);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
+    tl_run_for(l, 300);
     assert_int_equal(d.calls, 0); /* excluded */
-    int64_t t0 = now_ms();
-    unlock_now(l, la, oa, RLOCK_OK);
-    assert_true(run_until(l, &d.calls, 1, 3000));
+    int64_t t0 = tl_now_ms();
+    tl_unlock_now(l, la, oa, RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_OK);
     assert_true(d.at_ms - t0 < 3000);
     assert_int_equal(hold_count(s, "loop-handoff", ob), 1);
-    unlock_now(l, lb, ob, RLOCK_OK);
+    tl_unlock_now(l, lb, ob, RLOCK_OK);
 
     /* A threaded client's hold and release. */
     rlock_options to;
@@ -282,17 +189,17 @@ static void test_handoff(void **state)
     rlock_client *t = tc_client(&to);
     rlock *lt = tc_open(t, RLOCK_REENTRANT, "loop-handoff");
     assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_OK);
-    done_rec e = {0};
-    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, NULL, &e), RLOCK_OK);
-    run_for(l, 300);
+    tl_done e = {0};
+    assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, NULL, &e), RLOCK_OK);
+    tl_run_for(l, 300);
     assert_int_equal(e.calls, 0);
-    t0 = now_ms();
+    t0 = tl_now_ms();
     assert_int_equal(rlock_unlock(lt), RLOCK_OK);
-    assert_true(run_until(l, &e.calls, 1, 3000));
+    assert_true(tu_run_until(l, &e.calls, 1, 3000));
     assert_int_equal(e.rc, RLOCK_OK);
     assert_true(e.at_ms - t0 < 3000);
     assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_ETIMEDOUT); /* the loop owner holds */
-    unlock_now(l, lb, ob, RLOCK_OK);
+    tl_unlock_now(l, lb, ob, RLOCK_OK);
     assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_OK);
     assert_int_equal(rlock_unlock(lt), RLOCK_OK);
     rlock_free(lt);
@@ -306,49 +213,44 @@ static void test_handoff(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
-static void fire_cb(void *tok)
-{
-    rlock_cancel_fire(tok);
-}
-
 /* A cancelled waiter gets RLOCK_ECANCELED and has left the channel; a wait with a bound gets
  * RLOCK_ETIMEDOUT at its end; the holder keeps the lock throughout. */
 static void test_cancel_and_timeout(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-cancel");
     rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-cancel");
-    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
-    lock_now(l, la, oa, 30000);
+    rlock_owner *oa = tl_owner(a), *ob = tl_owner(b);
+    tl_lock_now(l, la, oa, 30000);
     rlock_cancel *tok = NULL;
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
-    run_for(l, 300); /* the loop sends the SUBSCRIBE */
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
+    tl_run_for(l, 300); /* the loop sends the SUBSCRIBE */
     assert_int_equal(tc_numsub(s, "redisson_lock__channel:{loop-cancel}"), 1);
-    tu_after(l, 100, fire_cb, tok);
-    assert_true(run_until(l, &d.calls, 1, 3000));
+    tu_after(l, 100, tl_fire, tok);
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_ECANCELED);
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(d.calls, 1);
     assert_int_equal(tc_numsub(s, "redisson_lock__channel:{loop-cancel}"), 0);
     assert_int_equal(hold_count(s, "loop-cancel", oa), 1);
     rlock_cancel_free(tok);
 
-    done_rec t = {0};
-    int64_t t0 = now_ms();
-    assert_int_equal(lock_async(lb, ob, 300, -1, NULL, &t), RLOCK_OK);
-    assert_true(run_until(l, &t.calls, 1, 3000));
+    tl_done t = {0};
+    int64_t t0 = tl_now_ms();
+    assert_int_equal(tl_lock_async(lb, ob, 300, -1, NULL, &t), RLOCK_OK);
+    assert_true(tu_run_until(l, &t.calls, 1, 3000));
     assert_int_equal(t.rc, RLOCK_ETIMEDOUT);
     assert_true(t.at_ms - t0 >= 290);
     assert_int_equal(
         tc_metric(b, "rlock_acquire_total", "kind=\"reentrant\"", "result=\"canceled\""), 1);
     assert_int_equal(
         tc_metric(b, "rlock_acquire_total", "kind=\"reentrant\"", "result=\"timeout\""), 1);
-    unlock_now(l, la, oa, RLOCK_OK);
+    tl_unlock_now(l, la, oa, RLOCK_OK);
     rlock_owner_free(oa);
     rlock_owner_free(ob);
     rlock_free(la);
@@ -369,7 +271,7 @@ static void count_lost(const char *name, void *user_data)
 static void test_watchdog(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_options o;
     tc_options(&o, s);
@@ -377,27 +279,26 @@ static void test_watchdog(void **state)
     int lost = 0;
     o.on_lost = count_lost;
     o.user_data = &lost;
-    rlock_client *c = NULL;
-    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-watchdog");
-    rlock_owner *ow = new_owner(c);
-    lock_now(l, lk, ow, -1);
-    run_for(l, 600);
+    rlock_owner *ow = tl_owner(c);
+    tl_lock_now(l, lk, ow, -1);
+    tl_run_for(l, 600);
     assert_int_equal(hold_count(s, "loop-watchdog", ow), 1);
     const char *pttl[] = {"PTTL", "loop-watchdog", NULL};
     long long left = rh_cmd_int(s, pttl);
     assert_true(left > 0 && left <= 150);
-    unlock_now(l, lk, ow, RLOCK_OK);
+    tl_unlock_now(l, lk, ow, RLOCK_OK);
     /* A hold whose key vanishes is found lost by the next renewal, counted and forgotten. */
-    lock_now(l, lk, ow, -1);
+    tl_lock_now(l, lk, ow, -1);
     const char *del[] = {"DEL", "loop-watchdog", NULL};
     assert_int_equal(rh_cmd_int(s, del), 1);
-    run_for(l, 250);
+    tl_run_for(l, 250);
     assert_int_equal(tc_metric(c, "rlock_lost_total", "kind=\"reentrant\"", NULL), 1);
     assert_int_equal(lost, 1);
     assert_int_equal(tc_metric(c, "rlock_holds", "kind=\"reentrant\"", NULL), 0);
-    unlock_now(l, lk, ow, RLOCK_ELOST);
-    unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
+    tl_unlock_now(l, lk, ow, RLOCK_ELOST);
+    tl_unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
     rlock_owner_free(ow);
     rlock_free(lk);
     rlock_client_free(c);
@@ -409,32 +310,32 @@ static void test_watchdog(void **state)
 static void test_free_pending(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-free");
     rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-free");
-    rlock_owner *oa = new_owner(a), *ob[3] = {new_owner(b), new_owner(b), new_owner(b)};
-    lock_now(l, la, oa, 30000);
-    done_rec d[4] = {{0}};
+    rlock_owner *oa = tl_owner(a), *ob[3] = {tl_owner(b), tl_owner(b), tl_owner(b)};
+    tl_lock_now(l, la, oa, 30000);
+    tl_done d[4] = {{0}};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(lock_async(lb, ob[i], RLOCK_WAIT_FOREVER, -1, NULL, &d[i]), RLOCK_OK);
+        assert_int_equal(tl_lock_async(lb, ob[i], RLOCK_WAIT_FOREVER, -1, NULL, &d[i]), RLOCK_OK);
     }
-    run_for(l, 300);
+    tl_run_for(l, 300);
     /* One more whose attempt is still on its way when the client goes. */
-    assert_int_equal(lock_async(lb, ob[0], RLOCK_WAIT_FOREVER, -1, NULL, &d[3]), RLOCK_OK);
+    assert_int_equal(tl_lock_async(lb, ob[0], RLOCK_WAIT_FOREVER, -1, NULL, &d[3]), RLOCK_OK);
     rlock_client_free(b);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(d[i].calls, 1);
         assert_int_equal(d[i].rc, RLOCK_ECLOSED);
     }
-    done_rec u = {0};
-    assert_int_equal(unlock_async(la, oa, &u), RLOCK_OK);
+    tl_done u = {0};
+    assert_int_equal(tl_unlock_async(la, oa, &u), RLOCK_OK);
     rlock_client_free(a);
     assert_int_equal(u.calls, 1);
     assert_int_equal(u.rc, RLOCK_ECLOSED);
-    assert_int_equal(lock_async(la, oa, 0, -1, NULL, &u), RLOCK_ECLOSED);
-    run_for(l, 200);
+    assert_int_equal(tl_lock_async(la, oa, 0, -1, NULL, &u), RLOCK_ECLOSED);
+    tl_run_for(l, 200);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(d[i].calls, 1);
     }
@@ -453,23 +354,23 @@ static void test_free_pending(void **state)
 static void test_cancel_races_grant(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *c = loop_client(l, s, 0);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-race");
-    rlock_owner *ow = new_owner(c);
+    rlock_owner *ow = tl_owner(c);
     rlock_cancel *tok = NULL;
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, ow, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lk, ow, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
     rlock_cancel_fire(tok);
-    assert_true(run_until(l, &d.calls, 1, 3000));
-    run_for(l, 50);
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
+    tl_run_for(l, 50);
     assert_int_equal(d.calls, 1);
     assert_true(d.rc == RLOCK_OK || d.rc == RLOCK_ECANCELED);
     assert_int_equal(hold_count(s, "loop-race", ow), d.rc == RLOCK_OK ? 1 : 0);
     if (d.rc == RLOCK_OK) {
-        unlock_now(l, lk, ow, RLOCK_OK);
+        tl_unlock_now(l, lk, ow, RLOCK_OK);
     }
     rlock_cancel_free(tok);
     rlock_owner_free(ow);
@@ -483,22 +384,22 @@ static void test_cancel_races_grant(void **state)
 static void test_restart(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *c = loop_client(l, s, 0);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-restart");
-    rlock_owner *ow = new_owner(c);
-    lock_now(l, lk, ow, 30000);
+    rlock_owner *ow = tl_owner(c);
+    tl_lock_now(l, lk, ow, 30000);
     assert_int_equal(rh_stop(s), 0);
-    done_rec d = {0};
-    assert_int_equal(unlock_async(lk, ow, &d), RLOCK_OK);
-    assert_true(run_until(l, &d.calls, 1, 3000));
+    tl_done d = {0};
+    assert_int_equal(tl_unlock_async(lk, ow, &d), RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_ECONN);
     assert_int_equal(rh_restart(s), 0);
-    lock_now(l, lk, ow, 30000); /* the data set is empty after the restart */
+    tl_lock_now(l, lk, ow, 30000); /* the data set is empty after the restart */
     assert_int_equal(hold_count(s, "loop-restart", ow), 1);
-    unlock_now(l, lk, ow, RLOCK_OK);
-    run_for(l, 50);
+    tl_unlock_now(l, lk, ow, RLOCK_OK);
+    tl_run_for(l, 50);
     assert_int_equal(d.calls, 1);
     rlock_owner_free(ow);
     rlock_free(lk);
@@ -511,28 +412,27 @@ static void test_restart(void **state)
 static void test_stalled_server(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_options o;
     tc_options(&o, s);
     o.command_timeout_ms = 300;
-    rlock_client *c = NULL;
-    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-stalled");
     rlock *other = tc_open(c, RLOCK_REENTRANT, "loop-stalled-2");
-    rlock_owner *ow = new_owner(c);
-    lock_now(l, lk, ow, 30000);
+    rlock_owner *ow = tl_owner(c);
+    tl_lock_now(l, lk, ow, 30000);
     assert_int_equal(rh_pause(s), 0);
-    done_rec d = {0};
-    int64_t t0 = now_ms();
-    assert_int_equal(unlock_async(lk, ow, &d), RLOCK_OK);
-    int got = run_until(l, &d.calls, 1, 3000);
+    tl_done d = {0};
+    int64_t t0 = tl_now_ms();
+    assert_int_equal(tl_unlock_async(lk, ow, &d), RLOCK_OK);
+    int got = tu_run_until(l, &d.calls, 1, 3000);
     assert_int_equal(rh_resume(s), 0);
     assert_true(got);
     assert_int_equal(d.rc, RLOCK_ECONN);
     assert_true(d.at_ms - t0 >= 250);
-    lock_now(l, other, ow, 30000);
-    unlock_now(l, other, ow, RLOCK_OK);
+    tl_lock_now(l, other, ow, 30000);
+    tl_unlock_now(l, other, ow, RLOCK_OK);
     assert_int_equal(d.calls, 1);
     rlock_owner_free(ow);
     rlock_free(other);
@@ -546,27 +446,27 @@ static void test_stalled_server(void **state)
 static void test_sub_reconnect(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-resub");
     rlock *lb = tc_open(b, RLOCK_REENTRANT, "loop-resub");
-    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
-    lock_now(l, la, oa, 30000);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
-    run_for(l, 300);
+    rlock_owner *oa = tl_owner(a), *ob = tl_owner(b);
+    tl_lock_now(l, la, oa, 30000);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
+    tl_run_for(l, 300);
     const char *kill[] = {"CLIENT", "KILL", "TYPE", "pubsub", NULL};
     assert_int_equal(rh_cmd_int(s, kill), 1);
-    run_for(l, 500);
+    tl_run_for(l, 500);
     assert_int_equal(tc_numsub(s, "redisson_lock__channel:{loop-resub}"), 1);
     assert_int_equal(d.calls, 0);
-    int64_t t0 = now_ms();
-    unlock_now(l, la, oa, RLOCK_OK);
-    assert_true(run_until(l, &d.calls, 1, 3000));
+    int64_t t0 = tl_now_ms();
+    tl_unlock_now(l, la, oa, RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_OK);
     assert_true(d.at_ms - t0 < 3000);
-    unlock_now(l, lb, ob, RLOCK_OK);
+    tl_unlock_now(l, lb, ob, RLOCK_OK);
     rlock_owner_free(oa);
     rlock_owner_free(ob);
     rlock_free(la);
@@ -585,7 +485,7 @@ static void test_sub_reconnect(void **state)
 
 typedef struct st_owner st_owner;
 typedef struct st_run {
-    tloop *l;
+    tu_loop *l;
     rlock *locks[ST_CLIENTS][ST_NAMES];
     int holder[ST_NAMES]; /* the independent checker: who holds each name now (-1: nobody) */
     int overlaps, errors, finished, grants;
@@ -674,12 +574,12 @@ static void test_stress(void **state)
     }
     for (int i = 0; i < ST_CLIENTS * ST_OWNERS; i++) {
         owners[i] = (st_owner){.run = &run, .id = i, .client = i % ST_CLIENTS};
-        owners[i].owner = new_owner(c[owners[i].client]);
+        owners[i].owner = tl_owner(c[owners[i].client]);
         st_next(&owners[i]);
     }
-    int64_t t0 = now_ms();
-    assert_true(run_until(run.l, &run.finished, ST_CLIENTS * ST_OWNERS, 30000));
-    printf("loop stress: %d grants in %lld ms\n", run.grants, (long long)(now_ms() - t0));
+    int64_t t0 = tl_now_ms();
+    assert_true(tu_run_until(run.l, &run.finished, ST_CLIENTS * ST_OWNERS, 30000));
+    printf("loop stress: %d grants in %lld ms\n", run.grants, (long long)(tl_now_ms() - t0));
     assert_int_equal(run.errors, 0);
     assert_int_equal(run.overlaps, 0);
     assert_int_equal(run.grants, ST_CLIENTS * ST_OWNERS * ST_ROUNDS);
@@ -697,13 +597,13 @@ static void test_stress(void **state)
 
 typedef struct free_in_done {
     rlock_client *c;
-    done_rec d;
+    tl_done d;
 } free_in_done;
 
 static void done_frees_client(rlock *lock, int rc, void *user_data)
 {
     free_in_done *f = user_data;
-    on_done(lock, rc, &f->d);
+    tl_lock_done(lock, rc, &f->d);
     rlock_client_free(f->c);
 }
 
@@ -712,35 +612,36 @@ static void done_frees_client(rlock *lock, int rc, void *user_data)
 static void test_free_in_done(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_REENTRANT, "loop-free-in-done");
-    rlock_owner *oa = new_owner(a);
-    lock_now(l, la, oa, 30000);
+    rlock_owner *oa = tl_owner(a);
+    tl_lock_now(l, la, oa, 30000);
     for (int round = 0; round < 2; round++) {
         free_in_done f = {.c = loop_client(l, s, 0)};
         rlock *lb = tc_open(f.c, RLOCK_REENTRANT, "loop-free-in-done");
-        rlock_owner *ob[2] = {new_owner(f.c), new_owner(f.c)};
+        rlock_owner *ob[2] = {tl_owner(f.c), tl_owner(f.c)};
         rlock_cancel *tok = NULL;
         assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-        done_rec other = {0};
+        tl_done other = {0};
         rlock_lock_args args;
         rlock_lock_args_init(&args);
         args.owner = ob[0];
         args.cancel = round == 0 ? tok : NULL;
         /* The later waiter is woken first: f's, so that in round 1 its attempt wins. */
-        assert_int_equal(lock_async(lb, ob[1], RLOCK_WAIT_FOREVER, 30000, NULL, &other), RLOCK_OK);
-        run_for(l, 150);
+        assert_int_equal(tl_lock_async(lb, ob[1], RLOCK_WAIT_FOREVER, 30000, NULL, &other),
+                         RLOCK_OK);
+        tl_run_for(l, 150);
         assert_int_equal(rlock_lock_async(lb, &args, done_frees_client, &f), RLOCK_OK);
-        run_for(l, 150);
+        tl_run_for(l, 150);
         if (round == 0) {
             rlock_cancel_fire(tok); /* the pipe's wake-up cancels the first waiter */
         } else {
-            unlock_now(l, la, oa, RLOCK_OK); /* the message wakes both; f's is granted */
+            tl_unlock_now(l, la, oa, RLOCK_OK); /* the message wakes both; f's is granted */
         }
-        assert_true(run_until(l, &f.d.calls, 1, 3000));
-        run_for(l, 100);
+        assert_true(tu_run_until(l, &f.d.calls, 1, 3000));
+        tl_run_for(l, 100);
         assert_int_equal(f.d.calls, 1);
         assert_int_equal(f.d.rc, round == 0 ? RLOCK_ECANCELED : RLOCK_OK);
         assert_int_equal(other.calls, 1);
@@ -795,20 +696,19 @@ static void test_huge_reply(void **state)
     (void)state;
     int port = 0;
     pid_t pid = fake_server(&port);
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     char url[64];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
     rlock_options o;
     rlock_options_init(&o);
     o.url = url;
-    rlock_client *c = NULL;
-    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-huge");
-    rlock_owner *ow = new_owner(c);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, ow, 0, -1, NULL, &d), RLOCK_OK);
-    int got = run_until(l, &d.calls, 1, 2000);
+    rlock_owner *ow = tl_owner(c);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lk, ow, 0, -1, NULL, &d), RLOCK_OK);
+    int got = tu_run_until(l, &d.calls, 1, 2000);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     assert_true(got);
@@ -824,11 +724,11 @@ static void test_huge_reply(void **state)
 static void test_fork_child(void **state)
 {
     rh_server *s = *state;
-    tloop *l = tu_loop_new();
+    tu_loop *l = tu_loop_new();
     assert_non_null(l);
     rlock_client *c = loop_client(l, s, 0);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "loop-fork");
-    rlock_owner *ow = new_owner(c);
+    rlock_owner *ow = tl_owner(c);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -837,15 +737,15 @@ static void test_fork_child(void **state)
         rlock_lock_args a;
         rlock_lock_args_init(&a);
         a.owner = ow;
-        done_rec d = {0};
-        int rc = rlock_lock_async(lk, &a, on_done, &d);
+        tl_done d = {0};
+        int rc = rlock_lock_async(lk, &a, tl_lock_done, &d);
         _exit(h == NULL && rc == RLOCK_ECLOSED && threads_now() == before ? 0 : 1);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    lock_now(l, lk, ow, -1); /* the parent's client is untouched */
-    unlock_now(l, lk, ow, RLOCK_OK);
+    tl_lock_now(l, lk, ow, -1); /* the parent's client is untouched */
+    tl_unlock_now(l, lk, ow, RLOCK_OK);
     rlock_owner_free(ow);
     rlock_free(lk);
     rlock_client_free(c);

@@ -18,39 +18,8 @@
 #include "tc_metric.h"
 #include "tc_redis.h"
 #include "tc_thread.h"
+#include "tl_common.h"
 #include "tl_loop.h"
-
-/* One done callback's record: how often it ran, with what, and whether inside its call. */
-typedef struct done_rec {
-    int calls;
-    int rc;
-    int inside;
-    int ran_inside;
-    int64_t at_ms;
-} done_rec;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_done(rlock *lock, int rc, void *user_data)
-{
-    (void)lock;
-    done_rec *d = user_data;
-    d->calls++;
-    d->rc = rc;
-    d->ran_inside |= d->inside;
-    d->at_ms = now_ms();
-}
-
-static void run_for(tu_loop *l, int64_t ms)
-{
-    int never = 0;
-    (void)tu_run_until(l, &never, 1, ms);
-}
 
 static rlock_client *loop_client(tu_loop *l, rh_server *s, int64_t waiter_timeout_ms)
 {
@@ -59,53 +28,7 @@ static rlock_client *loop_client(tu_loop *l, rh_server *s, int64_t waiter_timeou
     if (waiter_timeout_ms > 0) {
         o.waiter_timeout_ms = waiter_timeout_ms;
     }
-    rlock_client *c = NULL;
-    if (tu_client_new(l, &o, &c) != RLOCK_OK) {
-        fail_msg("the adapter's client: %s", rlock_last_error());
-    }
-    return c;
-}
-
-static rlock_owner *new_owner(rlock_client *c)
-{
-    rlock_owner *o = NULL;
-    assert_int_equal(rlock_owner_new(c, &o), RLOCK_OK);
-    return o;
-}
-
-static int lock_async(rlock *l, rlock_owner *o, int64_t wait_ms, int64_t lease_ms,
-                      rlock_cancel *cancel, done_rec *d)
-{
-    rlock_lock_args a;
-    rlock_lock_args_init(&a);
-    a.owner = o;
-    a.wait_ms = wait_ms;
-    a.lease_ms = lease_ms;
-    a.cancel = cancel;
-    d->inside = 1;
-    int rc = rlock_lock_async(l, &a, on_done, d);
-    d->inside = 0;
-    return rc;
-}
-
-static void lock_now(tu_loop *l, rlock *lk, rlock_owner *o, int64_t lease_ms)
-{
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, o, 0, lease_ms, NULL, &d), RLOCK_OK);
-    assert_true(tu_run_until(l, &d.calls, 1, 5000));
-    assert_int_equal(d.rc, RLOCK_OK);
-    assert_int_equal(d.ran_inside, 0);
-}
-
-static void unlock_now(tu_loop *l, rlock *lk, rlock_owner *o, int want_rc)
-{
-    done_rec d = {0};
-    d.inside = 1;
-    assert_int_equal(rlock_unlock_async(lk, o, on_done, &d), RLOCK_OK);
-    d.inside = 0;
-    assert_true(tu_run_until(l, &d.calls, 1, 5000));
-    assert_int_equal(d.rc, want_rc);
-    assert_int_equal(d.ran_inside, 0);
+    return tl_client(l, &o);
 }
 
 /* LLEN of the queue or ZCARD of the deadlines of the fair lock name. */
@@ -128,9 +51,9 @@ static long long zset_len(rh_server *s, const char *name)
 /* Runs the loop until the queue of name has n waiters (each attempt queues on the loop). */
 static void wait_queue(tu_loop *l, rh_server *s, const char *name, long long n)
 {
-    int64_t end = now_ms() + 3000;
-    while (queue_len(s, name) != n && now_ms() < end) {
-        run_for(l, 5);
+    int64_t end = tl_now_ms() + 3000;
+    while (queue_len(s, name) != n && tl_now_ms() < end) {
+        tl_run_for(l, 5);
     }
     assert_int_equal(queue_len(s, name), n);
     assert_int_equal(zset_len(s, name), n);
@@ -139,9 +62,9 @@ static void wait_queue(tu_loop *l, rh_server *s, const char *name, long long n)
 /* Runs the loop until channel has n subscribers (the loop writes SUBSCRIBE and UNSUBSCRIBE). */
 static int wait_numsub(tu_loop *l, rh_server *s, const char *channel, long long n)
 {
-    int64_t end = now_ms() + 3000;
-    while (tc_numsub(s, channel) != n && now_ms() < end) {
-        run_for(l, 5);
+    int64_t end = tl_now_ms() + 3000;
+    while (tc_numsub(s, channel) != n && tl_now_ms() < end) {
+        tl_run_for(l, 5);
     }
     return tc_numsub(s, channel) == n;
 }
@@ -206,8 +129,8 @@ static void test_fifo(void **state)
     assert_non_null(l);
     rlock_client *c[2] = {loop_client(l, s, 0), loop_client(l, s, 0)};
     rlock *lk[2] = {tc_open(c[0], RLOCK_FAIR, name), tc_open(c[1], RLOCK_FAIR, name)};
-    rlock_owner *holder = new_owner(c[0]);
-    lock_now(l, lk[0], holder, 30000);
+    rlock_owner *holder = tl_owner(c[0]);
+    tl_lock_now(l, lk[0], holder, 30000);
     atomic_int order = 0;
     fifo_owner o[FIFO_LOOP];
     rlock_options to;
@@ -222,7 +145,7 @@ static void test_fifo(void **state)
             wait_queue(l, s, name, ++queued);
         }
         o[i] = (fifo_owner){.l = l, .lock = lk[i % 2], .order = &order, .place = -1};
-        o[i].owner = new_owner(c[i % 2]);
+        o[i].owner = tl_owner(c[i % 2]);
         rlock_lock_args a;
         rlock_lock_args_init(&a);
         a.owner = o[i].owner;
@@ -230,11 +153,11 @@ static void test_fifo(void **state)
         assert_int_equal(rlock_lock_async(o[i].lock, &a, fifo_locked, &o[i]), RLOCK_OK);
         wait_queue(l, s, name, ++queued);
     }
-    int64_t t0 = now_ms();
-    unlock_now(l, lk[0], holder, RLOCK_OK);
+    int64_t t0 = tl_now_ms();
+    tl_unlock_now(l, lk[0], holder, RLOCK_OK);
     int released = 0;
-    while (released < FIFO_LOOP && now_ms() - t0 < 10000) {
-        run_for(l, 10);
+    while (released < FIFO_LOOP && tl_now_ms() - t0 < 10000) {
+        tl_run_for(l, 10);
         released = 0;
         for (int i = 0; i < FIFO_LOOP; i++) {
             released += o[i].released;
@@ -242,7 +165,7 @@ static void test_fifo(void **state)
     }
     assert_int_equal(tc_holder_join(&th), RLOCK_OK);
     /* Five hand-offs with 20 ms holds: by message, far within one 30 s lease. */
-    assert_true(now_ms() - t0 < 5000);
+    assert_true(tl_now_ms() - t0 < 5000);
     static const int want[FIFO_LOOP] = {0, 1, 3, 4};
     for (int i = 0; i < FIFO_LOOP; i++) {
         assert_int_equal(o[i].errors, 0);
@@ -280,25 +203,25 @@ static void test_handoff(void **state)
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_FAIR, name), *lb = tc_open(b, RLOCK_FAIR, name);
-    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
-    lock_now(l, la, oa, 30000);
-    lock_now(l, la, oa, 30000);
+    rlock_owner *oa = tl_owner(a), *ob = tl_owner(b);
+    tl_lock_now(l, la, oa, 30000);
+    tl_lock_now(l, la, oa, 30000);
     assert_int_equal(hold_count(s, name, oa), 2);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, NULL, &d), RLOCK_OK);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, NULL, &d), RLOCK_OK);
     wait_queue(l, s, name, 1);
-    unlock_now(l, la, oa, RLOCK_OK);
-    run_for(l, 200);
+    tl_unlock_now(l, la, oa, RLOCK_OK);
+    tl_run_for(l, 200);
     assert_int_equal(d.calls, 0); /* still held once */
-    int64_t t0 = now_ms();
-    unlock_now(l, la, oa, RLOCK_OK);
+    int64_t t0 = tl_now_ms();
+    tl_unlock_now(l, la, oa, RLOCK_OK);
     assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_OK);
     assert_int_equal(d.ran_inside, 0);
     assert_true(d.at_ms - t0 < 3000);
     assert_int_equal(hold_count(s, name, ob), 1);
     assert_int_equal(queue_len(s, name), 0);
-    unlock_now(l, la, oa, RLOCK_ENOTOWNER);
+    tl_unlock_now(l, la, oa, RLOCK_ENOTOWNER);
 
     /* A threaded waiter behind the loop holder, granted by the loop release. */
     rlock_options to;
@@ -308,7 +231,7 @@ static void test_handoff(void **state)
     tc_holder th;
     tc_holder_start(&th, tl, -1, 30000, 0);
     wait_queue(l, s, name, 1);
-    unlock_now(l, lb, ob, RLOCK_OK);
+    tl_unlock_now(l, lb, ob, RLOCK_OK);
     assert_int_equal(tc_holder_wait(&th, 3000), RLOCK_OK);
     assert_int_equal(tc_holder_join(&th), RLOCK_OK);
     assert_int_equal(tc_metric(b, "rlock_acquire_total", "kind=\"fair\"", "result=\"ok\""), 1);
@@ -339,22 +262,22 @@ static void test_timeout_leaves(void **state)
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 300);
     rlock *la = tc_open(a, RLOCK_FAIR, name), *lb = tc_open(b, RLOCK_FAIR, name);
-    rlock_owner *oa = new_owner(a), *ob = new_owner(b);
-    lock_now(l, la, oa, 30000);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lb, ob, 0, -1, NULL, &d), RLOCK_OK);
+    rlock_owner *oa = tl_owner(a), *ob = tl_owner(b);
+    tl_lock_now(l, la, oa, 30000);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lb, ob, 0, -1, NULL, &d), RLOCK_OK);
     assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_ETIMEDOUT);
     assert_int_equal(queue_len(s, name), 0);
 
-    done_rec w = {0};
-    int64_t t0 = now_ms();
-    assert_int_equal(lock_async(lb, ob, 1500, -1, NULL, &w), RLOCK_OK);
+    tl_done w = {0};
+    int64_t t0 = tl_now_ms();
+    assert_int_equal(tl_lock_async(lb, ob, 1500, -1, NULL, &w), RLOCK_OK);
     wait_queue(l, s, name, 1);
-    run_for(l, 1000); /* more than three waiter timeouts of b */
-    done_rec probe = {0};
-    rlock_owner *op = new_owner(a);
-    assert_int_equal(lock_async(la, op, 0, -1, NULL, &probe), RLOCK_OK);
+    tl_run_for(l, 1000); /* more than three waiter timeouts of b */
+    tl_done probe = {0};
+    rlock_owner *op = tl_owner(a);
+    assert_int_equal(tl_lock_async(la, op, 0, -1, NULL, &probe), RLOCK_OK);
     assert_true(tu_run_until(l, &probe.calls, 1, 3000));
     assert_int_equal(probe.rc, RLOCK_ETIMEDOUT);
     assert_int_equal(queue_len(s, name), 1); /* b's heartbeat kept it */
@@ -365,7 +288,7 @@ static void test_timeout_leaves(void **state)
     assert_int_equal(zset_len(s, name), 0);
     assert_int_equal(hold_count(s, name, oa), 1);
     assert_int_equal(tc_metric(b, "rlock_acquire_total", "kind=\"fair\"", "result=\"timeout\""), 2);
-    unlock_now(l, la, oa, RLOCK_OK);
+    tl_unlock_now(l, la, oa, RLOCK_OK);
     rlock_owner_free(op);
     rlock_owner_free(oa);
     rlock_owner_free(ob);
@@ -374,11 +297,6 @@ static void test_timeout_leaves(void **state)
     rlock_client_free(a);
     rlock_client_free(b);
     assert_int_equal(tu_loop_close(l), 0);
-}
-
-static void fire_cb(void *tok)
-{
-    rlock_cancel_fire(tok);
 }
 
 /* A cancelled waiter has left the queue and its channel when done gets RLOCK_ECANCELED, and the
@@ -392,25 +310,25 @@ static void test_cancel_leaves(void **state)
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_FAIR, name), *lb = tc_open(b, RLOCK_FAIR, name);
-    rlock_owner *oa = new_owner(a), *ob = new_owner(b), *ob2 = new_owner(b);
-    lock_now(l, la, oa, 30000);
+    rlock_owner *oa = tl_owner(a), *ob = tl_owner(b), *ob2 = tl_owner(b);
+    tl_lock_now(l, la, oa, 30000);
     rlock_cancel *tok = NULL;
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-    done_rec d = {0}, next = {0};
-    assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
+    tl_done d = {0}, next = {0};
+    assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
     wait_queue(l, s, name, 1);
-    assert_int_equal(lock_async(lb, ob2, RLOCK_WAIT_FOREVER, -1, NULL, &next), RLOCK_OK);
+    assert_int_equal(tl_lock_async(lb, ob2, RLOCK_WAIT_FOREVER, -1, NULL, &next), RLOCK_OK);
     wait_queue(l, s, name, 2);
     char chan[160];
     snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}:%s", name, rlock_owner_id(ob));
     assert_true(wait_numsub(l, s, chan, 1));
-    tu_after(l, 50, fire_cb, tok);
+    tu_after(l, 50, tl_fire, tok);
     assert_true(tu_run_until(l, &d.calls, 1, 3000));
     assert_int_equal(d.rc, RLOCK_ECANCELED);
     assert_int_equal(queue_len(s, name), 1); /* left before done ran; the second stays */
     assert_int_equal(zset_len(s, name), 1);
     assert_true(wait_numsub(l, s, chan, 0));
-    unlock_now(l, la, oa, RLOCK_OK);
+    tl_unlock_now(l, la, oa, RLOCK_OK);
     assert_true(tu_run_until(l, &next.calls, 1, 3000));
     assert_int_equal(next.rc, RLOCK_OK);
     rlock_cancel_free(tok);
@@ -418,14 +336,14 @@ static void test_cancel_leaves(void **state)
     /* Fired right after the call: the attempt is on its way, on a held lock and on a free one. */
     for (int held = 1; held >= 0; held--) {
         if (!held) {
-            unlock_now(l, lb, ob2, RLOCK_OK);
+            tl_unlock_now(l, lb, ob2, RLOCK_OK);
         }
         assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-        done_rec r = {0};
-        assert_int_equal(lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &r), RLOCK_OK);
+        tl_done r = {0};
+        assert_int_equal(tl_lock_async(lb, ob, RLOCK_WAIT_FOREVER, -1, tok, &r), RLOCK_OK);
         rlock_cancel_fire(tok);
         assert_true(tu_run_until(l, &r.calls, 1, 3000));
-        run_for(l, 50);
+        tl_run_for(l, 50);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.ran_inside, 0);
         assert_true(r.rc == RLOCK_ECANCELED || (!held && r.rc == RLOCK_OK));
@@ -433,7 +351,7 @@ static void test_cancel_leaves(void **state)
         assert_int_equal(queue_len(s, name), 0);
         assert_int_equal(zset_len(s, name), 0);
         if (r.rc == RLOCK_OK) {
-            unlock_now(l, lb, ob, RLOCK_OK);
+            tl_unlock_now(l, lb, ob, RLOCK_OK);
         }
         rlock_cancel_free(tok);
     }
@@ -459,29 +377,29 @@ static void test_free_pending(void **state)
     assert_non_null(l);
     rlock_client *a = loop_client(l, s, 0), *b = loop_client(l, s, 0);
     rlock *la = tc_open(a, RLOCK_FAIR, name), *lb = tc_open(b, RLOCK_FAIR, name);
-    rlock_owner *oa = new_owner(a);
-    rlock_owner *ob[4] = {new_owner(b), new_owner(b), new_owner(b), new_owner(b)};
-    lock_now(l, la, oa, 30000);
-    done_rec d[4] = {{0}};
+    rlock_owner *oa = tl_owner(a);
+    rlock_owner *ob[4] = {tl_owner(b), tl_owner(b), tl_owner(b), tl_owner(b)};
+    tl_lock_now(l, la, oa, 30000);
+    tl_done d[4] = {{0}};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(lock_async(lb, ob[i], RLOCK_WAIT_FOREVER, -1, NULL, &d[i]), RLOCK_OK);
+        assert_int_equal(tl_lock_async(lb, ob[i], RLOCK_WAIT_FOREVER, -1, NULL, &d[i]), RLOCK_OK);
     }
     wait_queue(l, s, name, 3);
-    assert_int_equal(lock_async(lb, ob[3], RLOCK_WAIT_FOREVER, -1, NULL, &d[3]), RLOCK_OK);
-    run_for(l, 1); /* its attempt is written, most likely not yet answered */
+    assert_int_equal(tl_lock_async(lb, ob[3], RLOCK_WAIT_FOREVER, -1, NULL, &d[3]), RLOCK_OK);
+    tl_run_for(l, 1); /* its attempt is written, most likely not yet answered */
     rlock_client_free(b);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(d[i].calls, 1);
         assert_int_equal(d[i].rc, RLOCK_ECLOSED);
     }
-    int64_t end = now_ms() + 1000;
-    while ((queue_len(s, name) != 0 || zset_len(s, name) != 0) && now_ms() < end) {
-        run_for(l, 10);
+    int64_t end = tl_now_ms() + 1000;
+    while ((queue_len(s, name) != 0 || zset_len(s, name) != 0) && tl_now_ms() < end) {
+        tl_run_for(l, 10);
     }
     assert_int_equal(queue_len(s, name), 0);
     assert_int_equal(zset_len(s, name), 0);
     assert_int_equal(hold_count(s, name, oa), 1);
-    unlock_now(l, la, oa, RLOCK_OK);
+    tl_unlock_now(l, la, oa, RLOCK_OK);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(d[i].calls, 1);
         rlock_owner_free(ob[i]);

@@ -19,15 +19,8 @@
 
 #include "tc_metric.h"
 #include "tc_redis.h"
+#include "tl_common.h"
 #include "tl_loop.h"
-
-/* One done callback's record: how often it ran and with what. */
-typedef struct done_rec {
-    int calls;
-    int rc;
-    int64_t at_ms;
-    char msg[256]; /* rlock_last_error() in done */
-} done_rec;
 
 /* The program's servers: a TLS one and a plain one (stopped and restarted by the last test). */
 typedef struct net_state {
@@ -42,71 +35,6 @@ static const char *cert_path(int slot, const char *name)
 {
     snprintf(paths[slot], sizeof(paths[slot]), "%s/%s", certs, name);
     return paths[slot];
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_done(rlock *lock, int rc, void *user_data)
-{
-    (void)lock;
-    done_rec *d = user_data;
-    d->calls++;
-    d->rc = rc;
-    d->at_ms = now_ms();
-    snprintf(d->msg, sizeof(d->msg), "%s", rlock_last_error());
-}
-
-static void run_for(tu_loop *l, int64_t ms)
-{
-    int never = 0;
-    (void)tu_run_until(l, &never, 1, ms);
-}
-
-static int lock_async(rlock *lk, rlock_owner *o, int64_t wait_ms, done_rec *d)
-{
-    rlock_lock_args a;
-    rlock_lock_args_init(&a);
-    a.owner = o;
-    a.wait_ms = wait_ms;
-    a.lease_ms = -1;
-    return rlock_lock_async(lk, &a, on_done, d);
-}
-
-/* Starts a lock and runs the loop until its done: its rc (the returned code when it did not
- * start), asserting done ran once. */
-static int lock_wait(tu_loop *l, rlock *lk, rlock_owner *o)
-{
-    done_rec d = {0};
-    int rc = lock_async(lk, o, 0, &d);
-    if (rc != RLOCK_OK) {
-        return rc;
-    }
-    assert_true(tu_run_until(l, &d.calls, 1, 5000));
-    run_for(l, 20);
-    assert_int_equal(d.calls, 1);
-    return d.rc;
-}
-
-static void unlock_now(tu_loop *l, rlock *lk, rlock_owner *o)
-{
-    done_rec d = {0};
-    assert_int_equal(rlock_unlock_async(lk, o, on_done, &d), RLOCK_OK);
-    assert_true(tu_run_until(l, &d.calls, 1, 5000));
-    assert_int_equal(d.rc, RLOCK_OK);
-}
-
-static rlock_client *client_on(tu_loop *l, const rlock_options *o)
-{
-    rlock_client *c = NULL;
-    if (tu_client_new(l, o, &c) != RLOCK_OK) {
-        fail_msg("loop client on %s: %s", o->url, rlock_last_error());
-    }
-    return c;
 }
 
 static void tls_options(rlock_options *o, const net_state *st)
@@ -125,22 +53,20 @@ static void test_tls_lock_and_wake(void **state)
     rlock_options o;
     tls_options(&o, st);
     assert_non_null(strstr(o.url, "rediss://"));
-    rlock_client *c = client_on(l, &o);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "net-tls");
-    rlock_owner *a = NULL, *b = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    assert_int_equal(rlock_owner_new(c, &b), RLOCK_OK);
-    assert_int_equal(lock_wait(l, lk, a), RLOCK_OK);
-    done_rec w = {0};
-    assert_int_equal(lock_async(lk, b, 10000, &w), RLOCK_OK);
-    run_for(l, 300);
+    rlock_owner *a = tl_owner(c), *b = tl_owner(c);
+    assert_int_equal(tl_lock_once(l, lk, a, 20, NULL), RLOCK_OK);
+    tl_done w = {0};
+    assert_int_equal(tl_lock_async(lk, b, 10000, -1, NULL, &w), RLOCK_OK);
+    tl_run_for(l, 300);
     assert_int_equal(w.calls, 0);
-    int64_t t0 = now_ms();
-    unlock_now(l, lk, a);
+    int64_t t0 = tl_now_ms();
+    tl_unlock_now(l, lk, a, RLOCK_OK);
     assert_true(tu_run_until(l, &w.calls, 1, 5000));
     assert_int_equal(w.rc, RLOCK_OK);
     assert_true(w.at_ms - t0 < 2000);
-    unlock_now(l, lk, b);
+    tl_unlock_now(l, lk, b, RLOCK_OK);
     rlock_owner_free(a);
     rlock_owner_free(b);
     rlock_free(lk);
@@ -153,16 +79,12 @@ static void test_tls_lock_and_wake(void **state)
 static void expect_tls_refused(const rlock_options *o, const char *want)
 {
     tu_loop *l = tu_loop_new();
-    rlock_client *c = client_on(l, o);
+    rlock_client *c = tl_client(l, o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "net-tls-bad");
-    rlock_owner *a = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, a, 0, &d), RLOCK_OK);
-    assert_true(tu_run_until(l, &d.calls, 1, 5000));
-    run_for(l, 100);
-    assert_int_equal(d.calls, 1);
-    assert_int_equal(d.rc, RLOCK_ETLS);
+    rlock_owner *a = tl_owner(c);
+    tl_done d;
+    assert_int_equal(tl_lock_once(l, lk, a, 100, &d), RLOCK_ETLS);
+    assert_int_equal(d.calls, 1); /* started, and ended by its done */
     if (strstr(d.msg, want) == NULL) {
         fail_msg("the message \"%s\" does not say \"%s\"", d.msg, want);
     }
@@ -194,22 +116,21 @@ static void test_host_names(void **state)
     snprintf(url, sizeof(url), "redis://localhost:%d", rh_port(st->plain));
     rlock_options o;
     tc_options_url(&o, url);
-    rlock_client *c = client_on(l, &o);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "net-localhost");
-    rlock_owner *a = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    assert_int_equal(lock_wait(l, lk, a), RLOCK_OK);
-    unlock_now(l, lk, a);
+    rlock_owner *a = tl_owner(c);
+    assert_int_equal(tl_lock_once(l, lk, a, 20, NULL), RLOCK_OK);
+    tl_unlock_now(l, lk, a, RLOCK_OK);
     rlock_owner_free(a);
     rlock_free(lk);
     rlock_client_free(c);
 
     tc_options_url(&o, "redis://no-such-host.invalid:6379");
     o.connect_timeout_ms = 1000;
-    c = client_on(l, &o);
+    c = tl_client(l, &o);
     lk = tc_open(c, RLOCK_REENTRANT, "net-nohost");
     assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    assert_int_equal(lock_wait(l, lk, a), RLOCK_ECONN);
+    assert_int_equal(tl_lock_once(l, lk, a, 20, NULL), RLOCK_ECONN);
     rlock_owner_free(a);
     rlock_free(lk);
     rlock_client_free(c);
@@ -219,17 +140,17 @@ static void test_host_names(void **state)
 /* Requests every 10 ms for ms: each fails with RLOCK_ECONN (returned, or given to its done). */
 static int fail_for(tu_loop *l, rlock *lk, rlock_owner *o, int64_t ms)
 {
-    static done_rec recs[400];
+    static tl_done recs[400];
     int n = 0;
-    for (int64_t end = now_ms() + ms; now_ms() < end && n < 400; n++) {
-        recs[n] = (done_rec){0};
-        int rc = lock_async(lk, o, 0, &recs[n]);
+    for (int64_t end = tl_now_ms() + ms; tl_now_ms() < end && n < 400; n++) {
+        recs[n] = (tl_done){0};
+        int rc = tl_lock_async(lk, o, 0, -1, NULL, &recs[n]);
         if (rc == RLOCK_OK) {
             assert_true(tu_run_until(l, &recs[n].calls, 1, 3000));
             rc = recs[n].rc;
         }
         assert_int_equal(rc, RLOCK_ECONN);
-        run_for(l, 10);
+        tl_run_for(l, 10);
     }
     return n;
 }
@@ -245,18 +166,17 @@ static void test_backoff(void **state)
     tc_options(&o, st->plain);
     o.connect_timeout_ms = 500;
     o.command_timeout_ms = 500;
-    rlock_client *c = client_on(l, &o);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "net-backoff");
-    rlock_owner *a = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    assert_int_equal(lock_wait(l, lk, a), RLOCK_OK);
-    unlock_now(l, lk, a);
+    rlock_owner *a = tl_owner(c);
+    assert_int_equal(tl_lock_once(l, lk, a, 20, NULL), RLOCK_OK);
+    tl_unlock_now(l, lk, a, RLOCK_OK);
     long long dials0 = tc_metric(c, "rlock_reconnects_total", NULL, NULL);
     assert_true(dials0 >= 0);
     assert_int_equal(rh_stop(st->plain), 0);
-    int64_t t0 = now_ms();
+    int64_t t0 = tl_now_ms();
     int requests = fail_for(l, lk, a, 1500);
-    int64_t took = now_ms() - t0;
+    int64_t took = tl_now_ms() - t0;
     long long dials = tc_metric(c, "rlock_reconnects_total", NULL, NULL) - dials0;
     printf("back-off: %d requests failed in %lld ms, %lld dials\n", requests, (long long)took,
            dials);
@@ -264,15 +184,15 @@ static void test_backoff(void **state)
     assert_true(dials >= 2 && dials <= 8);
     assert_int_equal(rh_restart(st->plain), 0);
     int rc = RLOCK_ECONN;
-    int64_t t1 = now_ms();
-    while (rc == RLOCK_ECONN && now_ms() - t1 < 3000) {
-        rc = lock_wait(l, lk, a);
-        run_for(l, rc == RLOCK_ECONN ? 20 : 0);
+    int64_t t1 = tl_now_ms();
+    while (rc == RLOCK_ECONN && tl_now_ms() - t1 < 3000) {
+        rc = tl_lock_once(l, lk, a, 20, NULL);
+        tl_run_for(l, rc == RLOCK_ECONN ? 20 : 0);
     }
-    printf("back-off: a lock %lld ms after the restart\n", (long long)(now_ms() - t1));
+    printf("back-off: a lock %lld ms after the restart\n", (long long)(tl_now_ms() - t1));
     assert_int_equal(rc, RLOCK_OK);
-    assert_true(now_ms() - t1 < 2500);
-    unlock_now(l, lk, a);
+    assert_true(tl_now_ms() - t1 < 2500);
+    tl_unlock_now(l, lk, a, RLOCK_OK);
     rlock_owner_free(a);
     rlock_free(lk);
     rlock_client_free(c);

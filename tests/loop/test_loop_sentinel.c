@@ -23,6 +23,7 @@
 #include "tc_replicas.h"
 #include "tc_sentinel.h"
 #include "tc_thread.h"
+#include "tl_common.h"
 #include "tl_loop.h"
 
 /* The watchdog lease of the loop client's holds, renewed every third of it: long enough for a
@@ -34,36 +35,6 @@ static tc_deploy g_d;
 
 TC_DEPLOY_FIXTURE(g_d)
 
-/* One done callback's record: how often it ran and with what. */
-typedef struct done_rec {
-    int calls;
-    int rc;
-} done_rec;
-
-static void on_done(rlock *lock, int rc, void *user_data)
-{
-    (void)lock;
-    done_rec *d = user_data;
-    d->calls++;
-    d->rc = rc;
-}
-
-static void run_for(tu_loop *l, int64_t ms)
-{
-    int never = 0;
-    (void)tu_run_until(l, &never, 1, ms);
-}
-
-static int lock_async(rlock *lk, rlock_owner *o, int64_t wait_ms, done_rec *d)
-{
-    rlock_lock_args a;
-    rlock_lock_args_init(&a);
-    a.owner = o;
-    a.wait_ms = wait_ms;
-    a.lease_ms = -1;
-    return rlock_lock_async(lk, &a, on_done, d);
-}
-
 static rlock_client *loop_client(tu_loop *l, const char *url)
 {
     /* The TLS twin really is TLS everywhere (tc_options_url then trusts the test CA). */
@@ -72,11 +43,7 @@ static rlock_client *loop_client(tu_loop *l, const char *url)
     tc_options_url(&o, url);
     o.connect_timeout_ms = 3000;
     o.watchdog_timeout_ms = WATCHDOG_MS;
-    rlock_client *c = NULL;
-    if (tu_client_new(l, &o, &c) != RLOCK_OK) {
-        fail_msg("loop client on %s: %s", url, rlock_last_error());
-    }
-    return c;
+    return tl_client(l, &o);
 }
 
 static int failover_call(void *arg)
@@ -94,7 +61,7 @@ static rh_server *failover_on_loop(tu_loop *l)
     tc_bg bg;
     tc_bg_start(&bg, failover_call, &now);
     while (atomic_load(&bg.result) == TC_BG_RUNNING) {
-        run_for(l, 50);
+        tl_run_for(l, 50);
     }
     assert_int_equal(tc_bg_join(&bg), 0);
     return now;
@@ -107,7 +74,7 @@ static int loop_until_numsub(tu_loop *l, rh_server *s, const char *channel, int6
         if (tc_numsub(s, channel) >= 1) {
             return 1;
         }
-        run_for(l, 50);
+        tl_run_for(l, 50);
     }
     return tc_numsub(s, channel) >= 1;
 }
@@ -125,7 +92,7 @@ static int renewed_on(tu_loop *l, rh_server *s, const char *k1, const char *k2, 
     long long p1 = pttl(s, k1), p2 = pttl(s, k2);
     int up1 = 0, up2 = 0;
     for (int64_t waited = 0; waited < ms && !(up1 && up2); waited += 100) {
-        run_for(l, 100);
+        tl_run_for(l, 100);
         long long n1 = pttl(s, k1), n2 = pttl(s, k2);
         if (n1 <= 0 || n2 <= 0) {
             print_message("PTTL on port %d: %s %lld, %s %lld\n", rh_port(s), k1, n1, k2, n2);
@@ -149,14 +116,12 @@ static void test_failover_under_loop(void **state)
     rlock_client_on_event(c, tc_failover_hook, &f);
     rlock *hold = tc_open(c, RLOCK_REENTRANT, "ls:hold");
     rlock *wait = tc_open(c, RLOCK_REENTRANT, "ls:wait");
-    rlock_owner *a = NULL, *b = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    assert_int_equal(rlock_owner_new(c, &b), RLOCK_OK);
+    rlock_owner *a = tl_owner(c), *b = tl_owner(c);
     /* The master is found and a lock taken there. */
     rh_server *old = tc_deploy_master(&g_d);
     assert_non_null(old);
-    done_rec dh = {0};
-    assert_int_equal(lock_async(hold, a, 0, &dh), RLOCK_OK);
+    tl_done dh = {0};
+    assert_int_equal(tl_lock_async(hold, a, 0, -1, NULL, &dh), RLOCK_OK);
     assert_true(tu_run_until(l, &dh.calls, 1, 5000));
     assert_int_equal(dh.rc, RLOCK_OK);
     assert_true(pttl(old, "ls:hold") > 0);
@@ -168,8 +133,8 @@ static void test_failover_under_loop(void **state)
     rlock_client *tc = tc_client(&to);
     rlock *th = tc_open(tc, RLOCK_REENTRANT, "ls:wait");
     assert_int_equal(rlock_try_lock(th, 0, 120000), RLOCK_OK);
-    done_rec dw = {0};
-    assert_int_equal(lock_async(wait, b, 120000, &dw), RLOCK_OK);
+    tl_done dw = {0};
+    assert_int_equal(tl_lock_async(wait, b, 120000, -1, NULL, &dw), RLOCK_OK);
     const char *channel = "redisson_lock__channel:{ls:wait}";
     assert_true(loop_until_numsub(l, old, channel, 5000));
     assert_int_equal(tc_replicas_wait(old, 2, 5000), 0);
@@ -197,12 +162,12 @@ static void test_failover_under_loop(void **state)
     rh_server *cur = tc_deploy_master(&g_d);
     assert_true(tc_failover_port_is(&f, rh_tls_port(cur) ? rh_tls_port(cur) : rh_port(cur)));
     /* Both holds are given back on the new master; every done ran once. */
-    done_rec ua = {0}, ub = {0};
-    assert_int_equal(rlock_unlock_async(hold, a, on_done, &ua), RLOCK_OK);
-    assert_int_equal(rlock_unlock_async(wait, b, on_done, &ub), RLOCK_OK);
+    tl_done ua = {0}, ub = {0};
+    assert_int_equal(rlock_unlock_async(hold, a, tl_lock_done, &ua), RLOCK_OK);
+    assert_int_equal(rlock_unlock_async(wait, b, tl_lock_done, &ub), RLOCK_OK);
     assert_true(tu_run_until(l, &ub.calls, 1, 5000));
     assert_true(tu_run_until(l, &ua.calls, 1, 5000));
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(ua.rc, RLOCK_OK);
     assert_int_equal(ub.rc, RLOCK_OK);
     assert_int_equal(dh.calls + dw.calls + ua.calls + ub.calls, 4);
@@ -229,13 +194,12 @@ static void test_unknown_master(void **state)
     tu_loop *l = tu_loop_new();
     rlock_client *c = loop_client(l, url);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "ls:none");
-    rlock_owner *a = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    done_rec d = {0};
-    int rc = lock_async(lk, a, 0, &d);
+    rlock_owner *a = tl_owner(c);
+    tl_done d = {0};
+    int rc = tl_lock_async(lk, a, 0, -1, NULL, &d);
     if (rc == RLOCK_OK) {
         assert_true(tu_run_until(l, &d.calls, 1, 5000));
-        run_for(l, 50);
+        tl_run_for(l, 50);
         assert_int_equal(d.calls, 1);
         rc = d.rc;
     }
@@ -256,17 +220,12 @@ static void test_replica_answers_readonly(void **state)
     tu_loop *l = tu_loop_new();
     rlock_options o;
     tc_options(&o, replica);
-    rlock_client *c = NULL;
-    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_OK);
+    rlock_client *c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "ls:readonly");
-    rlock_owner *a = NULL;
-    assert_int_equal(rlock_owner_new(c, &a), RLOCK_OK);
-    done_rec d = {0};
-    assert_int_equal(lock_async(lk, a, 0, &d), RLOCK_OK);
-    assert_true(tu_run_until(l, &d.calls, 1, 5000));
-    run_for(l, 50);
-    assert_int_equal(d.calls, 1);
-    assert_int_equal(d.rc, RLOCK_ECONN);
+    rlock_owner *a = tl_owner(c);
+    tl_done d;
+    assert_int_equal(tl_lock_once(l, lk, a, 50, &d), RLOCK_ECONN);
+    assert_int_equal(d.calls, 1); /* started, and ended by its done */
     rlock_owner_free(a);
     rlock_free(lk);
     rlock_client_free(c);

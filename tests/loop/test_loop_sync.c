@@ -18,127 +18,63 @@
 
 #include <cmocka.h>
 
+#include "tl_common.h"
 #include "tl_loop.h"
 #include "tc_redis.h"
 
-/* One done callback's record: how often it ran, with what, and whether it ran inside the
- * *_async call that started it (which it must never do). */
-typedef struct done_rec {
-    int calls;
-    int rc;
-    int inside;
-    int ran_inside;
-    int64_t at_ms;
-    char id[RLOCK_PERMIT_ID_LEN + 1];
-} done_rec;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void rec(done_rec *d, int rc)
-{
-    d->calls++;
-    d->rc = rc;
-    d->ran_inside |= d->inside;
-    d->at_ms = now_ms();
-}
-
-static void sem_done(rlock_semaphore *sem, int rc, void *user_data)
-{
-    (void)sem;
-    rec(user_data, rc);
-}
-
-static void leased_done(rlock_semaphore *sem, int rc, const char *permit_id, void *user_data)
-{
-    (void)sem;
-    done_rec *d = user_data;
-    rec(d, rc);
-    snprintf(d->id, sizeof(d->id), "%s", permit_id != NULL ? permit_id : "");
-}
-
-static void latch_done(rlock_latch *latch, int rc, void *user_data)
-{
-    (void)latch;
-    rec(user_data, rc);
-}
-
-static int acquire(rlock_semaphore *s, int64_t n, int64_t wait_ms, rlock_cancel *tok, done_rec *d)
+static int acquire(rlock_semaphore *s, int64_t n, int64_t wait_ms, rlock_cancel *tok, tl_done *d)
 {
     d->inside = 1;
-    int rc = rlock_semaphore_acquire_async(s, n, wait_ms, tok, sem_done, d);
+    int rc = rlock_semaphore_acquire_async(s, n, wait_ms, tok, tl_sem_done, d);
     d->inside = 0;
     return rc;
 }
 
-static int acquire_leased(rlock_semaphore *s, int64_t wait_ms, int64_t lease_ms, done_rec *d)
+static int acquire_leased(rlock_semaphore *s, int64_t wait_ms, int64_t lease_ms, tl_done *d)
 {
     d->inside = 1;
-    int rc = rlock_semaphore_acquire_leased_async(s, wait_ms, lease_ms, NULL, leased_done, d);
+    int rc = rlock_semaphore_acquire_leased_async(s, wait_ms, lease_ms, NULL, tl_leased_done, d);
     d->inside = 0;
     return rc;
 }
 
-static int release(rlock_semaphore *s, int64_t n, done_rec *d)
+static int release(rlock_semaphore *s, int64_t n, tl_done *d)
 {
     d->inside = 1;
-    int rc = rlock_semaphore_release_async(s, n, sem_done, d);
+    int rc = rlock_semaphore_release_async(s, n, tl_sem_done, d);
     d->inside = 0;
     return rc;
 }
 
-static int release_leased(rlock_semaphore *s, const char *id, done_rec *d)
+static int release_leased(rlock_semaphore *s, const char *id, tl_done *d)
 {
     d->inside = 1;
-    int rc = rlock_semaphore_release_leased_async(s, id, sem_done, d);
+    int rc = rlock_semaphore_release_leased_async(s, id, tl_sem_done, d);
     d->inside = 0;
     return rc;
 }
 
-static int await(rlock_latch *lt, int64_t wait_ms, rlock_cancel *tok, done_rec *d)
+static int await(rlock_latch *lt, int64_t wait_ms, rlock_cancel *tok, tl_done *d)
 {
     d->inside = 1;
-    int rc = rlock_latch_await_async(lt, wait_ms, tok, latch_done, d);
+    int rc = rlock_latch_await_async(lt, wait_ms, tok, tl_latch_done, d);
     d->inside = 0;
     return rc;
 }
 
-static int count_down(rlock_latch *lt, done_rec *d)
+static int count_down(rlock_latch *lt, tl_done *d)
 {
     d->inside = 1;
-    int rc = rlock_latch_count_down_async(lt, latch_done, d);
+    int rc = rlock_latch_count_down_async(lt, tl_latch_done, d);
     d->inside = 0;
     return rc;
-}
-
-static void run_for(tu_loop *l, int64_t ms)
-{
-    int never = 0;
-    (void)tu_run_until(l, &never, 1, ms);
-}
-
-/* Runs the loop until d's done ran, and checks it ran once, on the loop, with want. */
-static void wait_done(tu_loop *l, done_rec *d, int want)
-{
-    assert_true(tu_run_until(l, &d->calls, 1, 5000));
-    assert_int_equal(d->calls, 1);
-    assert_int_equal(d->ran_inside, 0);
-    assert_int_equal(d->rc, want);
 }
 
 static rlock_client *loop_client(tu_loop *l, rh_server *s)
 {
     rlock_options o;
     tc_options(&o, s);
-    rlock_client *c = NULL;
-    if (tu_client_new(l, &o, &c) != RLOCK_OK) {
-        fail_msg("the adapter's client: %s", rlock_last_error());
-    }
-    return c;
+    return tl_client(l, &o);
 }
 
 static rlock_client *threaded_client(rh_server *s)
@@ -170,11 +106,6 @@ static void pause_server(rh_server *s, int ms)
     free(ok);
 }
 
-static void fire_cb(void *tok)
-{
-    rlock_cancel_fire(tok);
-}
-
 /* Bad input is refused with RLOCK_EINVAL (a fired token: RLOCK_ECANCELED), done never runs; a
  * threaded client's handle is refused, and a loop client's blocking semaphore calls too. */
 static void test_checks(void **state)
@@ -187,7 +118,7 @@ static void test_checks(void **state)
     rlock_semaphore *tsem = rlock_semaphore_open(t, "ls-checks");
     rlock_latch *lt = rlock_latch_open(c, "ll-checks"), *tlt = rlock_latch_open(t, "ll-checks");
     assert_true(sem != NULL && tsem != NULL && lt != NULL && tlt != NULL);
-    done_rec d = {0};
+    tl_done d = {0};
     assert_int_equal(acquire(NULL, 1, 0, NULL, &d), RLOCK_EINVAL);
     assert_int_equal(rlock_semaphore_acquire_async(sem, 1, 0, NULL, NULL, NULL), RLOCK_EINVAL);
     assert_int_equal(acquire(sem, 0, 0, NULL, &d), RLOCK_EINVAL);
@@ -217,7 +148,7 @@ static void test_checks(void **state)
     rlock_cancel_free(fired);
     assert_int_equal(rlock_semaphore_acquire(sem, 1, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_latch_count_down(lt), RLOCK_EINVAL);
-    run_for(l, 50);
+    tl_run_for(l, 50);
     assert_int_equal(d.calls, 0);
     rlock_semaphore_free(sem);
     rlock_semaphore_free(tsem);
@@ -241,39 +172,39 @@ static void test_acquire_release(void **state)
     rlock_semaphore *sb = rlock_semaphore_open(b, "ls-basic");
     rlock_semaphore *st = rlock_semaphore_open(t, "ls-basic");
     assert_int_equal(rlock_semaphore_try_set_permits(st, 2), 1);
-    done_rec d = {0};
+    tl_done d = {0};
     assert_int_equal(acquire(sa, 2, 0, NULL, &d), RLOCK_OK);
     assert_int_equal(d.calls, 0);
-    wait_done(l, &d, RLOCK_OK);
+    tl_wait_done(l, &d, RLOCK_OK);
     assert_int_equal(rlock_semaphore_available(st), 0);
     /* A waiter on the loop, woken by the threaded client's release. */
-    done_rec w = {0};
+    tl_done w = {0};
     assert_int_equal(acquire(sb, 1, RLOCK_WAIT_FOREVER, NULL, &w), RLOCK_OK);
-    run_for(l, 200); /* the loop sends the SUBSCRIBE */
+    tl_run_for(l, 200); /* the loop sends the SUBSCRIBE */
     assert_int_equal(tc_numsub(s, "redisson_sc:{ls-basic}"), 1);
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(w.calls, 0);
-    int64_t t0 = now_ms();
+    int64_t t0 = tl_now_ms();
     assert_int_equal(rlock_semaphore_release(st, 1), RLOCK_OK);
-    wait_done(l, &w, RLOCK_OK);
+    tl_wait_done(l, &w, RLOCK_OK);
     assert_true(w.at_ms - t0 < 2000);
     assert_int_equal(get_int(s, "ls-basic"), 0);
     /* Another waiter, woken by a loop client's release of two permits. */
-    done_rec w2 = {0}, r = {0};
+    tl_done w2 = {0}, r = {0};
     assert_int_equal(acquire(sb, 2, RLOCK_WAIT_FOREVER, NULL, &w2), RLOCK_OK);
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(w2.calls, 0);
-    t0 = now_ms();
+    t0 = tl_now_ms();
     assert_int_equal(release(sa, 2, &r), RLOCK_OK);
-    wait_done(l, &r, RLOCK_OK);
-    wait_done(l, &w2, RLOCK_OK);
+    tl_wait_done(l, &r, RLOCK_OK);
+    tl_wait_done(l, &w2, RLOCK_OK);
     assert_true(w2.at_ms - t0 < 2000);
     assert_int_equal(get_int(s, "ls-basic"), 0);
-    done_rec r2 = {0};
+    tl_done r2 = {0};
     assert_int_equal(release(sb, 3, &r2), RLOCK_OK);
-    wait_done(l, &r2, RLOCK_OK);
+    tl_wait_done(l, &r2, RLOCK_OK);
     assert_int_equal(rlock_semaphore_available(st), 3);
-    run_for(l, 100); /* the last waiter left the channel */
+    tl_run_for(l, 100); /* the last waiter left the channel */
     assert_int_equal(tc_numsub(s, "redisson_sc:{ls-basic}"), 0);
     rlock_semaphore_free(sa);
     rlock_semaphore_free(sb);
@@ -309,32 +240,32 @@ static void test_leased(void **state)
     rlock_semaphore *sem = rlock_semaphore_open(c, "ls-leased");
     rlock_semaphore *st = rlock_semaphore_open(t, "ls-leased");
     assert_int_equal(rlock_semaphore_try_set_permits(st, 1), 1);
-    done_rec d = {0};
+    tl_done d = {0};
     assert_int_equal(acquire_leased(sem, 0, 5000, &d), RLOCK_OK);
-    wait_done(l, &d, RLOCK_OK);
+    tl_wait_done(l, &d, RLOCK_OK);
     assert_true(is_hex_id(d.id));
     int64_t left = 0;
     assert_int_equal(rlock_semaphore_remaining_lease_ms(st, d.id, &left), RLOCK_OK);
     assert_true(left > 3000 && left <= 5000);
     assert_int_equal(rlock_semaphore_acquired(st), 1);
-    done_rec r = {0}, r2 = {0};
+    tl_done r = {0}, r2 = {0};
     assert_int_equal(release_leased(sem, d.id, &r), RLOCK_OK);
-    wait_done(l, &r, RLOCK_OK);
+    tl_wait_done(l, &r, RLOCK_OK);
     assert_int_equal(rlock_semaphore_acquired(st), 0);
     assert_int_equal(release_leased(sem, d.id, &r2), RLOCK_OK);
-    wait_done(l, &r2, RLOCK_ENOTOWNER);
+    tl_wait_done(l, &r2, RLOCK_ENOTOWNER);
     /* The last permit on a short lease, and a waiter that gets it when the lease runs out. */
-    done_rec h = {0}, w = {0};
+    tl_done h = {0}, w = {0};
     assert_int_equal(acquire_leased(sem, 0, 300, &h), RLOCK_OK);
-    wait_done(l, &h, RLOCK_OK);
-    int64_t t0 = now_ms();
+    tl_wait_done(l, &h, RLOCK_OK);
+    int64_t t0 = tl_now_ms();
     assert_int_equal(acquire_leased(sem, 3000, 5000, &w), RLOCK_OK);
-    wait_done(l, &w, RLOCK_OK);
+    tl_wait_done(l, &w, RLOCK_OK);
     assert_true(w.at_ms - t0 >= 200 && w.at_ms - t0 < 2000);
     assert_string_not_equal(w.id, h.id);
-    done_rec r3 = {0};
+    tl_done r3 = {0};
     assert_int_equal(release_leased(sem, w.id, &r3), RLOCK_OK);
-    wait_done(l, &r3, RLOCK_OK);
+    tl_wait_done(l, &r3, RLOCK_OK);
     assert_int_equal(rlock_semaphore_available(st), 1);
     rlock_semaphore_free(sem);
     rlock_semaphore_free(st);
@@ -355,31 +286,31 @@ static void test_timeout_cancel(void **state)
     rlock_semaphore *sem = rlock_semaphore_open(c, "ls-cancel");
     rlock_semaphore *st = rlock_semaphore_open(t, "ls-cancel");
     assert_int_equal(rlock_semaphore_try_set_permits(st, 1), 1);
-    done_rec d = {0};
-    int64_t t0 = now_ms();
+    tl_done d = {0};
+    int64_t t0 = tl_now_ms();
     assert_int_equal(acquire(sem, 2, 300, NULL, &d), RLOCK_OK);
-    wait_done(l, &d, RLOCK_ETIMEDOUT);
+    tl_wait_done(l, &d, RLOCK_ETIMEDOUT);
     assert_true(d.at_ms - t0 >= 290);
     rlock_cancel *tok = NULL;
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-    done_rec w = {0};
+    tl_done w = {0};
     assert_int_equal(acquire(sem, 2, RLOCK_WAIT_FOREVER, tok, &w), RLOCK_OK);
-    run_for(l, 200); /* the loop sends the SUBSCRIBE */
+    tl_run_for(l, 200); /* the loop sends the SUBSCRIBE */
     assert_int_equal(tc_numsub(s, "redisson_sc:{ls-cancel}"), 1);
-    tu_after(l, 100, fire_cb, tok);
-    wait_done(l, &w, RLOCK_ECANCELED);
-    run_for(l, 100); /* the UNSUBSCRIBE */
+    tu_after(l, 100, tl_fire, tok);
+    tl_wait_done(l, &w, RLOCK_ECANCELED);
+    tl_run_for(l, 100); /* the UNSUBSCRIBE */
     assert_int_equal(tc_numsub(s, "redisson_sc:{ls-cancel}"), 0);
     assert_int_equal(rlock_semaphore_available(st), 1);
     rlock_cancel_free(tok);
     /* The race: fired while the attempt that takes the permit waits behind paused clients, so
      * the loop hears of the token before the attempt's reply. */
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
-    done_rec g = {0};
+    tl_done g = {0};
     pause_server(s, 300);
     assert_int_equal(acquire(sem, 1, RLOCK_WAIT_FOREVER, tok, &g), RLOCK_OK);
     rlock_cancel_fire(tok);
-    wait_done(l, &g, RLOCK_OK);
+    tl_wait_done(l, &g, RLOCK_OK);
     assert_int_equal(rlock_semaphore_available(st), 0);
     rlock_cancel_free(tok);
     rlock_semaphore_free(sem);
@@ -419,16 +350,16 @@ static void test_lost_reply(void **state)
     rlock_semaphore *sem = rlock_semaphore_open(c, "ls-lost");
     rlock_semaphore *st = rlock_semaphore_open(t, "ls-lost");
     assert_int_equal(rlock_semaphore_try_set_permits(st, 1), 1);
-    done_rec warm = {0}, d = {0};
+    tl_done warm = {0}, d = {0};
     assert_int_equal(release(sem, 1, &warm), RLOCK_OK); /* the data connection is up */
-    wait_done(l, &warm, RLOCK_OK);
+    tl_wait_done(l, &warm, RLOCK_OK);
     assert_int_equal(rh_pause(s), 0);
     assert_int_equal(acquire(sem, 2, RLOCK_WAIT_FOREVER, NULL, &d), RLOCK_OK);
     resume_arg ra = {s, 0};
     tu_after(l, 450, resume_cb, &ra);
     assert_true(tu_run_until(l, &d.calls, 1, 5000));
     assert_true(tu_run_until(l, &ra.done, 1, 5000)); /* the server ran what it had received */
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(d.calls, 1);
     assert_true(d.rc == RLOCK_OK || d.rc == RLOCK_ECONN);
     assert_int_equal(rlock_semaphore_available(st), d.rc == RLOCK_OK ? 0 : 2);
@@ -451,37 +382,37 @@ static void test_latch(void **state)
     rlock_latch *la = rlock_latch_open(a, "ll-basic"), *lb = rlock_latch_open(b, "ll-basic");
     rlock_latch *ltt = rlock_latch_open(t, "ll-basic");
     assert_int_equal(rlock_latch_try_set_count(ltt, 2), 1);
-    done_rec w[2] = {{0}}, cd = {0};
+    tl_done w[2] = {{0}}, cd = {0};
     for (int i = 0; i < 2; i++) {
         assert_int_equal(await(la, RLOCK_WAIT_FOREVER, NULL, &w[i]), RLOCK_OK);
     }
     assert_int_equal(count_down(lb, &cd), RLOCK_OK);
-    wait_done(l, &cd, RLOCK_OK);
+    tl_wait_done(l, &cd, RLOCK_OK);
     assert_int_equal(rlock_latch_count(ltt), 1);
-    run_for(l, 200); /* the loop sends the SUBSCRIBE */
+    tl_run_for(l, 200); /* the loop sends the SUBSCRIBE */
     assert_int_equal(tc_numsub(s, "redisson_countdownlatch__channel__{ll-basic}"), 1);
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(w[0].calls + w[1].calls, 0);
-    int64_t t0 = now_ms();
+    int64_t t0 = tl_now_ms();
     assert_int_equal(rlock_latch_count_down(ltt), RLOCK_OK);
     for (int i = 0; i < 2; i++) {
-        wait_done(l, &w[i], RLOCK_OK);
+        tl_wait_done(l, &w[i], RLOCK_OK);
         assert_true(w[i].at_ms - t0 < 2000);
     }
-    done_rec open = {0};
+    tl_done open = {0};
     assert_int_equal(await(lb, 0, NULL, &open), RLOCK_OK);
     assert_int_equal(open.calls, 0);
-    wait_done(l, &open, RLOCK_OK);
+    tl_wait_done(l, &open, RLOCK_OK);
     /* A loop count-down opens another loop client's await. */
     assert_int_equal(rlock_latch_try_set_count(ltt, 1), 1);
-    done_rec wb = {0}, cd2 = {0};
+    tl_done wb = {0}, cd2 = {0};
     assert_int_equal(await(lb, 3000, NULL, &wb), RLOCK_OK);
-    run_for(l, 100);
+    tl_run_for(l, 100);
     assert_int_equal(wb.calls, 0);
-    t0 = now_ms();
+    t0 = tl_now_ms();
     assert_int_equal(count_down(la, &cd2), RLOCK_OK);
-    wait_done(l, &cd2, RLOCK_OK);
-    wait_done(l, &wb, RLOCK_OK);
+    tl_wait_done(l, &cd2, RLOCK_OK);
+    tl_wait_done(l, &wb, RLOCK_OK);
     assert_true(wb.at_ms - t0 < 2000);
     rlock_latch_free(la);
     rlock_latch_free(lb);
@@ -501,19 +432,19 @@ static void test_latch_timeout_cancel(void **state)
     rlock_client *a = loop_client(l, s), *t = threaded_client(s);
     rlock_latch *la = rlock_latch_open(a, "ll-cancel"), *ltt = rlock_latch_open(t, "ll-cancel");
     assert_int_equal(rlock_latch_try_set_count(ltt, 1), 1);
-    done_rec to = {0}, cw = {0};
-    int64_t t0 = now_ms();
+    tl_done to = {0}, cw = {0};
+    int64_t t0 = tl_now_ms();
     assert_int_equal(await(la, 200, NULL, &to), RLOCK_OK);
-    wait_done(l, &to, RLOCK_ETIMEDOUT);
+    tl_wait_done(l, &to, RLOCK_ETIMEDOUT);
     assert_true(to.at_ms - t0 >= 190);
     rlock_cancel *tok = NULL;
     assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
     assert_int_equal(await(la, RLOCK_WAIT_FOREVER, tok, &cw), RLOCK_OK);
-    run_for(l, 200); /* the loop sends the SUBSCRIBE */
+    tl_run_for(l, 200); /* the loop sends the SUBSCRIBE */
     assert_int_equal(tc_numsub(s, "redisson_countdownlatch__channel__{ll-cancel}"), 1);
-    tu_after(l, 100, fire_cb, tok);
-    wait_done(l, &cw, RLOCK_ECANCELED);
-    run_for(l, 50);
+    tu_after(l, 100, tl_fire, tok);
+    tl_wait_done(l, &cw, RLOCK_ECANCELED);
+    tl_run_for(l, 50);
     assert_int_equal(tc_numsub(s, "redisson_countdownlatch__channel__{ll-cancel}"), 0);
     rlock_cancel_free(tok);
     assert_int_equal(rlock_latch_count(ltt), 1);
@@ -535,11 +466,11 @@ static void test_free_pending(void **state)
     rlock_semaphore *sem = rlock_semaphore_open(c, "ls-free");
     rlock_latch *lt = rlock_latch_open(c, "ll-free"), *ltt = rlock_latch_open(t, "ll-free");
     assert_int_equal(rlock_latch_try_set_count(ltt, 5), 1);
-    done_rec d[6] = {{0}};
+    tl_done d[6] = {{0}};
     assert_int_equal(acquire(sem, 1, RLOCK_WAIT_FOREVER, NULL, &d[0]), RLOCK_OK);
     assert_int_equal(acquire_leased(sem, RLOCK_WAIT_FOREVER, 1000, &d[1]), RLOCK_OK);
     assert_int_equal(await(lt, RLOCK_WAIT_FOREVER, NULL, &d[2]), RLOCK_OK);
-    run_for(l, 200); /* waiting on their channels */
+    tl_run_for(l, 200); /* waiting on their channels */
     /* Requests still on their way when the client goes. */
     assert_int_equal(acquire(sem, 1, RLOCK_WAIT_FOREVER, NULL, &d[3]), RLOCK_OK);
     assert_int_equal(count_down(lt, &d[4]), RLOCK_OK);
@@ -549,10 +480,10 @@ static void test_free_pending(void **state)
         assert_int_equal(d[i].calls, 1);
         assert_int_equal(d[i].rc, RLOCK_ECLOSED);
     }
-    done_rec late = {0};
+    tl_done late = {0};
     assert_int_equal(acquire(sem, 1, 0, NULL, &late), RLOCK_ECLOSED);
     assert_int_equal(await(lt, 0, NULL, &late), RLOCK_ECLOSED);
-    run_for(l, 100);
+    tl_run_for(l, 100);
     for (int i = 0; i < 6; i++) {
         assert_int_equal(d[i].calls, 1);
     }

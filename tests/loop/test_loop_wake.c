@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "tc_redis.h"
+#include "tl_common.h"
 #include "tl_loop.h"
 
 /* Keeps Redis busy for about 300 ms (TIME advances inside a script since Redis 7). */
@@ -22,20 +23,6 @@ static const char *const spin_lua =
     "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] local n = 0 "
     "repeat n = n + 1 local u = redis.call('TIME') "
     "until (u[1] * 1000000 + u[2]) - s > 300000 or n > 50000000 return n";
-
-static void on_done(rlock *lock, int rc, void *user_data)
-{
-    (void)lock;
-    int *rec = user_data;
-    rec[0]++;
-    rec[1] = rc;
-}
-
-static void run_for(tu_loop *l, int64_t ms)
-{
-    int never = 0;
-    (void)tu_run_until(l, &never, 1, ms);
-}
 
 /* Sends a command on c without reading its reply. */
 static void send_only(redisContext *c, const char *cmd, const char *arg)
@@ -69,35 +56,34 @@ static void test_wake_during_attempt(void **state)
     assert_int_equal(tu_client_new(l, &o, &w), RLOCK_OK);
     rlock *lw = tc_open(w, RLOCK_REENTRANT, "loop-wake"),
           *lt = tc_open(t, RLOCK_REENTRANT, "loop-wake");
-    rlock_owner *ow = NULL;
-    assert_int_equal(rlock_owner_new(w, &ow), RLOCK_OK);
+    rlock_owner *ow = tl_owner(w);
     /* A first hold and release loads the release's script, so that the release below is one
      * EVALSHA, not a NOSCRIPT and a SCRIPT LOAD that would let the attempt's reply go first. */
     assert_int_equal(rlock_try_lock(lt, 0, 60000), RLOCK_OK);
     assert_int_equal(rlock_unlock(lt), RLOCK_OK);
     assert_int_equal(rlock_try_lock(lt, 0, 60000), RLOCK_OK);
-    int rec[2] = {0, 0};
+    tl_done d = {0};
     rlock_lock_args a;
     rlock_lock_args_init(&a);
     a.owner = ow;
     a.wait_ms = 20000;
     a.lease_ms = 30000;
-    assert_int_equal(rlock_lock_async(lw, &a, on_done, rec), RLOCK_OK);
-    run_for(l, 300); /* subscribed and asleep */
-    assert_int_equal(rec[0], 0);
+    assert_int_equal(rlock_lock_async(lw, &a, tl_lock_done, &d), RLOCK_OK);
+    tl_run_for(l, 300); /* subscribed and asleep */
+    assert_int_equal(d.calls, 0);
     assert_int_equal(publish_wake(s, "redisson_lock__channel:{loop-wake}"), 1);
     redisContext *busy = rh_connect(s);
     assert_non_null(busy);
     send_only(busy, "EVAL %s 0", spin_lua);
-    usleep(20000);  /* the script runs */
-    run_for(l, 50); /* the waiter reads the wake-up and sends its attempt: it waits in Redis */
-    assert_int_equal(rec[0], 0);
+    usleep(20000);     /* the script runs */
+    tl_run_for(l, 50); /* the waiter reads the wake-up and sends its attempt: it waits in Redis */
+    assert_int_equal(d.calls, 0);
     assert_int_equal(rlock_unlock(lt), RLOCK_OK); /* behind the attempt */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    assert_true(tu_run_until(l, &rec[0], 1, 3000));
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    assert_int_equal(rec[1], RLOCK_OK);
+    assert_int_equal(d.rc, RLOCK_OK);
     assert_true(t1.tv_sec - t0.tv_sec < 3);
     redisReply *r = NULL;
     assert_int_equal(redisGetReply(busy, (void **)&r), REDIS_OK);
@@ -105,10 +91,10 @@ static void test_wake_during_attempt(void **state)
     freeReplyObject(r);
     redisFree(busy);
     assert_int_equal(rlock_try_lock(lt, 0, 30000), RLOCK_ETIMEDOUT); /* the loop owner holds */
-    rec[0] = 0;
-    assert_int_equal(rlock_unlock_async(lw, ow, on_done, rec), RLOCK_OK);
-    assert_true(tu_run_until(l, &rec[0], 1, 3000));
-    assert_int_equal(rec[1], RLOCK_OK);
+    d.calls = 0;
+    assert_int_equal(rlock_unlock_async(lw, ow, tl_lock_done, &d), RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 3000));
+    assert_int_equal(d.rc, RLOCK_OK);
     rlock_owner_free(ow);
     rlock_free(lw);
     rlock_free(lt);

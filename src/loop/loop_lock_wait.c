@@ -1,0 +1,95 @@
+/*
+ * The part of a loop lock's waiting operation that the reentrant and fair locks share
+ * (loop_lock_wait.h): the owner's acquisition record, the channel, the messages, and the
+ * completion that records a grant. Static helpers are named llw_*.
+ */
+#include <stdlib.h>
+
+#include "error.h"
+#include "loop_lock_wait.h"
+#include "loop_watchdog.h"
+
+/* A lock's name in messages: "lock" or "fair lock". */
+static const char *llw_what(const rlk_loop_lock_op *op)
+{
+    return op->lock->kind == RLOCK_FAIR ? "fair lock" : "lock";
+}
+
+void rlk_loop_lock_complete(rlk_loop_wait *w, int rc)
+{
+    rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
+    rlk_loop_hold *h = NULL;
+    if (rc == RLOCK_OK) {
+        rc = rlk_loop_hold_grant(w->base.lc, op->lock, &op->a);
+    }
+    if (rc == RLOCK_OK) {
+        h = rlk_loop_hold_get(w->base.lc, op->lock->name, op->lock->name_len, op->a.tid, 0);
+    }
+    (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->lock->name, op->a.owner, rc,
+                              h != NULL ? h->token : 0, h != NULL ? h->count : 0);
+    rlock *lock = op->lock;
+    rlock_done_fn done = (rlock_done_fn)w->done;
+    void *user_data = w->user_data;
+    free(op);
+    done(lock, rc, user_data);
+}
+
+void rlk_loop_lock_say(rlk_loop_wait *w, int rc)
+{
+    rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
+    if (rc == RLOCK_ECANCELED) {
+        (void)rlk_err(rc, "%s '%s': the wait was cancelled", llw_what(op), op->lock->name);
+    } else if (rc == RLOCK_ECLOSED) {
+        (void)rlk_err(rc, "%s '%s': the client was freed", llw_what(op), op->lock->name);
+    }
+}
+
+int rlk_loop_lock_join(rlk_loop_wait *w)
+{
+    rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
+    rlk_buf ch;
+    rlk_buf_init(&ch);
+    int r = op->lock->single->channel(&op->a, &ch);
+    r = r ? r : rlk_loop_join(&w->base, ch.p, ch.len);
+    rlk_buf_free(&ch);
+    return r;
+}
+
+void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
+                          int (*decode)(rlk_loop_lock_op *op, redisReply *rep))
+{
+    int r = err;
+    if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
+        r = rlk_err(RLOCK_EREDIS, "%s '%s': %s", llw_what(op), op->lock->name, rep->str);
+    }
+    r = r ? r : decode(op, rep);
+    /* A busy lock is attempted again after the holder's TTL at the latest: a lease that ran
+     * out sends no message. */
+    rlk_loop_wait_result(&op->w, r, op->a.ttl_ms > 0 ? op->a.ttl_ms : -1);
+}
+
+void rlk_loop_lock_prepare(rlk_loop_lock_op *op, rlock *lock, uint64_t tid,
+                           const rlock_lock_args *args, rlock_done_fn done, void *user_data)
+{
+    op->lock = lock;
+    op->w.done = (void (*)(void))done;
+    op->w.user_data = user_data;
+    op->w.deadline = rlk_loop_deadline(args->wait_ms);
+    rlk_call_ctx saved;
+    rlk_call_enter(tid, NULL, &saved);
+    rlk_acq_init(&op->a, lock);
+    rlk_call_leave(&saved);
+    op->a.watchdog = args->lease_ms < 0;
+    op->a.lease_ms = op->a.watchdog ? lock->client->opts.watchdog_timeout_ms : args->lease_ms;
+    op->a.wait_ms = args->wait_ms;
+}
+
+int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_cancel *cancel)
+{
+    int r = rlk_loop_wait_start(lc, &op->w, cancel);
+    if (r == RLOCK_OK) {
+        rlk_obs_acquire_begin(op->lock->client, &op->obs, rlk_obs_kind_of(op->lock->kind),
+                              op->lock->name, op->a.owner);
+    }
+    return r;
+}

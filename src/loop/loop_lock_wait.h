@@ -1,0 +1,35 @@
+/*
+ * A lock's waiting operation on a loop client, the part the reentrant (loop_lock.c) and fair
+ * (loop_fair.c) locks share: the owner, the channel, the completion that records the grant.
+ * loop_wait.c runs its states; each lock type supplies its attempt in a rlk_loop_wait_ops.
+ */
+#ifndef RLK_LOOP_LOCK_WAIT_H
+#define RLK_LOOP_LOCK_WAIT_H
+
+#include "lock.h"
+#include "loop_wait.h"
+
+/* A lock's waiting operation; the fair lock's record begins with one. */
+typedef struct rlk_loop_lock_op {
+    rlk_loop_wait w;
+    rlock *lock;
+    rlk_acq a;        /* the owner's identity, field and lease, as a blocking acquire keeps them */
+    rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
+} rlk_loop_lock_op;
+
+/* Fills op (zeroed by the caller) for rlock_lock_async()'s checked arguments. */
+void rlk_loop_lock_prepare(rlk_loop_lock_op *op, rlock *lock, uint64_t tid,
+                           const rlock_lock_args *args, rlock_done_fn done, void *user_data);
+/* Starts op (its ops table set) and counts the acquire's begin: as rlk_loop_wait_start(). */
+int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_cancel *cancel);
+/* An attempt's reply decoded by decode (r: 1 acquired, 0 busy, < 0 error) or failed (err, a
+ * Redis error reply), handed to the waiting operation with the holder's TTL as its sleep. */
+void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
+                          int (*decode)(rlk_loop_lock_op *op, redisReply *rep));
+/* The ops entries both locks use: join the lock's channel, the messages, the completion (an
+ * RLOCK_OK records the hold, then done runs and op is freed). */
+int rlk_loop_lock_join(rlk_loop_wait *w);
+void rlk_loop_lock_say(rlk_loop_wait *w, int rc);
+void rlk_loop_lock_complete(rlk_loop_wait *w, int rc);
+
+#endif
