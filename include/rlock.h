@@ -426,8 +426,10 @@ RLOCK_EXPORT int rlock_try_lock(rlock *lock, int64_t wait_ms, int64_t lease_ms);
 
 /* Releases one hold of the calling thread (the lock is free when the count reaches 0; waiters
  * are notified). Returns RLOCK_OK; RLOCK_ENOTOWNER if the calling thread holds no hold of this
- * handle's lock; RLOCK_ELOST if the hold's lease ran out while held (the local record is
- * dropped; Redis is not touched); or a connection/Redis error (the watchdog entry is cancelled
+ * handle's lock; RLOCK_ELOST if the hold's lease ran out while held (the hold is dropped;
+ * Redis is not touched, but since the loss was judged by the client's clock, the thread's next
+ * lock through this handle first gives back a hold that still stood on Redis, so it never
+ * re-enters it); or a connection/Redis error (the watchdog entry is cancelled
  * either way once the hold is gone). No renewal of the hold runs after this returns. A release
  * whose wake-up message Redis refused (an ACL user without `publish` or the lock's channel) still
  * returns RLOCK_OK; the client logs the refusal once, at WARN, and waiters then wake by their

@@ -130,6 +130,10 @@ static int hold_grant(rlk_acq *a, int watchdog)
 static int settle_before_lock(rlock *l, uint64_t tid)
 {
     rlk_hold *h = rlk_hold_get(l, tid, 0);
+    if (h != NULL && atomic_load(&h->lost)) {
+        rlk_hold_stop_renewal(l, h);
+        rlk_hold_lost_unsure(l, h);
+    }
     if (h == NULL || h->unsure == 0) {
         return RLOCK_OK;
     }

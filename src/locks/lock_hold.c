@@ -77,6 +77,14 @@ void rlk_hold_drop_if_empty(rlock *l, rlk_hold *h)
     }
 }
 
+void rlk_hold_lost_unsure(rlock *l, rlk_hold *h)
+{
+    rlk_hold_obs_end(l, h, RLK_HOLD_LOST);
+    h->count = 0;
+    h->unsure |= RLK_UNSURE_GRANT;
+    atomic_store(&h->lost, 0);
+}
+
 void rlk_hold_forget_all(rlock *l)
 {
     rlk_handle_refresh(l);

@@ -20,6 +20,14 @@ void rlk_hold_forget(rlock *l, rlk_hold *h);
  * may wait for an in-flight batch. */
 void rlk_hold_stop_renewal(rlock *l, rlk_hold *h);
 
+/* A hold the watchdog judged lost (its lease ran out unrenewed, by the client's clock) may still
+ * stand on Redis: a renewal that ran but whose reply was lost, or one a failover kept, extended
+ * it past the client's reckoning. The record counts no hold any more but is marked as after a
+ * grant whose reply was lost (RLK_UNSURE_GRANT), so that the thread's next lock gives such a
+ * hold back before it attempts, instead of re-entering it with its old token. Reports the end
+ * (RLK_HOLD_LOST) if not reported yet. The caller stopped the renewal. */
+void rlk_hold_lost_unsure(rlock *l, rlk_hold *h);
+
 /* The renew class pieces shared by hash-based holds: key = the lock name, field = a->field of
  * the hold's thread; lost() marks the hold lost and calls the client's on_lost once. */
 int rlk_hold_describe(rlk_wd_entry *e, rlk_buf *key, rlk_buf *field);

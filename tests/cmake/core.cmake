@@ -213,6 +213,12 @@ rlock_add_test(NAME core_giveup_paused SOURCES core/test_giveup_paused.c
 # lock. Reentrant and fair. ~5 s.
 rlock_add_test(NAME core_leave_lost SOURCES core/test_leave_lost.c LABELS redis fault TIMEOUT 60)
 
+# A hold the watchdog judged lost that still stands on Redis (renewals paused for a lease, the key
+# kept): the thread's next lock, after an RLOCK_ELOST unlock or without one, gives it back and
+# takes the lock from free (larger token, one hold). Reentrant and fair. ~6 s.
+rlock_add_test(NAME core_lost_still_held SOURCES core/test_lost_still_held.c
+               LABELS redis fault TIMEOUT 60)
+
 # Mutual exclusion under connection faults (issue 26): every lock type with its connections
 # killed every 20-100 ms, CLIENT PAUSE and a stopped server; two independent checkers.
 if(TARGET rlock_harness)
