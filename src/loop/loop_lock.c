@@ -4,6 +4,8 @@
  * table of a lock's waiting operation (loop_lock_wait.h), and the release. Static helpers are
  * named lop_*.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,17 +14,61 @@
 #include "loop_fair.h"
 #include "loop_lock.h"
 #include "loop_lock_wait.h"
+#include "loop_sync.h"
 #include "loop_watchdog.h"
 #include "owner.h"
 #include "release_reply.h"
+#include "replica.h"
 
 static int lop_decode(rlk_loop_lock_op *op, redisReply *rep)
 {
     return op->lock->single->attempt_reply(&op->a, rep);
 }
 
+static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd, size_t *len);
+
+/* The give-back of a grant fewer replicas acknowledged came back: the operation waits on while
+ * its wait lasts (the next attempt after a pause), else ends with RLOCK_EREPLICA. */
+static void lop_undone(void *arg, redisReply *rep, int err)
+{
+    (void)rep;
+    (void)err;
+    rlk_loop_lock_op *op = arg;
+    int64_t left = op->w.deadline == INT64_MAX ? INT64_MAX : op->w.deadline - rlk_now_ms();
+    if (left > 0 && op->a.wait_ms != 0) {
+        rlk_loop_wait_result(&op->w, 0, left < 100 ? left : 100);
+        return;
+    }
+    rlk_loop_wait_result(&op->w, rlk_err(RLOCK_EREPLICA, "%s", op->undo_msg), -1);
+}
+
+/* A grant the replicas did not all acknowledge is given back with no WAIT (lock_wait.c's
+ * undo_unsynced). 1 when the give-back was sent (its reply goes on), else 0. */
+static int lop_undo(rlk_loop_lock_op *op)
+{
+    int acked = 0, n = 0;
+    if (!rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    (void)rlk_sync_error(acked, n, "lock", op->lock->name);
+    snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
+    rlk_obs_replica_sync_failed(op->a.client, rlk_obs_kind_of((rlock_kind)op->lock->kind),
+                                op->lock->name, op->a.owner, RLOCK_EREPLICA);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = lop_release_format(op->lock, &op->a, op->a.lease_ms, &cmd, &len);
+    r = r ? r : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, lop_undone, op);
+    free(cmd);
+    return r == RLOCK_OK;
+}
+
 static void lop_on_reply(void *arg, redisReply *rep, int err)
 {
+    rlk_loop_lock_op *op = arg;
+    if (err == RLOCK_OK && rep->type != REDIS_REPLY_ERROR && lop_decode(op, rep) == 1 &&
+        lop_undo(op)) {
+        return;
+    }
     rlk_loop_lock_result(arg, rep, err, lop_decode);
 }
 
@@ -32,7 +78,8 @@ static int lop_attempt(rlk_loop_wait *w)
     char *cmd = NULL;
     size_t len = 0;
     int r = op->lock->single->attempt_format(&op->a, &cmd, &len);
-    r = r ? r : rlk_loop_eval(w->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
+    r = r ? r
+          : rlk_loop_eval_synced(w->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
     free(cmd);
     return r;
 }
@@ -119,6 +166,12 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     if (r == RLOCK_OK) {
         r = rlk_notify_reply(u->lock->client, rep, &v, "lock_release");
     }
+    int acked = 0, n = 0;
+    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        rlk_log(u->lock->client, RLOCK_LOG_WARN,
+                "unlock of '%s': %d of %d replicas acknowledged the release", u->lock->name, acked,
+                n);
+    }
     rlk_loop_hold *h = NULL;
     if (r != RLOCK_ECLOSED) { /* after the free the records are gone */
         h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
@@ -144,14 +197,13 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     done(lock, r, user_data);
 }
 
-/* The release's call: lock_release.lua with the lock's channel, waiters zset and wake prefix,
- * so a waiting rlock thread is named and a Redisson waiter gets "0"; no grant keys (a loop
- * release wakes, it does not grant). */
-static int lop_unlock_send(lop_unlock *u, rlk_acq *a, int64_t lease_ms)
+/* The release's request: lock_release.lua with the lock's channel, waiters zset and wake
+ * prefix, so a waiting rlock thread is named and a Redisson waiter gets "0"; no grant keys (a
+ * loop release wakes, it does not grant). */
+static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd, size_t *len)
 {
     static const char *const prefixes[3] = {"redisson_lock__channel", "rlock_lock_waiters",
                                             "rlock_lock_wake"};
-    rlock *l = u->lock;
     rlk_buf names[3];
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -166,14 +218,21 @@ static int lop_unlock_send(lop_unlock *u, rlk_acq *a, int64_t lease_ms)
     rlk_args_addi(&args, lease_ms);
     rlk_args_add(&args, a->field, a->field_len);
     rlk_args_adds(&args, "0");
-    char *cmd = NULL;
-    size_t len = 0;
-    r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_RELEASE, &keys, &args, &cmd, &len);
-    r = r ? r : rlk_loop_eval(u->lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, lop_unlock_reply, u);
-    free(cmd);
+    r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_RELEASE, &keys, &args, cmd, len);
     for (int i = 0; i < 3; i++) {
         rlk_buf_free(&names[i]);
     }
+    return r;
+}
+
+/* The release, synced: short of acknowledgements it still succeeds, with a WARN. */
+static int lop_unlock_send(lop_unlock *u, rlk_acq *a, int64_t lease_ms)
+{
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = lop_release_format(u->lock, a, lease_ms, &cmd, &len);
+    r = r ? r : rlk_loop_eval_synced(u->lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, lop_unlock_reply, u);
+    free(cmd);
     return r;
 }
 

@@ -15,6 +15,7 @@ typedef struct rlk_loop_lock_op {
     rlock *lock;
     rlk_acq a;        /* the owner's identity, field and lease, as a blocking acquire keeps them */
     rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
+    char undo_msg[160]; /* the RLOCK_EREPLICA message of a grant given back (loop_lock.c) */
 } rlk_loop_lock_op;
 
 /* Fills op (zeroed by the caller) for rlock_lock_async()'s checked arguments. */
