@@ -4,8 +4,6 @@
  * table of a lock's waiting operation (loop_lock_wait.h), and the release. Static helpers are
  * named lop_*.
  */
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,50 +23,8 @@ static int lop_decode(rlk_loop_lock_op *op, redisReply *rep)
     return op->lock->single->attempt_reply(&op->a, rep);
 }
 
-static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd, size_t *len);
-
-/* The give-back of a grant fewer replicas acknowledged came back: the operation waits on while
- * its wait lasts (the next attempt after a pause), else ends with RLOCK_EREPLICA. */
-static void lop_undone(void *arg, redisReply *rep, int err)
-{
-    (void)rep;
-    (void)err;
-    rlk_loop_lock_op *op = arg;
-    int64_t left = op->w.deadline == INT64_MAX ? INT64_MAX : op->w.deadline - rlk_now_ms();
-    if (left > 0 && op->a.wait_ms != 0) {
-        rlk_loop_wait_result(&op->w, 0, left < 100 ? left : 100);
-        return;
-    }
-    rlk_loop_wait_result(&op->w, rlk_err(RLOCK_EREPLICA, "%s", op->undo_msg), -1);
-}
-
-/* A grant the replicas did not all acknowledge is given back with no WAIT (lock_wait.c's
- * undo_unsynced). 1 when the give-back was sent (its reply goes on), else 0. */
-static int lop_undo(rlk_loop_lock_op *op)
-{
-    int acked = 0, n = 0;
-    if (!rlk_sync_short(&acked, &n)) {
-        return 0;
-    }
-    (void)rlk_sync_error(acked, n, "lock", op->lock->name);
-    snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
-    rlk_obs_replica_sync_failed(op->a.client, rlk_obs_kind_of((rlock_kind)op->lock->kind),
-                                op->lock->name, op->a.owner, RLOCK_EREPLICA);
-    char *cmd = NULL;
-    size_t len = 0;
-    int r = lop_release_format(op->lock, &op->a, op->a.lease_ms, &cmd, &len);
-    r = r ? r : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, lop_undone, op);
-    free(cmd);
-    return r == RLOCK_OK;
-}
-
 static void lop_on_reply(void *arg, redisReply *rep, int err)
 {
-    rlk_loop_lock_op *op = arg;
-    if (err == RLOCK_OK && rep->type != REDIS_REPLY_ERROR && lop_decode(op, rep) == 1 &&
-        lop_undo(op)) {
-        return;
-    }
     rlk_loop_lock_result(arg, rep, err, lop_decode);
 }
 
@@ -122,6 +78,8 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
     return r ? r : rlk_cancel_check(args->cancel, "lock", lock->name);
 }
 
+static int lop_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
+
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data)
 {
@@ -140,6 +98,7 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     }
     rlk_loop_lock_prepare(op, lock, tid, args, done, user_data);
     op->w.ops = &lop_ops;
+    op->give_back = lop_give_back;
     r = rlk_loop_lock_begin(lc, op, args->cancel);
     if (r != RLOCK_OK) {
         free(op);
@@ -222,6 +181,17 @@ static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd
     for (int i = 0; i < 3; i++) {
         rlk_buf_free(&names[i]);
     }
+    return r;
+}
+
+/* Gives back a grant the replicas did not all acknowledge (loop_lock_wait.c), with no WAIT. */
+static int lop_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn)
+{
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = lop_release_format(op->lock, &op->a, op->a.lease_ms, &cmd, &len);
+    r = r ? r : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, fn, op);
+    free(cmd);
     return r;
 }
 

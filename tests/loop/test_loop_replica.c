@@ -3,7 +3,10 @@
  * the harness. A reentrant grant is on the replica when done runs with RLOCK_OK; with the replica
  * stopped (SIGSTOP) a wait-0 lock completes RLOCK_EREPLICA with nothing left on the master, a
  * waiting lock waits on and gets the lock once the replica is resumed, and an unlock completes
- * RLOCK_OK; with replica_sync = 0 the master sees no WAIT (INFO commandstats).
+ * RLOCK_OK; a fair lock, a semaphore acquire and a latch count-down short of acknowledgements
+ * are RLOCK_EREPLICA (the grant and permit given back), a semaphore release still succeeds; a
+ * watchdog hold outlives the stopped replica; with replica_sync = 0 the master sees no WAIT (INFO
+ * commandstats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,6 +120,95 @@ static void test_replica_stopped(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+static long long get_int(rh_server *s, const char *key)
+{
+    const char *argv[] = {"GET", key, NULL};
+    char *v = rh_cmd_str(s, argv);
+    long long n = v != NULL ? atoll(v) : -1;
+    free(v);
+    return n;
+}
+
+/* With the replica stopped: a fair wait-0 lock gives its grant back, a semaphore acquire its
+ * permit, a latch count-down is RLOCK_EREPLICA, a semaphore release still succeeds. */
+static void test_sync_types_stopped(void **state)
+{
+    (void)state;
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, 1);
+    rlock_owner *o = tl_owner(c);
+    rlock *fair = rlock_open(c, RLOCK_FAIR, "lr-fair");
+    rlock_semaphore *sem = rlock_semaphore_open(c, "lr-sem");
+    rlock_latch *lt = rlock_latch_open(c, "lr-latch");
+    rlock_options to;
+    tc_options(&to, g_master);
+    rlock_client *t = tc_client(&to); /* a loop client makes no blocking calls */
+    rlock_semaphore *tsem = rlock_semaphore_open(t, "lr-sem");
+    rlock_latch *tlt = rlock_latch_open(t, "lr-latch");
+    assert_true(fair != NULL && sem != NULL && lt != NULL && tsem != NULL && tlt != NULL);
+    assert_int_equal(rlock_semaphore_try_set_permits(tsem, 2), 1);
+    assert_int_equal(rlock_latch_try_set_count(tlt, 2), 1);
+    tl_done s1 = {0};
+    s1.inside = 1;
+    assert_int_equal(rlock_semaphore_acquire_async(sem, 1, 0, NULL, tl_sem_done, &s1), RLOCK_OK);
+    s1.inside = 0;
+    tl_wait_done(l, &s1, RLOCK_OK);
+    assert_int_equal(rh_pause(g_rep[0]), 0);
+    tl_done f = {0}, s2 = {0}, cd = {0}, rel = {0};
+    assert_int_equal(tl_lock_async(fair, o, 0, 10000, NULL, &f), RLOCK_OK);
+    tl_wait_done(l, &f, RLOCK_EREPLICA);
+    assert_int_equal(exists(g_master, "lr-fair"), 0);
+    assert_int_equal(rlock_semaphore_acquire_async(sem, 1, 0, NULL, tl_sem_done, &s2), RLOCK_OK);
+    tl_wait_done(l, &s2, RLOCK_EREPLICA);
+    assert_int_equal(get_int(g_master, "lr-sem"), 1);
+    assert_int_equal(rlock_latch_count_down_async(lt, tl_latch_done, &cd), RLOCK_OK);
+    tl_wait_done(l, &cd, RLOCK_EREPLICA);
+    assert_int_equal(rlock_semaphore_release_async(sem, 1, tl_sem_done, &rel), RLOCK_OK);
+    tl_wait_done(l, &rel, RLOCK_OK);
+    assert_int_equal(get_int(g_master, "lr-sem"), 2);
+    resume_replica();
+    rlock_free(fair);
+    rlock_semaphore_free(sem);
+    rlock_latch_free(lt);
+    rlock_semaphore_free(tsem);
+    rlock_latch_free(tlt);
+    rlock_client_free(t);
+    rlock_owner_free(o);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* A watchdog hold outlives a stopped replica (its renewals fall short) and is still held, and
+ * renewed, after the resume. */
+static void test_watchdog_outlives(void **state)
+{
+    (void)state;
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_options opt;
+    tc_options(&opt, g_master);
+    opt.replica_sync_timeout_ms = 100;
+    opt.watchdog_timeout_ms = 600;
+    rlock_client *c = tl_client(l, &opt);
+    rlock_owner *o = tl_owner(c);
+    rlock *lk = rlock_open(c, RLOCK_REENTRANT, "lr-wd");
+    assert_non_null(lk);
+    assert_int_equal(tl_lock_once(l, lk, o, 0, NULL), RLOCK_OK);
+    assert_int_equal(rh_pause(g_rep[0]), 0);
+    tl_run_for(l, 1000); /* longer than the lease: only renewals kept it */
+    assert_int_equal(exists(g_master, "lr-wd"), 1);
+    resume_replica();
+    tl_run_for(l, 700);
+    assert_int_equal(exists(g_master, "lr-wd"), 1);
+    assert_int_equal(exists(g_rep[0], "lr-wd"), 1);
+    tl_unlock_now(l, lk, o, RLOCK_OK);
+    rlock_free(lk);
+    rlock_owner_free(o);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* A waiting lock whose grants the stopped replica misses waits on, and gets the lock once the
  * replica is back. */
 static void test_waiter_waits_on(void **state)
@@ -167,4 +259,5 @@ static void test_no_sync(void **state)
 
 TC_MAIN(setup, teardown, cmocka_unit_test(test_grant_on_replica),
         cmocka_unit_test(test_replica_stopped), cmocka_unit_test(test_waiter_waits_on),
+        cmocka_unit_test(test_sync_types_stopped), cmocka_unit_test(test_watchdog_outlives),
         cmocka_unit_test(test_no_sync))
