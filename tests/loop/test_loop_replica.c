@@ -22,7 +22,7 @@
 #include "tl_common.h"
 #include "tl_loop.h"
 
-#define SYNC_MS 300
+#define SYNC_MS 150
 
 static rh_server *g_master;
 static rh_server *g_rep[1];
@@ -31,7 +31,17 @@ static int setup(void **state)
 {
     (void)state;
     rh_skip_if_unavailable();
-    return tc_replicated_start(&g_master, g_rep, 1);
+    /* tc_replicated_start() as it is, but the first sync starts at once instead of after the
+     * default 5 s of diskless-sync delay (the test's time budget is a few seconds). */
+    const char *plain[] = {"--repl-diskless-sync-delay", "0", NULL};
+    const char *tls[] = {"--repl-diskless-sync-delay", "0", "--tls-replication", "yes", NULL};
+    g_master = rh_start(rh_tls_dir() != NULL ? tls : plain);
+    g_rep[0] = g_master != NULL ? tc_replica_start(g_master) : NULL;
+    if (g_rep[0] == NULL || tc_replicas_wait(g_master, 1, 10000) != 0) {
+        (void)tc_replicated_stop(&g_master, g_rep, 1);
+        return -1;
+    }
+    return 0;
 }
 
 static int teardown(void **state)
@@ -189,17 +199,17 @@ static void test_watchdog_outlives(void **state)
     rlock_options opt;
     tc_options(&opt, g_master);
     opt.replica_sync_timeout_ms = 100;
-    opt.watchdog_timeout_ms = 600;
+    opt.watchdog_timeout_ms = 450;
     rlock_client *c = tl_client(l, &opt);
     rlock_owner *o = tl_owner(c);
     rlock *lk = rlock_open(c, RLOCK_REENTRANT, "lr-wd");
     assert_non_null(lk);
     assert_int_equal(tl_lock_once(l, lk, o, 0, NULL), RLOCK_OK);
     assert_int_equal(rh_pause(g_rep[0]), 0);
-    tl_run_for(l, 1000); /* longer than the lease: only renewals kept it */
+    tl_run_for(l, 700); /* longer than the lease: only renewals kept it */
     assert_int_equal(exists(g_master, "lr-wd"), 1);
     resume_replica();
-    tl_run_for(l, 700);
+    tl_run_for(l, 500);
     assert_int_equal(exists(g_master, "lr-wd"), 1);
     assert_int_equal(exists(g_rep[0], "lr-wd"), 1);
     tl_unlock_now(l, lk, o, RLOCK_OK);
@@ -224,9 +234,9 @@ static void test_waiter_waits_on(void **state)
     tl_done d = {0};
     int64_t t0 = tl_now_ms();
     assert_int_equal(tl_lock_async(lk, o, 4000, 10000, NULL, &d), RLOCK_OK);
-    tu_after(l, 900, resume_cb, NULL);
+    tu_after(l, 500, resume_cb, NULL);
     tl_wait_done(l, &d, RLOCK_OK);
-    assert_true(d.at_ms - t0 >= 850);
+    assert_true(d.at_ms - t0 >= 450);
     assert_int_equal(exists(g_rep[0], "lr-wait"), 1);
     assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
     tl_unlock_now(l, lk, o, RLOCK_OK);
