@@ -98,7 +98,7 @@ static void lsy_wait_reply(void *arg, redisReply *rep, int err)
     }
     rlk_sync_took(&k->s, err == RLOCK_OK ? rep : NULL, NULL);
     if (err != RLOCK_OK || rep->type == REDIS_REPLY_ERROR) {
-        k->s.acked = 0;
+        k->s.acked = -1; /* no acknowledgement known */
     }
     lsy_deliver(k);
 }
@@ -113,8 +113,12 @@ static int lsy_send_wait(lsy_call *k)
     rlk_fmt_i64(n, k->s.n);
     rlk_fmt_i64(timeout, lc->c->opts.replica_sync_timeout_ms);
     const char *wait[3] = {"WAIT", n, timeout};
+    const char *waitaof[4] = {"WAITAOF", "1", n, timeout};
     const char *info[2] = {"INFO", "replication"};
-    int r = conn != NULL ? rlk_lconn_command(conn, 3, wait, NULL, lsy_wait_reply, k) : RLOCK_ECONN;
+    int aof = lc->c->opts.replica_sync_aof;
+    int r = conn == NULL ? RLOCK_ECONN
+            : aof        ? rlk_lconn_command(conn, 4, waitaof, NULL, lsy_wait_reply, k)
+                         : rlk_lconn_command(conn, 3, wait, NULL, lsy_wait_reply, k);
     if (r == RLOCK_OK && k->s.refresh) {
         (void)rlk_lconn_command(conn, 2, info, NULL, lsy_refresh_reply, lc);
     }
@@ -137,8 +141,9 @@ static void lsy_script_reply(void *arg, redisReply *rep, int err)
         return;
     }
     rlk_sync_plan_known(k->lc->c, &k->lc->c->replicas, &k->s);
-    if (k->s.n <= 0 || lsy_send_wait(k) != RLOCK_OK) {
-        k->s.acked = k->s.n > 0 ? 0 : k->s.n;
+    int aof = k->lc->c->opts.replica_sync_aof && k->s.node != NULL;
+    if ((k->s.n <= 0 && !aof) || lsy_send_wait(k) != RLOCK_OK) {
+        k->s.acked = k->s.n > 0 || aof ? -1 : k->s.n;
         lsy_deliver(k);
     }
 }
@@ -162,7 +167,7 @@ int rlk_loop_eval_synced(rlk_loop_client *lc, int script, const char *cmd, size_
     rlk_sync s;
     rlk_sync_plan_known(c, &c->replicas, &s);
     int first = s.node != NULL && c->replicas.known != 1;
-    if (!first && s.n <= 0) {
+    if (!first && s.n <= 0 && (s.node == NULL || !c->opts.replica_sync_aof)) {
         return lsy_plain(lc, &s, script, cmd, len, fn, arg);
     }
     lsy_call *k = calloc(1, sizeof(*k));

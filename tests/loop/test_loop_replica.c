@@ -205,9 +205,11 @@ static void test_watchdog_outlives(void **state)
     rlock *lk = rlock_open(c, RLOCK_REENTRANT, "lr-wd");
     assert_non_null(lk);
     assert_int_equal(tl_lock_once(l, lk, o, 0, NULL), RLOCK_OK);
+    assert_int_equal(rh_reset_stats(g_master), 0);
     assert_int_equal(rh_pause(g_rep[0]), 0);
     tl_run_for(l, 700); /* longer than the lease: only renewals kept it */
     assert_int_equal(exists(g_master, "lr-wd"), 1);
+    assert_true(rh_cmdstat_calls(g_master, "wait") >= 2); /* the renewals were synced */
     resume_replica();
     tl_run_for(l, 500);
     assert_int_equal(exists(g_master, "lr-wd"), 1);
