@@ -23,32 +23,45 @@ typedef struct lsy_call {
     void *arg;
 } lsy_call;
 
-/* A deep copy of a reply (the connection frees its own after the callback); NULL when out of
- * memory. Freed with freeReplyObject(). */
-static redisReply *lsy_copy(const redisReply *r)
+/* A copy of a reply that holds no array (NULL when out of memory). */
+static redisReply *lsy_copy_leaf(const redisReply *r)
 {
     redisReply *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         return NULL;
     }
     *c = *r;
-    c->str = NULL;
     c->element = NULL;
     c->elements = 0;
-    if (r->str != NULL && (c->str = malloc(r->len + 1)) != NULL) {
+    c->str = r->str != NULL ? malloc(r->len + 1) : NULL;
+    if (r->str != NULL && c->str == NULL) {
+        free(c);
+        return NULL;
+    }
+    if (c->str != NULL) {
         memcpy(c->str, r->str, r->len + 1);
     }
-    if (r->elements > 0 && (c->element = calloc(r->elements, sizeof(*c->element))) != NULL) {
-        c->elements = r->elements;
-        for (size_t i = 0; i < r->elements; i++) {
-            c->element[i] = lsy_copy(r->element[i]);
-            if (c->element[i] == NULL) {
-                freeReplyObject(c);
-                return NULL;
-            }
-        }
+    return c;
+}
+
+/* A copy of a script's reply, kept past the callback (the connection frees its own); freed
+ * with freeReplyObject(). The scripts answer a value or a flat array of values: a nested array
+ * is refused (NULL, as when out of memory). */
+static redisReply *lsy_copy(const redisReply *r)
+{
+    redisReply *c = lsy_copy_leaf(r);
+    size_t n = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+    if (c == NULL || n == 0) {
+        return c;
     }
-    if ((r->str != NULL && c->str == NULL) || (r->elements > 0 && c->element == NULL)) {
+    c->element = calloc(n, sizeof(redisReply *));
+    int ok = c->element != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = r->element[i]->type != REDIS_REPLY_ARRAY &&
+             (c->element[i] = lsy_copy_leaf(r->element[i])) != NULL;
+        c->elements = i + 1;
+    }
+    if (!ok) {
         freeReplyObject(c);
         return NULL;
     }
@@ -125,13 +138,25 @@ static int lsy_send_wait(lsy_call *k)
     return r;
 }
 
+/* 1 for an array reply holding an array, which lsy_copy() refuses. */
+static int lsy_nested(const redisReply *rep)
+{
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+        if (rep->element[i]->type == REDIS_REPLY_ARRAY) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void lsy_script_reply(void *arg, redisReply *rep, int err)
 {
     lsy_call *k = arg;
     k->replied = 1;
     k->err = err;
     if (err == RLOCK_OK && (k->rep = lsy_copy(rep)) == NULL) {
-        k->err = rlk_err(RLOCK_ENOMEM, "out of memory keeping a script's reply");
+        k->err = rlk_err(lsy_nested(rep) ? RLOCK_EPROTO : RLOCK_ENOMEM,
+                         "cannot keep a script's reply until its WAIT answered");
     }
     if (!k->deferred) {
         return; /* the WAIT behind it answers next, and delivers */
