@@ -4,9 +4,9 @@
  * stopped (SIGSTOP) a wait-0 lock completes RLOCK_EREPLICA with nothing left on the master, a
  * waiting lock waits on and gets the lock once the replica is resumed, and an unlock completes
  * RLOCK_OK; a fair lock, a semaphore acquire and a latch count-down short of acknowledgements
- * are RLOCK_EREPLICA (the grant and permit given back), a semaphore release still succeeds; a
- * watchdog hold outlives the stopped replica; with replica_sync = 0 the master sees no WAIT (INFO
- * commandstats).
+ * are RLOCK_EREPLICA (the grant and permits, plain and leased, given back), a semaphore release
+ * still succeeds; a watchdog hold outlives the stopped replica; with replica_sync = 0 the master
+ * sees no WAIT (INFO commandstats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,6 +158,9 @@ static void test_sync_types_stopped(void **state)
     rlock_latch *tlt = rlock_latch_open(t, "lr-latch");
     assert_true(fair != NULL && sem != NULL && lt != NULL && tsem != NULL && tlt != NULL);
     assert_int_equal(rlock_semaphore_try_set_permits(tsem, 2), 1);
+    rlock_semaphore *tl0 = rlock_semaphore_open(t, "lr-lsem");
+    assert_int_equal(rlock_semaphore_try_set_permits(tl0, 1), 1);
+    rlock_semaphore_free(tl0);
     assert_int_equal(rlock_latch_try_set_count(tlt, 2), 1);
     tl_done s1 = {0};
     s1.inside = 1;
@@ -174,6 +177,17 @@ static void test_sync_types_stopped(void **state)
     assert_int_equal(get_int(g_master, "lr-sem"), 1);
     assert_int_equal(rlock_latch_count_down_async(lt, tl_latch_done, &cd), RLOCK_OK);
     tl_wait_done(l, &cd, RLOCK_EREPLICA);
+    /* A leased permit acquire gives its permit back too. */
+    rlock_semaphore *lsem = rlock_semaphore_open(c, "lr-lsem");
+    rlock_semaphore *tlsem = rlock_semaphore_open(t, "lr-lsem");
+    assert_true(lsem != NULL && tlsem != NULL);
+    tl_done ld = {0};
+    assert_int_equal(rlock_semaphore_acquire_leased_async(lsem, 0, 5000, NULL, tl_leased_done, &ld),
+                     RLOCK_OK);
+    tl_wait_done(l, &ld, RLOCK_EREPLICA);
+    assert_int_equal(rlock_semaphore_acquired(tlsem), 0);
+    rlock_semaphore_free(lsem);
+    rlock_semaphore_free(tlsem);
     assert_int_equal(rlock_semaphore_release_async(sem, 1, tl_sem_done, &rel), RLOCK_OK);
     tl_wait_done(l, &rel, RLOCK_OK);
     assert_int_equal(get_int(g_master, "lr-sem"), 2);
