@@ -415,6 +415,9 @@ void rlk_loop_moved(rlk_loop_client *lc, int err)
     rlk_url u = loop_node_url(lc, host);
     rlk_lconn *data = lc->data, *sub = lc->sub;
     lc->data_backoff_ms = lc->data_retry_at = lc->sub_backoff_ms = 0;
+    /* A new master's replicas are read behind the next synced script; a lower count than the
+     * old master's counts only after RLK_REPLICA_SHRINK_MS (replica.h). */
+    atomic_store(&lc->c->replicas.due, 0);
     loop_enter(lc); /* a done may free the client */
     if (err == RLOCK_OK && rlk_lconn_parked(data)) {
         rlk_lconn_aim(data, u.host, u.port);

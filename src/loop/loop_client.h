@@ -50,12 +50,13 @@ typedef struct rlk_loop_hold {
     uint64_t tid;
     int count;
     uint64_t token;
-    int64_t lease_ms; /* the latest acquire's lease (a release keeps it for the holds left) */
-    int kind;         /* the rlock_metric_kind it is reported as (the kind of its first grant) */
-    int64_t obs_t0;   /* when the hold began (rlk_obs_now_ns()), for its end's report */
-    int watchdog;     /* renewed by the loop's watchdog */
-    int lost;         /* 1: found gone by a renewal (reported); the next release says ELOST */
-    int64_t due_ms;   /* its next renewal (monotonic ms) */
+    int64_t lease_ms;   /* the latest acquire's lease (a release keeps it for the holds left) */
+    int kind;           /* the rlock_metric_kind it is reported as (the kind of its first grant) */
+    int64_t obs_t0;     /* when the hold began (rlk_obs_now_ns()), for its end's report */
+    int watchdog;       /* renewed by the loop's watchdog */
+    int lost;           /* 1: found gone by a renewal (reported); the next release says ELOST */
+    int64_t due_ms;     /* its next renewal (monotonic ms) */
+    int64_t renewed_ms; /* when the master last renewed it (monotonic ms) */
     char field[RLK_OWNER_MAX];
     size_t field_len;
 } rlk_loop_hold;

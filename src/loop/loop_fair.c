@@ -14,6 +14,7 @@
 #include "lock_fair.h"
 #include "lock_wait.h"
 #include "loop_fair.h"
+#include "loop_sync.h"
 #include "loop_lock_wait.h"
 
 typedef struct lf_op {
@@ -53,6 +54,8 @@ static int lf_send(lf_op *op, int script, rlk_args *keys, rlk_args *args, rlk_lc
         size_t lens[3] = {6, 4, s->len};
         r = rlk_lconn_command(conn, 3, argv, lens, NULL, NULL);
         r = r ? r : rlk_lconn_send(conn, cmd, len, NULL, NULL);
+    } else if (r == RLOCK_OK && script == RLK_SCRIPT_FAIR_ACQUIRE) {
+        r = rlk_loop_eval_synced(op->l.w.base.lc, script, cmd, len, fn, op);
     } else if (r == RLOCK_OK) {
         r = rlk_loop_eval(op->l.w.base.lc, script, cmd, len, fn, op);
     }
@@ -163,6 +166,13 @@ static const rlk_loop_wait_ops lf_ops = {
     .close_leave = lf_close_leave,
 };
 
+/* Gives back a grant fewer replicas acknowledged (loop_lock_wait.c): the fair release, which
+ * passes the lock on to the queue's next. */
+static int lf_give_back(rlk_loop_lock_op *l, rlk_lconn_reply_fn fn)
+{
+    return rlk_loop_fair_release(l->w.base.lc, &l->a, l->a.lease_ms, fn, l);
+}
+
 int rlk_loop_fair_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
                        rlock_done_fn done, void *user_data)
 {
@@ -172,6 +182,7 @@ int rlk_loop_fair_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlo
     }
     rlk_loop_lock_prepare(&op->l, lock, tid, args, done, user_data);
     op->l.w.ops = &lf_ops;
+    op->l.give_back = lf_give_back;
     op->l.a.may_queue = args->wait_ms != 0;
     op->l.a.wait_id = rlk_wait_id_next();
     op->hb_timer = lc->loop.timer_new(lc->loop.loop_data, lf_on_heartbeat, op);
@@ -196,7 +207,7 @@ int rlk_loop_fair_release(rlk_loop_client *lc, rlk_acq *a, int64_t lease_ms, rlk
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_FAIR_RELEASE, &keys, &args, &cmd, &len);
-    r = r ? r : rlk_loop_eval(lc, RLK_SCRIPT_FAIR_RELEASE, cmd, len, fn, arg);
+    r = r ? r : rlk_loop_eval_synced(lc, RLK_SCRIPT_FAIR_RELEASE, cmd, len, fn, arg);
     free(cmd);
     return r;
 }

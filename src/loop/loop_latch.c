@@ -5,6 +5,8 @@
  */
 #include <stdlib.h>
 
+#include "loop_sync.h"
+#include "replica.h"
 #include "error.h"
 #include "latch.h"
 #include "loop_latch.h"
@@ -136,6 +138,12 @@ static void lcd_reply(void *arg, redisReply *rep, int err)
         r = rlk_err(rep->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_EPROTO,
                     "latch '%s': unexpected count-down reply", l->name);
     }
+    int acked = 0, n = 0;
+    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        /* Not undone, as latch.c says why: the caller learns a failover may forget it. */
+        rlk_obs_replica_sync_failed(l->client, RLOCK_MK_LATCH, l->name, NULL, RLOCK_EREPLICA);
+        r = rlk_sync_error(acked, n, "latch count-down", l->name);
+    }
     rlock_latch_done_fn done = u->done;
     void *user_data = u->user_data;
     rlk_sem_req_free(&u->q);
@@ -163,7 +171,7 @@ RLOCK_EXPORT int rlock_latch_count_down_async(rlock_latch *latch, rlock_latch_do
     char *cmd = NULL;
     size_t len = 0;
     r = rlk_script_format(RLK_SCRIPT_LATCH_COUNT_DOWN, &keys, &args, &cmd, &len);
-    r = r ? r : rlk_loop_eval(lc, RLK_SCRIPT_LATCH_COUNT_DOWN, cmd, len, lcd_reply, u);
+    r = r ? r : rlk_loop_eval_synced(lc, RLK_SCRIPT_LATCH_COUNT_DOWN, cmd, len, lcd_reply, u);
     free(cmd);
     if (r != RLOCK_OK) {
         rlk_sem_req_free(&u->q);

@@ -12,9 +12,11 @@
 #include "loop_fair.h"
 #include "loop_lock.h"
 #include "loop_lock_wait.h"
+#include "loop_sync.h"
 #include "loop_watchdog.h"
 #include "owner.h"
 #include "release_reply.h"
+#include "replica.h"
 
 static int lop_decode(rlk_loop_lock_op *op, redisReply *rep)
 {
@@ -32,7 +34,8 @@ static int lop_attempt(rlk_loop_wait *w)
     char *cmd = NULL;
     size_t len = 0;
     int r = op->lock->single->attempt_format(&op->a, &cmd, &len);
-    r = r ? r : rlk_loop_eval(w->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
+    r = r ? r
+          : rlk_loop_eval_synced(w->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
     free(cmd);
     return r;
 }
@@ -75,6 +78,8 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
     return r ? r : rlk_cancel_check(args->cancel, "lock", lock->name);
 }
 
+static int lop_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
+
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data)
 {
@@ -93,6 +98,7 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     }
     rlk_loop_lock_prepare(op, lock, tid, args, done, user_data);
     op->w.ops = &lop_ops;
+    op->give_back = lop_give_back;
     r = rlk_loop_lock_begin(lc, op, args->cancel);
     if (r != RLOCK_OK) {
         free(op);
@@ -119,6 +125,12 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     if (r == RLOCK_OK) {
         r = rlk_notify_reply(u->lock->client, rep, &v, "lock_release");
     }
+    int acked = 0, n = 0;
+    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        rlk_log(u->lock->client, RLOCK_LOG_WARN,
+                "unlock of '%s': %d of %d replicas acknowledged the release", u->lock->name, acked,
+                n);
+    }
     rlk_loop_hold *h = NULL;
     if (r != RLOCK_ECLOSED) { /* after the free the records are gone */
         h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
@@ -144,14 +156,13 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     done(lock, r, user_data);
 }
 
-/* The release's call: lock_release.lua with the lock's channel, waiters zset and wake prefix,
- * so a waiting rlock thread is named and a Redisson waiter gets "0"; no grant keys (a loop
- * release wakes, it does not grant). */
-static int lop_unlock_send(lop_unlock *u, rlk_acq *a, int64_t lease_ms)
+/* The release's request: lock_release.lua with the lock's channel, waiters zset and wake
+ * prefix, so a waiting rlock thread is named and a Redisson waiter gets "0"; no grant keys (a
+ * loop release wakes, it does not grant). */
+static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd, size_t *len)
 {
     static const char *const prefixes[3] = {"redisson_lock__channel", "rlock_lock_waiters",
                                             "rlock_lock_wake"};
-    rlock *l = u->lock;
     rlk_buf names[3];
     rlk_args keys, args;
     rlk_args_init(&keys);
@@ -166,14 +177,32 @@ static int lop_unlock_send(lop_unlock *u, rlk_acq *a, int64_t lease_ms)
     rlk_args_addi(&args, lease_ms);
     rlk_args_add(&args, a->field, a->field_len);
     rlk_args_adds(&args, "0");
-    char *cmd = NULL;
-    size_t len = 0;
-    r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_RELEASE, &keys, &args, &cmd, &len);
-    r = r ? r : rlk_loop_eval(u->lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, lop_unlock_reply, u);
-    free(cmd);
+    r = r ? r : rlk_script_format(RLK_SCRIPT_LOCK_RELEASE, &keys, &args, cmd, len);
     for (int i = 0; i < 3; i++) {
         rlk_buf_free(&names[i]);
     }
+    return r;
+}
+
+/* Gives back a grant the replicas did not all acknowledge (loop_lock_wait.c), with no WAIT. */
+static int lop_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn)
+{
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = lop_release_format(op->lock, &op->a, op->a.lease_ms, &cmd, &len);
+    r = r ? r : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, fn, op);
+    free(cmd);
+    return r;
+}
+
+/* The release, synced: short of acknowledgements it still succeeds, with a WARN. */
+static int lop_unlock_send(lop_unlock *u, rlk_acq *a, int64_t lease_ms)
+{
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = lop_release_format(u->lock, a, lease_ms, &cmd, &len);
+    r = r ? r : rlk_loop_eval_synced(u->lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, lop_unlock_reply, u);
+    free(cmd);
     return r;
 }
 

@@ -3,11 +3,14 @@
  * (loop_lock_wait.h): the owner's acquisition record, the channel, the messages, and the
  * completion that records a grant. Static helpers are named llw_*.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "error.h"
 #include "loop_lock_wait.h"
 #include "loop_watchdog.h"
+#include "replica.h"
 
 /* A lock's name in messages: "lock" or "fair lock". */
 static const char *llw_what(const rlk_loop_lock_op *op)
@@ -55,6 +58,38 @@ int rlk_loop_lock_join(rlk_loop_wait *w)
     return r;
 }
 
+/* The give-back of a grant fewer replicas acknowledged came back: the operation waits on while
+ * its wait lasts (the next attempt after a short pause), else ends with RLOCK_EREPLICA. */
+static void llw_given_back(void *arg, redisReply *rep, int err)
+{
+    (void)rep;
+    (void)err;
+    rlk_loop_lock_op *op = arg;
+    int64_t left = op->w.deadline == INT64_MAX ? INT64_MAX : op->w.deadline - rlk_now_ms();
+    if (left > 0 && op->a.wait_ms != 0) {
+        rlk_loop_wait_result(&op->w, 0, left < 100 ? left : 100);
+        return;
+    }
+    rlk_loop_wait_result(&op->w, rlk_err(RLOCK_EREPLICA, "%s", op->undo_msg), -1);
+}
+
+/* lock_wait.c's undo_unsynced() on the loop: 1 when a short grant's give-back was sent. */
+static int llw_undo(rlk_loop_lock_op *op)
+{
+    int acked = 0, n = 0;
+    if (op->give_back == NULL || !rlk_sync_short(&acked, &n)) {
+        return 0;
+    }
+    (void)rlk_sync_error(acked, n, llw_what(op), op->lock->name);
+    snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
+    rlk_obs_replica_sync_failed(op->a.client, rlk_obs_kind_of((rlock_kind)op->lock->kind),
+                                op->lock->name, op->a.owner, RLOCK_EREPLICA);
+    rlk_sync_suppress(1);
+    int r = op->give_back(op, llw_given_back);
+    rlk_sync_suppress(0);
+    return r == RLOCK_OK;
+}
+
 void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
                           int (*decode)(rlk_loop_lock_op *op, redisReply *rep))
 {
@@ -63,6 +98,9 @@ void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
         r = rlk_err(RLOCK_EREDIS, "%s '%s': %s", llw_what(op), op->lock->name, rep->str);
     }
     r = r ? r : decode(op, rep);
+    if (r == 1 && llw_undo(op)) {
+        return;
+    }
     /* A busy lock is attempted again after the holder's TTL at the latest: a lease that ran
      * out sends no message. */
     rlk_loop_wait_result(&op->w, r, op->a.ttl_ms > 0 ? op->a.ttl_ms : -1);

@@ -15,6 +15,10 @@ typedef struct rlk_loop_lock_op {
     rlock *lock;
     rlk_acq a;        /* the owner's identity, field and lease, as a blocking acquire keeps them */
     rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
+    /* Sends the release that gives back a grant fewer replicas acknowledged, with no WAIT; its
+     * reply calls fn(op, ...). */
+    int (*give_back)(struct rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
+    char undo_msg[160]; /* the RLOCK_EREPLICA message of a grant given back */
 } rlk_loop_lock_op;
 
 /* Fills op (zeroed by the caller) for rlock_lock_async()'s checked arguments. */
@@ -23,7 +27,9 @@ void rlk_loop_lock_prepare(rlk_loop_lock_op *op, rlock *lock, uint64_t tid,
 /* Starts op (its ops table set) and counts the acquire's begin: as rlk_loop_wait_start(). */
 int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_cancel *cancel);
 /* An attempt's reply decoded by decode (r: 1 acquired, 0 busy, < 0 error) or failed (err, a
- * Redis error reply), handed to the waiting operation with the holder's TTL as its sleep. */
+ * Redis error reply), handed to the waiting operation with the holder's TTL as its sleep. A
+ * grant fewer replicas acknowledged (rlk_sync_short()) is given back first: the operation then
+ * waits on while its wait lasts, else ends with RLOCK_EREPLICA. */
 void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
                           int (*decode)(rlk_loop_lock_op *op, redisReply *rep));
 /* The ops entries both locks use: join the lock's channel, the messages, the completion (an

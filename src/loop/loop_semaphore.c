@@ -3,12 +3,15 @@
  * for all of its attempts, as the blocking acquire does, so an attempt that ran twice takes its
  * permits once. Static helpers are named sop_*.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uuid/uuid.h>
 
 #include "error.h"
 #include "loop_semaphore.h"
+#include "loop_sync.h"
+#include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
 #include "semaphore_leased.h"
@@ -22,6 +25,7 @@ typedef struct sop {
     int lost;         /* an attempt's reply was lost: the next request settles the call */
     unsigned char id[16];
     rlk_obs_wait obs;
+    char undo_msg[160]; /* the RLOCK_EREPLICA message of permits given back */
 } sop;
 
 /* The checks every semaphore call makes: *lc on success. */
@@ -142,6 +146,41 @@ static int sop_settle(sop *op)
     return r;
 }
 
+/* The give-back of permits fewer replicas acknowledged came back: the acquire ends with
+ * RLOCK_EREPLICA, as the blocking acquire does. */
+static void sop_given_back(void *arg, redisReply *rep, int err)
+{
+    (void)rep;
+    (void)err;
+    sop *op = arg;
+    rlk_loop_wait_result(&op->w, rlk_err(RLOCK_EREPLICA, "%s", op->undo_msg), -1);
+}
+
+/* semaphore.c's sem_undo_unsynced() on the loop: the permits an attempt took that fewer
+ * replicas acknowledged are given back (the settlement in mode give-back, with no WAIT). 1 when
+ * that was sent. */
+static int sop_undo(sop *op)
+{
+    int acked = 0, k = 0;
+    if (!rlk_sync_short(&acked, &k)) {
+        return 0;
+    }
+    rlk_obs_replica_sync_failed(op->sem->client, sop_kind(op), op->sem->name, NULL, RLOCK_EREPLICA);
+    (void)rlk_sync_error(acked, k, "semaphore", op->sem->name);
+    snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
+    rlk_args keys, args;
+    rlk_sem_settle_args(op->sem, &op->q, op->n, 0,
+                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
+    r = r ? r
+          : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, cmd, len, sop_given_back,
+                          op);
+    free(cmd);
+    return r == RLOCK_OK;
+}
+
 static void sop_reply(void *arg, redisReply *rep, int err)
 {
     sop *op = arg;
@@ -156,6 +195,9 @@ static void sop_reply(void *arg, redisReply *rep, int err)
         r = rlk_err(RLOCK_EREDIS, "semaphore '%s': %s", op->sem->name, rep->str);
     }
     r = r ? r : rlk_sem_attempt_reply(op->sem, rep, &hint);
+    if (r == 1 && sop_undo(op)) {
+        return;
+    }
     /* The hint (the earliest lease's end, which publishes nothing) bounds the sleep when it is
      * sooner than the subscription timeout: just after it, the attempt can take that permit. */
     int64_t ttl = op->sem->client->opts.subscription_timeout_ms;
@@ -175,7 +217,7 @@ static int sop_attempt(rlk_loop_wait *w)
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE, &keys, &args, &cmd, &len);
-    r = r ? r : rlk_loop_eval(w->base.lc, RLK_SCRIPT_SEM_ACQUIRE, cmd, len, sop_reply, op);
+    r = r ? r : rlk_loop_eval_synced(w->base.lc, RLK_SCRIPT_SEM_ACQUIRE, cmd, len, sop_reply, op);
     free(cmd);
     return r;
 }
@@ -290,6 +332,7 @@ static void srel_reply(void *arg, redisReply *rep, int err)
         char hex[RLOCK_PERMIT_ID_LEN + 1];
         rlk_sem_hex(u->id, hex);
         int kind = u->n > 0 ? RLOCK_MK_SEMAPHORE : RLOCK_MK_SEMAPHORE_LEASED;
+        rlk_sem_warn_unsynced(sem, kind, r, "release");
         rlk_obs_holds_add(sem->client, kind, sem->name, u->n > 0 ? 1 - u->n : 0);
         rlk_obs_release(sem->client, kind, sem->name, u->n > 0 ? NULL : hex, 0, 0);
     }
@@ -318,7 +361,7 @@ static int srel_send(rlk_loop_client *lc, srel *u)
     char *cmd = NULL;
     size_t len = 0;
     r = rlk_script_format(script, &keys, &args, &cmd, &len);
-    r = r ? r : rlk_loop_eval(lc, script, cmd, len, srel_reply, u);
+    r = r ? r : rlk_loop_eval_synced(lc, script, cmd, len, srel_reply, u);
     free(cmd);
     if (r != RLOCK_OK) {
         rlk_sem_req_free(&u->q);

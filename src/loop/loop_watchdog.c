@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loop_sync.h"
+#include "replica.h"
 #include "error.h"
 #include "loop_watchdog.h"
 #include "resp_format.h"
@@ -113,13 +115,23 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
 {
     wd_batch *b = arg;
     rlk_loop_client *lc = b->lc;
+    int acked = 0, n = 0;
+    int doubt = rlk_sync_short(&acked, &n);
+    int64_t now = rlk_now_ms();
     if (err == RLOCK_OK && rep->type == REDIS_REPLY_ARRAY && (int)rep->elements == b->n) {
         for (int i = 0; i < b->n; i++) {
             rlk_loop_hold *h = rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, 0);
-            if (h != NULL && !h->lost && rep->element[i]->type == REDIS_REPLY_INTEGER &&
-                rep->element[i]->integer == 0) {
+            if (h == NULL || h->lost || rep->element[i]->type != REDIS_REPLY_INTEGER) {
+                continue;
+            }
+            if (rep->element[i]->integer != 0) {
+                h->renewed_ms = now; /* renewed on the master: it stands, acknowledged or not */
+            } else if (!doubt || now - h->renewed_ms >= lc->c->opts.watchdog_timeout_ms) {
                 h->lost = 2; /* found now: reported below */
             }
+            /* A "gone" from a pipeline whose WAIT fell short (or was not read) may come from
+             * a master that is not the one the replicas follow: the next renewal asks again,
+             * and only the lease running out unrenewed makes the hold lost (watchdog.c). */
         }
     }
     wd_batch_free(b);
@@ -167,7 +179,7 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
     char *cmd = NULL;
     long long n = rlk_resp_format(argc, argv, lens, &cmd);
     int r = n < 0 ? RLOCK_ENOMEM
-                  : rlk_loop_eval(lc, RLK_SCRIPT_RENEW_HASH, cmd, (size_t)n, wd_on_reply, b);
+                  : rlk_loop_eval_synced(lc, RLK_SCRIPT_RENEW_HASH, cmd, (size_t)n, wd_on_reply, b);
     free(cmd);
     if (r != RLOCK_OK) {
         rlk_log(lc->c, RLOCK_LOG_WARN, "loop watchdog: a renewal could not be sent (%d)", r);
@@ -236,6 +248,7 @@ void rlk_loop_wd_add(rlk_loop_client *lc, rlk_loop_hold *h)
         }
     }
     h->watchdog = 1;
-    h->due_ms = rlk_now_ms() + lc->c->opts.watchdog_timeout_ms / 3;
+    h->renewed_ms = rlk_now_ms();
+    h->due_ms = h->renewed_ms + lc->c->opts.watchdog_timeout_ms / 3;
     wd_arm(lc);
 }

@@ -64,6 +64,8 @@ static int replica_info(rlk_conn *conn, const char *section, redisReply **out)
     return r;
 }
 
+static int replica_acked(const redisReply *rep);
+
 /* Records a replica count read from INFO: a higher one at once, a lower one once it has been
  * seen for RLK_REPLICA_SHRINK_MS (replica.h). */
 static void replica_observe(rlk_replicas *st, int online)
@@ -198,11 +200,26 @@ int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s)
         return RLOCK_OK;
     }
     rlk_replicas *st = replica_of(c, conn);
-    s->node = st;
     int r = replica_first_look(c, conn, st);
-    s->n = atomic_load(&st->n);
-    if (r != RLOCK_OK || atomic_load(&c->replicas_unknown)) {
+    if (r != RLOCK_OK) {
+        s->node = st;
+        s->n = atomic_load(&st->n);
         return r;
+    }
+    rlk_sync_plan_known(c, st, s);
+    return RLOCK_OK;
+}
+
+void rlk_sync_plan_known(rlock_client *c, rlk_replicas *st, rlk_sync *s)
+{
+    memset(s, 0, sizeof(*s));
+    if (!c->opts.replica_sync || rlk_sync_tls.suppress) {
+        return;
+    }
+    s->node = st;
+    s->n = atomic_load(&st->n);
+    if (atomic_load(&c->replicas_unknown)) {
+        return;
     }
     long long due = atomic_load(&st->due);
     long long now = rlk_now_ms();
@@ -210,7 +227,22 @@ int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s)
      * one per call. */
     s->refresh =
         now >= due && atomic_compare_exchange_strong(&st->due, &due, now + RLK_REPLICA_REFRESH_MS);
-    return RLOCK_OK;
+}
+
+void rlk_replica_learn_info(rlk_replicas *st, const char *info)
+{
+    replica_learn(st, replica_count_online(info));
+}
+
+void rlk_sync_took(rlk_sync *s, const redisReply *wait, const redisReply *info)
+{
+    s->acked = wait != NULL ? replica_acked(wait) : s->n;
+    if (info != NULL && info->type == REDIS_REPLY_STRING) {
+        replica_observe(s->node, replica_count_online(info->str));
+    }
+    if (s->acked < s->n) {
+        atomic_store(&s->node->due, 0); /* as in rlk_sync_read() */
+    }
 }
 
 int rlk_sync_append(const rlock_client *c, rlk_conn *conn, const rlk_sync *s)

@@ -45,6 +45,15 @@ typedef struct rlk_sync {
  * node conn is on (claims the refresh when one is due). A cluster node's count is read on conn
  * first (INFO replication) when nothing is known of it yet. RLOCK_OK or conn's error. */
 int rlk_sync_plan(rlock_client *c, rlk_conn *conn, rlk_sync *s);
+/* rlk_sync_plan() for a count already known (st), with no connection: a loop client's, which
+ * reads INFO replication on its loop (src/loop/loop_sync.c). */
+void rlk_sync_plan_known(rlock_client *c, rlk_replicas *st, rlk_sync *s);
+/* Sets st from an INFO replication text read when nothing was known of it (taken as it is). */
+void rlk_replica_learn_info(rlk_replicas *st, const char *info);
+/* rlk_sync_read() for replies read elsewhere: wait is the WAIT reply (NULL: none was sent, or
+ * its reply is lost: then pass an error reply or set acked after), info the INFO reply or NULL;
+ * a lower count counts only after RLK_REPLICA_SHRINK_MS. */
+void rlk_sync_took(rlk_sync *s, const redisReply *wait, const redisReply *info);
 /* Appends to the request cmd/len (malloc()ed, grown here) what a synced exchange sends behind
  * it, for a request formatted in advance and sent later (an armed attempt, lock_wait.c): WAIT for
  * the replicas counted now, or WAITAOF; no INFO refresh. Fills s for rlk_sync_read(). Returns

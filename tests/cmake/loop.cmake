@@ -55,6 +55,12 @@ if(TARGET rlock_harness)
     rlock_add_test(NAME test_loop_stress_${_adapter} SOURCES loop/test_loop_stress.c
                    LIBS rlock_test_${_adapter} LABELS redis stress TIMEOUT 120
                    ENV "RLOCK_LOOP_STRESS_MS=${_stress_ms}")
+    # test_loop_replica_uv: replica-synced grants on a loop client, a master with one replica
+    # (loop/test_loop_replica.c, libuv only).
+    if(_adapter STREQUAL "uv")
+      rlock_add_test(NAME test_loop_replica_uv SOURCES loop/test_loop_replica.c loop/tl_common.c
+                     LIBS rlock_test_uv LABELS redis fault TIMEOUT 60)
+    endif()
     # test_loop_redisson_uv: a loop client and the released Redisson (compat.cmake's peer, first
     # version only) on one reentrant lock: exclusion under the peer's checker, wake-ups both ways.
     if(_adapter STREQUAL "uv" AND COMMAND rlock_add_redisson_test)
