@@ -14,9 +14,11 @@ rh_server *tc_replica_start(const rh_server *master)
     snprintf(port, sizeof(port), "%d", tls ? rh_tls_port(master) : rh_port(master));
     /* A short repl-timeout is not set on purpose: tests stop replicas with SIGSTOP and rely on
      * the master still counting them as connected, as it would in production. */
-    const char *args[] = {"--replicaof", "127.0.0.1", port, "--tls-replication", "yes", NULL};
+    /* A replica promoted by a failover syncs the others at once, as its master did. */
+    const char *args[] = {"--replicaof", "127.0.0.1", port, "--repl-diskless-sync-delay", "0",
+                          "--tls-replication", "yes", NULL};
     if (!tls) {
-        args[3] = NULL;
+        args[5] = NULL;
     }
     return rh_start(args);
 }
@@ -72,9 +74,13 @@ int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
 int tc_replicated_start(rh_server **master, rh_server **replicas, int n)
 {
     memset(replicas, 0, sizeof(rh_server *) * (size_t)n);
-    /* Over TLS the master replicates over TLS too once a failover demotes it. */
-    const char *tls[] = {"--tls-replication", "yes", NULL};
-    *master = rh_start(rh_tls_dir() != NULL ? tls : NULL);
+    /* The master syncs each replica at once instead of waiting 5 s for more to ask. Over TLS it
+     * replicates over TLS too once a failover demotes it. */
+    const char *args[] = {"--repl-diskless-sync-delay", "0", "--tls-replication", "yes", NULL};
+    if (rh_tls_dir() == NULL) {
+        args[2] = NULL;
+    }
+    *master = rh_start(args);
     int ok = *master != NULL;
     for (int i = 0; ok && i < n; i++) {
         replicas[i] = tc_replica_start(*master);
