@@ -117,6 +117,24 @@ typedef struct lop_unlock {
     void *user_data;
 } lop_unlock;
 
+/* A release fewer replicas acknowledged: done, with a WARN, when the node released; when it
+ * said "not held" of a hold the client records, not believed (a master restarted empty says so
+ * of a hold that still stands on the promoted replica): RLOCK_EREPLICA, and the record stays, as
+ * for a threaded unlock. */
+static int lop_unlock_short(const lop_unlock *u, const rlk_loop_hold *h, long long v, int acked,
+                            int n)
+{
+    if (v < 0 && h != NULL && !h->lost) {
+        return rlk_err(RLOCK_EREPLICA,
+                       "unlock of '%s': the node says it is not held, but %d of %d replicas "
+                       "acknowledged; the outcome is unknown, retry",
+                       u->lock->name, acked, n);
+    }
+    rlk_log(u->lock->client, RLOCK_LOG_WARN,
+            "unlock of '%s': %d of %d replicas acknowledged the release", u->lock->name, acked, n);
+    return RLOCK_OK;
+}
+
 static void lop_unlock_reply(void *arg, redisReply *rep, int err)
 {
     lop_unlock *u = arg;
@@ -125,15 +143,13 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     if (r == RLOCK_OK) {
         r = rlk_notify_reply(u->lock->client, rep, &v, "lock_release");
     }
-    int acked = 0, n = 0;
-    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
-        rlk_log(u->lock->client, RLOCK_LOG_WARN,
-                "unlock of '%s': %d of %d replicas acknowledged the release", u->lock->name, acked,
-                n);
-    }
     rlk_loop_hold *h = NULL;
     if (r != RLOCK_ECLOSED) { /* after the free the records are gone */
         h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
+    }
+    int acked = 0, n = 0;
+    if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
+        r = lop_unlock_short(u, h, v, acked, n);
     }
     if (r == RLOCK_OK && v < 0) {
         r = h != NULL && h->lost

@@ -15,8 +15,8 @@ rh_server *tc_replica_start(const rh_server *master)
     /* A short repl-timeout is not set on purpose: tests stop replicas with SIGSTOP and rely on
      * the master still counting them as connected, as it would in production. */
     /* A replica promoted by a failover syncs the others at once, as its master did. */
-    const char *args[] = {"--replicaof", "127.0.0.1", port, "--repl-diskless-sync-delay", "0",
-                          "--tls-replication", "yes", NULL};
+    const char *args[] = {"--replicaof", "127.0.0.1",         port,  "--repl-diskless-sync-delay",
+                          "0",           "--tls-replication", "yes", NULL};
     if (!tls) {
         args[5] = NULL;
     }

@@ -5,8 +5,9 @@
  * waiting lock waits on and gets the lock once the replica is resumed, and an unlock completes
  * RLOCK_OK; a fair lock, a semaphore acquire and a latch count-down short of acknowledgements
  * are RLOCK_EREPLICA (the grant and permits, plain and leased, given back), a semaphore release
- * still succeeds; a watchdog hold outlives the stopped replica; with replica_sync = 0 the master
- * sees no WAIT (INFO commandstats).
+ * still succeeds; a watchdog hold outlives the stopped replica; an unlock answered "not held" by a
+ * master whose replica does not acknowledge is RLOCK_EREPLICA and the hold stays; with
+ * replica_sync = 0 the master sees no WAIT (INFO commandstats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,17 +32,7 @@ static int setup(void **state)
 {
     (void)state;
     rh_skip_if_unavailable();
-    /* tc_replicated_start() as it is, but the first sync starts at once instead of after the
-     * default 5 s of diskless-sync delay (the test's time budget is a few seconds). */
-    const char *plain[] = {"--repl-diskless-sync-delay", "0", NULL};
-    const char *tls[] = {"--repl-diskless-sync-delay", "0", "--tls-replication", "yes", NULL};
-    g_master = rh_start(rh_tls_dir() != NULL ? tls : plain);
-    g_rep[0] = g_master != NULL ? tc_replica_start(g_master) : NULL;
-    if (g_rep[0] == NULL || tc_replicas_wait(g_master, 1, 10000) != 0) {
-        (void)tc_replicated_stop(&g_master, g_rep, 1);
-        return -1;
-    }
-    return 0;
+    return tc_replicated_start(&g_master, g_rep, 1);
 }
 
 static int teardown(void **state)
@@ -262,6 +253,52 @@ static void test_waiter_waits_on(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* REPLICAOF of s: of `of`, or NO ONE when of is NULL. */
+static void replicaof(rh_server *s, rh_server *of)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", of != NULL ? rh_port(of) : 0);
+    const char *to[] = {"REPLICAOF", "127.0.0.1", port, NULL};
+    const char *none[] = {"REPLICAOF", "NO", "ONE", NULL};
+    char *ok = rh_cmd_str(s, of != NULL ? to : none);
+    assert_non_null(ok);
+    assert_string_equal(ok, "OK");
+    free(ok);
+}
+
+/* An unlock that a node whose replicas do not acknowledge answers "not held" is not believed
+ * (as a master restarted empty says so of a hold the promoted replica keeps): RLOCK_EREPLICA, and
+ * the hold stays recorded. Here the master's key is deleted while the replica, cut off, keeps it;
+ * after a failover to that replica the retried unlock releases the hold. */
+static void test_unlock_not_held_unsynced(void **state)
+{
+    (void)state;
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c = loop_client(l, 1);
+    rlock_owner *o = tl_owner(c);
+    rlock *lk = rlock_open(c, RLOCK_REENTRANT, "lr-gone");
+    assert_non_null(lk);
+    tl_lock_now(l, lk, o, 20000);
+    replicaof(g_rep[0], NULL);
+    const char *del[] = {"DEL", "lr-gone", NULL};
+    assert_int_equal(rh_cmd_int(g_master, del), 1);
+    tl_unlock_now(l, lk, o, RLOCK_EREPLICA);
+    /* To the client, a failover to the replica that kept the hold: the master takes its data. */
+    replicaof(g_master, g_rep[0]);
+    assert_int_equal(tc_replicas_wait(g_rep[0], 1, 10000), 0);
+    replicaof(g_master, NULL);
+    replicaof(g_rep[0], g_master);
+    assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
+    assert_int_equal(exists(g_master, "lr-gone"), 1);
+    tl_unlock_now(l, lk, o, RLOCK_OK);
+    assert_int_equal(exists(g_master, "lr-gone"), 0);
+    rlock_free(lk);
+    rlock_owner_free(o);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* replica_sync = 0: no WAIT reaches the master. */
 static void test_no_sync(void **state)
 {
@@ -286,4 +323,4 @@ static void test_no_sync(void **state)
 TC_MAIN(setup, teardown, cmocka_unit_test(test_grant_on_replica),
         cmocka_unit_test(test_replica_stopped), cmocka_unit_test(test_waiter_waits_on),
         cmocka_unit_test(test_sync_types_stopped), cmocka_unit_test(test_watchdog_outlives),
-        cmocka_unit_test(test_no_sync))
+        cmocka_unit_test(test_unlock_not_held_unsynced), cmocka_unit_test(test_no_sync))
