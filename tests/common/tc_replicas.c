@@ -71,6 +71,30 @@ int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms)
     return 0;
 }
 
+int tc_replicaof(rh_server *s, const rh_server *of)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", of != NULL ? rh_port(of) : 0);
+    const char *to[] = {"REPLICAOF", "127.0.0.1", port, NULL};
+    const char *none[] = {"REPLICAOF", "NO", "ONE", NULL};
+    char *ok = rh_cmd_str(s, of != NULL ? to : none);
+    int r = ok != NULL && strcmp(ok, "OK") == 0 ? 0 : -1;
+    if (r != 0) {
+        fprintf(stderr, "tc_replicaof: REPLICAOF answered %s\n", ok != NULL ? ok : "nothing");
+    }
+    free(ok);
+    return r;
+}
+
+int tc_roll_back_to(rh_server *master, rh_server *replica)
+{
+    if (tc_replicaof(master, replica) != 0 || tc_replicas_wait(replica, 1, 10000) != 0 ||
+        tc_replicaof(master, NULL) != 0 || tc_replicaof(replica, master) != 0) {
+        return -1;
+    }
+    return tc_replicas_wait(master, 1, 10000);
+}
+
 int tc_replicated_start(rh_server **master, rh_server **replicas, int n)
 {
     memset(replicas, 0, sizeof(rh_server *) * (size_t)n);

@@ -18,6 +18,13 @@ rh_server *tc_replica_start(const rh_server *master);
  * sees them acknowledge. 0 or -1. */
 int tc_replicas_wait(rh_server *master, int n, int64_t timeout_ms);
 
+/* REPLICAOF on s: of `of`, or NO ONE when of is NULL. 0, or -1 after a message. */
+int tc_replicaof(rh_server *s, const rh_server *of);
+/* To a client of master, a failover to a replica that stopped replicating (REPLICAOF NO ONE) and
+ * kept older data: master takes the replica's data with a full sync from it, becomes a master
+ * again, and the replica follows it as before. 0, or -1 after a message. */
+int tc_roll_back_to(rh_server *master, rh_server *replica);
+
 /* A master with n replicas (n <= 4) all online: 0, or -1 after freeing what was started. */
 int tc_replicated_start(rh_server **master, rh_server **replicas, int n);
 /* Frees the replicas and the master (any may be NULL) and always returns 0. */

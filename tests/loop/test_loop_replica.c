@@ -253,19 +253,6 @@ static void test_waiter_waits_on(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
-/* REPLICAOF of s: of `of`, or NO ONE when of is NULL. */
-static void replicaof(rh_server *s, rh_server *of)
-{
-    char port[16];
-    snprintf(port, sizeof(port), "%d", of != NULL ? rh_port(of) : 0);
-    const char *to[] = {"REPLICAOF", "127.0.0.1", port, NULL};
-    const char *none[] = {"REPLICAOF", "NO", "ONE", NULL};
-    char *ok = rh_cmd_str(s, of != NULL ? to : none);
-    assert_non_null(ok);
-    assert_string_equal(ok, "OK");
-    free(ok);
-}
-
 /* An unlock that a node whose replicas do not acknowledge answers "not held" is not believed
  * (as a master restarted empty says so of a hold the promoted replica keeps): RLOCK_EREPLICA, and
  * the hold stays recorded. Here the master's key is deleted while the replica, cut off, keeps it;
@@ -280,16 +267,11 @@ static void test_unlock_not_held_unsynced(void **state)
     rlock *lk = rlock_open(c, RLOCK_REENTRANT, "lr-gone");
     assert_non_null(lk);
     tl_lock_now(l, lk, o, 20000);
-    replicaof(g_rep[0], NULL);
+    assert_int_equal(tc_replicaof(g_rep[0], NULL), 0);
     const char *del[] = {"DEL", "lr-gone", NULL};
     assert_int_equal(rh_cmd_int(g_master, del), 1);
     tl_unlock_now(l, lk, o, RLOCK_EREPLICA);
-    /* To the client, a failover to the replica that kept the hold: the master takes its data. */
-    replicaof(g_master, g_rep[0]);
-    assert_int_equal(tc_replicas_wait(g_rep[0], 1, 10000), 0);
-    replicaof(g_master, NULL);
-    replicaof(g_rep[0], g_master);
-    assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
+    assert_int_equal(tc_roll_back_to(g_master, g_rep[0]), 0);
     assert_int_equal(exists(g_master, "lr-gone"), 1);
     tl_unlock_now(l, lk, o, RLOCK_OK);
     assert_int_equal(exists(g_master, "lr-gone"), 0);

@@ -51,34 +51,17 @@ static rlock_client *client_synced(void)
     return tc_client(&o);
 }
 
-/* REPLICAOF of s: of `of`, or NO ONE when of is NULL. */
-static void replicaof(rh_server *s, rh_server *of)
-{
-    char port[16];
-    snprintf(port, sizeof(port), "%d", of != NULL ? rh_port(of) : 0);
-    const char *to[] = {"REPLICAOF", "127.0.0.1", port, NULL};
-    const char *none[] = {"REPLICAOF", "NO", "ONE", NULL};
-    char *ok = rh_cmd_str(s, of != NULL ? to : none);
-    assert_non_null(ok);
-    assert_string_equal(ok, "OK");
-    free(ok);
-}
-
 /* The replica stops replicating and keeps what it has: the holds the master releases next. */
 static void cut_off_replica(void)
 {
-    replicaof(g_rep[0], NULL);
+    assert_int_equal(tc_replicaof(g_rep[0], NULL), 0);
 }
 
 /* To the client, a failover to the replica that was cut off: the master takes the replica's data
  * (a full sync from it), becomes a master again, and the replica follows it as before. */
 static void fail_over_to_stale_replica(void)
 {
-    replicaof(g_master, g_rep[0]);
-    assert_int_equal(tc_replicas_wait(g_rep[0], 1, 10000), 0);
-    replicaof(g_master, NULL);
-    replicaof(g_rep[0], g_master);
-    assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
+    assert_int_equal(tc_roll_back_to(g_master, g_rep[0]), 0);
 }
 
 static long long field_count(const char *key)
@@ -274,7 +257,7 @@ static void test_lost_grant_settle_unsynced(void **state)
     assert_int_equal(r, RLOCK_ECONN);
     cut_off_replica();
     assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_EREPLICA);
-    replicaof(g_rep[0], g_master);
+    assert_int_equal(tc_replicaof(g_rep[0], g_master), 0);
     assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
     assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
     assert_int_equal(rlock_hold_count(l), 1);
