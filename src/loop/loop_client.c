@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "loop_client.h"
+#include "loop_due.h"
 #include "loop_sentinel.h"
 #include "observe.h"
 #include "scripts.h"
@@ -34,14 +35,12 @@ rlk_loop_client *rlk_loop_of(const rlock_client *c)
     return c->loop;
 }
 
-/* Brackets a loop callback of this file that may run a done, which may free the client: after
- * loop_leave() returns 1 the client is gone and the callback touches nothing of it. */
-static void loop_enter(rlk_loop_client *lc)
+void rlk_loop_cb_enter(rlk_loop_client *lc)
 {
     lc->depth++;
 }
 
-static int loop_leave(rlk_loop_client *lc)
+int rlk_loop_cb_leave(rlk_loop_client *lc)
 {
     if (--lc->depth == 0 && lc->freed) {
         free(lc);
@@ -128,9 +127,9 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
             return;
         }
         op->mark = 0;
-        loop_enter(lc);
+        rlk_loop_cb_enter(lc);
         op->wake(op, why);
-        if (loop_leave(lc)) {
+        if (rlk_loop_cb_leave(lc)) {
             return;
         }
     }
@@ -418,7 +417,7 @@ void rlk_loop_moved(rlk_loop_client *lc, int err)
     /* A new master's replicas are read behind the next synced script; a lower count than the
      * old master's counts only after RLK_REPLICA_SHRINK_MS (replica.h). */
     atomic_store(&lc->c->replicas.due, 0);
-    loop_enter(lc); /* a done may free the client */
+    rlk_loop_cb_enter(lc); /* a done may free the client */
     if (err == RLOCK_OK && rlk_lconn_parked(data)) {
         rlk_lconn_aim(data, u.host, u.port);
     } else if (data != NULL) {
@@ -434,7 +433,7 @@ void rlk_loop_moved(rlk_loop_client *lc, int err)
             loop_sub_down(lc, err != RLOCK_OK ? err : RLOCK_ECONN);
         }
     }
-    (void)loop_leave(lc);
+    (void)rlk_loop_cb_leave(lc);
 }
 
 /* ---- pending operations and cancellation ----------------------------------------------- */
@@ -463,9 +462,9 @@ static void loop_on_pipe(void *arg, int events)
             return;
         }
         op->cancel_seen = 1;
-        loop_enter(lc);
+        rlk_loop_cb_enter(lc);
         op->wake(op, RLK_LOOP_CANCEL);
-        if (loop_leave(lc)) {
+        if (rlk_loop_cb_leave(lc)) {
             return;
         }
     }
@@ -547,6 +546,7 @@ static void loop_client_stop(rlock_client *c)
     if (lc->wd_timer != NULL) {
         lc->loop.timer_free(lc->wd_timer);
     }
+    rlk_loop_due_free_all(lc);
     lc->loop.timer_free(lc->sub_timer);
     lc->loop.io_free(lc->pipe_io);
     close(lc->pipe_r);

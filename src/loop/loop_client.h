@@ -78,11 +78,22 @@ struct rlk_loop_client {
     rlk_loop_sentinel *sentinel; /* loop_sentinel.c's, NULL unless the URL names Sentinels */
     int pipe_r, pipe_w;          /* the self-pipe a fired token's watch writes to */
     void *pipe_io;
+    /* loop_due.c's: the waits' due times (a min-heap), room reserved for due_room of them, one
+     * loop timer armed for the earliest (due_armed), and the count of settings. */
+    struct rlk_loop_due **dues;
+    uint32_t ndue, due_cap, due_room, due_seq;
+    void *due_timer;
+    int64_t due_armed;
     /* This file's loop callbacks running now, and whether a done inside one freed the client:
      * the struct then outlives the free until the outermost of them returns. */
     int depth;
     int freed;
 };
+
+/* Brackets a loop callback that may run a done, which may free the client: after
+ * rlk_loop_cb_leave() returns 1 the client is gone and the callback touches nothing of it. */
+void rlk_loop_cb_enter(rlk_loop_client *lc);
+int rlk_loop_cb_leave(rlk_loop_client *lc);
 
 /* The loop state of c, NULL for a threaded client. */
 rlk_loop_client *rlk_loop_of(const rlock_client *c);

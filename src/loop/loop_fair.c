@@ -19,7 +19,7 @@
 
 typedef struct lf_op {
     rlk_loop_lock_op l; /* first: the lock's completion frees the record through it */
-    void *hb_timer;     /* the heartbeat, armed while queued */
+    rlk_loop_due hb;    /* the heartbeat, set while queued */
     int queued;         /* an attempt that may queue ran: the owner may be in the queue */
 } lf_op;
 
@@ -37,7 +37,7 @@ static lf_op *lf_of(rlk_loop_wait *w)
 
 static void lf_complete(rlk_loop_wait *w, int rc)
 {
-    w->base.lc->loop.timer_free(lf_of(w)->hb_timer);
+    rlk_loop_due_del(w->base.lc, &lf_of(w)->hb);
     rlk_loop_lock_complete(w, rc);
 }
 
@@ -101,7 +101,7 @@ static void lf_on_leave(void *arg, redisReply *rep, int err)
 static int lf_leave(rlk_loop_wait *w)
 {
     lf_op *op = lf_of(w);
-    w->base.lc->loop.timer_stop(op->hb_timer);
+    rlk_loop_due_clear(w->base.lc, &op->hb);
     if (!op->queued) {
         return 0;
     }
@@ -126,7 +126,7 @@ static int lf_close_leave(rlk_loop_wait *w)
 static void lf_beat_later(lf_op *op)
 {
     int64_t beat = op->l.a.client->opts.waiter_timeout_ms / 3;
-    (void)op->l.w.base.lc->loop.timer_start(op->hb_timer, beat > 0 ? beat : 1);
+    rlk_loop_due_set(op->l.w.base.lc, &op->hb, beat > 0 ? beat : 1);
 }
 
 /* The first busy reply queued the owner: its heartbeat starts with its wait on the channel. */
@@ -138,9 +138,9 @@ static int lf_join(rlk_loop_wait *w)
 
 /* The heartbeat: the waiter's deadline moves on; a waiter no longer queued is sent "0" by the
  * script, and its next attempt joins again, so the reply is not needed. */
-static void lf_on_heartbeat(void *arg)
+static void lf_on_heartbeat(rlk_loop_due *due)
 {
-    lf_op *op = arg;
+    lf_op *op = RLK_CONTAINER_OF(due, lf_op, hb);
     rlk_args keys, args;
     rlk_args_init(&keys);
     rlk_args_add(&keys, op->l.lock->name, op->l.lock->name_len);
@@ -185,14 +185,15 @@ int rlk_loop_fair_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlo
     op->l.give_back = lf_give_back;
     op->l.a.may_queue = args->wait_ms != 0;
     op->l.a.wait_id = rlk_wait_id_next();
-    op->hb_timer = lc->loop.timer_new(lc->loop.loop_data, lf_on_heartbeat, op);
-    int r = op->hb_timer != NULL
-                ? rlk_loop_lock_begin(lc, &op->l, args->cancel)
-                : rlk_err(RLOCK_ENOMEM, "rlock_lock_async: the loop gave no timer");
+    op->hb.fire = lf_on_heartbeat;
+    int r = rlk_loop_due_add(lc);
     if (r != RLOCK_OK) {
-        if (op->hb_timer != NULL) {
-            lc->loop.timer_free(op->hb_timer);
-        }
+        free(op);
+        return r;
+    }
+    r = rlk_loop_lock_begin(lc, &op->l, args->cancel);
+    if (r != RLOCK_OK) {
+        rlk_loop_due_del(lc, &op->hb);
         free(op);
     }
     return r;

@@ -70,18 +70,16 @@ static void llw_given_back(void *arg, redisReply *rep, int err)
         rlk_loop_wait_result(&op->w, 0, left < 100 ? left : 100);
         return;
     }
-    rlk_loop_wait_result(&op->w, rlk_err(RLOCK_EREPLICA, "%s", op->undo_msg), -1);
+    rlk_loop_wait_result(
+        &op->w, rlk_sync_error(op->undo_acked, op->undo_n, llw_what(op), op->lock->name), -1);
 }
 
 /* lock_wait.c's undo_unsynced() on the loop: 1 when a short grant's give-back was sent. */
 static int llw_undo(rlk_loop_lock_op *op)
 {
-    int acked = 0, n = 0;
-    if (op->give_back == NULL || !rlk_sync_short(&acked, &n)) {
+    if (op->give_back == NULL || !rlk_sync_short(&op->undo_acked, &op->undo_n)) {
         return 0;
     }
-    (void)rlk_sync_error(acked, n, llw_what(op), op->lock->name);
-    snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
     rlk_obs_replica_sync_failed(op->a.client, rlk_obs_kind_of((rlock_kind)op->lock->kind),
                                 op->lock->name, op->a.owner, RLOCK_EREPLICA);
     rlk_sync_suppress(1);

@@ -18,7 +18,7 @@ typedef struct rlk_loop_lock_op {
     /* Sends the release that gives back a grant fewer replicas acknowledged, with no WAIT; its
      * reply calls fn(op, ...). */
     int (*give_back)(struct rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
-    char undo_msg[160]; /* the RLOCK_EREPLICA message of a grant given back */
+    int undo_acked, undo_n; /* the replicas of a grant given back: acknowledged, counted */
 } rlk_loop_lock_op;
 
 /* Fills op (zeroed by the caller) for rlock_lock_async()'s checked arguments. */

@@ -25,7 +25,7 @@ typedef struct sop {
     int lost;         /* an attempt's reply was lost: the next request settles the call */
     unsigned char id[16];
     rlk_obs_wait obs;
-    char undo_msg[160]; /* the RLOCK_EREPLICA message of permits given back */
+    int undo_acked, undo_n; /* the replicas of permits given back: acknowledged, counted */
 } sop;
 
 /* The checks every semaphore call makes: *lc on success. */
@@ -153,7 +153,8 @@ static void sop_given_back(void *arg, redisReply *rep, int err)
     (void)rep;
     (void)err;
     sop *op = arg;
-    rlk_loop_wait_result(&op->w, rlk_err(RLOCK_EREPLICA, "%s", op->undo_msg), -1);
+    rlk_loop_wait_result(
+        &op->w, rlk_sync_error(op->undo_acked, op->undo_n, "semaphore", op->sem->name), -1);
 }
 
 /* semaphore.c's sem_undo_unsynced() on the loop: the permits an attempt took that fewer
@@ -161,13 +162,10 @@ static void sop_given_back(void *arg, redisReply *rep, int err)
  * that was sent. */
 static int sop_undo(sop *op)
 {
-    int acked = 0, k = 0;
-    if (!rlk_sync_short(&acked, &k)) {
+    if (!rlk_sync_short(&op->undo_acked, &op->undo_n)) {
         return 0;
     }
     rlk_obs_replica_sync_failed(op->sem->client, sop_kind(op), op->sem->name, NULL, RLOCK_EREPLICA);
-    (void)rlk_sync_error(acked, k, "semaphore", op->sem->name);
-    snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
     rlk_args keys, args;
     rlk_sem_settle_args(op->sem, &op->q, op->n, 0,
                         op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);

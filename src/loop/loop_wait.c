@@ -7,12 +7,11 @@
 #include "error.h"
 #include "loop_wait.h"
 
-/* Takes w off every list, frees its timer, and lets the type report rc and free the record. */
+/* Takes w off every list and the due times, and lets the type report rc and free the record. */
 static void wait_finish(rlk_loop_wait *w, int rc)
 {
     rlk_loop_op_remove(&w->base);
-    w->base.lc->loop.timer_free(w->timer);
-    w->timer = NULL;
+    rlk_loop_due_del(w->base.lc, &w->due);
     w->ops->complete(w, rc);
 }
 
@@ -23,7 +22,7 @@ static void wait_give_up(rlk_loop_wait *w, int rc)
         wait_finish(w, rc);
         return;
     }
-    w->base.lc->loop.timer_stop(w->timer);
+    rlk_loop_due_clear(w->base.lc, &w->due);
     rlk_loop_leave(&w->base);
     if (!w->ops->leave(w)) {
         wait_finish(w, rc);
@@ -43,7 +42,7 @@ static void wait_end(rlk_loop_wait *w, int rc)
 static void wait_send(rlk_loop_wait *w)
 {
     w->woken = 0;
-    w->base.lc->loop.timer_stop(w->timer);
+    rlk_loop_due_clear(w->base.lc, &w->due);
     int r = w->ops->attempt(w);
     w->inflight = r == RLOCK_OK;
     if (r != RLOCK_OK) {
@@ -60,7 +59,7 @@ static void wait_sleep(rlk_loop_wait *w, int64_t sleep_ms)
     int64_t ttl = sleep_ms >= 0 ? sleep_ms : w->base.lc->c->opts.subscription_timeout_ms;
     int64_t until = rlk_add_sat(now, ttl);
     until = until < w->deadline ? until : w->deadline;
-    (void)w->base.lc->loop.timer_start(w->timer, until - now);
+    rlk_loop_due_set(w->base.lc, &w->due, until - now);
 }
 
 /* The attempt found nothing to take: give up, or attempt again after a wake-up that came while
@@ -140,9 +139,9 @@ static int wait_closing(rlk_loop_op *base)
     return w->leaving;
 }
 
-static void wait_on_timer(void *arg)
+static void wait_on_due(rlk_loop_due *due)
 {
-    rlk_loop_wait *w = arg;
+    rlk_loop_wait *w = RLK_CONTAINER_OF(due, rlk_loop_wait, due);
     if (!w->inflight || w->resend) {
         w->resend = 0;
         wait_send(w);
@@ -153,9 +152,7 @@ void rlk_loop_wait_resend(rlk_loop_wait *w)
 {
     w->inflight = 1;
     w->resend = 1;
-    if (w->base.lc->loop.timer_start(w->timer, 0) != 0) {
-        wait_finish(w, rlk_err(RLOCK_ENOMEM, "the loop could not start a timer"));
-    }
+    rlk_loop_due_set(w->base.lc, &w->due, 0);
 }
 
 int64_t rlk_loop_deadline(int64_t wait_ms)
@@ -168,18 +165,18 @@ int64_t rlk_loop_deadline(int64_t wait_ms)
 
 int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cancel *cancel)
 {
-    w->timer = lc->loop.timer_new(lc->loop.loop_data, wait_on_timer, w);
-    if (w->timer == NULL) {
-        return rlk_err(RLOCK_ENOMEM, "the loop gave no timer");
+    int r = rlk_loop_due_add(lc);
+    if (r != RLOCK_OK) {
+        return r;
     }
-    int r = rlk_loop_op_add(lc, &w->base, cancel, wait_wake);
+    w->due.fire = wait_on_due;
+    r = rlk_loop_op_add(lc, &w->base, cancel, wait_wake);
     w->base.closing = wait_closing;
     if (r == RLOCK_OK && (r = w->ops->attempt(w)) != RLOCK_OK) {
         rlk_loop_op_remove(&w->base);
     }
     if (r != RLOCK_OK) {
-        lc->loop.timer_free(w->timer);
-        w->timer = NULL;
+        rlk_loop_due_del(lc, &w->due);
         return r;
     }
     w->inflight = 1;

@@ -7,7 +7,7 @@
 #ifndef RLK_LOOP_WAIT_H
 #define RLK_LOOP_WAIT_H
 
-#include "loop_client.h"
+#include "loop_due.h"
 
 typedef struct rlk_loop_wait rlk_loop_wait;
 
@@ -39,8 +39,8 @@ struct rlk_loop_wait {
     const rlk_loop_wait_ops *ops;
     void (*done)(void); /* the type's done callback, cast back to its type by complete */
     void *user_data;
-    int64_t deadline; /* monotonic ms, INT64_MAX: none */
-    void *timer;
+    int64_t deadline;       /* monotonic ms, INT64_MAX: none */
+    rlk_loop_due due;       /* the next attempt or the end of the sleep (loop_due.h) */
     int end_rc;             /* the give-up's code, reported after the leave's reply */
     unsigned char inflight; /* an attempt or the leave is on its way */
     unsigned char resend;   /* rlk_loop_wait_resend(): the timer sends the attempt */
