@@ -106,7 +106,7 @@ int rlk_loop_due_add(rlk_loop_client *lc)
     }
     if (lc->due_room == lc->due_cap) {
         uint32_t cap = lc->due_cap < 16 ? 16 : lc->due_cap * 2;
-        rlk_loop_due **p = realloc(lc->dues, sizeof(*p) * cap);
+        rlk_loop_due **p = realloc(lc->dues, sizeof(rlk_loop_due *) * cap);
         if (p == NULL) {
             return rlk_err(RLOCK_ENOMEM, "out of memory for a loop timer");
         }
