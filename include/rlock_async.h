@@ -35,7 +35,11 @@
  * renewed there; each switch counts in rlock_failovers_total and raises RLOCK_EV_FAILOVER, as on
  * a threaded client.
  *
- * The other lock types, Cluster and unix:// are not available on loop clients yet:
+ * A unix:// URL (unix://[[user]:password@]/path[?db=N], as for a threaded client) is served: the
+ * socket is dialled without waiting, with no TLS; a path nobody listens on fails the requests
+ * with RLOCK_ECONN, as an unreachable TCP server does, not the creation.
+ *
+ * The other lock types and Cluster are not available on loop clients yet:
  * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
  * for another URL.
  */
