@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -627,11 +628,8 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
             return r;
         }
     }
-    /* Dialling starts now, on the loop. A dial refused at once (a unix socket nobody listens
-     * on) fails the first requests, as a dial that fails later does, not the creation. */
     rlk_lconn *conn = NULL;
-    int r = rlk_loop_data(lc, &conn);
-    return r == RLOCK_ECONN ? RLOCK_OK : r;
+    return rlk_loop_data(lc, &conn); /* dialling starts now, on the loop */
 }
 
 RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_loop *loop,
@@ -647,12 +645,16 @@ RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_lo
     r = r ? r : loop_tls(c);
     r = r ? r : loop_client_start(c, loop);
     if (r != RLOCK_OK) {
+        /* The free completes what it finds with its own message: the failure's is kept. */
+        char saved[512];
+        snprintf(saved, sizeof(saved), "%s", rlock_last_error());
         if (c != NULL && c->loop != NULL) {
             loop_client_stop(c);
         }
         if (c != NULL) {
             rlk_client_discard(c);
         }
+        rlk_err_restore(saved);
         return r;
     }
     *out = c;
