@@ -35,7 +35,12 @@
  * renewed there; each switch counts in rlock_failovers_total and raises RLOCK_EV_FAILOVER, as on
  * a threaded client.
  *
- * The other lock types, Cluster and unix:// are not available on loop clients yet:
+ * A unix:// URL (unix://[[user]:password@]/path[?db=N], as for a threaded client) is served: the
+ * socket is dialled without waiting, with no TLS; a unix socket refuses a dial at once, so a
+ * path nobody listens on fails rlock_loop_client_new() with RLOCK_ECONN, and a server that
+ * goes away later fails the requests with RLOCK_ECONN until a redial succeeds.
+ *
+ * The other lock types and Cluster are not available on loop clients yet:
  * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
  * for another URL.
  */
@@ -84,7 +89,7 @@ typedef struct rlock_loop {
  * RLOCK_OK; RLOCK_EINVAL for a NULL out or loop, a missing callback, bad options (a TLS file that
  * cannot be read included), or a URL this version does not serve (see above); RLOCK_ETLS (no TLS
  * context could be built); RLOCK_ENOMEM; RLOCK_ECONN when no socket could be made (or every
- * numeric address refused the dial at once). */
+ * numeric address, or the unix socket, refused the dial at once). */
 RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_loop *loop,
                                        rlock_client **out);
 

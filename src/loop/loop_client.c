@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -308,10 +309,13 @@ static int loop_data_dial(rlk_loop_client *lc)
     int64_t left = lc->data_retry_at - rlk_now_ms();
     if (left > 0) {
         return rlk_err(RLOCK_ECONN, "Redis at %s:%d did not answer; the next dial is in %lld ms",
-                       u.host != NULL ? u.host : "?", u.port, (long long)left);
+                       u.host != NULL   ? u.host
+                       : u.path != NULL ? u.path
+                                        : "?",
+                       u.port, (long long)left);
     }
     /* No master known yet: the connection is parked until the Sentinels name one. */
-    int r = u.host == NULL ? rlk_loop_sentinel_need(lc->sentinel) : RLOCK_OK;
+    int r = u.host == NULL && u.path == NULL ? rlk_loop_sentinel_need(lc->sentinel) : RLOCK_OK;
     if (r != RLOCK_OK) {
         return r;
     }
@@ -566,9 +570,9 @@ static int loop_check(const rlock_loop *loop, const rlk_url *url)
         return rlk_err(RLOCK_EINVAL, "rlock_loop_client_new: every loop callback must be set");
     }
     int sentinel = url->kind == RLK_URL_SENTINEL && url->nhosts > 0;
-    if ((url->kind != RLK_URL_STANDALONE && !sentinel) || url->is_unix ||
-        (url->host == NULL && !sentinel)) {
-        return rlk_err(RLOCK_EINVAL, "a loop client serves redis://, rediss:// (a host and port) "
+    if ((url->kind != RLK_URL_STANDALONE && !sentinel) ||
+        (url->host == NULL && url->path == NULL && !sentinel)) {
+        return rlk_err(RLOCK_EINVAL, "a loop client serves redis://, rediss://, unix:// "
                                      "and redis-sentinel:// only in this version");
     }
     return RLOCK_OK;
@@ -641,12 +645,16 @@ RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_lo
     r = r ? r : loop_tls(c);
     r = r ? r : loop_client_start(c, loop);
     if (r != RLOCK_OK) {
+        /* The free completes what it finds with its own message: the failure's is kept. */
+        char saved[512];
+        snprintf(saved, sizeof(saved), "%s", rlock_last_error());
         if (c != NULL && c->loop != NULL) {
             loop_client_stop(c);
         }
         if (c != NULL) {
             rlk_client_discard(c);
         }
+        rlk_err_restore(saved);
         return r;
     }
     *out = c;

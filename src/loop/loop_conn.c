@@ -1,10 +1,11 @@
 /*
  * A non-blocking connection on the caller's loop (loop_conn.h). Writes happen only from the
  * loop's readiness callback, never inside rlk_lconn_send(), so that no failure (and so no
- * caller's callback) ever runs on the stack of the call that queued a request. A host name is
- * looked up first (loop_resolve.c), each address is tried in turn, and a TLS connection runs
- * its handshake before anything is written; a TLS read may wait for the socket to be writable
- * and a write for it to be readable, so the watched events follow what OpenSSL last asked for.
+ * caller's callback) ever runs on the stack of the call that queued a request. A unix socket is
+ * dialled directly; a host name is looked up first (loop_resolve.c), each address is tried in
+ * turn, and a TLS connection runs its handshake before anything is written; a TLS read may wait for
+ * the socket to be writable and a write for it to be readable, so the watched events follow what
+ * OpenSSL last asked for.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <poll.h>
@@ -55,6 +57,7 @@ struct rlk_lconn {
     int free_wanted;  /* rlk_lconn_free() was called inside one of them */
     int replied;      /* a reply (or pushed message) was read */
     char *host;       /* for the lookup, SNI and the certificate's name check */
+    char *path;       /* a unix socket's path (unix://), else NULL */
     int port;
     rlk_lresolve *res;             /* the name lookup under way, else NULL */
     struct addrinfo *ai, *ai_next; /* the host's addresses; the next one to try */
@@ -125,6 +128,7 @@ static void lconn_release(rlk_lconn *c)
         freeaddrinfo(c->ai);
     }
     free(c->host);
+    free(c->path);
     if (c->io != NULL) {
         c->loop.io_free(c->io);
     }
@@ -333,15 +337,18 @@ static void lconn_connected(rlk_lconn *c)
     int err = 0;
     socklen_t len = sizeof(err);
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-        int r = c->ai_next != NULL ? lconn_dial_next(c)
-                                   : rlk_err(RLOCK_ECONN, "cannot connect to %s:%d (errno %d)",
-                                             c->host, c->port, err);
+        int r =
+            c->ai_next != NULL ? lconn_dial_next(c)
+            : c->path != NULL
+                ? rlk_err(RLOCK_ECONN, "cannot connect to %s (errno %d)", c->path, err)
+                : rlk_err(RLOCK_ECONN, "cannot connect to %s:%d (errno %d)", c->host, c->port, err);
         if (r != RLOCK_OK) {
             lconn_break(c, r);
         }
         return;
     }
-    if (c->cbs.tls == NULL) {
+    /* A unix socket carries no TLS, as for a threaded client (unix:// has no TLS form). */
+    if (c->cbs.tls == NULL || c->path != NULL) {
         c->state = LCONN_UP;
         return;
     }
@@ -593,9 +600,35 @@ static void lconn_resolved(void *arg, struct addrinfo *ai, int err)
     lconn_end_callback(c);
 }
 
-/* Starts reaching url's host: a numeric address is dialled now, a name looked up first. */
+/* Dials the unix socket without waiting. A full backlog refuses at once (EAGAIN: a unix
+ * connect does not complete later), which fails as a refused TCP dial does. */
+static int lconn_dial_unix(rlk_lconn *c)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    size_t len = strlen(c->path);
+    if (len >= sizeof(sa.sun_path)) {
+        return rlk_err(RLOCK_ECONN, "connect to unix socket: path too long");
+    }
+    memcpy(sa.sun_path, c->path, len + 1);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0 ||
+        (connect(c->fd, (const struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS)) {
+        return rlk_err(RLOCK_ECONN, "cannot connect to %s (errno %d)", c->path, errno);
+    }
+    c->state = LCONN_DIALLING;
+    c->io = c->loop.io_new(c->loop.loop_data, c->fd, lconn_on_io, c);
+    return c->io != NULL ? RLOCK_OK : rlk_err(RLOCK_ENOMEM, "the loop could not watch a socket");
+}
+
+/* Starts reaching url's host: a unix socket or a numeric address is dialled now, a name looked
+ * up first. */
 static int lconn_start(rlk_lconn *c)
 {
+    if (c->path != NULL) {
+        return lconn_dial_unix(c);
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
@@ -640,7 +673,9 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
     c->port = url->port;
     c->reader = redisReaderCreate();
     c->host = url->host != NULL ? strdup(url->host) : NULL;
-    int r = c->reader != NULL && (c->host != NULL || url->host == NULL)
+    c->path = url->path != NULL ? strdup(url->path) : NULL;
+    int r = c->reader != NULL && (c->host != NULL || url->host == NULL) &&
+                    (c->path != NULL || url->path == NULL)
                 ? RLOCK_OK
                 : rlk_err(RLOCK_ENOMEM, "out of memory making a connection");
     if (r == RLOCK_OK && (c->timer = loop->timer_new(loop->loop_data, lconn_on_timer, c)) == NULL) {
@@ -648,7 +683,7 @@ int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cb
     }
     c->dial_due = rlk_add_sat(rlk_now_ms(), cbs->connect_timeout_ms > 0 ? cbs->connect_timeout_ms
                                                                         : RLOCK_MAX_DURATION_MS);
-    r = r || url->host == NULL ? r : lconn_start(c);
+    r = r || (url->host == NULL && url->path == NULL) ? r : lconn_start(c);
     r = r ? r : lconn_setup(c, url);
     if (r != RLOCK_OK) {
         lconn_fail_all(c, r); /* setup requests only: no caller's callback runs */

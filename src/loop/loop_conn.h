@@ -1,10 +1,9 @@
 /*
- * One non-blocking connection to Redis driven by the caller's loop (rlock_loop): a TCP address
- * (a host name looked up off the loop) dialled without waiting, TLS when the client has a
- * context, AUTH and SELECT queued first, requests written as the socket
- * takes them, replies parsed by hiredis' reader and handed to the request's callback in order.
- * A connection in pub/sub mode hands pushed messages (and SUBSCRIBE confirmations) to its push
- * callback instead.
+ * One non-blocking connection to Redis driven by the caller's loop (rlock_loop): a unix socket
+ * or a TCP address (a host name looked up off the loop) dialled without waiting, TLS when the
+ * client has a context, AUTH and SELECT queued first, requests written as the socket takes them,
+ * replies parsed by hiredis' reader and handed to the request's callback in order. A connection in
+ * pub/sub mode hands pushed messages (and SUBSCRIBE confirmations) to its push callback instead.
  */
 #ifndef RLK_LOOP_CONN_H
 #define RLK_LOOP_CONN_H
@@ -35,15 +34,16 @@ typedef struct rlk_lconn_cbs {
     const struct rlk_tls *tls; /* the client's TLS context (outlives the connection), or NULL */
 } rlk_lconn_cbs;
 
-/* Starts reaching url's host on loop: a numeric address is dialled at once, a name looked up
- * first (loop_resolve.h); each address in turn; then the TLS handshake when cbs->tls is set. A
- * failure of any step, or no connection within connect_timeout_ms, breaks the connection with
- * its code (RLOCK_ECONN, RLOCK_ETLS with OpenSSL's reason). RLOCK_OK and *out; RLOCK_ECONN when
- * no socket (or lookup) could be started; RLOCK_ENOMEM. */
+/* Starts reaching url's host on loop: a unix socket (url->path, never TLS) or a numeric address
+ * is dialled at once, a name looked up first (loop_resolve.h); each address in turn; then the
+ * TLS handshake when cbs->tls is set. A failure of any step, or no connection within
+ * connect_timeout_ms, breaks the connection with its code (RLOCK_ECONN, RLOCK_ETLS with OpenSSL's
+ * reason). RLOCK_OK and *out; RLOCK_ECONN when no socket (or lookup) could be started;
+ * RLOCK_ENOMEM. */
 int rlk_lconn_new(const rlock_loop *loop, const rlk_url *url, const rlk_lconn_cbs *cbs,
                   rlk_lconn **out);
-/* With url->host NULL the connection is parked: requests queue (AUTH and SELECT first) until
- * rlk_lconn_aim() names the host; connect_timeout_ms runs from the creation. */
+/* With url->host and url->path NULL the connection is parked: requests queue (AUTH and SELECT
+ * first) until rlk_lconn_aim() names the host; connect_timeout_ms runs from the creation. */
 /* Starts a parked connection towards host:port (a failure breaks it: its down callback runs).
  * A no-op on a connection that is not parked. Call it from a loop callback only. */
 void rlk_lconn_aim(rlk_lconn *c, const char *host, int port);

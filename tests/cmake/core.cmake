@@ -201,6 +201,10 @@ rlock_add_test(NAME test_resp_format SOURCES unit/test_resp_format.c LABELS unit
 # The Sentinel reply parsers threaded and loop clients share (sentinel.h, sentinel_watch.h).
 rlock_add_test(NAME test_sentinel_parse SOURCES unit/test_sentinel_parse.c LABELS unit TIMEOUT 60)
 
+# The slot of a loop client's script request (src/loop/loop_route.c), a part of Cluster on loop
+# clients.
+rlock_add_test(NAME test_loop_route SOURCES unit/test_loop_route.c LABELS unit TIMEOUT 60)
+
 # Waiters that give up while Redis does not answer (issue 26): reentrant, fair and write waiters
 # under CLIENT PAUSE WRITE and under SIGSTOP of the server from shortly before their wait ends
 # return within wait_ms + command_timeout_ms; the queue entries they could not remove cost another

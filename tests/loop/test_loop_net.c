@@ -2,7 +2,8 @@
  * A loop client's connections through an adapter (tl_loop.h) against real redis-servers: TLS
  * (a lock taken, a waiter woken by the release's message over the TLS pub/sub connection, a
  * certificate of another CA and a wrong name refused once with RLOCK_ETLS), host names
- * (localhost; a name that does not resolve), and the data connection's back-off while the
+ * (localhost; a name that does not resolve), a unix socket (unix:// with a password and a
+ * database; a path nobody listens on), and the data connection's back-off while the
  * server is down (requests fail with RLOCK_ECONN, few dials) and its return after a restart.
  * The certificates are those of tests/tls/make_certs.sh, in $RLOCK_TLS_CERTS.
  */
@@ -14,18 +15,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <hiredis.h>
 
 #include "tc_metric.h"
 #include "tc_redis.h"
 #include "tl_common.h"
 #include "tl_loop.h"
 
-/* The program's servers: a TLS one and a plain one (stopped and restarted by the last test). */
+/* The program's servers: a TLS one, a plain one (stopped and restarted by the last test) and
+ * one that also listens on a unix socket (sock), with a password. */
 typedef struct net_state {
     rh_server *tls;
     rh_server *plain;
+    rh_server *unix_srv;
+    char sock[108];
 } net_state;
 
 static const char *certs;
@@ -137,6 +143,66 @@ static void test_host_names(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* 1 when the lock's hash is in database db of s, as the admin connection sees it. */
+static int key_in_db(const rh_server *s, const char *db, const char *key)
+{
+    redisContext *ac = rh_connect(s);
+    assert_non_null(ac);
+    redisReply *r = redisCommand(ac, "SELECT %s", db);
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(ac, "EXISTS %s", key);
+    assert_non_null(r);
+    int in = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    redisFree(ac);
+    return in;
+}
+
+/* Over a unix socket, with a password and a database (unix://:pw@/path?db=3): a lock taken
+ * (its hash in database 3), a waiter woken by the release's message on the unix pub/sub
+ * connection; a socket path nobody listens on fails the creation with RLOCK_ECONN. */
+static void test_unix_socket(void **state)
+{
+    net_state *st = *state;
+    tu_loop *l = tu_loop_new();
+    char url[256];
+    snprintf(url, sizeof(url), "unix://:unixpw@%s?db=3", st->sock);
+    rlock_options o;
+    tc_options_url(&o, url);
+    rlock_client *c = tl_client(l, &o);
+    rlock *lk = tc_open(c, RLOCK_REENTRANT, "net-unix");
+    rlock_owner *a = tl_owner(c), *b = tl_owner(c);
+    assert_int_equal(tl_lock_once(l, lk, a, 20, NULL), RLOCK_OK);
+    assert_true(key_in_db(st->unix_srv, "3", "net-unix"));
+    tl_done w = {0};
+    assert_int_equal(tl_lock_async(lk, b, 10000, -1, NULL, &w), RLOCK_OK);
+    tl_run_for(l, 300);
+    assert_int_equal(w.calls, 0);
+    int64_t t0 = tl_now_ms();
+    tl_unlock_now(l, lk, a, RLOCK_OK);
+    assert_true(tu_run_until(l, &w.calls, 1, 5000));
+    assert_int_equal(w.rc, RLOCK_OK);
+    assert_true(w.at_ms - t0 < 2000); /* the watchdog TTL is 30 s: the message woke it */
+    tl_unlock_now(l, lk, b, RLOCK_OK);
+    assert_false(key_in_db(st->unix_srv, "3", "net-unix"));
+    rlock_owner_free(a);
+    rlock_owner_free(b);
+    rlock_free(lk);
+    rlock_client_free(c);
+
+    /* A unix socket refuses at once: the creation fails, naming the path. */
+    snprintf(url, sizeof(url), "unix://%s.none", st->sock);
+    tc_options_url(&o, url);
+    c = NULL;
+    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_ECONN);
+    assert_null(c);
+    if (strstr(rlock_last_error(), ".none") == NULL) {
+        fail_msg("the message \"%s\" does not name the path", rlock_last_error());
+    }
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* Requests every 10 ms for ms: each fails with RLOCK_ECONN (returned, or given to its done). */
 static int fail_for(tu_loop *l, rlock *lk, rlock_owner *o, int64_t ms)
 {
@@ -210,8 +276,11 @@ static int group_setup(void **state)
     rh_tls t = {.dir = certs};
     st.tls = rh_start_tls(&t, NULL);
     st.plain = rh_start(NULL);
+    snprintf(st.sock, sizeof(st.sock), "/tmp/rlock-loop-net-%d.sock", (int)getpid());
+    const char *unix_args[] = {"--unixsocket", st.sock, "--requirepass", "unixpw", NULL};
+    st.unix_srv = rh_start(unix_args);
     *state = &st;
-    return st.tls != NULL && st.plain != NULL ? 0 : -1;
+    return st.tls != NULL && st.plain != NULL && st.unix_srv != NULL ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -219,9 +288,11 @@ static int group_teardown(void **state)
     net_state *st = *state;
     rh_free(st->tls);
     rh_free(st->plain);
+    rh_free(st->unix_srv);
+    (void)unlink(st->sock);
     return 0;
 }
 
 TC_MAIN(group_setup, group_teardown, cmocka_unit_test(test_tls_lock_and_wake),
         cmocka_unit_test(test_tls_refused), cmocka_unit_test(test_host_names),
-        cmocka_unit_test(test_backoff))
+        cmocka_unit_test(test_unix_socket), cmocka_unit_test(test_backoff))
