@@ -179,9 +179,9 @@ static void test_reentry(void **state)
 
 /* ---- wake-ups ---------------------------------------------------------------------------- */
 
-/* A waiting loop writer is woken when the last reader leaves, not before, and a waiting loop
- * reader when the writer leaves; the leases are 30 s, so only the release's message can wake
- * them in time. */
+/* A waiting loop writer is woken when the last reader leaves, not before, and keeps new readers
+ * out meanwhile; a waiting loop reader is woken when the writer leaves; the leases are 30 s, so
+ * only the release's message can wake them in time. */
 static void test_wakeups(void **state)
 {
     rh_server *s = *state;
@@ -200,6 +200,8 @@ static void test_wakeups(void **state)
     tl_unlock_now(l, ra, o1, RLOCK_OK);
     tl_run_for(l, 100);
     assert_int_equal(dw.calls, 0); /* one reader is left */
+    /* The waiting writer keeps new readers out (a writer-preferring client, the default). */
+    assert_int_equal(lock_rc(l, rb, or, 0, 30000), RLOCK_ETIMEDOUT);
     int64_t t0 = tl_now_ms();
     tl_unlock_now(l, ra, o2, RLOCK_OK);
     tl_wait_done(l, &dw, RLOCK_OK);
@@ -231,7 +233,8 @@ static void test_wakeups(void **state)
 
 /* A waiting writer (recorded in the waiting-writers zset, on its own channel) and a waiting
  * reader (on Redisson's channel) cancelled by their tokens: done gets RLOCK_ECANCELED once they
- * have left the zset and the channel, and Redis holds no key more than before they waited. */
+ * have left the zset and the channel, and Redis holds no key more than before they waited. A
+ * waiting writer of a freed client leaves the zset too. */
 static void test_cancel(void **state)
 {
     rh_server *s = *state;
@@ -271,6 +274,22 @@ static void test_cancel(void **state)
     assert_int_equal(hget(s, name, rlock_owner_id(ob)), 0);
     assert_int_equal(dbsize(s), keys);
     rlock_cancel_free(tok);
+
+    /* Freeing the client completes a waiting writer with RLOCK_ECLOSED, from the free; its
+     * leave was the connection's last request, so the zset empties long before
+     * waiter_timeout_ms could empty it. */
+    d = (tl_done){0};
+    assert_int_equal(tl_lock_async(wb, ob, RLOCK_WAIT_FOREVER, -1, NULL, &d), RLOCK_OK);
+    assert_true(wait_numsub(l, s, wchan, 1));
+    rlock_client_free(b);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.rc, RLOCK_ECLOSED);
+    int64_t end = tl_now_ms() + 1000;
+    while (key_exists(s, zset) != 0 && tl_now_ms() < end) {
+        tl_run_for(l, 10);
+    }
+    assert_int_equal(key_exists(s, zset), 0);
+    assert_int_equal(d.calls, 1);
     tl_unlock_now(l, wa, oa, RLOCK_OK);
     rlock_owner_free(oa);
     rlock_owner_free(ob);
@@ -278,7 +297,6 @@ static void test_cancel(void **state)
     rlock_free(rb);
     rlock_free(wb);
     rlock_client_free(a);
-    rlock_client_free(b);
     assert_int_equal(tu_loop_close(l), 0);
 }
 
