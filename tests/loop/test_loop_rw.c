@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "tc_redis.h"
+#include "tc_thread.h"
 #include "tl_common.h"
 #include "tl_loop.h"
 
@@ -226,6 +227,52 @@ static void test_wakeups(void **state)
     rlock_free(wb);
     rlock_client_free(a);
     rlock_client_free(b);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
+/* Wake-ups across client kinds: a threaded writer waiting behind a loop reader is woken by the
+ * loop release (on its own channel), and a loop reader waiting behind a threaded writer by the
+ * threaded release; the leases are 30 s. */
+static void test_cross_wakeups(void **state)
+{
+    rh_server *s = *state;
+    const char *name = "lrw-cross";
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s, 0), *t = thread_client(s);
+    rlock *r = tc_open(a, RLOCK_READ, name), *tw = tc_open(t, RLOCK_WRITE, name);
+    rlock_owner *o = tl_owner(a);
+    char zset[128];
+    snprintf(zset, sizeof(zset), "rlock_rwlock_writers:{%s}", name);
+    assert_int_equal(lock_rc(l, r, o, 0, 30000), RLOCK_OK);
+    tc_holder th;
+    tc_holder_start(&th, tw, -1, 30000, 0);
+    int64_t end = tl_now_ms() + 3000;
+    while (zcard(s, zset) != 1 && tl_now_ms() < end) {
+        tl_run_for(l, 5);
+    }
+    assert_int_equal(zcard(s, zset), 1);
+    tl_unlock_now(l, r, o, RLOCK_OK);
+    assert_int_equal(tc_holder_wait(&th, 2000), RLOCK_OK);
+    assert_int_equal(tc_holder_join(&th), RLOCK_OK);
+
+    tc_holder_start(&th, tw, 0, 30000, -1);
+    assert_int_equal(tc_holder_wait(&th, 3000), RLOCK_OK);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(r, o, RLOCK_WAIT_FOREVER, 30000, NULL, &d), RLOCK_OK);
+    tl_run_for(l, 100);
+    assert_int_equal(d.calls, 0);
+    int64_t t0 = tl_now_ms();
+    assert_int_equal(tc_holder_join(&th), RLOCK_OK);
+    tl_wait_done(l, &d, RLOCK_OK);
+    assert_true(d.at_ms - t0 < 2000);
+    tl_unlock_now(l, r, o, RLOCK_OK);
+    assert_int_equal(key_exists(s, name), 0);
+    rlock_owner_free(o);
+    rlock_free(r);
+    rlock_free(tw);
+    rlock_client_free(t);
+    rlock_client_free(a);
     assert_int_equal(tu_loop_close(l), 0);
 }
 
@@ -444,5 +491,6 @@ static void test_bad_input(void **state)
 /* One server for the program; each test uses names of its own. */
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_share_exclude),
         cmocka_unit_test(test_reentry), cmocka_unit_test(test_wakeups),
-        cmocka_unit_test(test_cancel), cmocka_unit_test(test_watchdog), cmocka_unit_test(test_spin),
+        cmocka_unit_test(test_cross_wakeups), cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_watchdog), cmocka_unit_test(test_spin),
         cmocka_unit_test(test_bad_input))
