@@ -11,16 +11,19 @@
  *
  * This version: reentrant locks (RLOCK_REENTRANT), fair locks (RLOCK_FAIR: Redisson's queue; a
  * waiter keeps its place by a heartbeat on the loop's timer and leaves the queue when it gives
- * up, or when the client is freed), semaphores and the latch on a single Redis over
- * TCP (redis://host:port, with a password and a db) or TLS (rediss://, with the TLS options of
- * rlock_client_new(): tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, tls_insecure; the
- * handshake runs on the loop, and a refused one completes the operations waiting for it with
- * RLOCK_ETLS). The host is a numeric address or a name: a name is looked up by getaddrinfo() on a
- * helper thread that lives for that one lookup and hands the answer to the loop through a socket
- * the loop watches (the loop interface has no resolver); apart from these lookups a loop client
- * starts no thread. A lookup, dial and handshake together are bounded by connect_timeout_ms. When
- * dials of the data connection fail, the next one waits 50 ms, doubling up to 2 s (reset once the
- * server answers), and the requests before it fail at once with RLOCK_ECONN.
+ * up, or when the client is freed), read-write locks (RLOCK_READ, RLOCK_WRITE: the threaded
+ * lock's data and rules, a waiting writer recorded as on a threaded client, with its heartbeat
+ * on the loop's timer), spin locks (RLOCK_SPIN: no subscription, a busy attempt made again on
+ * the loop's timer after the threaded spin lock's back-off), semaphores and the latch on a
+ * single Redis over TCP (redis://host:port, with a password and a db) or TLS (rediss://, with the
+ * TLS options of rlock_client_new(): tls_ca_file, tls_cert_file, tls_key_file, tls_server_name,
+ * tls_insecure; the handshake runs on the loop, and a refused one completes the operations waiting
+ * for it with RLOCK_ETLS). The host is a numeric address or a name: a name is looked up by
+ * getaddrinfo() on a helper thread that lives for that one lookup and hands the answer to the loop
+ * through a socket the loop watches (the loop interface has no resolver); apart from these lookups
+ * a loop client starts no thread. A lookup, dial and handshake together are bounded by
+ * connect_timeout_ms. When dials of the data connection fail, the next one waits 50 ms, doubling up
+ * to 2 s (reset once the server answers), and the requests before it fail at once with RLOCK_ECONN.
  *
  * Sentinel (redis-sentinel://, rediss-sentinel://): from the creation on, the client asks each
  * Sentinel in turn for the master (SENTINEL get-master-addr-by-name) and checks with ROLE that
@@ -40,8 +43,8 @@
  * path nobody listens on fails rlock_loop_client_new() with RLOCK_ECONN, and a server that
  * goes away later fails the requests with RLOCK_ECONN until a redial succeeds.
  *
- * The other lock types and Cluster are not available on loop clients yet:
- * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
+ * Groups (multi-lock, RedLock) and Cluster are not available on loop clients yet:
+ * rlock_lock_async() answers RLOCK_ENOTSUP for a group, rlock_loop_client_new() RLOCK_EINVAL
  * for another URL.
  */
 #ifndef RLOCK_ASYNC_H
@@ -102,26 +105,28 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
 /* Starts acquiring lock for args->owner (required: RLOCK_EINVAL without one; a loop has no
  * thread identity), with args->wait_ms, args->lease_ms (< 0: the client's watchdog renews the
  * hold on the loop's timer) and args->cancel. Returns RLOCK_OK when started: done then runs
- * exactly once with RLOCK_OK (acquired, or re-entered by the owner), RLOCK_ETIMEDOUT,
- * RLOCK_ECANCELED (the token fired before the lock was granted; the waiter has left its channel,
- * and a fair lock's queue, first; an attempt already on its way is waited for, and if it was
- * granted, done gets RLOCK_OK: nothing is ever held unreported), RLOCK_ECLOSED (the client was
- * freed first), RLOCK_ECONN, RLOCK_ETLS (the TLS handshake was refused: an unknown CA, an expired
- * certificate, a name mismatch), RLOCK_EAUTH (AUTH or SELECT refused when the connection was made)
- * or RLOCK_EREDIS. Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or
- * done, no owner, an owner of another client, a threaded client, bad durations, args->on_lost set:
- * not served yet), RLOCK_ENOTSUP (a group, or a kind other than RLOCK_REENTRANT and RLOCK_FAIR),
+ * exactly once with RLOCK_OK (acquired, or re-entered by the owner; a read hold inside the
+ * owner's write hold too), RLOCK_ETIMEDOUT, RLOCK_EDEADLK (the write side asked by an owner that
+ * holds the read side), RLOCK_ECANCELED (the token fired before the lock was granted; the
+ * waiter has left its channel, and a fair lock's queue or the waiting writers, first; an attempt
+ * already on its way is waited for, and if it was granted, done gets RLOCK_OK: nothing is ever held
+ * unreported), RLOCK_ECLOSED (the client was freed first), RLOCK_ECONN, RLOCK_ETLS (the TLS
+ * handshake was refused: an unknown CA, an expired certificate, a name mismatch), RLOCK_EAUTH (AUTH
+ * or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a negative code without
+ * calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of another client, a
+ * threaded client, bad durations, args->on_lost set: not served yet), RLOCK_ENOTSUP (a group),
  * RLOCK_ECANCELED (the token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no
  * socket could be made, or the back-off after failed dials is running). The lock handle and the
  * owner must stay open until done ran. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 
-/* Releases one hold of owner's (required) on lock. done gets RLOCK_OK (released, fully or one
- * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ELOST (the watchdog had
- * found the hold gone; the client's on_lost was called then, on the loop), RLOCK_ECLOSED,
- * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code
- * (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
+/* Releases one hold of owner's (required) on lock (of a read-write lock: on the handle's side).
+ * done gets RLOCK_OK (released, fully or one re-entry), RLOCK_ENOTOWNER (the owner holds nothing on
+ * Redis), RLOCK_ELOST (the watchdog had found the hold gone; the client's on_lost was called then,
+ * on the loop), RLOCK_ECLOSED, RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when
+ * started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP: a group, RLOCK_ECLOSED, RLOCK_ENOMEM,
+ * RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
 

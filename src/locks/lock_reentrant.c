@@ -375,3 +375,14 @@ rlock *rlk_spin_open(rlock_client *c, const char *name)
 {
     return rlk_single_new(c, RLOCK_SPIN, name, &reentrant_ops, &reentrant_spin_single);
 }
+
+/* The attempt for loop clients (lock_reentrant.h). */
+int rlk_reentrant_attempt_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    return reentrant_attempt_format(a, cmd, len);
+}
+
+int rlk_reentrant_attempt_reply(rlk_acq *a, redisReply *rep)
+{
+    return reentrant_attempt_reply(a, rep);
+}

@@ -88,10 +88,28 @@ static int rw_acquire_reply(rlk_acq *a, const redisReply *r)
     return 0;
 }
 
-static int rw_read_attempt(rlk_acq *a)
+/* The read attempt's call (rw_read_acquire.lua's KEYS and ARGV); tp holds the owner's
+ * timeout-key prefix and wfield its write field, both kept by the caller until it is sent. */
+static void rw_read_call(rlk_acq *a, const rlk_buf *tp, const char *wfield, size_t wlen,
+                         rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
-    rw_impl *rw = rw_of(l);
+    const rw_impl *rw = rw_of(l);
+
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, tp->p, tp->len);
+    rlk_args_add(keys, rw->token.p, rw->token.len);
+    rlk_args_add(keys, rw->writers.p, rw->writers.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, a->lease_ms);
+    rlk_args_add(args, a->owner, a->owner_len);
+    rlk_args_add(args, wfield, wlen);
+    rlk_args_addi(args, rw_writer_preferring(l));
+}
+
+static int rw_read_attempt(rlk_acq *a)
+{
     char wfield[RLK_OWNER_MAX];
     size_t wlen = rw_write_field(a->owner, a->owner_len, wfield);
     rlk_buf tp;
@@ -103,16 +121,7 @@ static int rw_read_attempt(rlk_acq *a)
     rlk_buf_init(&tp);
     rc = rw_timeout_prefix(a, &tp);
     if (rc == RLOCK_OK) {
-        rlk_args_init(&keys);
-        rlk_args_add(&keys, l->name, l->name_len);
-        rlk_args_add(&keys, tp.p, tp.len);
-        rlk_args_add(&keys, rw->token.p, rw->token.len);
-        rlk_args_add(&keys, rw->writers.p, rw->writers.len);
-        rlk_args_init(&args);
-        rlk_args_addi(&args, a->lease_ms);
-        rlk_args_add(&args, a->owner, a->owner_len);
-        rlk_args_add(&args, wfield, wlen);
-        rlk_args_addi(&args, rw_writer_preferring(l));
+        rw_read_call(a, &tp, wfield, wlen, &keys, &args);
         rc = rlk_script(a->client, RLK_SCRIPT_RW_READ_ACQUIRE, 0, &keys, &args, &r);
     }
     rlk_buf_free(&tp);
@@ -216,12 +225,24 @@ static int rw_write_wait_begin(rlk_acq *a)
     return rc;
 }
 
+/* A waiting writer's leave (rw_writer_leave.lua's KEYS and ARGV). */
+static void rw_leave_call(rlk_acq *a, rlk_args *keys, rlk_args *args)
+{
+    const rw_impl *rw = rw_of(a->lock);
+
+    rlk_args_init(keys);
+    rlk_args_add(keys, rw->writers.p, rw->writers.len);
+    rlk_args_add(keys, rw->channel.p, rw->channel.len);
+    rlk_args_add(keys, rw->wchan.p, rw->wchan.len);
+    rlk_args_init(args);
+    rlk_args_add(args, a->field, a->field_len);
+}
+
 /* Ends a writer's wait: the heartbeat stops before the zset entry goes, so it cannot be put back
  * afterwards. A writer that gives up leaves the zset and wakes the readers queued behind it. */
 static int rw_write_wait_end(rlk_acq *a, int acquired)
 {
     rlk_waiter_hb *w = a->scratch;
-    const rw_impl *rw = rw_of(a->lock);
     rlk_args keys;
     rlk_args args;
     redisReply *r = NULL;
@@ -231,12 +252,7 @@ static int rw_write_wait_end(rlk_acq *a, int acquired)
     if (acquired || !rw_writer_preferring(a->lock) || !a->may_queue) {
         return 0;
     }
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, rw->writers.p, rw->writers.len);
-    rlk_args_add(&keys, rw->channel.p, rw->channel.len);
-    rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
-    rlk_args_init(&args);
-    rlk_args_add(&args, a->field, a->field_len);
+    rw_leave_call(a, &keys, &args);
     /* On failure the entry expires after waiter_timeout_ms without heartbeats, or when the
      * thread's next lock or unlock leaves again (lock_release.c). */
     int rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITER_LEAVE, RLK_IDEMPOTENT, &keys, &args, &r);
@@ -262,38 +278,34 @@ static int rw_release_reply(rlock_client *c, redisReply *r)
     return v > 0 ? 1 : 0;
 }
 
-static int rw_read_release(rlk_acq *a)
+/* A release's call (rw_read_release.lua's or rw_write_release.lua's KEYS and ARGV); tp holds
+ * the owner's timeout-key prefix, kept by the caller until it is sent. */
+static void rw_release_call(rlk_acq *a, const rlk_buf *tp, rlk_args *keys, rlk_args *args)
 {
     rlock *l = a->lock;
-    rw_impl *rw = rw_of(l);
-    rlk_buf tp;
-    rlk_args keys;
-    rlk_args args;
-    redisReply *r = NULL;
-    int rc;
+    const rw_impl *rw = rw_of(l);
+    int write = l->kind == RLOCK_WRITE;
 
-    rlk_buf_init(&tp);
-    rc = rw_timeout_prefix(a, &tp);
-    if (rc == RLOCK_OK) {
-        rlk_args_init(&keys);
-        rlk_args_add(&keys, l->name, l->name_len);
-        rlk_args_add(&keys, rw->channel.p, rw->channel.len);
-        rlk_args_add(&keys, tp.p, tp.len);
-        rlk_args_add(&keys, rw->prefix.p, rw->prefix.len);
-        rlk_args_add(&keys, rw->writers.p, rw->writers.len);
-        rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
-        rlk_args_init(&args);
-        rlk_args_add(&args, a->owner, a->owner_len);
-        rc = rlk_script(a->client, RLK_SCRIPT_RW_READ_RELEASE, 0, &keys, &args, &r);
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, rw->channel.p, rw->channel.len);
+    rlk_args_add(keys, tp->p, tp->len);
+    if (!write) {
+        rlk_args_add(keys, rw->prefix.p, rw->prefix.len);
     }
-    rlk_buf_free(&tp);
-    return rc != RLOCK_OK ? rc : rw_release_reply(a->client, r);
+    rlk_args_add(keys, rw->writers.p, rw->writers.len);
+    rlk_args_add(keys, rw->wchan.p, rw->wchan.len);
+    rlk_args_init(args);
+    if (write) {
+        rlk_args_add(args, a->field, a->field_len);
+    }
+    rlk_args_add(args, a->owner, a->owner_len);
 }
 
-static int rw_write_release(rlk_acq *a)
+static int rw_release(rlk_acq *a)
 {
-    rlock *l = a->lock;
-    rw_impl *rw = rw_of(l);
+    int script =
+        a->lock->kind == RLOCK_WRITE ? RLK_SCRIPT_RW_WRITE_RELEASE : RLK_SCRIPT_RW_READ_RELEASE;
     rlk_buf tp;
     rlk_args keys;
     rlk_args args;
@@ -303,16 +315,8 @@ static int rw_write_release(rlk_acq *a)
     rlk_buf_init(&tp);
     rc = rw_timeout_prefix(a, &tp);
     if (rc == RLOCK_OK) {
-        rlk_args_init(&keys);
-        rlk_args_add(&keys, l->name, l->name_len);
-        rlk_args_add(&keys, rw->channel.p, rw->channel.len);
-        rlk_args_add(&keys, tp.p, tp.len);
-        rlk_args_add(&keys, rw->writers.p, rw->writers.len);
-        rlk_args_add(&keys, rw->wchan.p, rw->wchan.len);
-        rlk_args_init(&args);
-        rlk_args_add(&args, a->field, a->field_len);
-        rlk_args_add(&args, a->owner, a->owner_len);
-        rc = rlk_script(a->client, RLK_SCRIPT_RW_WRITE_RELEASE, 0, &keys, &args, &r);
+        rw_release_call(a, &tp, &keys, &args);
+        rc = rlk_script(a->client, script, 0, &keys, &args, &r);
     }
     rlk_buf_free(&tp);
     return rc != RLOCK_OK ? rc : rw_release_reply(a->client, r);
@@ -347,7 +351,7 @@ static void rw_impl_free(void *impl);
 static const rlk_single_ops rw_read_single = {
     .attempt = rw_read_attempt,
     .channel = rw_channel,
-    .release = rw_read_release,
+    .release = rw_release,
     .renew = &rw_read_renew,
     .extend = rw_read_extend,
     .impl_free = rw_impl_free,
@@ -358,7 +362,7 @@ static const rlk_single_ops rw_write_single = {
     .channel = rw_channel,
     .wait_begin = rw_write_wait_begin,
     .wait_end = rw_write_wait_end,
-    .release = rw_write_release,
+    .release = rw_release,
     .renew = &rw_write_renew,
     .hash_field = rw_write_field,
     .attempt_format = rw_write_attempt_format,
@@ -505,4 +509,57 @@ int rlk_rw_check_acquire_reply(rlk_acq *a, const redisReply *r)
 int rlk_rw_check_release_reply(rlock_client *c, redisReply *r)
 {
     return rw_release_reply(c, r);
+}
+
+/* The requests for loop clients (lock_rw.h). */
+int rlk_rw_attempt_format(rlk_acq *a, int *script, char **cmd, size_t *len)
+{
+    if (a->lock->kind == RLOCK_WRITE) {
+        *script = RLK_SCRIPT_RW_WRITE_ACQUIRE;
+        return rw_write_attempt_format(a, cmd, len);
+    }
+    char wfield[RLK_OWNER_MAX];
+    size_t wlen = rw_write_field(a->owner, a->owner_len, wfield);
+    rlk_buf tp;
+    rlk_args keys;
+    rlk_args args;
+    rlk_buf_init(&tp);
+    int rc = rw_timeout_prefix(a, &tp);
+    if (rc == RLOCK_OK) {
+        rw_read_call(a, &tp, wfield, wlen, &keys, &args);
+        rc = rlk_script_format(RLK_SCRIPT_RW_READ_ACQUIRE, &keys, &args, cmd, len);
+    }
+    rlk_buf_free(&tp);
+    *script = RLK_SCRIPT_RW_READ_ACQUIRE;
+    return rc;
+}
+
+int rlk_rw_release_format(rlk_acq *a, int *script, char **cmd, size_t *len)
+{
+    *script =
+        a->lock->kind == RLOCK_WRITE ? RLK_SCRIPT_RW_WRITE_RELEASE : RLK_SCRIPT_RW_READ_RELEASE;
+    rlk_buf tp;
+    rlk_args keys;
+    rlk_args args;
+    rlk_buf_init(&tp);
+    int rc = rw_timeout_prefix(a, &tp);
+    if (rc == RLOCK_OK) {
+        rw_release_call(a, &tp, &keys, &args);
+        rc = rlk_script_format(*script, &keys, &args, cmd, len);
+    }
+    rlk_buf_free(&tp);
+    return rc;
+}
+
+int rlk_rw_writer_queues(const rlk_acq *a)
+{
+    return a->lock->kind == RLOCK_WRITE && rw_writer_preferring(a->lock) && a->may_queue;
+}
+
+int rlk_rw_writer_leave_format(rlk_acq *a, char **cmd, size_t *len)
+{
+    rlk_args keys;
+    rlk_args args;
+    rw_leave_call(a, &keys, &args);
+    return rlk_script_format(RLK_SCRIPT_RW_WRITER_LEAVE, &keys, &args, cmd, len);
 }

@@ -1,6 +1,7 @@
 /*
  * The read-write lock's reply decoders (lock_rw.c), exported unchanged so that
- * tests/fuzz/fuzz_replies.c can feed them arbitrary replies.
+ * tests/fuzz/fuzz_replies.c can feed them arbitrary replies and loop clients (src/loop/loop_rw.c)
+ * decode their attempts' replies.
  */
 #ifndef RLK_LOCK_RW_DECODE_H
 #define RLK_LOCK_RW_DECODE_H

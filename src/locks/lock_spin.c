@@ -19,16 +19,9 @@
 #define SPIN_MAX_MS     128
 #define SPIN_SLICE_MS   50
 
-/* One wait's back-off state, as Redisson's ExponentialBackOffPolicy keeps it. */
-typedef struct spin_backoff {
-    int64_t next;  /* the pause after the next busy attempt */
-    int fails;     /* busy attempts so far: the bound of the random part */
-    unsigned seed; /* rand_r() state, per wait, so that waiters do not pause in step */
-} spin_backoff;
-
 /* The next pause: the current one, while the following one becomes current * 2 + a random
  * 0 .. fails-1 ms, capped at the maximum (Redisson's getNextSleepPeriod()). */
-static int64_t spin_next(spin_backoff *b)
+int64_t rlk_spin_next(rlk_spin_backoff *b)
 {
     if (b->next >= SPIN_MAX_MS) {
         return SPIN_MAX_MS;
@@ -40,6 +33,12 @@ static int64_t spin_next(spin_backoff *b)
         b->next = SPIN_MAX_MS;
     }
     return pause;
+}
+
+void rlk_spin_backoff_init(rlk_spin_backoff *b, uint64_t tid)
+{
+    *b = (rlk_spin_backoff){.next = SPIN_INITIAL_MS,
+                            .seed = (unsigned)(rlk_now_ms() ^ (int64_t)(tid * 2654435761U))};
 }
 
 /* Sleeps until `until` in slices that notice rlock_client_interrupt() and a freed client.
@@ -65,14 +64,14 @@ static int spin_sleep(rlk_acq *a, int64_t until)
 
 int rlk_spin_wait(rlk_acq *a, int64_t deadline)
 {
-    spin_backoff b = {.next = SPIN_INITIAL_MS,
-                      .seed = (unsigned)(rlk_now_ms() ^ (int64_t)(a->tid * 2654435761U))};
+    rlk_spin_backoff b;
+    rlk_spin_backoff_init(&b, a->tid);
     int r = 0;
     /* Like Redisson's tryLock(): pause, attempt, and give up once the wait is over; the last
      * pause is cut short so that an attempt is made at the deadline. */
     while (r == 0 && rlk_now_ms() < deadline) {
         int64_t now = rlk_now_ms();
-        int64_t until = rlk_add_sat(now, spin_next(&b));
+        int64_t until = rlk_add_sat(now, rlk_spin_next(&b));
         r = spin_sleep(a, until < deadline ? until : deadline);
         r = r ? r : a->lock->single->attempt(a);
         r = rlk_wait_recover(a, NULL, NULL, r, deadline);

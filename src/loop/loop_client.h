@@ -52,6 +52,7 @@ typedef struct rlk_loop_hold {
     uint64_t token;
     int64_t lease_ms;   /* the latest acquire's lease (a release keeps it for the holds left) */
     int kind;           /* the rlock_metric_kind it is reported as (the kind of its first grant) */
+    int side;           /* RLK_LOOP_HASH, _READ or _WRITE (loop_watchdog.h): its renewal script */
     int64_t obs_t0;     /* when the hold began (rlk_obs_now_ns()), for its end's report */
     int watchdog;       /* renewed by the loop's watchdog */
     int lost;           /* 1: found gone by a renewal (reported); the next release says ELOST */

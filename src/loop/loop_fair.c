@@ -48,12 +48,7 @@ static int lf_send(lf_op *op, int script, rlk_args *keys, rlk_args *args, rlk_lc
     size_t len = 0;
     int r = rlk_script_format(script, keys, args, &cmd, &len);
     if (r == RLOCK_OK && fn == NULL) {
-        rlk_lconn *conn = op->l.w.base.lc->data;
-        const rlk_script_src *s = rlk_script_get(script);
-        const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
-        size_t lens[3] = {6, 4, s->len};
-        r = rlk_lconn_command(conn, 3, argv, lens, NULL, NULL);
-        r = r ? r : rlk_lconn_send(conn, cmd, len, NULL, NULL);
+        r = rlk_loop_send_last(op->l.w.base.lc, script, cmd, len);
     } else if (r == RLOCK_OK && script == RLK_SCRIPT_FAIR_ACQUIRE) {
         r = rlk_loop_eval_synced(op->l.w.base.lc, script, cmd, len, fn, op);
     } else if (r == RLOCK_OK) {

@@ -1,7 +1,8 @@
 /*
- * Asynchronous acquire and release of a reentrant lock on a loop client (loop_lock.h): the
- * argument checks, the dispatch of a fair handle to loop_fair.c, the reentrant attempt as the
- * table of a lock's waiting operation (loop_lock_wait.h), and the release. Static helpers are
+ * Asynchronous acquire and release of a lock on a loop client (loop_lock.h): the argument
+ * checks, the dispatch of fair, read-write and spin handles (loop_fair.c, loop_rw.c,
+ * loop_spin.c), the reentrant attempt as the table of a lock's waiting operation
+ * (loop_lock_wait.h), and the release of every kind. Static helpers are
  * named lop_*.
  */
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include "loop_fair.h"
 #include "loop_lock.h"
 #include "loop_lock_wait.h"
+#include "loop_rw.h"
+#include "loop_spin.h"
 #include "loop_sync.h"
 #include "loop_watchdog.h"
 #include "owner.h"
@@ -59,9 +62,8 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
             return rlk_err(RLOCK_EINVAL, "rlock_lock_async: reserved fields must be NULL");
         }
     }
-    if (lock->ops->group || (lock->kind != RLOCK_REENTRANT && lock->kind != RLOCK_FAIR)) {
-        return rlk_err(RLOCK_ENOTSUP, "rlock_lock_async serves RLOCK_REENTRANT and RLOCK_FAIR "
-                                      "handles only");
+    if (lock->ops->group) {
+        return rlk_err(RLOCK_ENOTSUP, "rlock_lock_async serves single-name handles only");
     }
     int r = rlk_client_check(lock->client);
     if (r == RLOCK_OK && (*lc = rlk_loop_of(lock->client)) == NULL) {
@@ -78,8 +80,6 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
     return r ? r : rlk_cancel_check(args->cancel, "lock", lock->name);
 }
 
-static int lop_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
-
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data)
 {
@@ -92,13 +92,19 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     if (lock->kind == RLOCK_FAIR) {
         return rlk_loop_fair_lock(lc, lock, tid, args, done, user_data);
     }
+    if (lock->kind == RLOCK_READ || lock->kind == RLOCK_WRITE) {
+        return rlk_loop_rw_lock(lc, lock, tid, args, done, user_data);
+    }
+    if (lock->kind == RLOCK_SPIN) {
+        return rlk_loop_spin_lock(lc, lock, tid, args, done, user_data);
+    }
     rlk_loop_lock_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return rlk_err(RLOCK_ENOMEM, "rlock_lock_async: out of memory");
     }
     rlk_loop_lock_prepare(op, lock, tid, args, done, user_data);
     op->w.ops = &lop_ops;
-    op->give_back = lop_give_back;
+    op->give_back = rlk_loop_reentrant_give_back;
     r = rlk_loop_lock_begin(lc, op, args->cancel);
     if (r != RLOCK_OK) {
         free(op);
@@ -145,7 +151,8 @@ static void lop_unlock_reply(void *arg, redisReply *rep, int err)
     }
     rlk_loop_hold *h = NULL;
     if (r != RLOCK_ECLOSED) { /* after the free the records are gone */
-        h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid, 0);
+        h = rlk_loop_hold_get(u->lc, u->lock->name, u->lock->name_len, u->tid,
+                              rlk_loop_hold_side(u->lock), 0);
     }
     int acked = 0, n = 0;
     if (r == RLOCK_OK && rlk_sync_short(&acked, &n)) {
@@ -200,8 +207,7 @@ static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd
     return r;
 }
 
-/* Gives back a grant the replicas did not all acknowledge (loop_lock_wait.c), with no WAIT. */
-static int lop_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn)
+int rlk_loop_reentrant_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn)
 {
     char *cmd = NULL;
     size_t len = 0;
@@ -228,9 +234,8 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
     if (lock == NULL || done == NULL) {
         return rlk_err(RLOCK_EINVAL, "rlock_unlock_async: lock and done must not be NULL");
     }
-    if (lock->ops->group || (lock->kind != RLOCK_REENTRANT && lock->kind != RLOCK_FAIR)) {
-        return rlk_err(RLOCK_ENOTSUP, "rlock_unlock_async serves RLOCK_REENTRANT and RLOCK_FAIR "
-                                      "handles only");
+    if (lock->ops->group) {
+        return rlk_err(RLOCK_ENOTSUP, "rlock_unlock_async serves single-name handles only");
     }
     rlk_loop_client *lc = NULL;
     uint64_t tid = 0;
@@ -254,10 +259,16 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
     rlk_acq_init(&a, lock);
     rlk_call_leave(&saved);
     memcpy(u->owner, a.owner, a.owner_len + 1);
-    rlk_loop_hold *h = rlk_loop_hold_get(lc, lock->name, lock->name_len, tid, 0);
+    rlk_loop_hold *h =
+        rlk_loop_hold_get(lc, lock->name, lock->name_len, tid, rlk_loop_hold_side(lock), 0);
     int64_t lease = h != NULL ? h->lease_ms : lock->client->opts.watchdog_timeout_ms;
-    r = lock->kind == RLOCK_FAIR ? rlk_loop_fair_release(lc, &a, lease, lop_unlock_reply, u)
-                                 : lop_unlock_send(u, &a, lease);
+    if (lock->kind == RLOCK_FAIR) {
+        r = rlk_loop_fair_release(lc, &a, lease, lop_unlock_reply, u);
+    } else if (lock->kind == RLOCK_READ || lock->kind == RLOCK_WRITE) {
+        r = rlk_loop_rw_release(lc, &a, 1, lop_unlock_reply, u);
+    } else {
+        r = lop_unlock_send(u, &a, lease); /* reentrant and spin: one data layout */
+    }
     if (r != RLOCK_OK) {
         free(u);
     }

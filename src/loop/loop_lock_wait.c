@@ -26,7 +26,8 @@ void rlk_loop_lock_complete(rlk_loop_wait *w, int rc)
         rc = rlk_loop_hold_grant(w->base.lc, op->lock, &op->a);
     }
     if (rc == RLOCK_OK) {
-        h = rlk_loop_hold_get(w->base.lc, op->lock->name, op->lock->name_len, op->a.tid, 0);
+        h = rlk_loop_hold_get(w->base.lc, op->lock->name, op->lock->name_len, op->a.tid,
+                              rlk_loop_hold_side(op->lock), 0);
     }
     (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->lock->name, op->a.owner, rc,
                               h != NULL ? h->token : 0, h != NULL ? h->count : 0);
@@ -128,4 +129,13 @@ int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_c
                               op->lock->name, op->a.owner);
     }
     return r;
+}
+
+int rlk_loop_send_last(rlk_loop_client *lc, int script, const char *cmd, size_t len)
+{
+    const rlk_script_src *s = rlk_script_get(script);
+    const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
+    size_t lens[3] = {6, 4, s->len};
+    int r = rlk_lconn_command(lc->data, 3, argv, lens, NULL, NULL);
+    return r ? r : rlk_lconn_send(lc->data, cmd, len, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
- * A lock's waiting operation on a loop client, the part the reentrant (loop_lock.c) and fair
- * (loop_fair.c) locks share: the owner, the channel, the completion that records the grant.
- * loop_wait.c runs its states; each lock type supplies its attempt in a rlk_loop_wait_ops.
+ * A lock's waiting operation on a loop client, the part the reentrant (loop_lock.c), fair
+ * (loop_fair.c), read-write (loop_rw.c) and spin (loop_spin.c) locks share: the owner, the channel,
+ * the completion that records the grant. loop_wait.c runs its states; each lock type supplies its
+ * attempt in a rlk_loop_wait_ops.
  */
 #ifndef RLK_LOOP_LOCK_WAIT_H
 #define RLK_LOOP_LOCK_WAIT_H
@@ -37,5 +38,9 @@ void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
 int rlk_loop_lock_join(rlk_loop_wait *w);
 void rlk_loop_lock_say(rlk_loop_wait *w, int rc);
 void rlk_loop_lock_complete(rlk_loop_wait *w, int rc);
+/* For a queueing lock's close_leave: sends the EVALSHA request of script (cmd, len) as the data
+ * connection's last request, its reply not read (SCRIPT LOAD first: no NOSCRIPT reply is read
+ * any more). RLOCK_OK or an error. */
+int rlk_loop_send_last(rlk_loop_client *lc, int script, const char *cmd, size_t len);
 
 #endif

@@ -20,6 +20,7 @@
  * released meanwhile is simply not found). */
 typedef struct wd_batch {
     rlk_loop_client *lc;
+    int side; /* the side of every hold in it (loop_watchdog.h) */
     int n;
     struct {
         uint64_t tid;
@@ -28,11 +29,19 @@ typedef struct wd_batch {
     } h[WD_BATCH];
 } wd_batch;
 
+int rlk_loop_hold_side(const rlock *lock)
+{
+    return lock->kind == RLOCK_READ    ? RLK_LOOP_READ
+           : lock->kind == RLOCK_WRITE ? RLK_LOOP_WRITE
+                                       : RLK_LOOP_HASH;
+}
+
 rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t len, uint64_t tid,
-                                 int create)
+                                 int side, int create)
 {
     for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (h->tid == tid && h->name_len == len && memcmp(h->name, name, len) == 0) {
+        if (h->tid == tid && h->side == side && h->name_len == len &&
+            memcmp(h->name, name, len) == 0) {
             return h;
         }
     }
@@ -48,7 +57,8 @@ rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t l
     }
     memcpy(copy, name, len);
     copy[len] = '\0';
-    *h = (rlk_loop_hold){.name = copy, .name_len = len, .tid = tid, .next = lc->holds};
+    *h =
+        (rlk_loop_hold){.name = copy, .name_len = len, .tid = tid, .side = side, .next = lc->holds};
     if (lc->holds != NULL) {
         lc->holds->prev = h;
     }
@@ -58,7 +68,8 @@ rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t l
 
 int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
 {
-    rlk_loop_hold *h = rlk_loop_hold_get(lc, lock->name, lock->name_len, a->tid, 1);
+    rlk_loop_hold *h =
+        rlk_loop_hold_get(lc, lock->name, lock->name_len, a->tid, rlk_loop_hold_side(lock), 1);
     if (h == NULL) {
         return rlk_err(RLOCK_ENOMEM, "lock '%s': out of memory recording a hold", lock->name);
     }
@@ -67,7 +78,8 @@ int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
                              .next = h->next,
                              .name = h->name,
                              .name_len = h->name_len,
-                             .tid = h->tid};
+                             .tid = h->tid,
+                             .side = h->side};
     }
     if (h->count++ == 0) {
         h->obs_t0 = rlk_obs_now_ns();
@@ -120,7 +132,8 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
     int64_t now = rlk_now_ms();
     if (err == RLOCK_OK && rep->type == REDIS_REPLY_ARRAY && (int)rep->elements == b->n) {
         for (int i = 0; i < b->n; i++) {
-            rlk_loop_hold *h = rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, 0);
+            rlk_loop_hold *h =
+                rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, b->side, 0);
             if (h == NULL || h->lost || rep->element[i]->type != REDIS_REPLY_INTEGER) {
                 continue;
             }
@@ -150,10 +163,16 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
     }
 }
 
-/* Sends one renewal call for the holds of b. */
+/* The renewal script of each side: the one the threaded watchdog uses for such holds. */
+static const int wd_scripts[3] = {RLK_SCRIPT_RENEW_HASH, RLK_SCRIPT_RW_RENEW_READ,
+                                  RLK_SCRIPT_RW_RENEW_WRITE};
+
+/* Sends one renewal call for the holds of b (all of one side: the scripts share their KEYS and
+ * ARGV shape, lock names then the lease and each hold's field). */
 static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
 {
-    const rlk_script_src *s = rlk_script_get(RLK_SCRIPT_RENEW_HASH);
+    int script = wd_scripts[b->side];
+    const rlk_script_src *s = rlk_script_get(script);
     const char *argv[4 + 2 * WD_BATCH];
     size_t lens[4 + 2 * WD_BATCH];
     char nkeys[24], lease[24];
@@ -178,8 +197,7 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
     }
     char *cmd = NULL;
     long long n = rlk_resp_format(argc, argv, lens, &cmd);
-    int r = n < 0 ? RLOCK_ENOMEM
-                  : rlk_loop_eval_synced(lc, RLK_SCRIPT_RENEW_HASH, cmd, (size_t)n, wd_on_reply, b);
+    int r = n < 0 ? RLOCK_ENOMEM : rlk_loop_eval_synced(lc, script, cmd, (size_t)n, wd_on_reply, b);
     free(cmd);
     if (r != RLOCK_OK) {
         rlk_log(lc->c, RLOCK_LOG_WARN, "loop watchdog: a renewal could not be sent (%d)", r);
@@ -189,22 +207,21 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
 
 static void wd_arm(rlk_loop_client *lc);
 
-/* Renews every hold due now (or within the slack), WD_BATCH per call. */
-static void wd_on_timer(void *arg)
+/* Renews the holds of side due by until, WD_BATCH per call. */
+static void wd_sweep(rlk_loop_client *lc, int side, int64_t now, int64_t until)
 {
-    rlk_loop_client *lc = arg;
     int64_t period = lc->c->opts.watchdog_timeout_ms / 3;
-    int64_t now = rlk_now_ms(), until = now + period / 10;
     rlk_loop_hold *holds[WD_BATCH];
     wd_batch *b = NULL;
     for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (!h->watchdog || h->due_ms > until) {
+        if (!h->watchdog || h->side != side || h->due_ms > until) {
             continue;
         }
         if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
             break; /* the timer comes back at once: the holds are still due */
         }
         b->lc = lc;
+        b->side = side;
         if ((b->h[b->n].name = strdup(h->name)) == NULL) {
             break;
         }
@@ -219,6 +236,17 @@ static void wd_on_timer(void *arg)
     }
     if (b != NULL) {
         wd_send(lc, b, holds);
+    }
+}
+
+/* Renews every hold due now (or within the slack), side by side. */
+static void wd_on_timer(void *arg)
+{
+    rlk_loop_client *lc = arg;
+    int64_t now = rlk_now_ms();
+    int64_t until = now + lc->c->opts.watchdog_timeout_ms / 3 / 10;
+    for (int side = RLK_LOOP_HASH; side <= RLK_LOOP_WRITE; side++) {
+        wd_sweep(lc, side, now, until);
     }
     wd_arm(lc);
 }

@@ -1,7 +1,7 @@
 /*
  * A loop client's hold records and its watchdog: the holds taken with lease_ms < 0 are renewed
- * every third of watchdog_timeout_ms by one timer on the loop, all due holds in one
- * renew_hash.lua call (the threaded watchdog's script and batch shape).
+ * every third of watchdog_timeout_ms by one timer on the loop, the due holds of each side in
+ * one call of its script (the threaded watchdog's scripts and batch shape).
  */
 #ifndef RLK_LOOP_WATCHDOG_H
 #define RLK_LOOP_WATCHDOG_H
@@ -9,10 +9,16 @@
 #include "lock.h"
 #include "loop_client.h"
 
-/* The record of owner tid's hold of lock name, NULL if none; with create, a new empty one
- * (NULL when out of memory). */
+/* A hold record's side: a read-write lock's read and write holds of one owner on one name are
+ * two records, renewed by rw_renew_read.lua and rw_renew_write.lua; every other hold is a hash
+ * field renewed by renew_hash.lua. */
+enum { RLK_LOOP_HASH = 0, RLK_LOOP_READ = 1, RLK_LOOP_WRITE = 2 };
+/* The side of lock's holds. */
+int rlk_loop_hold_side(const rlock *lock);
+/* The record of owner tid's hold of lock name on side, NULL if none; with create, a new empty
+ * one (NULL when out of memory). */
 rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t len, uint64_t tid,
-                                 int create);
+                                 int side, int create);
 /* Records a grant to a->tid of lock (count, token, lease, field, metric kind; the watchdog for a
  * watchdog hold): RLOCK_OK, or RLOCK_ENOMEM. */
 int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a);

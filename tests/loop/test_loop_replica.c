@@ -3,11 +3,11 @@
  * the harness. A reentrant grant is on the replica when done runs with RLOCK_OK; with the replica
  * stopped (SIGSTOP) a wait-0 lock completes RLOCK_EREPLICA with nothing left on the master, a
  * waiting lock waits on and gets the lock once the replica is resumed, and an unlock completes
- * RLOCK_OK; a fair lock, a semaphore acquire and a latch count-down short of acknowledgements
- * are RLOCK_EREPLICA (the grant and permits, plain and leased, given back), a semaphore release
- * still succeeds; a watchdog hold outlives the stopped replica; an unlock answered "not held" by a
- * master whose replica does not acknowledge is RLOCK_EREPLICA and the hold stays; with
- * replica_sync = 0 the master sees no WAIT (INFO commandstats).
+ * RLOCK_OK; a fair lock, a read or write side, a semaphore acquire and a latch count-down short of
+ * acknowledgements are RLOCK_EREPLICA (the grant and permits, plain and leased, given back), a
+ * semaphore release still succeeds; a watchdog hold outlives the stopped replica; an unlock
+ * answered "not held" by a master whose replica does not acknowledge is RLOCK_EREPLICA and the
+ * hold stays; with replica_sync = 0 the master sees no WAIT (INFO commandstats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -130,8 +130,9 @@ static long long get_int(rh_server *s, const char *key)
     return n;
 }
 
-/* With the replica stopped: a fair wait-0 lock gives its grant back, a semaphore acquire its
- * permit, a latch count-down is RLOCK_EREPLICA, a semaphore release still succeeds. */
+/* With the replica stopped: a fair, read and write wait-0 lock gives its grant back, a
+ * semaphore acquire its permit, a latch count-down is RLOCK_EREPLICA, a semaphore release still
+ * succeeds. */
 static void test_sync_types_stopped(void **state)
 {
     (void)state;
@@ -163,6 +164,17 @@ static void test_sync_types_stopped(void **state)
     assert_int_equal(tl_lock_async(fair, o, 0, 10000, NULL, &f), RLOCK_OK);
     tl_wait_done(l, &f, RLOCK_EREPLICA);
     assert_int_equal(exists(g_master, "lr-fair"), 0);
+    /* The read and write sides give their grants back too, with their own release scripts
+     * (a spin lock's is the reentrant lock's, whose give-back is above). */
+    for (int kind = RLOCK_READ; kind <= RLOCK_WRITE; kind++) {
+        rlock *lk = rlock_open(c, (rlock_kind)kind, "lr-rw");
+        assert_non_null(lk);
+        tl_done g = {0};
+        assert_int_equal(tl_lock_async(lk, o, 0, 10000, NULL, &g), RLOCK_OK);
+        tl_wait_done(l, &g, RLOCK_EREPLICA);
+        assert_int_equal(exists(g_master, "lr-rw"), 0);
+        rlock_free(lk);
+    }
     assert_int_equal(rlock_semaphore_acquire_async(sem, 1, 0, NULL, tl_sem_done, &s2), RLOCK_OK);
     tl_wait_done(l, &s2, RLOCK_EREPLICA);
     assert_int_equal(get_int(g_master, "lr-sem"), 1);
