@@ -19,6 +19,8 @@ typedef struct rlk_loop_lock_op {
      * reply calls fn(op, ...). */
     int (*give_back)(struct rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
     char undo_msg[160]; /* the RLOCK_EREPLICA message of a grant given back */
+    void (*on_lost)(rlock *lock, void *user_data); /* args->on_lost, given to the hold */
+    void *lost_ud;
 } rlk_loop_lock_op;
 
 /* Fills op (zeroed by the caller) for rlock_lock_async()'s checked arguments. */

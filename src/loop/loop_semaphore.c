@@ -11,6 +11,7 @@
 #include "error.h"
 #include "loop_semaphore.h"
 #include "loop_sync.h"
+#include "loop_watchdog.h"
 #include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
@@ -21,7 +22,8 @@ typedef struct sop {
     rlock_semaphore *sem;
     rlk_sem_req q;
     int64_t n;
-    int64_t lease_ms; /* > 0: one leased permit, id */
+    int leased;       /* one leased permit, id */
+    int64_t lease_ms; /* its lease; < 0: the loop watchdog renews it */
     int lost;         /* an attempt's reply was lost: the next request settles the call */
     unsigned char id[16];
     rlk_obs_wait obs;
@@ -53,7 +55,7 @@ static int sop_check_permits(int64_t n)
 
 static int sop_kind(const sop *op)
 {
-    return op->lease_ms > 0 ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE;
+    return op->leased ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE;
 }
 
 static void sop_say(rlk_loop_wait *w, int rc)
@@ -76,7 +78,10 @@ static void sop_complete(rlk_loop_wait *w, int rc)
     rlock_semaphore *sem = op->sem;
     char hex[RLOCK_PERMIT_ID_LEN + 1];
     rlk_sem_hex(op->id, hex);
-    int leased = op->lease_ms > 0;
+    int leased = op->leased;
+    if (rc == RLOCK_OK && leased && op->lease_ms < 0) {
+        rc = rlk_loop_permit_add(w->base.lc, sem, op->id); /* on ENOMEM its lease runs out */
+    }
     if (rc == RLOCK_OK && op->n > 1) {
         rlk_obs_holds_add(sem->client, sop_kind(op), sem->name, op->n - 1);
     }
@@ -129,7 +134,7 @@ static int sop_settle(sop *op)
 {
     rlk_args keys, args;
     rlk_sem_settle_args(op->sem, &op->q, op->n, 1,
-                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+                        op->leased ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
@@ -170,7 +175,7 @@ static int sop_undo(sop *op)
     snprintf(op->undo_msg, sizeof(op->undo_msg), "%s", rlock_last_error());
     rlk_args keys, args;
     rlk_sem_settle_args(op->sem, &op->q, op->n, 0,
-                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+                        op->leased ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
@@ -210,7 +215,7 @@ static int sop_attempt(rlk_loop_wait *w)
     if (op->lost) {
         return sop_settle(op);
     }
-    int leased = op->lease_ms > 0;
+    int leased = op->leased;
     rlk_args keys, args;
     rlk_sem_attempt_args(op->sem, &op->q, op->n, leased ? rlk_sem_expiry(op->sem, op->lease_ms) : 0,
                          leased ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
@@ -285,10 +290,10 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int6
 {
     rlk_loop_client *lc = NULL;
     int r = sop_check(sem, (const void *)done, "rlock_semaphore_acquire_leased_async", &lc);
-    if (r == RLOCK_OK && (wait_ms < 0 || lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
+    if (r == RLOCK_OK && (wait_ms < 0 || lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL,
-                    "wait_ms must be >= 0 and lease_ms in 1 .. %lld (no watchdog lease on loop "
-                    "clients yet), got %lld and %lld",
+                    "wait_ms must be >= 0 and lease_ms < 0 (the watchdog's) or in 1 .. %lld, got "
+                    "%lld and %lld",
                     (long long)RLOCK_MAX_DURATION_MS, (long long)wait_ms, (long long)lease_ms);
     }
     sop *op = r == RLOCK_OK ? calloc(1, sizeof(*op)) : NULL;
@@ -297,6 +302,7 @@ RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int6
     }
     op->sem = sem;
     op->n = 1;
+    op->leased = 1;
     op->lease_ms = lease_ms;
     uuid_generate_random(op->id); /* 16 random bytes, as Redisson's generateIdArray */
     op->w.done = (void (*)(void))done;
@@ -311,6 +317,7 @@ typedef struct srel {
     rlk_sem_req q;
     int64_t n; /* plain permits, 0: the leased permit id */
     unsigned char id[16];
+    int lost; /* the loop watchdog had found the permit gone: done gets RLOCK_ELOST */
     rlock_semaphore_done_fn done;
     void *user_data;
 } srel;
@@ -324,7 +331,10 @@ static void srel_reply(void *arg, redisReply *rep, int err)
         r = rlk_err(rep->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_EPROTO,
                     "semaphore '%s': unexpected release reply", sem->name);
     }
-    if (r == RLOCK_OK && u->n == 0 && rep->integer != 1) {
+    if (r == RLOCK_OK && u->lost) {
+        r = rlk_err(RLOCK_ELOST, "the leased permit of semaphore '%s' was lost before release",
+                    sem->name);
+    } else if (r == RLOCK_OK && u->n == 0 && rep->integer != 1) {
         r = rlk_err(RLOCK_ENOTOWNER, "no such leased permit is held on semaphore '%s'%s", sem->name,
                     rep->integer == 0 ? " (its lease had run out)" : "");
     }
@@ -415,5 +425,11 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_async(rlock_semaphore *sem, cons
         return r;
     }
     memcpy(u->id, id, sizeof(id));
+    /* Renewals stop before the release is sent: one after it would report a spurious loss. */
+    rlk_loop_hold *h = rlk_loop_permit_get(lc, sem, id);
+    if (h != NULL) {
+        u->lost = h->lost != 0;
+        rlk_loop_hold_drop(lc, h);
+    }
     return srel_send(lc, u);
 }

@@ -13,6 +13,7 @@
 #include "loop_watchdog.h"
 #include "resp_format.h"
 #include "scripts.h"
+#include "semaphore.h"
 
 #define WD_BATCH 100
 
@@ -20,6 +21,7 @@
  * released meanwhile is simply not found). */
 typedef struct wd_batch {
     rlk_loop_client *lc;
+    int permit; /* leased permits (sem_renew_leased.lua), else lock holds (renew_hash.lua) */
     int n;
     struct {
         uint64_t tid;
@@ -96,7 +98,47 @@ void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h)
         h->next->prev = h->prev;
     }
     free(h->name);
+    free(h->label);
     free(h);
+}
+
+/* A permit's record key: its id's first 8 bytes with the top bit set, far from owner numbers. */
+static uint64_t wd_permit_tid(const unsigned char id[16])
+{
+    uint64_t t = 0;
+    memcpy(&t, id, sizeof(t));
+    return t | (UINT64_C(1) << 63);
+}
+
+int rlk_loop_permit_add(rlk_loop_client *lc, rlock_semaphore *sem, const unsigned char id[16])
+{
+    rlk_loop_hold *h =
+        rlk_loop_hold_get(lc, sem->timeout.p, sem->timeout.len, wd_permit_tid(id), 1);
+    char *label = h != NULL ? strdup(sem->name) : NULL;
+    if (label == NULL) {
+        if (h != NULL) {
+            rlk_loop_hold_drop(lc, h);
+        }
+        return rlk_err(RLOCK_ENOMEM, "semaphore '%s': out of memory recording a permit", sem->name);
+    }
+    h->permit = 1;
+    h->label = label;
+    h->count = 1;
+    h->kind = RLOCK_MK_SEMAPHORE_LEASED;
+    h->obs_t0 = rlk_obs_now_ns();
+    h->lease_ms = lc->c->opts.watchdog_timeout_ms;
+    memcpy(h->field, id, 16);
+    h->field_len = 16;
+    rlk_loop_wd_add(lc, h);
+    return RLOCK_OK;
+}
+
+rlk_loop_hold *rlk_loop_permit_get(rlk_loop_client *lc, const rlock_semaphore *sem,
+                                   const unsigned char id[16])
+{
+    rlk_loop_hold *h =
+        rlk_loop_hold_get(lc, sem->timeout.p, sem->timeout.len, wd_permit_tid(id), 0);
+    return h != NULL && h->permit && memcmp(h->field, id, 16) == 0 ? h : NULL;
 }
 
 static void wd_batch_free(wd_batch *b)
@@ -105,6 +147,34 @@ static void wd_batch_free(wd_batch *b)
         free(b->h[i].name);
     }
     free(b);
+}
+
+/* Reports the hold h found lost: once, on the loop; the client-wide on_lost, then the hold's own
+ * (rlock_lock_args.on_lost), as the threaded watchdog calls them. */
+static void wd_report(rlk_loop_client *lc, rlk_loop_hold *h)
+{
+    const rlock_options *o = &lc->c->opts;
+    h->lost = 1;
+    h->watchdog = 0;
+    void (*own)(rlock *, void *) = h->on_lost;
+    void *own_ud = h->lost_ud;
+    rlock *own_lock = h->lost_lock;
+    h->on_lost = NULL;
+    if (h->permit) {
+        char hex[RLOCK_PERMIT_ID_LEN + 1];
+        rlk_sem_hex((const unsigned char *)h->field, hex);
+        rlk_log(lc->c, RLOCK_LOG_WARN, "a leased permit of semaphore '%s' was lost", h->label);
+        rlk_obs_lost(lc->c, h->kind, h->label, hex, h->obs_t0, 0);
+    } else {
+        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
+        rlk_obs_lost(lc->c, h->kind, h->name, h->field, h->obs_t0, h->token);
+    }
+    if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
+        o->on_lost(h->permit ? h->label : h->name, o->user_data);
+    }
+    if (own != NULL) {
+        own(own_lock, own_ud);
+    }
 }
 
 /* renew_hash.lua's reply: 0 for a hold whose owner no longer holds the lock, which is lost: it
@@ -135,17 +205,9 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
         }
     }
     wd_batch_free(b);
-    const rlock_options *o = &lc->c->opts;
     for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (h->lost != 2) {
-            continue;
-        }
-        h->lost = 1;
-        h->watchdog = 0;
-        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
-        rlk_obs_lost(lc->c, h->kind, h->name, h->field, h->obs_t0, h->token);
-        if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
-            o->on_lost(h->name, o->user_data);
+        if (h->lost == 2) {
+            wd_report(lc, h);
         }
     }
 }
@@ -153,7 +215,8 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
 /* Sends one renewal call for the holds of b. */
 static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
 {
-    const rlk_script_src *s = rlk_script_get(RLK_SCRIPT_RENEW_HASH);
+    int script = b->permit ? RLK_SCRIPT_SEM_RENEW_LEASED : RLK_SCRIPT_RENEW_HASH;
+    const rlk_script_src *s = rlk_script_get(script);
     const char *argv[4 + 2 * WD_BATCH];
     size_t lens[4 + 2 * WD_BATCH];
     char nkeys[24], lease[24];
@@ -175,11 +238,11 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
     }
     for (int i = 0; i < b->n; i++) {
         lens[3 + i] = holds[i]->name_len;
+        lens[4 + b->n + i] = holds[i]->field_len; /* a permit's id is 16 raw bytes */
     }
     char *cmd = NULL;
     long long n = rlk_resp_format(argc, argv, lens, &cmd);
-    int r = n < 0 ? RLOCK_ENOMEM
-                  : rlk_loop_eval_synced(lc, RLK_SCRIPT_RENEW_HASH, cmd, (size_t)n, wd_on_reply, b);
+    int r = n < 0 ? RLOCK_ENOMEM : rlk_loop_eval_synced(lc, script, cmd, (size_t)n, wd_on_reply, b);
     free(cmd);
     if (r != RLOCK_OK) {
         rlk_log(lc->c, RLOCK_LOG_WARN, "loop watchdog: a renewal could not be sent (%d)", r);
@@ -189,25 +252,26 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
 
 static void wd_arm(rlk_loop_client *lc);
 
-/* Renews every hold due now (or within the slack), WD_BATCH per call. */
-static void wd_on_timer(void *arg)
+/* Sends the holds of one renewal script (permit: leased permits) due by until, WD_BATCH per
+ * call, and moves their next renewal a period on. */
+static void wd_sweep(rlk_loop_client *lc, int permit, int64_t now, int64_t until)
 {
-    rlk_loop_client *lc = arg;
     int64_t period = lc->c->opts.watchdog_timeout_ms / 3;
-    int64_t now = rlk_now_ms(), until = now + period / 10;
     rlk_loop_hold *holds[WD_BATCH];
     wd_batch *b = NULL;
     for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (!h->watchdog || h->due_ms > until) {
+        if (!h->watchdog || h->permit != permit || h->due_ms > until) {
             continue;
         }
         if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
             break; /* the timer comes back at once: the holds are still due */
         }
         b->lc = lc;
-        if ((b->h[b->n].name = strdup(h->name)) == NULL) {
+        b->permit = permit;
+        if ((b->h[b->n].name = malloc(h->name_len + 1)) == NULL) {
             break;
         }
+        memcpy(b->h[b->n].name, h->name, h->name_len + 1);
         b->h[b->n].len = h->name_len;
         b->h[b->n].tid = h->tid;
         holds[b->n++] = h;
@@ -217,9 +281,21 @@ static void wd_on_timer(void *arg)
             b = NULL;
         }
     }
-    if (b != NULL) {
+    if (b != NULL && b->n > 0) {
         wd_send(lc, b, holds);
+    } else {
+        free(b);
     }
+}
+
+/* Renews every hold and watchdog permit due now (or within the slack). */
+static void wd_on_timer(void *arg)
+{
+    rlk_loop_client *lc = arg;
+    int64_t period = lc->c->opts.watchdog_timeout_ms / 3;
+    int64_t now = rlk_now_ms(), until = now + period / 10;
+    wd_sweep(lc, 0, now, until);
+    wd_sweep(lc, 1, now, until);
     wd_arm(lc);
 }
 

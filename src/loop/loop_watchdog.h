@@ -8,6 +8,7 @@
 
 #include "lock.h"
 #include "loop_client.h"
+#include "semaphore.h"
 
 /* The record of owner tid's hold of lock name, NULL if none; with create, a new empty one
  * (NULL when out of memory). */
@@ -20,5 +21,13 @@ int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a);
 void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h);
 /* Puts h under the watchdog: first renewal a third of the lease from now. */
 void rlk_loop_wd_add(rlk_loop_client *lc, rlk_loop_hold *h);
+
+/* Puts the leased permit id of sem (taken with lease_ms < 0) under the watchdog, renewed by
+ * sem_renew_leased.lua and reported to on_lost with the semaphore's name when found gone:
+ * RLOCK_OK, or RLOCK_ENOMEM. */
+int rlk_loop_permit_add(rlk_loop_client *lc, rlock_semaphore *sem, const unsigned char id[16]);
+/* The record of that permit, NULL if none (drop it with rlk_loop_hold_drop()). */
+rlk_loop_hold *rlk_loop_permit_get(rlk_loop_client *lc, const rlock_semaphore *sem,
+                                   const unsigned char id[16]);
 
 #endif
