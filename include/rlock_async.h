@@ -118,7 +118,7 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
 
 /* Releases one hold of owner's (required) on lock. done gets RLOCK_OK (released, fully or one
  * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ELOST (the watchdog had
- * found the hold gone; the client's on_lost was called then, on the loop), RLOCK_ECLOSED,
+ * found the hold gone; the on_lost callbacks were called then, on the loop), RLOCK_ECLOSED,
  * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code
  * (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
