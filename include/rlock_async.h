@@ -257,6 +257,27 @@ RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms_async(rlock_semaphore *sem,
                                                           const char *permit_id,
                                                           rlock_semaphore_value_fn done,
                                                           void *user_data);
+/* The end of a leased acquire of several permits: with rc RLOCK_OK, permit_ids[0 .. count-1]
+ * are their ids (32 hex digits each, valid during the call: copy them), else NULL and 0. */
+typedef void (*rlock_semaphore_leased_n_done_fn)(rlock_semaphore *sem, int rc,
+                                                 const char *const *permit_ids, size_t count,
+                                                 void *user_data);
+/* rlock_semaphore_acquire_leased_n(): permits (1 .. RLOCK_PERMIT_IDS_MAX) leased permits at once,
+ * all or none, waiting and leased as rlock_semaphore_acquire_leased_async() (lease_ms < 0: each
+ * is renewed by the watchdog and released on its own). */
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n_async(rlock_semaphore *sem, int64_t permits,
+                                                        int64_t wait_ms, int64_t lease_ms,
+                                                        rlock_cancel *cancel,
+                                                        rlock_semaphore_leased_n_done_fn done,
+                                                        void *user_data);
+/* rlock_semaphore_release_leased_n(): each id (all checked first: RLOCK_EINVAL) released as by
+ * rlock_semaphore_release_leased_async(), one after the other; value how many were released (an
+ * id no longer held, or lost, counts as not released). Another error ends it, the ids before
+ * the failing one released. The ids are copied. */
+RLOCK_EXPORT int rlock_semaphore_release_leased_n_async(rlock_semaphore *sem,
+                                                        const char *const *permit_ids, size_t count,
+                                                        rlock_semaphore_value_fn done,
+                                                        void *user_data);
 /* rlock_latch_try_set_count(): value 1 set, 0 already counting. */
 RLOCK_EXPORT int rlock_latch_try_set_count_async(rlock_latch *latch, int64_t count,
                                                  rlock_latch_value_fn done, void *user_data);

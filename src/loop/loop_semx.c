@@ -402,3 +402,79 @@ RLOCK_EXPORT int rlock_latch_delete_async(rlock_latch *latch, rlock_latch_value_
     int r = sx_null(latch, SX_FN(done), SX_LATCH_DELETE);
     return r ? r : sx_start(SX_LATCH_DELETE, NULL, latch, 0, 0, NULL, SX_FN(done), user_data);
 }
+
+/* ---- several leased permits released one after the other ------------------------------- */
+
+typedef struct sxn {
+    rlock_semaphore *sem;
+    size_t count, next;
+    int64_t released;
+    rlock_semaphore_value_fn done;
+    void *user_data;
+    char ids[RLOCK_PERMIT_IDS_MAX][RLOCK_PERMIT_ID_LEN + 1];
+} sxn;
+
+static void sxn_step(rlock_semaphore *sem, int rc, void *user_data);
+
+/* Sends the release of the next id: RLOCK_OK, or the error of the call. */
+static int sxn_send(sxn *u)
+{
+    return rlock_semaphore_release_leased_async(u->sem, u->ids[u->next++], sxn_step, u);
+}
+
+/* One release came back: counted when it released, ignored when the permit was no longer held
+ * (or lost), the end on another error, as rlock_semaphore_release_leased_n() does. */
+static void sxn_step(rlock_semaphore *sem, int rc, void *user_data)
+{
+    sxn *u = user_data;
+    if (rc == RLOCK_OK) {
+        u->released++;
+    }
+    if ((rc == RLOCK_OK || rc == RLOCK_ENOTOWNER || rc == RLOCK_ELOST) && u->next < u->count) {
+        rc = sxn_send(u);
+        if (rc == RLOCK_OK) {
+            return;
+        }
+    }
+    rlock_semaphore_value_fn done = u->done;
+    void *ud = u->user_data;
+    int64_t released = u->released;
+    free(u);
+    if (rc == RLOCK_ENOTOWNER || rc == RLOCK_ELOST) {
+        rc = RLOCK_OK;
+    }
+    done(sem, rc, rc == RLOCK_OK ? released : 0, ud);
+}
+
+RLOCK_EXPORT int rlock_semaphore_release_leased_n_async(rlock_semaphore *sem,
+                                                        const char *const *permit_ids, size_t count,
+                                                        rlock_semaphore_value_fn done,
+                                                        void *user_data)
+{
+    const char *what = "rlock_semaphore_release_leased_n_async";
+    if (sem == NULL || done == NULL || permit_ids == NULL || count < 1 ||
+        count > RLOCK_PERMIT_IDS_MAX) {
+        return rlk_err(RLOCK_EINVAL, "%s: sem, done and 1 .. %d permit_ids are needed", what,
+                       RLOCK_PERMIT_IDS_MAX);
+    }
+    unsigned char id[16];
+    for (size_t i = 0; i < count; i++) {
+        int r = rlk_sem_unhex(permit_ids[i], id); /* all checked before any is released */
+        if (r != RLOCK_OK) {
+            return r;
+        }
+    }
+    sxn *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "%s: out of memory", what);
+    }
+    *u = (sxn){.sem = sem, .count = count, .done = done, .user_data = user_data};
+    for (size_t i = 0; i < count; i++) {
+        memcpy(u->ids[i], permit_ids[i], RLOCK_PERMIT_ID_LEN + 1);
+    }
+    int r = sxn_send(u);
+    if (r != RLOCK_OK) {
+        free(u);
+    }
+    return r;
+}

@@ -32,6 +32,38 @@ static void sem_value(rlock_semaphore *sem, int rc, int64_t value, void *user_da
     tl_sem_done(sem, rc, user_data);
 }
 
+/* A leased acquire of several permits: their ids copied. */
+typedef struct nd {
+    tl_done d; /* first, as in vd */
+    size_t n;
+    char ids[RLOCK_PERMIT_IDS_MAX][RLOCK_PERMIT_ID_LEN + 1];
+    const char *p[RLOCK_PERMIT_IDS_MAX];
+} nd;
+
+static void leased_n_done(rlock_semaphore *sem, int rc, const char *const *ids, size_t n,
+                          void *user_data)
+{
+    nd *x = user_data;
+    x->n = n;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(x->ids[i], sizeof(x->ids[i]), "%s", ids[i]);
+        x->p[i] = x->ids[i];
+    }
+    tl_sem_done(sem, rc, user_data);
+}
+
+static void acquire_n(tu_loop *l, rlock_semaphore *sem, int64_t n, int64_t lease_ms, nd *x)
+{
+    *x = (nd){{0}, 0, {{0}}, {0}};
+    x->d.inside = 1;
+    assert_int_equal(
+        rlock_semaphore_acquire_leased_n_async(sem, n, 0, lease_ms, NULL, leased_n_done, x),
+        RLOCK_OK);
+    x->d.inside = 0;
+    tl_wait_done(l, &x->d, RLOCK_OK);
+    assert_int_equal(x->n, (size_t)n);
+}
+
 static void latch_value(rlock_latch *latch, int rc, int64_t value, void *user_data)
 {
     ((vd *)user_data)->v = value;
@@ -121,6 +153,18 @@ static void test_sem_calls(void **state)
     assert_int_equal(rlock_semaphore_available(st), 0);
     RUN(l, &x, RLOCK_OK, rlock_semaphore_set_permits_async(sem, 4, tl_sem_done, &x));
     assert_int_equal(rlock_semaphore_permits(st), 4);
+    assert_int_equal(rlock_semaphore_available(st), 4);
+    /* Several leased permits at once, and released in one call (one no longer held). */
+    nd n3;
+    acquire_n(l, sem, 3, 60000, &n3);
+    assert_int_equal(rlock_semaphore_acquired(st), 3);
+    assert_int_equal(rlock_semaphore_available(st), 1);
+    assert_int_equal(rlock_semaphore_remaining_lease_ms(st, n3.ids[2], &left), RLOCK_OK);
+    assert_true(left > 50000 && left <= 60000);
+    assert_int_equal(rlock_semaphore_release_leased(st, n3.ids[1]), RLOCK_OK);
+    RUN(l, &x, RLOCK_OK, rlock_semaphore_release_leased_n_async(sem, n3.p, 3, sem_value, &x));
+    assert_int_equal(x.v, 2);
+    assert_int_equal(rlock_semaphore_acquired(st), 0);
     assert_int_equal(rlock_semaphore_available(st), 4);
     /* The TTL form on a fresh name: the counter's time to live as Redis sees it. */
     rlock_semaphore *sttl = rlock_semaphore_open(c, "sx-sem-ttl");
@@ -281,6 +325,17 @@ static void test_leased_watchdog(void **state)
     tl_wait_done(l, &r, RLOCK_OK);
     assert_int_equal(acquired(st), 0);
     tl_run_for(l, 300); /* a renewal after the release would report a loss */
+    assert_int_equal(lost.calls, 0);
+    /* Two at once, both renewed, released in one call. */
+    nd two;
+    acquire_n(l, sem, 2, -1, &two);
+    tl_run_for(l, 500);
+    assert_int_equal(acquired(st), 2);
+    vd rn;
+    RUN(l, &rn, RLOCK_OK, rlock_semaphore_release_leased_n_async(sem, two.p, 2, sem_value, &rn));
+    assert_int_equal(rn.v, 2);
+    assert_int_equal(acquired(st), 0);
+    tl_run_for(l, 300);
     assert_int_equal(lost.calls, 0);
     /* Lost: the permit's entry removed behind the holder's back. */
     b.inside = 1;
