@@ -114,19 +114,24 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * handshake was refused: an unknown CA, an expired certificate, a name mismatch), RLOCK_EAUTH (AUTH
  * or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a negative code without
  * calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of another client, a
- * threaded client, bad durations, args->on_lost set: not served yet), RLOCK_ENOTSUP (a group),
+ * threaded client, bad durations, reserved fields set), RLOCK_ENOTSUP (a group),
  * RLOCK_ECANCELED (the token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no
  * socket could be made, or the back-off after failed dials is running). The lock handle and the
- * owner must stay open until done ran. */
+ * owner must stay open until done ran. args->on_lost is the hold's own loss callback, as for
+ * rlock_lock_ex(): when the watchdog finds a hold taken with lease_ms < 0 gone, the client-wide
+ * on_lost runs and then this one, once, on the loop, with the handle the hold was taken through
+ * (which must then stay open while the hold lasts); a re-entry that passes another callback
+ * replaces it, one that passes none keeps it, and the hold's full release forgets it. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 
 /* Releases one hold of owner's (required) on lock (of a read-write lock: on the handle's side).
  * done gets RLOCK_OK (released, fully or one re-entry), RLOCK_ENOTOWNER (the owner holds nothing on
- * Redis), RLOCK_ELOST (the watchdog had found the hold gone; the client's on_lost was called then,
- * on the loop), RLOCK_ECLOSED, RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when
- * started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP: a group, RLOCK_ECLOSED, RLOCK_ENOMEM,
- * RLOCK_ECONN) and done never runs. */
+ * Redis), RLOCK_ELOST (the watchdog had found the hold gone; the on_lost callbacks were called
+ * then, on the loop), RLOCK_EREPLICA (with replica_sync: a "not held" from a master whose
+ * replicas did not acknowledge it; the outcome is unknown, the hold stays recorded and renewed,
+ * retry), RLOCK_ECLOSED, RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP: a group, RLOCK_ECLOSED,
+ * RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
 
@@ -168,9 +173,14 @@ RLOCK_EXPORT int rlock_semaphore_acquire_async(rlock_semaphore *sem, int64_t per
                                                rlock_semaphore_done_fn done, void *user_data);
 
 /* Takes one leased permit as rlock_semaphore_acquire_leased_ex(), waiting as
- * rlock_semaphore_acquire_async(). lease_ms must be in 1 .. RLOCK_MAX_DURATION_MS: the permit
- * comes back by itself when its lease runs out (the watchdog's renewed permits, lease_ms < 0, are
- * not served on loop clients yet: RLOCK_EINVAL). done gets the permit's id with RLOCK_OK. */
+ * rlock_semaphore_acquire_async(). lease_ms in 1 .. RLOCK_MAX_DURATION_MS: the permit comes back
+ * by itself when its lease runs out. lease_ms < 0: the client's watchdog keeps a lease of
+ * watchdog_timeout_ms renewed on the loop's timer until the permit is released (through
+ * rlock_semaphore_release_leased_async() on this client) or its lease is updated, or the client
+ * is freed (freeing the handle does not stop it on a loop client); a permit found gone is
+ * reported to the client's on_lost, on the loop, with the semaphore's name, and its release then
+ * gets RLOCK_ELOST. lease_ms 0 or above RLOCK_MAX_DURATION_MS: RLOCK_EINVAL. done gets the
+ * permit's id with RLOCK_OK. */
 RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int64_t wait_ms,
                                                       int64_t lease_ms, rlock_cancel *cancel,
                                                       rlock_semaphore_leased_done_fn done,
@@ -182,8 +192,9 @@ RLOCK_EXPORT int rlock_semaphore_release_async(rlock_semaphore *sem, int64_t per
                                                rlock_semaphore_done_fn done, void *user_data);
 
 /* Returns the leased permit permit_id (32 hex digits, else RLOCK_EINVAL) as
- * rlock_semaphore_release_leased(): done gets RLOCK_OK, or RLOCK_ENOTOWNER when no such permit
- * is held (released already, or its lease ran out). */
+ * rlock_semaphore_release_leased(): done gets RLOCK_OK, RLOCK_ENOTOWNER when no such permit
+ * is held (released already, or its lease ran out), or RLOCK_ELOST when this client's watchdog
+ * had found its renewed permit gone. A renewed permit stops being renewed at this call. */
 RLOCK_EXPORT int rlock_semaphore_release_leased_async(rlock_semaphore *sem, const char *permit_id,
                                                       rlock_semaphore_done_fn done,
                                                       void *user_data);
@@ -200,6 +211,93 @@ RLOCK_EXPORT int rlock_latch_await_async(rlock_latch *latch, int64_t wait_ms, rl
  * every client. done gets RLOCK_OK, RLOCK_ECONN, RLOCK_ECLOSED or RLOCK_EREDIS. */
 RLOCK_EXPORT int rlock_latch_count_down_async(rlock_latch *latch, rlock_latch_done_fn done,
                                               void *user_data);
+
+/* ---- the other semaphore and latch calls -----------------------------------------------
+ *
+ * Each is the blocking call of the same name sent on the loop: same bounds (RLOCK_EINVAL for
+ * the blocking call's bad input, nothing sent), same script and data, same result, handed to
+ * done with the rules above. A call whose result is a number gets it in value (valid with
+ * RLOCK_OK, else 0). A write whose reply was lost gets RLOCK_ECONN and may have run, at most
+ * once (the blocking calls resend it; these do not). */
+
+/* The end of a semaphore call with a number: the blocking call's non-negative result. */
+typedef void (*rlock_semaphore_value_fn)(rlock_semaphore *sem, int rc, int64_t value,
+                                         void *user_data);
+/* The end of a latch call with a number. */
+typedef void (*rlock_latch_value_fn)(rlock_latch *latch, int rc, int64_t value, void *user_data);
+
+/* rlock_semaphore_try_set_permits(): value 1 set, 0 it was set already. */
+RLOCK_EXPORT int rlock_semaphore_try_set_permits_async(rlock_semaphore *sem, int64_t permits,
+                                                       rlock_semaphore_value_fn done,
+                                                       void *user_data);
+/* rlock_semaphore_try_set_permits_ttl(): value 1 set, 0 it was set already. */
+RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl_async(rlock_semaphore *sem, int64_t permits,
+                                                           int64_t ttl_ms,
+                                                           rlock_semaphore_value_fn done,
+                                                           void *user_data);
+/* rlock_semaphore_add_permits(). */
+RLOCK_EXPORT int rlock_semaphore_add_permits_async(rlock_semaphore *sem, int64_t delta,
+                                                   rlock_semaphore_done_fn done, void *user_data);
+/* rlock_semaphore_available(): value the permits available. */
+RLOCK_EXPORT int rlock_semaphore_available_async(rlock_semaphore *sem,
+                                                 rlock_semaphore_value_fn done, void *user_data);
+/* rlock_semaphore_drain(): value the permits taken. */
+RLOCK_EXPORT int rlock_semaphore_drain_async(rlock_semaphore *sem, rlock_semaphore_value_fn done,
+                                             void *user_data);
+/* rlock_semaphore_set_permits(). */
+RLOCK_EXPORT int rlock_semaphore_set_permits_async(rlock_semaphore *sem, int64_t permits,
+                                                   rlock_semaphore_done_fn done, void *user_data);
+/* rlock_semaphore_release_if_exists(): value 1 released, 0 the semaphore was never set. */
+RLOCK_EXPORT int rlock_semaphore_release_if_exists_async(rlock_semaphore *sem, int64_t permits,
+                                                         rlock_semaphore_value_fn done,
+                                                         void *user_data);
+/* rlock_semaphore_permits(): value the total permits. */
+RLOCK_EXPORT int rlock_semaphore_permits_async(rlock_semaphore *sem, rlock_semaphore_value_fn done,
+                                               void *user_data);
+/* rlock_semaphore_acquired(): value the leased permits held. */
+RLOCK_EXPORT int rlock_semaphore_acquired_async(rlock_semaphore *sem, rlock_semaphore_value_fn done,
+                                                void *user_data);
+/* rlock_semaphore_update_lease(): RLOCK_OK or RLOCK_ENOTOWNER; a permit this client's watchdog
+ * renews stops being renewed. */
+RLOCK_EXPORT int rlock_semaphore_update_lease_async(rlock_semaphore *sem, const char *permit_id,
+                                                    int64_t lease_ms, rlock_semaphore_done_fn done,
+                                                    void *user_data);
+/* rlock_semaphore_remaining_lease_ms(): value the ms left (-1: a permit without expiry), or
+ * RLOCK_ENOTOWNER. */
+RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms_async(rlock_semaphore *sem,
+                                                          const char *permit_id,
+                                                          rlock_semaphore_value_fn done,
+                                                          void *user_data);
+/* The end of a leased acquire of several permits: with rc RLOCK_OK, permit_ids[0 .. count-1]
+ * are their ids (32 hex digits each, valid during the call: copy them), else NULL and 0. */
+typedef void (*rlock_semaphore_leased_n_done_fn)(rlock_semaphore *sem, int rc,
+                                                 const char *const *permit_ids, size_t count,
+                                                 void *user_data);
+/* rlock_semaphore_acquire_leased_n(): permits (1 .. RLOCK_PERMIT_IDS_MAX) leased permits at once,
+ * all or none, waiting and leased as rlock_semaphore_acquire_leased_async() (lease_ms < 0: each
+ * is renewed by the watchdog and released on its own). */
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n_async(rlock_semaphore *sem, int64_t permits,
+                                                        int64_t wait_ms, int64_t lease_ms,
+                                                        rlock_cancel *cancel,
+                                                        rlock_semaphore_leased_n_done_fn done,
+                                                        void *user_data);
+/* rlock_semaphore_release_leased_n(): each id (all checked first: RLOCK_EINVAL) released as by
+ * rlock_semaphore_release_leased_async(), one after the other; value how many were released (an
+ * id no longer held, or lost, counts as not released). Another error ends it, the ids before
+ * the failing one released. The ids are copied. */
+RLOCK_EXPORT int rlock_semaphore_release_leased_n_async(rlock_semaphore *sem,
+                                                        const char *const *permit_ids, size_t count,
+                                                        rlock_semaphore_value_fn done,
+                                                        void *user_data);
+/* rlock_latch_try_set_count(): value 1 set, 0 already counting. */
+RLOCK_EXPORT int rlock_latch_try_set_count_async(rlock_latch *latch, int64_t count,
+                                                 rlock_latch_value_fn done, void *user_data);
+/* rlock_latch_count(): value the count. */
+RLOCK_EXPORT int rlock_latch_count_async(rlock_latch *latch, rlock_latch_value_fn done,
+                                         void *user_data);
+/* rlock_latch_delete(): value 1 deleted, 0 the latch was not counting. */
+RLOCK_EXPORT int rlock_latch_delete_async(rlock_latch *latch, rlock_latch_value_fn done,
+                                          void *user_data);
 
 #ifdef __cplusplus
 }

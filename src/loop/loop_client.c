@@ -542,9 +542,10 @@ static void loop_client_stop(rlock_client *c)
         rlk_loop_hold *h = lc->holds;
         lc->holds = h->next;
         if (!h->lost) { /* renewed no more; a lost one was counted when it was found */
-            rlk_obs_forget(c, h->kind, h->name);
+            rlk_obs_forget(c, h->kind, h->label != NULL ? h->label : h->name);
         }
         free(h->name);
+        free(h->label);
         free(h);
     }
     if (lc->wd_timer != NULL) {

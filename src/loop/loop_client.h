@@ -60,6 +60,15 @@ typedef struct rlk_loop_hold {
     int64_t renewed_ms; /* when the master last renewed it (monotonic ms) */
     char field[RLK_OWNER_MAX];
     size_t field_len;
+    /* The hold's own loss callback (rlock_lock_args.on_lost; a re-entry's replaces it), called
+     * after the client-wide one with the handle it was taken through; NULL: none. */
+    void (*on_lost)(rlock *lock, void *user_data);
+    void *lost_ud;
+    rlock *lost_lock;
+    /* A leased permit renewed by the watchdog (loop_permit.c): name is its {name}:timeout key,
+     * field its 16-byte id, label the semaphore's name; renewed by sem_renew_leased.lua. */
+    int permit;
+    char *label;
 } rlk_loop_hold;
 
 struct rlk_loop_client {

@@ -73,9 +73,6 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
                           args->lease_ms == 0 || args->lease_ms > RLOCK_MAX_DURATION_MS)) {
         r = rlk_err(RLOCK_EINVAL, "rlock_lock_async: bad wait_ms or lease_ms");
     }
-    if (r == RLOCK_OK && args->on_lost != NULL) {
-        r = rlk_err(RLOCK_EINVAL, "rlock_lock_async: on_lost is not served on loop clients yet");
-    }
     r = r ? r : rlk_owner_tid(args->owner, lock->client, "rlock_lock_async", tid);
     return r ? r : rlk_cancel_check(args->cancel, "lock", lock->name);
 }

@@ -29,6 +29,11 @@ void rlk_loop_lock_complete(rlk_loop_wait *w, int rc)
         h = rlk_loop_hold_get(w->base.lc, op->lock->name, op->lock->name_len, op->a.tid,
                               rlk_loop_hold_side(op->lock), 0);
     }
+    if (h != NULL && op->on_lost != NULL) { /* a re-entry without one keeps the hold's */
+        h->on_lost = op->on_lost;
+        h->lost_ud = op->lost_ud;
+        h->lost_lock = op->lock;
+    }
     (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->lock->name, op->a.owner, rc,
                               h != NULL ? h->token : 0, h != NULL ? h->count : 0);
     rlock *lock = op->lock;
@@ -119,6 +124,8 @@ void rlk_loop_lock_prepare(rlk_loop_lock_op *op, rlock *lock, uint64_t tid,
     op->a.watchdog = args->lease_ms < 0;
     op->a.lease_ms = op->a.watchdog ? lock->client->opts.watchdog_timeout_ms : args->lease_ms;
     op->a.wait_ms = args->wait_ms;
+    op->on_lost = args->on_lost;
+    op->lost_ud = args->user_data;
 }
 
 int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_cancel *cancel)

@@ -20,6 +20,8 @@ typedef struct rlk_loop_lock_op {
      * reply calls fn(op, ...). */
     int (*give_back)(struct rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
     int undo_acked, undo_n; /* the replicas of a grant given back: acknowledged, counted */
+    void (*on_lost)(rlock *lock, void *user_data); /* args->on_lost, given to the hold */
+    void *lost_ud;
 } rlk_loop_lock_op;
 
 /* Fills op (zeroed by the caller) for rlock_lock_async()'s checked arguments. */

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "loop_semaphore.h"
 #include "loop_sync.h"
+#include "loop_watchdog.h"
 #include "replica.h"
 #include "scripts.h"
 #include "semaphore.h"
@@ -21,9 +22,12 @@ typedef struct sop {
     rlock_semaphore *sem;
     rlk_sem_req q;
     int64_t n;
-    int64_t lease_ms; /* > 0: one leased permit, id */
+    int leased;       /* one leased permit, id */
+    int64_t lease_ms; /* its lease; < 0: the loop watchdog renews it */
     int lost;         /* an attempt's reply was lost: the next request settles the call */
+    int multi;        /* rlock_semaphore_acquire_leased_n_async(): done gets every id */
     unsigned char id[16];
+    unsigned char (*ids)[16]; /* the leased permits' ids: id, or an array of n of them */
     rlk_obs_wait obs;
     int undo_acked, undo_n; /* the replicas of permits given back: acknowledged, counted */
 } sop;
@@ -53,7 +57,7 @@ static int sop_check_permits(int64_t n)
 
 static int sop_kind(const sop *op)
 {
-    return op->lease_ms > 0 ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE;
+    return op->leased ? RLOCK_MK_SEMAPHORE_LEASED : RLOCK_MK_SEMAPHORE;
 }
 
 static void sop_say(rlk_loop_wait *w, int rc)
@@ -70,24 +74,62 @@ static void sop_say(rlk_loop_wait *w, int rc)
     }
 }
 
+static void sop_free(sop *op)
+{
+    rlk_sem_req_free(&op->q);
+    if (op->ids != NULL && op->ids != (unsigned char(*)[16])op->id) {
+        free(op->ids);
+    }
+    free(op);
+}
+
+/* Puts the leased permits of a watchdog acquire under the loop watchdog: RLOCK_OK, or
+ * RLOCK_ENOMEM with none of them recorded (their leases run out). */
+static int sop_watch(rlk_loop_client *lc, sop *op)
+{
+    for (int64_t i = 0; i < op->n; i++) {
+        int r = rlk_loop_permit_add(lc, op->sem, op->ids[i]);
+        for (int64_t j = 0; r != RLOCK_OK && j < i; j++) {
+            rlk_loop_hold *h = rlk_loop_permit_get(lc, op->sem, op->ids[j]);
+            if (h != NULL) {
+                rlk_loop_hold_drop(lc, h);
+            }
+        }
+        if (r != RLOCK_OK) {
+            return r;
+        }
+    }
+    return RLOCK_OK;
+}
+
 static void sop_complete(rlk_loop_wait *w, int rc)
 {
     sop *op = RLK_CONTAINER_OF(w, sop, w);
     rlock_semaphore *sem = op->sem;
-    char hex[RLOCK_PERMIT_ID_LEN + 1];
-    rlk_sem_hex(op->id, hex);
-    int leased = op->lease_ms > 0;
+    char hex[RLOCK_PERMIT_IDS_MAX][RLOCK_PERMIT_ID_LEN + 1];
+    const char *idp[RLOCK_PERMIT_IDS_MAX];
+    int leased = op->leased, multi = op->multi;
+    size_t n = (size_t)op->n;
+    for (size_t i = 0; leased && i < n; i++) {
+        rlk_sem_hex(op->ids[i], hex[i]);
+        idp[i] = hex[i];
+    }
+    if (rc == RLOCK_OK && leased && op->lease_ms < 0) {
+        rc = sop_watch(w->base.lc, op);
+    }
     if (rc == RLOCK_OK && op->n > 1) {
         rlk_obs_holds_add(sem->client, sop_kind(op), sem->name, op->n - 1);
     }
-    rc = rlk_obs_acquire_end(sem->client, &op->obs, sem->name, leased && rc == 0 ? hex : NULL, rc,
-                             0, 1);
-    rlk_sem_req_free(&op->q);
+    rc = rlk_obs_acquire_end(sem->client, &op->obs, sem->name, leased && rc == 0 ? hex[0] : NULL,
+                             rc, 0, 1);
     void (*done)(void) = w->done;
     void *user_data = w->user_data;
-    free(op);
-    if (leased) {
-        ((rlock_semaphore_leased_done_fn)done)(sem, rc, rc == RLOCK_OK ? hex : NULL, user_data);
+    sop_free(op);
+    if (multi) {
+        ((rlock_semaphore_leased_n_done_fn)done)(sem, rc, rc == RLOCK_OK ? idp : NULL,
+                                                 rc == RLOCK_OK ? n : 0, user_data);
+    } else if (leased) {
+        ((rlock_semaphore_leased_done_fn)done)(sem, rc, rc == RLOCK_OK ? hex[0] : NULL, user_data);
     } else {
         ((rlock_semaphore_done_fn)done)(sem, rc, user_data);
     }
@@ -129,7 +171,7 @@ static int sop_settle(sop *op)
 {
     rlk_args keys, args;
     rlk_sem_settle_args(op->sem, &op->q, op->n, 1,
-                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+                        op->leased ? (const unsigned char(*)[16])op->ids : NULL, &keys, &args);
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
@@ -168,7 +210,7 @@ static int sop_undo(sop *op)
     rlk_obs_replica_sync_failed(op->sem->client, sop_kind(op), op->sem->name, NULL, RLOCK_EREPLICA);
     rlk_args keys, args;
     rlk_sem_settle_args(op->sem, &op->q, op->n, 0,
-                        op->lease_ms > 0 ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+                        op->leased ? (const unsigned char(*)[16])op->ids : NULL, &keys, &args);
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
@@ -208,10 +250,10 @@ static int sop_attempt(rlk_loop_wait *w)
     if (op->lost) {
         return sop_settle(op);
     }
-    int leased = op->lease_ms > 0;
+    int leased = op->leased;
     rlk_args keys, args;
     rlk_sem_attempt_args(op->sem, &op->q, op->n, leased ? rlk_sem_expiry(op->sem, op->lease_ms) : 0,
-                         leased ? (const unsigned char(*)[16])op->id : NULL, &keys, &args);
+                         leased ? (const unsigned char(*)[16])op->ids : NULL, &keys, &args);
     char *cmd = NULL;
     size_t len = 0;
     int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE, &keys, &args, &cmd, &len);
@@ -240,15 +282,14 @@ static int sop_start(rlk_loop_client *lc, sop *op, int64_t wait_ms, rlock_cancel
     int r = rlk_cancel_check(cancel, "semaphore", sem->name);
     r = r ? r : rlk_sem_req_init(&op->q, sem->name, sem->name_len, 0);
     if (r != RLOCK_OK) {
-        free(op);
+        sop_free(op);
         return r;
     }
     op->w.ops = &sop_ops;
     op->w.deadline = rlk_loop_deadline(wait_ms);
     r = rlk_loop_wait_start(lc, &op->w, cancel);
     if (r != RLOCK_OK) {
-        rlk_sem_req_free(&op->q);
-        free(op);
+        sop_free(op);
         return r;
     }
     rlk_obs_acquire_begin(sem->client, &op->obs, sop_kind(op), sem->name, NULL);
@@ -276,30 +317,61 @@ RLOCK_EXPORT int rlock_semaphore_acquire_async(rlock_semaphore *sem, int64_t per
     return sop_start(lc, op, wait_ms, cancel);
 }
 
+/* A leased acquire of n permits (lease_ms as the blocking call's; multi: done is a
+ * rlock_semaphore_leased_n_done_fn), started: RLOCK_OK, or an error and done never runs. */
+static int sop_leased(rlock_semaphore *sem, int64_t n, int multi, int64_t wait_ms, int64_t lease_ms,
+                      rlock_cancel *cancel, void (*done)(void), void *user_data, const char *what)
+{
+    rlk_loop_client *lc = NULL;
+    int r = sop_check(sem, (const void *)done, what, &lc);
+    if (r == RLOCK_OK && (wait_ms < 0 || lease_ms == 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
+        r = rlk_err(RLOCK_EINVAL,
+                    "wait_ms must be >= 0 and lease_ms < 0 (the watchdog's) or in 1 .. %lld, got "
+                    "%lld and %lld",
+                    (long long)RLOCK_MAX_DURATION_MS, (long long)wait_ms, (long long)lease_ms);
+    }
+    if (r == RLOCK_OK && (n < 1 || n > RLOCK_PERMIT_IDS_MAX)) {
+        r = rlk_err(RLOCK_EINVAL, "permits must be in 1 .. %d, got %lld", RLOCK_PERMIT_IDS_MAX,
+                    (long long)n);
+    }
+    sop *op = r == RLOCK_OK ? calloc(1, sizeof(*op)) : NULL;
+    if (op != NULL) {
+        op->ids = n == 1 ? (unsigned char(*)[16])op->id : calloc((size_t)n, 16);
+    }
+    if (r != RLOCK_OK || op == NULL || op->ids == NULL) {
+        free(op);
+        return r ? r : rlk_err(RLOCK_ENOMEM, "%s: out of memory", what);
+    }
+    op->sem = sem;
+    op->n = n;
+    op->multi = multi;
+    op->leased = 1;
+    op->lease_ms = lease_ms;
+    for (int64_t i = 0; i < n; i++) {
+        uuid_generate_random(op->ids[i]); /* 16 random bytes, as Redisson's generateIdArray */
+    }
+    op->w.done = done;
+    op->w.user_data = user_data;
+    return sop_start(lc, op, wait_ms, cancel);
+}
+
 RLOCK_EXPORT int rlock_semaphore_acquire_leased_async(rlock_semaphore *sem, int64_t wait_ms,
                                                       int64_t lease_ms, rlock_cancel *cancel,
                                                       rlock_semaphore_leased_done_fn done,
                                                       void *user_data)
 {
-    rlk_loop_client *lc = NULL;
-    int r = sop_check(sem, (const void *)done, "rlock_semaphore_acquire_leased_async", &lc);
-    if (r == RLOCK_OK && (wait_ms < 0 || lease_ms <= 0 || lease_ms > RLOCK_MAX_DURATION_MS)) {
-        r = rlk_err(RLOCK_EINVAL,
-                    "wait_ms must be >= 0 and lease_ms in 1 .. %lld (no watchdog lease on loop "
-                    "clients yet), got %lld and %lld",
-                    (long long)RLOCK_MAX_DURATION_MS, (long long)wait_ms, (long long)lease_ms);
-    }
-    sop *op = r == RLOCK_OK ? calloc(1, sizeof(*op)) : NULL;
-    if (r != RLOCK_OK || op == NULL) {
-        return r ? r : rlk_err(RLOCK_ENOMEM, "rlock_semaphore_acquire_leased_async: out of memory");
-    }
-    op->sem = sem;
-    op->n = 1;
-    op->lease_ms = lease_ms;
-    uuid_generate_random(op->id); /* 16 random bytes, as Redisson's generateIdArray */
-    op->w.done = (void (*)(void))done;
-    op->w.user_data = user_data;
-    return sop_start(lc, op, wait_ms, cancel);
+    return sop_leased(sem, 1, 0, wait_ms, lease_ms, cancel, (void (*)(void))done, user_data,
+                      "rlock_semaphore_acquire_leased_async");
+}
+
+RLOCK_EXPORT int rlock_semaphore_acquire_leased_n_async(rlock_semaphore *sem, int64_t permits,
+                                                        int64_t wait_ms, int64_t lease_ms,
+                                                        rlock_cancel *cancel,
+                                                        rlock_semaphore_leased_n_done_fn done,
+                                                        void *user_data)
+{
+    return sop_leased(sem, permits, 1, wait_ms, lease_ms, cancel, (void (*)(void))done, user_data,
+                      "rlock_semaphore_acquire_leased_n_async");
 }
 
 /* ---- release --------------------------------------------------------------------------- */
@@ -309,6 +381,7 @@ typedef struct srel {
     rlk_sem_req q;
     int64_t n; /* plain permits, 0: the leased permit id */
     unsigned char id[16];
+    int lost; /* the loop watchdog had found the permit gone: done gets RLOCK_ELOST */
     rlock_semaphore_done_fn done;
     void *user_data;
 } srel;
@@ -322,7 +395,10 @@ static void srel_reply(void *arg, redisReply *rep, int err)
         r = rlk_err(rep->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_EPROTO,
                     "semaphore '%s': unexpected release reply", sem->name);
     }
-    if (r == RLOCK_OK && u->n == 0 && rep->integer != 1) {
+    if (r == RLOCK_OK && u->lost) {
+        r = rlk_err(RLOCK_ELOST, "the leased permit of semaphore '%s' was lost before release",
+                    sem->name);
+    } else if (r == RLOCK_OK && u->n == 0 && rep->integer != 1) {
         r = rlk_err(RLOCK_ENOTOWNER, "no such leased permit is held on semaphore '%s'%s", sem->name,
                     rep->integer == 0 ? " (its lease had run out)" : "");
     }
@@ -413,5 +489,11 @@ RLOCK_EXPORT int rlock_semaphore_release_leased_async(rlock_semaphore *sem, cons
         return r;
     }
     memcpy(u->id, id, sizeof(id));
+    /* Renewals stop before the release is sent: one after it would report a spurious loss. */
+    rlk_loop_hold *h = rlk_loop_permit_get(lc, sem, id);
+    if (h != NULL) {
+        u->lost = h->lost != 0;
+        rlk_loop_hold_drop(lc, h);
+    }
     return srel_send(lc, u);
 }

@@ -13,6 +13,7 @@
 #include "loop_watchdog.h"
 #include "resp_format.h"
 #include "scripts.h"
+#include "semaphore.h"
 
 #define WD_BATCH 100
 
@@ -20,7 +21,7 @@
  * released meanwhile is simply not found). */
 typedef struct wd_batch {
     rlk_loop_client *lc;
-    int side; /* the side of every hold in it (loop_watchdog.h) */
+    int cls; /* the renewal class of every record in it (wd_class()) */
     int n;
     struct {
         uint64_t tid;
@@ -28,6 +29,23 @@ typedef struct wd_batch {
         size_t len;
     } h[WD_BATCH];
 } wd_batch;
+
+/* A record's renewal class: its side (loop_watchdog.h), or WD_PERMIT for a leased permit; the
+ * records of one renewal call share a class, whose script is wd_scripts[class]. */
+enum { WD_PERMIT = RLK_LOOP_WRITE + 1, WD_CLASSES };
+static const int wd_scripts[WD_CLASSES] = {RLK_SCRIPT_RENEW_HASH, RLK_SCRIPT_RW_RENEW_READ,
+                                           RLK_SCRIPT_RW_RENEW_WRITE, RLK_SCRIPT_SEM_RENEW_LEASED};
+
+static int wd_class(const rlk_loop_hold *h)
+{
+    return h->permit ? WD_PERMIT : h->side;
+}
+
+/* The side a record of class cls is kept under (rlk_loop_hold_get()). */
+static int wd_side(int cls)
+{
+    return cls == WD_PERMIT ? RLK_LOOP_HASH : cls;
+}
 
 int rlk_loop_hold_side(const rlock *lock)
 {
@@ -108,7 +126,47 @@ void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h)
         h->next->prev = h->prev;
     }
     free(h->name);
+    free(h->label);
     free(h);
+}
+
+/* A permit's record key: its id's first 8 bytes with the top bit set, far from owner numbers. */
+static uint64_t wd_permit_tid(const unsigned char id[16])
+{
+    uint64_t t = 0;
+    memcpy(&t, id, sizeof(t));
+    return t | (UINT64_C(1) << 63);
+}
+
+int rlk_loop_permit_add(rlk_loop_client *lc, rlock_semaphore *sem, const unsigned char id[16])
+{
+    rlk_loop_hold *h = rlk_loop_hold_get(lc, sem->timeout.p, sem->timeout.len, wd_permit_tid(id),
+                                         RLK_LOOP_HASH, 1);
+    char *label = h != NULL ? strdup(sem->name) : NULL;
+    if (label == NULL) {
+        if (h != NULL) {
+            rlk_loop_hold_drop(lc, h);
+        }
+        return rlk_err(RLOCK_ENOMEM, "semaphore '%s': out of memory recording a permit", sem->name);
+    }
+    h->permit = 1;
+    h->label = label;
+    h->count = 1;
+    h->kind = RLOCK_MK_SEMAPHORE_LEASED;
+    h->obs_t0 = rlk_obs_now_ns();
+    h->lease_ms = lc->c->opts.watchdog_timeout_ms;
+    memcpy(h->field, id, 16);
+    h->field_len = 16;
+    rlk_loop_wd_add(lc, h);
+    return RLOCK_OK;
+}
+
+rlk_loop_hold *rlk_loop_permit_get(rlk_loop_client *lc, const rlock_semaphore *sem,
+                                   const unsigned char id[16])
+{
+    rlk_loop_hold *h = rlk_loop_hold_get(lc, sem->timeout.p, sem->timeout.len, wd_permit_tid(id),
+                                         RLK_LOOP_HASH, 0);
+    return h != NULL && h->permit && memcmp(h->field, id, 16) == 0 ? h : NULL;
 }
 
 static void wd_batch_free(wd_batch *b)
@@ -117,6 +175,34 @@ static void wd_batch_free(wd_batch *b)
         free(b->h[i].name);
     }
     free(b);
+}
+
+/* Reports the hold h found lost: once, on the loop; the client-wide on_lost, then the hold's own
+ * (rlock_lock_args.on_lost), as the threaded watchdog calls them. */
+static void wd_report(rlk_loop_client *lc, rlk_loop_hold *h)
+{
+    const rlock_options *o = &lc->c->opts;
+    h->lost = 1;
+    h->watchdog = 0;
+    void (*own)(rlock *, void *) = h->on_lost;
+    void *own_ud = h->lost_ud;
+    rlock *own_lock = h->lost_lock;
+    h->on_lost = NULL;
+    if (h->permit) {
+        char hex[RLOCK_PERMIT_ID_LEN + 1];
+        rlk_sem_hex((const unsigned char *)h->field, hex);
+        rlk_log(lc->c, RLOCK_LOG_WARN, "a leased permit of semaphore '%s' was lost", h->label);
+        rlk_obs_lost(lc->c, h->kind, h->label, hex, h->obs_t0, 0);
+    } else {
+        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
+        rlk_obs_lost(lc->c, h->kind, h->name, h->field, h->obs_t0, h->token);
+    }
+    if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
+        o->on_lost(h->permit ? h->label : h->name, o->user_data);
+    }
+    if (own != NULL) {
+        own(own_lock, own_ud);
+    }
 }
 
 /* renew_hash.lua's reply: 0 for a hold whose owner no longer holds the lock, which is lost: it
@@ -133,7 +219,7 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
     if (err == RLOCK_OK && rep->type == REDIS_REPLY_ARRAY && (int)rep->elements == b->n) {
         for (int i = 0; i < b->n; i++) {
             rlk_loop_hold *h =
-                rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, b->side, 0);
+                rlk_loop_hold_get(lc, b->h[i].name, b->h[i].len, b->h[i].tid, wd_side(b->cls), 0);
             if (h == NULL || h->lost || rep->element[i]->type != REDIS_REPLY_INTEGER) {
                 continue;
             }
@@ -148,30 +234,20 @@ static void wd_on_reply(void *arg, redisReply *rep, int err)
         }
     }
     wd_batch_free(b);
-    const rlock_options *o = &lc->c->opts;
     for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (h->lost != 2) {
-            continue;
-        }
-        h->lost = 1;
-        h->watchdog = 0;
-        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a loop hold was lost", h->name);
-        rlk_obs_lost(lc->c, h->kind, h->name, h->field, h->obs_t0, h->token);
-        if (o->on_lost != NULL) { /* on the loop, as every callback of a loop client */
-            o->on_lost(h->name, o->user_data);
+        if (h->lost == 2) {
+            wd_report(lc, h);
         }
     }
 }
 
 /* The renewal script of each side: the one the threaded watchdog uses for such holds. */
-static const int wd_scripts[3] = {RLK_SCRIPT_RENEW_HASH, RLK_SCRIPT_RW_RENEW_READ,
-                                  RLK_SCRIPT_RW_RENEW_WRITE};
 
 /* Sends one renewal call for the holds of b (all of one side: the scripts share their KEYS and
  * ARGV shape, lock names then the lease and each hold's field). */
 static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
 {
-    int script = wd_scripts[b->side];
+    int script = wd_scripts[b->cls];
     const rlk_script_src *s = rlk_script_get(script);
     const char *argv[4 + 2 * WD_BATCH];
     size_t lens[4 + 2 * WD_BATCH];
@@ -194,6 +270,7 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
     }
     for (int i = 0; i < b->n; i++) {
         lens[3 + i] = holds[i]->name_len;
+        lens[4 + b->n + i] = holds[i]->field_len; /* a permit's id is 16 raw bytes */
     }
     char *cmd = NULL;
     long long n = rlk_resp_format(argc, argv, lens, &cmd);
@@ -207,24 +284,26 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
 
 static void wd_arm(rlk_loop_client *lc);
 
-/* Renews the holds of side due by until, WD_BATCH per call. */
-static void wd_sweep(rlk_loop_client *lc, int side, int64_t now, int64_t until)
+/* Sends the records of one renewal class due by until, WD_BATCH per call, and moves their next
+ * renewal a period on. */
+static void wd_sweep(rlk_loop_client *lc, int cls, int64_t now, int64_t until)
 {
     int64_t period = lc->c->opts.watchdog_timeout_ms / 3;
     rlk_loop_hold *holds[WD_BATCH];
     wd_batch *b = NULL;
     for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (!h->watchdog || h->side != side || h->due_ms > until) {
+        if (!h->watchdog || wd_class(h) != cls || h->due_ms > until) {
             continue;
         }
         if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
             break; /* the timer comes back at once: the holds are still due */
         }
         b->lc = lc;
-        b->side = side;
-        if ((b->h[b->n].name = strdup(h->name)) == NULL) {
+        b->cls = cls;
+        if ((b->h[b->n].name = malloc(h->name_len + 1)) == NULL) {
             break;
         }
+        memcpy(b->h[b->n].name, h->name, h->name_len + 1);
         b->h[b->n].len = h->name_len;
         b->h[b->n].tid = h->tid;
         holds[b->n++] = h;
@@ -234,19 +313,21 @@ static void wd_sweep(rlk_loop_client *lc, int side, int64_t now, int64_t until)
             b = NULL;
         }
     }
-    if (b != NULL) {
+    if (b != NULL && b->n > 0) {
         wd_send(lc, b, holds);
+    } else {
+        free(b);
     }
 }
 
-/* Renews every hold due now (or within the slack), side by side. */
+/* Renews every hold and watchdog permit due now (or within the slack), class by class. */
 static void wd_on_timer(void *arg)
 {
     rlk_loop_client *lc = arg;
-    int64_t now = rlk_now_ms();
-    int64_t until = now + lc->c->opts.watchdog_timeout_ms / 3 / 10;
-    for (int side = RLK_LOOP_HASH; side <= RLK_LOOP_WRITE; side++) {
-        wd_sweep(lc, side, now, until);
+    int64_t period = lc->c->opts.watchdog_timeout_ms / 3;
+    int64_t now = rlk_now_ms(), until = now + period / 10;
+    for (int cls = 0; cls < WD_CLASSES; cls++) {
+        wd_sweep(lc, cls, now, until);
     }
     wd_arm(lc);
 }

@@ -8,6 +8,7 @@
 
 #include "lock.h"
 #include "loop_client.h"
+#include "semaphore.h"
 
 /* A hold record's side: a read-write lock's read and write holds of one owner on one name are
  * two records, renewed by rw_renew_read.lua and rw_renew_write.lua; every other hold is a hash
@@ -26,5 +27,13 @@ int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a);
 void rlk_loop_hold_drop(rlk_loop_client *lc, rlk_loop_hold *h);
 /* Puts h under the watchdog: first renewal a third of the lease from now. */
 void rlk_loop_wd_add(rlk_loop_client *lc, rlk_loop_hold *h);
+
+/* Puts the leased permit id of sem (taken with lease_ms < 0) under the watchdog, renewed by
+ * sem_renew_leased.lua and reported to on_lost with the semaphore's name when found gone:
+ * RLOCK_OK, or RLOCK_ENOMEM. */
+int rlk_loop_permit_add(rlk_loop_client *lc, rlock_semaphore *sem, const unsigned char id[16]);
+/* The record of that permit, NULL if none (drop it with rlk_loop_hold_drop()). */
+rlk_loop_hold *rlk_loop_permit_get(rlk_loop_client *lc, const rlock_semaphore *sem,
+                                   const unsigned char id[16]);
 
 #endif

@@ -69,13 +69,18 @@ static int latch_check(rlock_latch *l)
     return r ? r : rlk_client_blocking(l->client, "a latch call");
 }
 
+void rlk_latch_keys(const rlock_latch *l, rlk_args *keys)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, l->name, l->name_len);
+    rlk_args_add(keys, l->channel.p, l->channel.len);
+}
+
 /* Runs script on [name, channel] with the given arguments; integer reply in *v. */
 static int latch_call(rlock_latch *l, int script, int flags, const rlk_args *args, long long *v)
 {
     rlk_args keys;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, l->name, l->name_len);
-    rlk_args_add(&keys, l->channel.p, l->channel.len);
+    rlk_latch_keys(l, &keys);
     redisReply *rep = NULL;
     int r = rlk_script(l->client, script, flags, &keys, args, &rep);
     if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {

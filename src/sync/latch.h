@@ -14,6 +14,8 @@ struct rlock_latch {
     char name[];
 };
 
+/* The keys of latch_try_set.lua, [name, channel] (its argument is the count), borrowing l. */
+void rlk_latch_keys(const rlock_latch *l, rlk_args *keys);
 /* The keys and arguments of latch_count_down.lua and latch_delete.lua for the request q,
  * borrowing l and q. */
 void rlk_latch_keyed_args(const rlock_latch *l, const rlk_sem_req *q, rlk_args *keys,

@@ -232,20 +232,25 @@ static int int_reply(const redisReply *r, long long *v, const char *what)
                    r ? r->type : -1);
 }
 
-/* Runs a script on the semaphore's keys [name, second] with one integer argument and returns
- * its integer reply in *v. */
-static int sem_call(rlock_semaphore *sem, int script, int flags, const rlk_buf *second, int64_t arg,
-                    long long *v, const char *what)
+void rlk_sem_call_args(const rlock_semaphore *sem, int script, int64_t arg, rlk_args *keys,
+                       rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    if (script == RLK_SCRIPT_SEM_AVAILABLE) {
+        rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    }
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, arg);
+}
+
+/* Runs a one-argument script (rlk_sem_call_args()) and returns its integer reply in *v. */
+static int sem_call(rlock_semaphore *sem, int script, int flags, int64_t arg, long long *v,
+                    const char *what)
 {
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, second->p, second->len);
-    if (script == RLK_SCRIPT_SEM_AVAILABLE) {
-        rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    }
-    rlk_args_init(&args);
-    rlk_args_addi(&args, arg);
+    rlk_sem_call_args(sem, script, arg, &keys, &args);
     redisReply *rep = NULL;
     int r = rlk_script(sem->client, script, flags, &keys, &args, &rep);
     if (r == RLOCK_OK) {
@@ -271,9 +276,7 @@ RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore *sem, int64_t p
     int r = rlk_sem_check(sem);
     r = r ? r : check_permits(permits, 0, "permits");
     long long v = 0;
-    r = r ? r
-          : sem_call(sem, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &sem->channel, permits, &v,
-                     "sem_try_set");
+    r = r ? r : sem_call(sem, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, permits, &v, "sem_try_set");
     return r ? r : (int)v;
 }
 
@@ -285,7 +288,7 @@ RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore *sem, int64_t delta
                     (long long)delta);
     }
     long long v = 0;
-    return r ? r : sem_call(sem, RLK_SCRIPT_SEM_ADD, 0, &sem->channel, delta, &v, "sem_add");
+    return r ? r : sem_call(sem, RLK_SCRIPT_SEM_ADD, 0, delta, &v, "sem_add");
 }
 
 RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem)
@@ -293,8 +296,8 @@ RLOCK_EXPORT int64_t rlock_semaphore_available(rlock_semaphore *sem)
     int r = rlk_sem_check(sem);
     long long v = 0;
     r = r ? r
-          : sem_call(sem, RLK_SCRIPT_SEM_AVAILABLE, RLK_IDEMPOTENT, &sem->timeout, rlk_epoch_ms(),
-                     &v, "sem_available");
+          : sem_call(sem, RLK_SCRIPT_SEM_AVAILABLE, RLK_IDEMPOTENT, rlk_epoch_ms(), &v,
+                     "sem_available");
     return r ? r : v < 0 ? 0 : v;
 }
 
@@ -723,9 +726,25 @@ RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore *sem, int64_t permits)
     return r;
 }
 
-/* Runs a count-changing script on [name, (zset,) (channel,) request key] with its arguments
- * [(arg,) request TTL] (the zset for set permits, the channel and arg but for drain), resent after
- * a lost reply and applied once; its integer reply in *v. */
+void rlk_sem_keyed_args(const rlock_semaphore *sem, int script, const rlk_sem_req *q, int64_t arg,
+                        rlk_args *keys, rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_init(args);
+    if (script == RLK_SCRIPT_SEM_SET_PERMITS) {
+        rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    }
+    if (script != RLK_SCRIPT_SEM_DRAIN) {
+        rlk_args_add(keys, sem->channel.p, sem->channel.len);
+        rlk_args_addi(args, arg);
+    }
+    rlk_args_add(keys, q->key.p, q->key.len);
+    rlk_args_addi(args, rlk_sem_req_ttl(sem->client));
+}
+
+/* Runs a count-changing script (rlk_sem_keyed_args()), resent after a lost reply and applied
+ * once; its integer reply in *v. */
 static int sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v, const char *what)
 {
     rlk_sem_req q;
@@ -734,18 +753,7 @@ static int sem_keyed(rlock_semaphore *sem, int script, int64_t arg, long long *v
         return r;
     }
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_init(&args);
-    if (script == RLK_SCRIPT_SEM_SET_PERMITS) {
-        rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    }
-    if (script != RLK_SCRIPT_SEM_DRAIN) {
-        rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-        rlk_args_addi(&args, arg);
-    }
-    rlk_args_add(&keys, q.key.p, q.key.len);
-    rlk_args_addi(&args, rlk_sem_req_ttl(sem->client));
+    rlk_sem_keyed_args(sem, script, &q, arg, &keys, &args);
     redisReply *rep = NULL;
     r = rlk_sem_run(sem->client, &q, script, &keys, &args, &rep, what, sem->name);
     r = r ? r : int_reply(rep, v, what);
@@ -787,6 +795,18 @@ RLOCK_EXPORT int rlock_semaphore_release_if_exists(rlock_semaphore *sem, int64_t
     return r ? r : (int)v;
 }
 
+void rlk_sem_permits_args(const rlock_semaphore *sem, const char *mode, rlk_args *keys,
+                          rlk_args *args)
+{
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(args);
+    rlk_args_addi(args, rlk_epoch_ms());
+    rlk_args_adds(args, mode);
+}
+
 /* Runs sem_permits.lua in mode ('total' or 'leased'): its count, or a negative error. */
 static int64_t sem_count_permits(rlock_semaphore *sem, const char *mode)
 {
@@ -795,13 +815,7 @@ static int64_t sem_count_permits(rlock_semaphore *sem, const char *mode)
         return r;
     }
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, rlk_epoch_ms());
-    rlk_args_adds(&args, mode);
+    rlk_sem_permits_args(sem, mode, &keys, &args);
     redisReply *rep = NULL;
     r = rlk_script(sem->client, RLK_SCRIPT_SEM_PERMITS, RLK_IDEMPOTENT, &keys, &args, &rep);
     long long v = 0;
@@ -833,11 +847,7 @@ RLOCK_EXPORT int rlock_semaphore_try_set_permits_ttl(rlock_semaphore *sem, int64
         return r;
     }
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_init(&args);
-    rlk_args_addi(&args, permits);
+    rlk_sem_call_args(sem, RLK_SCRIPT_SEM_TRY_SET, permits, &keys, &args);
     rlk_args_addi(&args, ttl_ms);
     redisReply *rep = NULL;
     r = rlk_script(sem->client, RLK_SCRIPT_SEM_TRY_SET, RLK_IDEMPOTENT, &keys, &args, &rep);

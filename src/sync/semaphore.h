@@ -106,6 +106,20 @@ void rlk_sem_release_args(const rlock_semaphore *sem, const rlk_sem_req *q, int6
 void rlk_sem_release_id_args(const rlock_semaphore *sem, const rlk_sem_req *q,
                              const unsigned char id[16], rlk_args *keys, rlk_args *args);
 
+/* The keys and arguments of the one-argument scripts sem_try_set.lua (arg: permits; append the
+ * TTL for the TTL form), sem_add.lua (delta) and sem_available.lua (now in epoch ms), as the
+ * blocking calls send them; loop clients format them with rlk_script_format(). Borrow sem. */
+void rlk_sem_call_args(const rlock_semaphore *sem, int script, int64_t arg, rlk_args *keys,
+                       rlk_args *args);
+/* The keys and arguments of the count-changing scripts that carry the request q:
+ * sem_drain.lua (arg unused), sem_set_permits.lua and sem_release_if_exists.lua (arg: permits).
+ * Borrow sem and q. */
+void rlk_sem_keyed_args(const rlock_semaphore *sem, int script, const rlk_sem_req *q, int64_t arg,
+                        rlk_args *keys, rlk_args *args);
+/* The keys and arguments of sem_permits.lua in mode "total" or "leased" (borrowed, as sem). */
+void rlk_sem_permits_args(const rlock_semaphore *sem, const char *mode, rlk_args *keys,
+                          rlk_args *args);
+
 /* After a release (r its result): logs at WARN when fewer replicas acknowledged it than asked,
  * and reports the replica sync failure for kind (rlock_metric_kind). */
 void rlk_sem_warn_unsynced(const rlock_semaphore *sem, int kind, int r, const char *what);

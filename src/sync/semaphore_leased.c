@@ -291,6 +291,25 @@ void rlk_sem_forget_permits(rlock_semaphore *sem)
     }
 }
 
+void rlk_sem_lease_args(const rlock_semaphore *sem, int script, const unsigned char id[16],
+                        int64_t lease_ms, rlk_args *keys, rlk_args *args)
+{
+    int64_t now = rlk_epoch_ms();
+    rlk_args_init(keys);
+    rlk_args_add(keys, sem->name, sem->name_len);
+    rlk_args_add(keys, sem->timeout.p, sem->timeout.len);
+    rlk_args_add(keys, sem->channel.p, sem->channel.len);
+    rlk_args_init(args);
+    rlk_args_add(args, (const char *)id, 16);
+    if (script == RLK_SCRIPT_SEM_UPDATE_LEASE) {
+        rlk_args_addi(args, rlk_add_sat(now, lease_ms));
+        rlk_args_addi(args, now);
+    } else {
+        rlk_args_addi(args, now);
+        rlk_args_addi(args, RLK_SEM_NO_EXPIRY);
+    }
+}
+
 /* Stops this handle's watchdog renewals of id, which would overwrite a lease the caller set. */
 static void permit_stop_renewing(rlock_semaphore *sem, const unsigned char id[16])
 {
@@ -320,16 +339,8 @@ RLOCK_EXPORT int rlock_semaphore_update_lease(rlock_semaphore *sem, const char *
         return r;
     }
     permit_stop_renewing(sem, id);
-    int64_t now = rlk_epoch_ms();
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_init(&args);
-    rlk_args_add(&args, (const char *)id, 16);
-    rlk_args_addi(&args, rlk_add_sat(now, lease_ms));
-    rlk_args_addi(&args, now);
+    rlk_sem_lease_args(sem, RLK_SCRIPT_SEM_UPDATE_LEASE, id, lease_ms, &keys, &args);
     redisReply *rep = NULL;
     r = rlk_script(sem->client, RLK_SCRIPT_SEM_UPDATE_LEASE, RLK_IDEMPOTENT, &keys, &args, &rep);
     if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {
@@ -382,16 +393,8 @@ RLOCK_EXPORT int rlock_semaphore_remaining_lease_ms(rlock_semaphore *sem, const 
     if (lease_ms == NULL) {
         return rlk_err(RLOCK_EINVAL, "lease_ms must not be NULL");
     }
-    int64_t now = rlk_epoch_ms();
     rlk_args keys, args;
-    rlk_args_init(&keys);
-    rlk_args_add(&keys, sem->name, sem->name_len);
-    rlk_args_add(&keys, sem->timeout.p, sem->timeout.len);
-    rlk_args_add(&keys, sem->channel.p, sem->channel.len);
-    rlk_args_init(&args);
-    rlk_args_add(&args, (const char *)id, 16);
-    rlk_args_addi(&args, now);
-    rlk_args_addi(&args, RLK_SEM_NO_EXPIRY);
+    rlk_sem_lease_args(sem, RLK_SCRIPT_SEM_LEASE_LEFT, id, 0, &keys, &args);
     redisReply *rep = NULL;
     r = rlk_script(sem->client, RLK_SCRIPT_SEM_LEASE_LEFT, RLK_IDEMPOTENT, &keys, &args, &rep);
     if (r == RLOCK_OK && rep->type != REDIS_REPLY_INTEGER) {

@@ -39,6 +39,10 @@ if(TARGET rlock_harness)
     # Semaphores and the latch on a loop client (loop/test_loop_sync.c).
     rlock_add_test(NAME test_loop_sync_${_adapter} SOURCES loop/test_loop_sync.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # The other semaphore and latch calls, watchdog-renewed leased permits and a hold's own
+    # on_lost (loop/test_loop_semx.c).
+    rlock_add_test(NAME test_loop_semx_${_adapter} SOURCES loop/test_loop_semx.c loop/tl_common.c
+                   LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # test_loop_wake_*: a wake-up while an attempt is on its way (loop/test_loop_wake.c, ~0.7 s).
     rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 30)
