@@ -130,8 +130,9 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
  * Redis), RLOCK_ELOST (the watchdog had found the hold gone; the on_lost callbacks were called
  * then, on the loop), RLOCK_EREPLICA (with replica_sync: a "not held" from a master whose
  * replicas did not acknowledge it; the outcome is unknown, the hold stays recorded and renewed,
- * retry), RLOCK_ECLOSED, RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP: a group, RLOCK_ECLOSED,
- * RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
+ * retry), RLOCK_ECLOSED, RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started,
+ * else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP: a group, RLOCK_ECLOSED, RLOCK_ENOMEM,
+ * RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
 
