@@ -36,7 +36,7 @@ typedef struct rlk_replicas {
 } rlk_replicas;
 
 /* Longest owner string: 36-char UUID, ':', 20-digit thread id, ":write", NUL. */
-#define RLK_OWNER_MAX 72
+#define RLK_OWNER_MAX 64
 
 struct rlock_client {
     rlock_options opts; /* copy of the caller's options; opts.url points at url_copy */

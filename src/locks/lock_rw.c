@@ -56,6 +56,10 @@ static int rw_timeout_prefix(const rlk_acq *a, rlk_buf *b)
 /* Writes the write field of an owner ("<owner>:write", Redisson's) into out (RLK_OWNER_MAX
  * bytes): the write side's hash_field hook, and what a reader names to recognise its own
  * thread's write hold. */
+_Static_assert(
+    36 + 1 + 20 + sizeof(":write") <= RLK_OWNER_MAX,
+    "a write field (uuid, ':', up to 20 digits, \":write\", NUL) must fit RLK_OWNER_MAX");
+
 static size_t rw_write_field(const char *owner, size_t owner_len, char *out)
 {
     memcpy(out, owner, owner_len);

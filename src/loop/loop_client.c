@@ -129,7 +129,7 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
         }
         op->mark = 0;
         rlk_loop_cb_enter(lc);
-        op->wake(op, why);
+        op->type->wake(op, why);
         if (rlk_loop_cb_leave(lc)) {
             return;
         }
@@ -467,7 +467,7 @@ static void loop_on_pipe(void *arg, int events)
         }
         op->cancel_seen = 1;
         rlk_loop_cb_enter(lc);
-        op->wake(op, RLK_LOOP_CANCEL);
+        op->type->wake(op, RLK_LOOP_CANCEL);
         if (rlk_loop_cb_leave(lc)) {
             return;
         }
@@ -475,11 +475,18 @@ static void loop_on_pipe(void *arg, int events)
 }
 
 int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,
-                    void (*wake)(rlk_loop_op *, int))
+                    const rlk_loop_op_type *type)
 {
-    *op = (rlk_loop_op){.lc = lc, .cancel = cancel, .wake = wake};
-    int r = rlk_cancel_watch_begin(&op->watch, cancel, loop_cancel_wake, lc);
+    *op = (rlk_loop_op){.lc = lc, .cancel = cancel, .type = type};
+    /* Only an operation with a token pays for its watch. */
+    if (cancel != NULL && (op->watch = calloc(1, sizeof(*op->watch))) == NULL) {
+        return rlk_err(RLOCK_ENOMEM, "out of memory watching a cancellation token");
+    }
+    int r = op->watch != NULL ? rlk_cancel_watch_begin(op->watch, cancel, loop_cancel_wake, lc)
+                              : RLOCK_OK;
     if (r != RLOCK_OK) {
+        free(op->watch);
+        op->watch = NULL;
         return r;
     }
     op->next = lc->ops;
@@ -502,7 +509,11 @@ void rlk_loop_op_remove(rlk_loop_op *op)
         op->next->prev = op->prev;
     }
     op->prev = op->next = NULL;
-    rlk_cancel_watch_end(&op->watch);
+    if (op->watch != NULL) {
+        rlk_cancel_watch_end(op->watch);
+        free(op->watch);
+        op->watch = NULL;
+    }
 }
 
 /* ---- creation and free ----------------------------------------------------------------- */
@@ -516,7 +527,7 @@ static void loop_client_stop(rlock_client *c)
     rlk_lconn *data = lc->data, *sub = lc->sub;
     int last = 0;
     for (rlk_loop_op *op = lc->ops; op != NULL; op = op->next) {
-        last |= op->closing != NULL && op->closing(op);
+        last |= op->type->closing != NULL && op->type->closing(op);
     }
     if (last) {
         rlk_lconn_flush(data); /* the leaves go out before the socket closes */
@@ -528,7 +539,7 @@ static void loop_client_stop(rlock_client *c)
     rlk_lconn_free(sub, RLOCK_ECLOSED);
     while (lc->ops != NULL) {
         rlk_loop_op *op = lc->ops;
-        op->wake(op, RLK_LOOP_CLOSE);
+        op->type->wake(op, RLK_LOOP_CLOSE);
         if (lc->ops == op) { /* a module that did not complete it: it still leaves */
             rlk_loop_op_remove(op);
         }

@@ -16,13 +16,21 @@ typedef struct rlk_loop_op rlk_loop_op;
 typedef struct rlk_loop_chan rlk_loop_chan;
 typedef struct rlk_loop_sentinel rlk_loop_sentinel;
 
-/* Why an operation is woken (rlk_loop_op.wake). */
+/* Why an operation is woken (rlk_loop_op_type.wake). */
 enum {
     RLK_LOOP_MESSAGE = 1, /* a message on its channel */
     RLK_LOOP_SUBSCRIBED,  /* its channel's subscription is confirmed */
     RLK_LOOP_CANCEL,      /* its token fired */
     RLK_LOOP_CLOSE,       /* the client is being freed: complete with RLOCK_ECLOSED */
 };
+
+/* What a kind of pending operation does, shared by all of its operations. */
+typedef struct rlk_loop_op_type {
+    void (*wake)(rlk_loop_op *op, int why);
+    /* Optional: the client is being freed, its connections still open: queue a last request
+     * with no reply (a queued waiter's leave) and return 1, else 0. */
+    int (*closing)(rlk_loop_op *op);
+} rlk_loop_op_type;
 
 /* A pending operation, embedded in the record of the module that runs it (loop_lock.c). It is
  * on the client's list from rlk_loop_op_add() to rlk_loop_op_remove(). */
@@ -32,13 +40,10 @@ struct rlk_loop_op {
     rlk_loop_chan *chan;        /* the channel it listens on, NULL: none */
     rlk_loop_client *lc;
     const rlock_cancel *cancel;
-    rlk_cancel_watch watch;
-    int cancel_seen; /* RLK_LOOP_CANCEL was delivered */
-    int mark;        /* to be woken in the channel's current round (loop_client.c) */
-    void (*wake)(rlk_loop_op *op, int why);
-    /* Optional: the client is being freed, its connections still open: queue a last request
-     * with no reply (a queued waiter's leave) and return 1, else 0. */
-    int (*closing)(rlk_loop_op *op);
+    rlk_cancel_watch *watch; /* cancel's watch, NULL without a token */
+    int cancel_seen;         /* RLK_LOOP_CANCEL was delivered */
+    int mark;                /* to be woken in the channel's current round (loop_client.c) */
+    const rlk_loop_op_type *type;
 };
 
 /* A hold a loop owner took (the loop keeps its own records: count, token, watchdog), by lock
@@ -122,7 +127,7 @@ void rlk_loop_moved(rlk_loop_client *lc, int err);
 
 /* Puts op on the client's list and watches its token (cancel may be NULL). */
 int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,
-                    void (*wake)(rlk_loop_op *, int));
+                    const rlk_loop_op_type *type);
 /* Takes op off the list and its channel, and ends its token's watch. */
 void rlk_loop_op_remove(rlk_loop_op *op);
 

@@ -87,7 +87,7 @@ static void lf_on_leave(void *arg, redisReply *rep, int err)
         rlk_log(op->l.a.client, RLOCK_LOG_WARN,
                 "fair lock '%s': could not leave the queue (%s); the entry expires after "
                 "waiter_timeout_ms",
-                op->l.lock->name, err != RLOCK_OK ? rlock_last_error() : rep->str);
+                op->l.a.lock->name, err != RLOCK_OK ? rlock_last_error() : rep->str);
     }
     rlk_loop_wait_left(&op->l.w, err);
 }
@@ -138,7 +138,7 @@ static void lf_on_heartbeat(rlk_loop_due *due)
     lf_op *op = RLK_CONTAINER_OF(due, lf_op, hb);
     rlk_args keys, args;
     rlk_args_init(&keys);
-    rlk_args_add(&keys, op->l.lock->name, op->l.lock->name_len);
+    rlk_args_add(&keys, op->l.a.lock->name, op->l.a.lock->name_len);
     rlk_args_init(&args);
     rlk_args_addi(&args, op->l.a.client->opts.waiter_timeout_ms);
     rlk_args_add(&args, op->l.a.owner, op->l.a.owner_len);
@@ -152,6 +152,14 @@ static void lf_on_heartbeat(rlk_loop_due *due)
     lf_beat_later(op);
 }
 
+/* Gives back a grant fewer replicas acknowledged (loop_lock_wait.c): the fair release, which
+ * passes the lock on to the queue's next. */
+static int lf_give_back(rlk_loop_wait *w, rlk_lconn_reply_fn fn)
+{
+    rlk_loop_lock_op *l = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
+    return rlk_loop_fair_release(l->w.base.lc, &l->a, l->a.lease_ms, fn, l);
+}
+
 static const rlk_loop_wait_ops lf_ops = {
     .attempt = lf_attempt,
     .join = lf_join,
@@ -159,14 +167,8 @@ static const rlk_loop_wait_ops lf_ops = {
     .complete = lf_complete,
     .leave = lf_leave,
     .close_leave = lf_close_leave,
+    .give_back = lf_give_back,
 };
-
-/* Gives back a grant fewer replicas acknowledged (loop_lock_wait.c): the fair release, which
- * passes the lock on to the queue's next. */
-static int lf_give_back(rlk_loop_lock_op *l, rlk_lconn_reply_fn fn)
-{
-    return rlk_loop_fair_release(l->w.base.lc, &l->a, l->a.lease_ms, fn, l);
-}
 
 int rlk_loop_fair_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
                        rlock_done_fn done, void *user_data)
@@ -177,7 +179,6 @@ int rlk_loop_fair_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlo
     }
     rlk_loop_lock_prepare(&op->l, lock, tid, args, done, user_data);
     op->l.w.ops = &lf_ops;
-    op->l.give_back = lf_give_back;
     op->l.a.may_queue = args->wait_ms != 0;
     op->l.a.wait_id = rlk_wait_id_next();
     op->hb.fire = lf_on_heartbeat;

@@ -23,7 +23,7 @@
 
 static int lop_decode(rlk_loop_lock_op *op, redisReply *rep)
 {
-    return op->lock->single->attempt_reply(&op->a, rep);
+    return op->a.lock->single->attempt_reply(&op->a, rep);
 }
 
 static void lop_on_reply(void *arg, redisReply *rep, int err)
@@ -36,7 +36,7 @@ static int lop_attempt(rlk_loop_wait *w)
     rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
     char *cmd = NULL;
     size_t len = 0;
-    int r = op->lock->single->attempt_format(&op->a, &cmd, &len);
+    int r = op->a.lock->single->attempt_format(&op->a, &cmd, &len);
     r = r ? r
           : rlk_loop_eval_synced(w->base.lc, RLK_SCRIPT_LOCK_ACQUIRE, cmd, len, lop_on_reply, op);
     free(cmd);
@@ -48,6 +48,7 @@ static const rlk_loop_wait_ops lop_ops = {
     .join = rlk_loop_lock_join,
     .say = rlk_loop_lock_say,
     .complete = rlk_loop_lock_complete,
+    .give_back = rlk_loop_reentrant_give_back,
 };
 
 /* The checks of rlock_lock_async() that need no allocation; *lc and *tid on success. */
@@ -101,7 +102,6 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     }
     rlk_loop_lock_prepare(op, lock, tid, args, done, user_data);
     op->w.ops = &lop_ops;
-    op->give_back = rlk_loop_reentrant_give_back;
     r = rlk_loop_lock_begin(lc, op, args->cancel);
     if (r != RLOCK_OK) {
         free(op);
@@ -204,11 +204,12 @@ static int lop_release_format(rlock *l, rlk_acq *a, int64_t lease_ms, char **cmd
     return r;
 }
 
-int rlk_loop_reentrant_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn)
+int rlk_loop_reentrant_give_back(rlk_loop_wait *w, rlk_lconn_reply_fn fn)
 {
+    rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
     char *cmd = NULL;
     size_t len = 0;
-    int r = lop_release_format(op->lock, &op->a, op->a.lease_ms, &cmd, &len);
+    int r = lop_release_format(op->a.lock, &op->a, op->a.lease_ms, &cmd, &len);
     r = r ? r : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_LOCK_RELEASE, cmd, len, fn, op);
     free(cmd);
     return r;

@@ -13,6 +13,6 @@
 
 /* Gives back a reentrant or spin grant the replicas did not all acknowledge (loop_lock_wait.c):
  * lock_release.lua with no WAIT, its reply to fn(op, ...). */
-int rlk_loop_reentrant_give_back(rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
+int rlk_loop_reentrant_give_back(rlk_loop_wait *w, rlk_lconn_reply_fn fn);
 
 #endif

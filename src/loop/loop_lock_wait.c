@@ -15,7 +15,7 @@
 /* A lock's name in messages: "lock" or "fair lock". */
 static const char *llw_what(const rlk_loop_lock_op *op)
 {
-    return op->lock->kind == RLOCK_FAIR ? "fair lock" : "lock";
+    return op->a.lock->kind == RLOCK_FAIR ? "fair lock" : "lock";
 }
 
 void rlk_loop_lock_complete(rlk_loop_wait *w, int rc)
@@ -23,20 +23,20 @@ void rlk_loop_lock_complete(rlk_loop_wait *w, int rc)
     rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
     rlk_loop_hold *h = NULL;
     if (rc == RLOCK_OK) {
-        rc = rlk_loop_hold_grant(w->base.lc, op->lock, &op->a);
+        rc = rlk_loop_hold_grant(w->base.lc, op->a.lock, &op->a);
     }
     if (rc == RLOCK_OK) {
-        h = rlk_loop_hold_get(w->base.lc, op->lock->name, op->lock->name_len, op->a.tid,
-                              rlk_loop_hold_side(op->lock), 0);
+        h = rlk_loop_hold_get(w->base.lc, op->a.lock->name, op->a.lock->name_len, op->a.tid,
+                              rlk_loop_hold_side(op->a.lock), 0);
     }
     if (h != NULL && op->on_lost != NULL) { /* a re-entry without one keeps the hold's */
         h->on_lost = op->on_lost;
         h->lost_ud = op->lost_ud;
-        h->lost_lock = op->lock;
+        h->lost_lock = op->a.lock;
     }
-    (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->lock->name, op->a.owner, rc,
+    (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->a.lock->name, op->a.owner, rc,
                               h != NULL ? h->token : 0, h != NULL ? h->count : 0);
-    rlock *lock = op->lock;
+    rlock *lock = op->a.lock;
     rlock_done_fn done = (rlock_done_fn)w->done;
     void *user_data = w->user_data;
     free(op);
@@ -47,9 +47,9 @@ void rlk_loop_lock_say(rlk_loop_wait *w, int rc)
 {
     rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
     if (rc == RLOCK_ECANCELED) {
-        (void)rlk_err(rc, "%s '%s': the wait was cancelled", llw_what(op), op->lock->name);
+        (void)rlk_err(rc, "%s '%s': the wait was cancelled", llw_what(op), op->a.lock->name);
     } else if (rc == RLOCK_ECLOSED) {
-        (void)rlk_err(rc, "%s '%s': the client was freed", llw_what(op), op->lock->name);
+        (void)rlk_err(rc, "%s '%s': the client was freed", llw_what(op), op->a.lock->name);
     }
 }
 
@@ -58,7 +58,7 @@ int rlk_loop_lock_join(rlk_loop_wait *w)
     rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
     rlk_buf ch;
     rlk_buf_init(&ch);
-    int r = op->lock->single->channel(&op->a, &ch);
+    int r = op->a.lock->single->channel(&op->a, &ch);
     r = r ? r : rlk_loop_join(&w->base, ch.p, ch.len);
     rlk_buf_free(&ch);
     return r;
@@ -77,19 +77,19 @@ static void llw_given_back(void *arg, redisReply *rep, int err)
         return;
     }
     rlk_loop_wait_result(
-        &op->w, rlk_sync_error(op->undo_acked, op->undo_n, llw_what(op), op->lock->name), -1);
+        &op->w, rlk_sync_error(op->undo_acked, op->undo_n, llw_what(op), op->a.lock->name), -1);
 }
 
 /* lock_wait.c's undo_unsynced() on the loop: 1 when a short grant's give-back was sent. */
 static int llw_undo(rlk_loop_lock_op *op)
 {
-    if (op->give_back == NULL || !rlk_sync_short(&op->undo_acked, &op->undo_n)) {
+    if (op->w.ops->give_back == NULL || !rlk_sync_short(&op->undo_acked, &op->undo_n)) {
         return 0;
     }
-    rlk_obs_replica_sync_failed(op->a.client, rlk_obs_kind_of((rlock_kind)op->lock->kind),
-                                op->lock->name, op->a.owner, RLOCK_EREPLICA);
+    rlk_obs_replica_sync_failed(op->a.client, rlk_obs_kind_of((rlock_kind)op->a.lock->kind),
+                                op->a.lock->name, op->a.owner, RLOCK_EREPLICA);
     rlk_sync_suppress(1);
-    int r = op->give_back(op, llw_given_back);
+    int r = op->w.ops->give_back(&op->w, llw_given_back);
     rlk_sync_suppress(0);
     return r == RLOCK_OK;
 }
@@ -99,7 +99,7 @@ void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
 {
     int r = err;
     if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
-        r = rlk_err(RLOCK_EREDIS, "%s '%s': %s", llw_what(op), op->lock->name, rep->str);
+        r = rlk_err(RLOCK_EREDIS, "%s '%s': %s", llw_what(op), op->a.lock->name, rep->str);
     }
     r = r ? r : decode(op, rep);
     if (r == 1 && llw_undo(op)) {
@@ -113,7 +113,6 @@ void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
 void rlk_loop_lock_prepare(rlk_loop_lock_op *op, rlock *lock, uint64_t tid,
                            const rlock_lock_args *args, rlock_done_fn done, void *user_data)
 {
-    op->lock = lock;
     op->w.done = (void (*)(void))done;
     op->w.user_data = user_data;
     op->w.deadline = rlk_loop_deadline(args->wait_ms);
@@ -132,8 +131,8 @@ int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_c
 {
     int r = rlk_loop_wait_start(lc, &op->w, cancel);
     if (r == RLOCK_OK) {
-        rlk_obs_acquire_begin(op->lock->client, &op->obs, rlk_obs_kind_of(op->lock->kind),
-                              op->lock->name, op->a.owner);
+        rlk_obs_acquire_begin(op->a.lock->client, &op->obs, rlk_obs_kind_of(op->a.lock->kind),
+                              op->a.lock->name, op->a.owner);
     }
     return r;
 }

@@ -13,12 +13,8 @@
 /* A lock's waiting operation; the fair lock's record begins with one. */
 typedef struct rlk_loop_lock_op {
     rlk_loop_wait w;
-    rlock *lock;
     rlk_acq a;        /* the owner's identity, field and lease, as a blocking acquire keeps them */
     rlk_obs_wait obs; /* the acquire as the observation core counts it (base/observe.h) */
-    /* Sends the release that gives back a grant fewer replicas acknowledged, with no WAIT; its
-     * reply calls fn(op, ...). */
-    int (*give_back)(struct rlk_loop_lock_op *op, rlk_lconn_reply_fn fn);
     int undo_acked, undo_n; /* the replicas of a grant given back: acknowledged, counted */
     void (*on_lost)(rlock *lock, void *user_data); /* args->on_lost, given to the hold */
     void *lost_ud;

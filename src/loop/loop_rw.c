@@ -70,7 +70,7 @@ static void lrw_on_leave(void *arg, redisReply *rep, int err)
         rlk_log(op->l.a.client, RLOCK_LOG_WARN,
                 "write lock '%s': could not leave the waiting writers (%s); the entry expires "
                 "after waiter_timeout_ms",
-                op->l.lock->name, err != RLOCK_OK ? rlock_last_error() : rep->str);
+                op->l.a.lock->name, err != RLOCK_OK ? rlock_last_error() : rep->str);
     }
     rlk_loop_wait_left(&op->l.w, err);
 }
@@ -131,7 +131,7 @@ static void lrw_on_heartbeat(rlk_loop_due *due)
     lrw_op *op = RLK_CONTAINER_OF(due, lrw_op, hb);
     rlk_args keys, args;
     rlk_args_init(&keys);
-    rlk_args_add(&keys, op->l.lock->name, op->l.lock->name_len);
+    rlk_args_add(&keys, op->l.a.lock->name, op->l.a.lock->name_len);
     rlk_args_init(&args);
     rlk_args_addi(&args, op->l.a.client->opts.waiter_timeout_ms);
     rlk_args_add(&args, op->l.a.field, op->l.a.field_len);
@@ -145,6 +145,13 @@ static void lrw_on_heartbeat(rlk_loop_due *due)
     lrw_beat_later(op);
 }
 
+/* Gives back a grant fewer replicas acknowledged (loop_lock_wait.c), with no WAIT. */
+static int lrw_give_back(rlk_loop_wait *w, rlk_lconn_reply_fn fn)
+{
+    rlk_loop_lock_op *l = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
+    return rlk_loop_rw_release(l->w.base.lc, &l->a, 0, fn, l);
+}
+
 static const rlk_loop_wait_ops lrw_ops = {
     .attempt = lrw_attempt,
     .join = lrw_join,
@@ -152,13 +159,8 @@ static const rlk_loop_wait_ops lrw_ops = {
     .complete = lrw_complete,
     .leave = lrw_leave,
     .close_leave = lrw_close_leave,
+    .give_back = lrw_give_back,
 };
-
-/* Gives back a grant fewer replicas acknowledged (loop_lock_wait.c), with no WAIT. */
-static int lrw_give_back(rlk_loop_lock_op *l, rlk_lconn_reply_fn fn)
-{
-    return rlk_loop_rw_release(l->w.base.lc, &l->a, 0, fn, l);
-}
 
 int rlk_loop_rw_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
                      rlock_done_fn done, void *user_data)
@@ -169,7 +171,6 @@ int rlk_loop_rw_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock
     }
     rlk_loop_lock_prepare(&op->l, lock, tid, args, done, user_data);
     op->l.w.ops = &lrw_ops;
-    op->l.give_back = lrw_give_back;
     op->l.a.may_queue = args->wait_ms != 0;
     op->hb.fire = lrw_on_heartbeat;
     int r = rlk_loop_due_add(lc);

@@ -66,6 +66,7 @@ static const rlk_loop_wait_ops lsp_ops = {
     .join = lsp_join,
     .say = rlk_loop_lock_say,
     .complete = rlk_loop_lock_complete,
+    .give_back = rlk_loop_reentrant_give_back,
 };
 
 int rlk_loop_spin_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
@@ -77,7 +78,6 @@ int rlk_loop_spin_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlo
     }
     rlk_loop_lock_prepare(&op->l, lock, tid, args, done, user_data);
     op->l.w.ops = &lsp_ops;
-    op->l.give_back = rlk_loop_reentrant_give_back;
     rlk_spin_backoff_init(&op->backoff, tid);
     int r = rlk_loop_lock_begin(lc, &op->l, args->cancel);
     if (r != RLOCK_OK) {

@@ -170,8 +170,8 @@ int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cance
         return r;
     }
     w->due.fire = wait_on_due;
-    r = rlk_loop_op_add(lc, &w->base, cancel, wait_wake);
-    w->base.closing = wait_closing;
+    static const rlk_loop_op_type wait_type = {.wake = wait_wake, .closing = wait_closing};
+    r = rlk_loop_op_add(lc, &w->base, cancel, &wait_type);
     if (r == RLOCK_OK && (r = w->ops->attempt(w)) != RLOCK_OK) {
         rlk_loop_op_remove(&w->base);
     }

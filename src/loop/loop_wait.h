@@ -29,6 +29,9 @@ typedef struct rlk_loop_wait_ops {
     /* Optional: the client is being freed with its connections still open: queue the leave as a
      * last request whose reply is not read, and return 1, else 0. */
     int (*close_leave)(rlk_loop_wait *w);
+    /* Optional, a lock's: sends the release that gives back a grant fewer replicas acknowledged,
+     * with no WAIT; its reply calls fn with the type's record. RLOCK_OK or an error. */
+    int (*give_back)(rlk_loop_wait *w, rlk_lconn_reply_fn fn);
 } rlk_loop_wait_ops;
 
 /* The common part of a waiting operation's record, embedded in the type's. Its states: an
