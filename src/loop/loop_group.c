@@ -44,13 +44,13 @@ struct lg_op {
     size_t pending; /* member operations on their way */
     size_t first;   /* multi-lock: the member to wait for (SIZE_MAX: none) */
     int failures;
-    int64_t start;   /* multi-lock: the sweep's first grant; RedLock: the attempt's start */
-    int end_rc;      /* after the give-back: the code to report, or LG_RETRY */
-    int grants;      /* RedLock: this attempt's grants, busy answers and first error */
+    int64_t start; /* multi-lock: the sweep's first grant; RedLock: the attempt's start */
+    int end_rc;    /* after the give-back: the code to report, or LG_RETRY */
+    int grants;    /* RedLock: this attempt's grants, busy answers and first error */
     int busy;
     int err;
-    int unlock_ok;   /* unlock: members that released */
-    int notowner;    /* unlock: members whose owner held nothing */
+    int unlock_ok; /* unlock: members that released */
+    int notowner;  /* unlock: members whose owner held nothing */
     unsigned char *taken;
     lg_member *ctx;
     char msg[256];
@@ -83,8 +83,8 @@ static void lg_finish(lg_op *g, int rc, const char *why)
     rlock_done_fn done = g->done;
     void *user_data = g->user_data;
     if (rc < 0) {
-        rlk_err(rc, "%s: %s%s%s", g->redlock ? "RedLock" : "multi-lock", why,
-                g->msg[0] ? ": " : "", g->msg);
+        rlk_err(rc, "%s: %s%s%s", g->redlock ? "RedLock" : "multi-lock", why, g->msg[0] ? ": " : "",
+                g->msg);
     }
     lg_free(g);
     done(group, rc, user_data);
@@ -104,8 +104,14 @@ static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn do
         rlk_err(RLOCK_ENOMEM, "rlock_lock_async: out of memory");
         return NULL;
     }
-    *g = (lg_op){.group = group, .m = m, .n = n, .done = done, .user_data = ud,
-                 .taken = g->taken, .ctx = g->ctx, .first = SIZE_MAX};
+    *g = (lg_op){.group = group,
+                 .m = m,
+                 .n = n,
+                 .done = done,
+                 .user_data = ud,
+                 .taken = g->taken,
+                 .ctx = g->ctx,
+                 .first = SIZE_MAX};
     g->redlock = rlk_group_members(group, &(size_t){0}) == NULL;
     g->quorum = (int)(n / 2 + 1);
     for (size_t i = 0; i < n; i++) {
@@ -128,8 +134,10 @@ static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loo
     for (size_t i = 0; *m != NULL && i < *n; i++) {
         rlock *x = (*m)[i];
         if (x->kind != RLOCK_REENTRANT && x->kind != RLOCK_FAIR) {
-            return rlk_err(RLOCK_ENOTSUP, "rlock_lock_async: group member %zu is neither a "
-                                          "reentrant nor a fair lock", i);
+            return rlk_err(RLOCK_ENOTSUP,
+                           "rlock_lock_async: group member %zu is neither a "
+                           "reentrant nor a fair lock",
+                           i);
         }
         int r = rlk_client_check(x->client);
         if (r != RLOCK_OK) {
@@ -137,15 +145,18 @@ static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loo
         }
         rlk_loop_client *lc = rlk_loop_of(x->client);
         if (lc == NULL) {
-            return rlk_err(RLOCK_EINVAL, "rlock_lock_async: group member %zu is on a threaded "
-                                         "client; every member must be on a loop client", i);
+            return rlk_err(RLOCK_EINVAL,
+                           "rlock_lock_async: group member %zu is on a threaded "
+                           "client; every member must be on a loop client",
+                           i);
         }
         if (i == 0) {
             *loop = lc->loop;
-        } else if (lc->loop.loop_data != loop->loop_data ||
-                   lc->loop.timer_new != loop->timer_new) {
-            return rlk_err(RLOCK_EINVAL, "rlock_lock_async: group member %zu is on another loop "
-                                         "than member 0", i);
+        } else if (lc->loop.loop_data != loop->loop_data || lc->loop.timer_new != loop->timer_new) {
+            return rlk_err(RLOCK_EINVAL,
+                           "rlock_lock_async: group member %zu is on another loop "
+                           "than member 0",
+                           i);
         }
     }
     return *m != NULL ? RLOCK_OK : rlk_err(RLOCK_EINVAL, "rlock_lock_async: not a group");
@@ -212,7 +223,12 @@ static int64_t lg_left(const lg_op *g)
 
 /* ---- the multi-lock's rounds -------------------------------------------------------------- */
 
-static void mu_member(lg_op *g, size_t i, int rc);
+/* A member could not be asked or failed: give back what the round took, then report rc. */
+static void mu_fail(lg_op *g, int rc)
+{
+    lg_note(g, rc);
+    lg_give_back(g, rc);
+}
 
 /* Takes the next member not taken yet without waiting; all taken: checks the sweep's length. */
 static void mu_next(lg_op *g)
@@ -224,7 +240,7 @@ static void mu_next(lg_op *g)
     if (i < g->n) {
         int r = lg_take(g, i, 0);
         if (r != RLOCK_OK) {
-            mu_member(g, i, r);
+            mu_fail(g, r);
         }
         return;
     }
@@ -248,7 +264,7 @@ static void mu_round(lg_op *g)
     }
     int r = lg_take(g, g->first, lg_left(g));
     if (r != RLOCK_OK) {
-        mu_member(g, g->first, r);
+        mu_fail(g, r);
     }
 }
 
@@ -263,8 +279,7 @@ static void mu_member(lg_op *g, size_t i, int rc)
         g->first = i;
         lg_give_back(g, LG_RETRY);
     } else {
-        lg_note(g, rc);
-        lg_give_back(g, rc);
+        mu_fail(g, rc);
     }
 }
 
@@ -317,8 +332,8 @@ static int64_t rl_min_lease(const lg_op *g)
 {
     int64_t min = INT64_MAX;
     for (size_t i = 0; i < g->n; i++) {
-        int64_t le = g->args.lease_ms > 0 ? g->args.lease_ms
-                                          : g->m[i]->client->opts.watchdog_timeout_ms;
+        int64_t le =
+            g->args.lease_ms > 0 ? g->args.lease_ms : g->m[i]->client->opts.watchdog_timeout_ms;
         min = le < min ? le : min;
     }
     return min;
@@ -388,8 +403,8 @@ static int64_t lg_pause(lg_op *g)
         if (++g->failures < 2) {
             return 0;
         }
-        int64_t cap = g->failures * 2 > LG_MULTI_MAX_BACKOFF_MS ? LG_MULTI_MAX_BACKOFF_MS
-                                                                : g->failures * 2;
+        int64_t cap =
+            g->failures * 2 > LG_MULTI_MAX_BACKOFF_MS ? LG_MULTI_MAX_BACKOFF_MS : g->failures * 2;
         return (int64_t)(rlk_group_rand() % (uint64_t)(cap + 1));
     }
     int64_t t = 1;

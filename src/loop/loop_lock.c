@@ -96,8 +96,8 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
     return rlk_loop_lock_start(lc, lock, tid, args, done, user_data);
 }
 
-int rlk_loop_lock_start(rlk_loop_client *lc, rlock *lock, uint64_t tid,
-                        const rlock_lock_args *args, rlock_done_fn done, void *user_data)
+int rlk_loop_lock_start(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
+                        rlock_done_fn done, void *user_data)
 {
     int r = RLOCK_OK;
     if (lock->kind == RLOCK_FAIR) {
