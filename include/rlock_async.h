@@ -35,9 +35,23 @@
  * renewed there; each switch counts in rlock_failovers_total and raises RLOCK_EV_FAILOVER, as on
  * a threaded client.
  *
+ * Groups: rlock_lock_async() and rlock_unlock_async() take a multi-lock (rlock_multi_new()) or a
+ * RedLock (rlock_redlock_new()) whose members are reentrant or fair locks (RedLock: reentrant, one
+ * client each) of loop clients on one loop, with the threaded groups' semantics (rlock.h): the
+ * multi-lock takes its members in order, waits for a busy member holding none of the others and
+ * gives back what a failed round took; RedLock asks every server at once and holds with a
+ * majority and validity left (the least lease less the elapsed time and a drift of 1% + 2 ms),
+ * else gives back its grants and tries again after a random pause. Each member's hold is its
+ * client's, renewed by that client's watchdog. The owner may be of any member's client. A fired
+ * token ends a member's wait at once and a RedLock's pause at its end (at most twice the largest
+ * redlock_server_timeout_ms); what the group took is released before done gets RLOCK_ECANCELED,
+ * as before RLOCK_ECLOSED when a member's client is freed. RedLock on a loop does not raise the
+ * fencing token to the largest across servers, and a server that does not answer holds up an
+ * attempt until its client's command_timeout_ms (not redlock_server_timeout_ms).
+ *
  * The other lock types, Cluster and unix:// are not available on loop clients yet:
- * rlock_lock_async() answers RLOCK_ENOTSUP for another kind, rlock_loop_client_new() RLOCK_EINVAL
- * for another URL.
+ * rlock_lock_async() answers RLOCK_ENOTSUP for another kind (also as a group member),
+ * rlock_loop_client_new() RLOCK_EINVAL for another URL.
  */
 #ifndef RLOCK_ASYNC_H
 #define RLOCK_ASYNC_H
@@ -105,7 +119,9 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * certificate, a name mismatch), RLOCK_EAUTH (AUTH or SELECT refused when the connection was made)
  * or RLOCK_EREDIS. Returns a negative code without calling done: RLOCK_EINVAL (NULL lock, args or
  * done, no owner, an owner of another client, a threaded client, bad durations, args->on_lost set:
- * not served yet), RLOCK_ENOTSUP (a group, or a kind other than RLOCK_REENTRANT and RLOCK_FAIR),
+ * not served yet; a group with a member on a threaded client or on another loop, or an owner of
+ * none of its members' clients), RLOCK_ENOTSUP (a kind, or a group member's kind, other than
+ * RLOCK_REENTRANT and RLOCK_FAIR),
  * RLOCK_ECANCELED (the token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no
  * socket could be made, or the back-off after failed dials is running). The lock handle and the
  * owner must stay open until done ran. */
@@ -115,7 +131,9 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
 /* Releases one hold of owner's (required) on lock. done gets RLOCK_OK (released, fully or one
  * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ELOST (the watchdog had
  * found the hold gone; the client's on_lost was called then, on the loop), RLOCK_ECLOSED,
- * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. Returns RLOCK_OK when started, else a negative code
+ * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. A group releases every member and answers once all
+ * did: RLOCK_OK when every member (RedLock: a majority) released, RLOCK_ENOTOWNER when none was
+ * held, else a multi-lock's first member error or RedLock's RLOCK_ELOST. Returns RLOCK_OK when started, else a negative code
  * (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
