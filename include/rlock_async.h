@@ -43,9 +43,9 @@
  * majority and validity left (the least lease less the elapsed time and a drift of 1% + 2 ms),
  * else gives back its grants and tries again after a random pause. Each member's hold is its
  * client's, renewed by that client's watchdog. The owner may be of any member's client. A fired
- * token ends a member's wait at once and a RedLock's pause at its end (at most twice the largest
- * redlock_server_timeout_ms); what the group took is released before done gets RLOCK_ECANCELED,
- * as before RLOCK_ECLOSED when a member's client is freed. RedLock on a loop does not raise the
+ * token ends the group's wait at once (a member's wait, or the pause between rounds); what the
+ * group took is released before done gets RLOCK_ECANCELED, as before RLOCK_ECLOSED when a
+ * member's client is freed. RedLock on a loop does not raise the
  * fencing token to the largest across servers, and a server that does not answer holds up an
  * attempt until its client's command_timeout_ms (not redlock_server_timeout_ms).
  *

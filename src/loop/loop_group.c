@@ -39,6 +39,9 @@ struct lg_op {
     int64_t deadline;
     rlock_loop loop; /* the members' loop: the pause timer's hooks */
     void *timer;
+    /* During a pause: an operation on member 0's client that its token and its free wake. */
+    rlk_loop_op watch;
+    int watching;
     rlock_done_fn done;
     void *user_data;
     size_t pending; /* member operations on their way */
@@ -66,8 +69,17 @@ static int lg_note(lg_op *g, int rc)
     return rc;
 }
 
+static void lg_unwatch(lg_op *g)
+{
+    if (g->watching) {
+        rlk_loop_op_remove(&g->watch);
+        g->watching = 0;
+    }
+}
+
 static void lg_free(lg_op *g)
 {
+    lg_unwatch(g);
     if (g->timer != NULL) {
         g->loop.timer_free(g->timer);
     }
@@ -373,7 +385,37 @@ static void lg_round(lg_op *g)
 
 static void lg_on_timer(void *arg)
 {
-    lg_round(arg);
+    lg_op *g = arg;
+    lg_unwatch(g);
+    lg_round(g);
+}
+
+/* The token fired, or member 0's client is being freed, during a pause: nothing is held, so
+ * the group ends at once. */
+static void lg_watch_wake(rlk_loop_op *op, int why)
+{
+    lg_op *g = RLK_CONTAINER_OF(op, lg_op, watch);
+    if (why != RLK_LOOP_CANCEL && why != RLK_LOOP_CLOSE) {
+        return;
+    }
+    lg_unwatch(g);
+    g->loop.timer_stop(g->timer);
+    int rc = why == RLK_LOOP_CLOSE ? RLOCK_ECLOSED : RLOCK_ECANCELED;
+    g->msg[0] = '\0';
+    lg_finish(g, rc, rc == RLOCK_ECLOSED ? "a member's client was freed" : "cancelled");
+}
+
+/* Starts the pause before the next round, watched by the token and member 0's client. */
+static void lg_pause_start(lg_op *g, int64_t ms)
+{
+    rlock_client *c = g->m[0]->client;
+    rlk_loop_client *lc = rlk_client_check(c) == RLOCK_OK ? rlk_loop_of(c) : NULL;
+    if (lc != NULL && rlk_loop_op_add(lc, &g->watch, g->args.cancel, lg_watch_wake) == RLOCK_OK) {
+        g->watching = 1;
+    }
+    if (g->loop.timer_start(g->timer, ms) != 0) {
+        lg_finish(g, rlk_err(RLOCK_ENOMEM, "the loop's timer failed"), "pause");
+    }
 }
 
 static void lg_member_done(rlock *lock, int rc, void *user_data)
@@ -433,9 +475,7 @@ static void lg_after_back(lg_op *g)
     }
     int64_t pause = lg_pause(g);
     int64_t left = g->deadline == INT64_MAX ? pause : g->deadline - rlk_now_ms();
-    if (g->loop.timer_start(g->timer, pause < left ? pause : left) != 0) {
-        lg_finish(g, rlk_err(RLOCK_ENOMEM, "the loop's timer failed"), "pause");
-    }
+    lg_pause_start(g, pause < left ? pause : left);
 }
 
 /* The owner's number: the owner must belong to one of the members' clients. */

@@ -22,6 +22,7 @@ static rlock_client *loop_client(tu_loop *l, rh_server *s)
     rlock_options o;
     tc_options(&o, s);
     o.connect_timeout_ms = 300;
+    o.redlock_server_timeout_ms = 1000; /* RedLock's pauses: up to 2 s */
     return tl_client(l, &o);
 }
 
@@ -156,6 +157,32 @@ static void test_redlock(void **state)
     tl_unlock_now(l, g, o, RLOCK_OK);
     assert_int_equal(exists(sv[0], "lg-red") + exists(sv[1], "lg-red") + exists(sv[2], "lg-red"),
                      0);
+
+    /* Two servers held by threaded clients: the attempts fail and pause (up to 2 s); a token
+     * fired meanwhile ends the wait at once, with nothing left on the third server. */
+    rlock_client *t[2] = {thread_client(sv[0]), thread_client(sv[1])};
+    rlock *lt[2] = {tc_open(t[0], RLOCK_REENTRANT, "lg-red"),
+                    tc_open(t[1], RLOCK_REENTRANT, "lg-red")};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rlock_try_lock(lt[i], 0, 30000), RLOCK_OK);
+    }
+    rlock_cancel *tok = NULL;
+    assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(g, o, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
+    tu_after(l, 200, tl_fire, tok);
+    tl_run_for(l, 190);
+    assert_int_equal(d.calls, 0);
+    int64_t fired = tl_now_ms() + 10;
+    tl_wait_done(l, &d, RLOCK_ECANCELED);
+    assert_true(d.at_ms - fired < 150);
+    assert_int_equal(exists(sv[2], "lg-red"), 0);
+    rlock_cancel_free(tok);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rlock_unlock(lt[i]), RLOCK_OK);
+        rlock_free(lt[i]);
+        rlock_client_free(t[i]);
+    }
 
     assert_int_equal(rh_stop(sv[2]), 0);
     assert_int_equal(group_lock(l, g, o, 2000), RLOCK_OK);
