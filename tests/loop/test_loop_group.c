@@ -42,6 +42,19 @@ static long long exists(rh_server *s, const char *name)
     return rh_cmd_int(s, argv);
 }
 
+/* A token to fire from the loop and when it was fired. */
+typedef struct fire_rec {
+    rlock_cancel *tok;
+    int64_t at_ms;
+} fire_rec;
+
+static void fire_now(void *arg)
+{
+    fire_rec *f = arg;
+    f->at_ms = tl_now_ms();
+    rlock_cancel_fire(f->tok);
+}
+
 /* Locks the group and runs the loop until done, returning its code (checked once, on the loop). */
 static int group_lock(tu_loop *l, rlock *g, rlock_owner *o, int64_t wait_ms)
 {
@@ -168,18 +181,17 @@ static void test_redlock(void **state)
     for (int i = 0; i < 2; i++) {
         assert_int_equal(rlock_try_lock(lt[i], 0, 30000), RLOCK_OK);
     }
-    rlock_cancel *tok = NULL;
-    assert_int_equal(rlock_cancel_new(&tok), RLOCK_OK);
+    fire_rec f = {0};
+    assert_int_equal(rlock_cancel_new(&f.tok), RLOCK_OK);
     tl_done d = {0};
-    assert_int_equal(tl_lock_async(g, o, RLOCK_WAIT_FOREVER, -1, tok, &d), RLOCK_OK);
-    tu_after(l, 200, tl_fire, tok);
-    tl_run_for(l, 190);
+    assert_int_equal(tl_lock_async(g, o, RLOCK_WAIT_FOREVER, -1, f.tok, &d), RLOCK_OK);
+    tl_run_for(l, 150);
     assert_int_equal(d.calls, 0);
-    int64_t fired = tl_now_ms() + 10;
+    tu_after(l, 50, fire_now, &f);
     tl_wait_done(l, &d, RLOCK_ECANCELED);
-    assert_true(d.at_ms - fired < 500);
+    assert_true(f.at_ms > 0 && d.at_ms - f.at_ms < 500);
     assert_int_equal(exists(sv[2], "lg-red"), 0);
-    rlock_cancel_free(tok);
+    rlock_cancel_free(f.tok);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(rlock_unlock(lt[i]), RLOCK_OK);
         rlock_free(lt[i]);
