@@ -132,8 +132,9 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
  * re-entry), RLOCK_ENOTOWNER (the owner holds nothing on Redis), RLOCK_ELOST (the watchdog had
  * found the hold gone; the client's on_lost was called then, on the loop), RLOCK_ECLOSED,
  * RLOCK_ECONN, RLOCK_ETLS or RLOCK_EREDIS. A group releases every member and answers once all
- * did: RLOCK_OK when every member (RedLock: a majority) released, RLOCK_ENOTOWNER when none was
- * held, else a multi-lock's first member error or RedLock's RLOCK_ELOST. Returns RLOCK_OK when
+ * did (a member whose client was freed answers RLOCK_ECLOSED, the others are still released):
+ * RLOCK_OK when every member (RedLock: a majority) released, RLOCK_ENOTOWNER when none was held,
+ * else a multi-lock's first member error or RedLock's RLOCK_ELOST. Returns RLOCK_OK when
  * started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP, RLOCK_ECLOSED, RLOCK_ENOMEM,
  * RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,

@@ -135,10 +135,12 @@ static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn do
 /* ---- members ---------------------------------------------------------------------------- */
 
 /* The members of a group handle and their loop; RLOCK_OK or a documented error: a member on a
- * threaded client or on another loop RLOCK_EINVAL, a freed member client RLOCK_ECLOSED, a member
- * kind loop clients do not serve RLOCK_ENOTSUP. */
-static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loop)
+ * threaded client or on another loop RLOCK_EINVAL, a freed member client RLOCK_ECLOSED (skipped
+ * with closed_ok: an unlock still releases the other members), a member kind loop clients do
+ * not serve RLOCK_ENOTSUP. */
+static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loop, int closed_ok)
 {
+    int have_loop = 0;
     *m = rlk_group_members(group, n);
     if (*m == NULL) {
         *m = rlk_redlock_members(group, n);
@@ -153,6 +155,9 @@ static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loo
         }
         int r = rlk_client_check(x->client);
         if (r != RLOCK_OK) {
+            if (closed_ok) {
+                continue;
+            }
             return r;
         }
         rlk_loop_client *lc = rlk_loop_of(x->client);
@@ -162,12 +167,13 @@ static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loo
                            "client; every member must be on a loop client",
                            i);
         }
-        if (i == 0) {
+        if (!have_loop) {
             *loop = lc->loop;
+            have_loop = 1;
         } else if (lc->loop.loop_data != loop->loop_data || lc->loop.timer_new != loop->timer_new) {
             return rlk_err(RLOCK_EINVAL,
                            "rlock_lock_async: group member %zu is on another loop "
-                           "than member 0",
+                           "than the first member",
                            i);
         }
     }
@@ -521,7 +527,7 @@ int rlk_loop_group_lock(rlock *group, const rlock_lock_args *args, rlock_done_fn
     size_t n = 0;
     rlock_loop loop;
     int r = lg_check(args, done);
-    r = r ? r : lg_members(group, &m, &n, &loop);
+    r = r ? r : lg_members(group, &m, &n, &loop, 0);
     uint64_t tid = 0;
     r = r ? r : lg_owner(args->owner, m, n, &tid);
     if (r != RLOCK_OK) {
@@ -576,7 +582,7 @@ int rlk_loop_group_unlock(rlock *group, rlock_owner *owner, rlock_done_fn done, 
     size_t n = 0;
     rlock_loop loop;
     uint64_t tid = 0;
-    int r = lg_members(group, &m, &n, &loop);
+    int r = lg_members(group, &m, &n, &loop, 1);
     r = r ? r : lg_owner(owner, m, n, &tid);
     lg_op *g = r == RLOCK_OK ? lg_alloc(group, m, n, done, user_data) : NULL;
     if (g == NULL) {

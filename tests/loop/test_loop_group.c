@@ -275,6 +275,28 @@ static void test_cancel_close(void **state)
     rlock_free(lr);
     rlock_owner_free(orr);
     assert_int_equal(rlock_unlock(lt), RLOCK_OK);
+
+    /* A RedLock whose third client was freed while it held: its unlock still releases the two
+     * others, a majority. */
+    rlock_client *x[3] = {loop_client(l, s), loop_client(l, s), loop_client(l, s)};
+    rlock *xm[3] = {tc_open(x[0], RLOCK_REENTRANT, "lg-u1"),
+                    tc_open(x[1], RLOCK_REENTRANT, "lg-u2"),
+                    tc_open(x[2], RLOCK_REENTRANT, "lg-u3")};
+    rlock *xr = rlock_redlock_new(xm, 3);
+    assert_non_null(xr);
+    rlock_owner *ox = tl_owner(x[0]);
+    assert_int_equal(group_lock(l, xr, ox, 0), RLOCK_OK);
+    rlock_client_free(x[2]);
+    tl_unlock_now(l, xr, ox, RLOCK_OK);
+    assert_int_equal(exists(s, "lg-u1") + exists(s, "lg-u2"), 0);
+    rlock_free(xr);
+    for (int i = 0; i < 3; i++) {
+        rlock_free(xm[i]);
+    }
+    rlock_owner_free(ox);
+    rlock_client_free(x[0]);
+    rlock_client_free(x[1]);
+
     rlock_free(lt);
     rlock_free(g);
     rlock_free(m[0]);
