@@ -16,6 +16,7 @@
 #include "lock_lost.h"
 #include "lock_observe.h"
 #include "pubsub.h"
+#include "lock_redlock.h"
 #include "lock_redlock_decode.h"
 #include "replica.h"
 #include "redlock_round.h"
@@ -642,6 +643,16 @@ static const rlk_lock_ops redlock_ops = {
     .obs_kind = RLOCK_MK_REDLOCK,
     .first_member = redlock_first,
 };
+
+rlock *const *rlk_redlock_members(rlock *l, size_t *n)
+{
+    if (l->ops != &redlock_ops) {
+        *n = 0;
+        return NULL;
+    }
+    *n = redlock_of(l)->n;
+    return redlock_of(l)->members;
+}
 
 RLOCK_EXPORT rlock *rlock_redlock_new(rlock *const *locks, size_t n)
 {

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "lock.h"
 #include "loop_fair.h"
+#include "loop_group.h"
 #include "loop_lock.h"
 #include "loop_lock_wait.h"
 #include "loop_rw.h"
@@ -63,9 +64,6 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
             return rlk_err(RLOCK_EINVAL, "rlock_lock_async: reserved fields must be NULL");
         }
     }
-    if (lock->ops->group) {
-        return rlk_err(RLOCK_ENOTSUP, "rlock_lock_async serves single-name handles only");
-    }
     int r = rlk_client_check(lock->client);
     if (r == RLOCK_OK && (*lc = rlk_loop_of(lock->client)) == NULL) {
         r = rlk_err(RLOCK_EINVAL, "rlock_lock_async needs a loop client (rlock_async.h)");
@@ -81,12 +79,22 @@ static int lop_check(rlock *lock, const rlock_lock_args *args, rlock_done_fn don
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data)
 {
+    if (lock != NULL && lock->ops->group) {
+        return rlk_loop_group_lock(lock, args, done, user_data);
+    }
     rlk_loop_client *lc = NULL;
     uint64_t tid = 0;
     int r = lop_check(lock, args, done, &lc, &tid);
     if (r != RLOCK_OK || lc == NULL) {
         return r != RLOCK_OK ? r : RLOCK_EINVAL;
     }
+    return rlk_loop_lock_start(lc, lock, tid, args, done, user_data);
+}
+
+int rlk_loop_lock_start(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
+                        rlock_done_fn done, void *user_data)
+{
+    int r = RLOCK_OK;
     if (lock->kind == RLOCK_FAIR) {
         return rlk_loop_fair_lock(lc, lock, tid, args, done, user_data);
     }
@@ -233,15 +241,20 @@ RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_
         return rlk_err(RLOCK_EINVAL, "rlock_unlock_async: lock and done must not be NULL");
     }
     if (lock->ops->group) {
-        return rlk_err(RLOCK_ENOTSUP, "rlock_unlock_async serves single-name handles only");
+        return rlk_loop_group_unlock(lock, owner, done, user_data);
     }
-    rlk_loop_client *lc = NULL;
     uint64_t tid = 0;
+    int r = rlk_owner_tid(owner, lock->client, "rlock_unlock_async", &tid);
+    return r ? r : rlk_loop_unlock_start(lock, tid, done, user_data);
+}
+
+int rlk_loop_unlock_start(rlock *lock, uint64_t tid, rlock_done_fn done, void *user_data)
+{
+    rlk_loop_client *lc = NULL;
     int r = rlk_client_check(lock->client);
     if (r == RLOCK_OK && (lc = rlk_loop_of(lock->client)) == NULL) {
         r = rlk_err(RLOCK_EINVAL, "rlock_unlock_async needs a loop client (rlock_async.h)");
     }
-    r = r ? r : rlk_owner_tid(owner, lock->client, "rlock_unlock_async", &tid);
     lop_unlock *u = r == RLOCK_OK ? calloc(1, sizeof(*u)) : NULL;
     if (r == RLOCK_OK && u == NULL) {
         r = rlk_err(RLOCK_ENOMEM, "rlock_unlock_async: out of memory");

@@ -15,4 +15,13 @@
  * lock_release.lua with no WAIT, its reply to fn(op, ...). */
 int rlk_loop_reentrant_give_back(rlk_loop_wait *w, rlk_lconn_reply_fn fn);
 
+/* Starts acquiring lock (reentrant or fair, on loop client lc) for the owner numbered tid with
+ * args already checked, as rlock_lock_async() does after its checks: RLOCK_OK and done later, or
+ * an error and no done. The groups (loop_group.c) start their members with it. */
+int rlk_loop_lock_start(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,
+                        rlock_done_fn done, void *user_data);
+/* Starts releasing tid's hold of lock, as rlock_unlock_async() does after its owner check:
+ * RLOCK_ECLOSED for a freed client, RLOCK_EINVAL for a threaded one. */
+int rlk_loop_unlock_start(rlock *lock, uint64_t tid, rlock_done_fn done, void *user_data);
+
 #endif
