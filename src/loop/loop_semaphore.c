@@ -163,22 +163,27 @@ static void sop_settle_reply(void *arg, redisReply *rep, int err)
         -1);
 }
 
+/* Sends sem_acquire_cancel.lua for op's call, mode keep (1) or give back (0), with no WAIT. */
+static int sop_settle_send(sop *op, int keep, rlk_lconn_reply_fn fn)
+{
+    rlk_args keys, args;
+    rlk_sem_settle_args(op->sem, &op->q, op->n, keep,
+                        op->leased ? (const unsigned char(*)[16])op->ids : NULL, &keys, &args);
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
+    r = r ? r : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, cmd, len, fn, op);
+    free(cmd);
+    return r;
+}
+
 /* An attempt whose reply was lost may have run and taken the permits: settle the call on Redis
  * (sem_acquire_cancel.lua, mode keep) before the operation ends, as the blocking acquire does,
  * so no permit stays taken unseen. RLOCK_OK when the settlement is on its way; an error ends the
  * operation with a warning (the permits may stay taken). */
 static int sop_settle(sop *op)
 {
-    rlk_args keys, args;
-    rlk_sem_settle_args(op->sem, &op->q, op->n, 1,
-                        op->leased ? (const unsigned char(*)[16])op->ids : NULL, &keys, &args);
-    char *cmd = NULL;
-    size_t len = 0;
-    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
-    r = r ? r
-          : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, cmd, len, sop_settle_reply,
-                          op);
-    free(cmd);
+    int r = sop_settle_send(op, 1, sop_settle_reply);
     if (r != RLOCK_OK) {
         rlk_log(op->sem->client, RLOCK_LOG_WARN,
                 "semaphore '%s': an acquire whose reply was lost could not be settled; %lld "
@@ -208,17 +213,7 @@ static int sop_undo(sop *op)
         return 0;
     }
     rlk_obs_replica_sync_failed(op->sem->client, sop_kind(op), op->sem->name, NULL, RLOCK_EREPLICA);
-    rlk_args keys, args;
-    rlk_sem_settle_args(op->sem, &op->q, op->n, 0,
-                        op->leased ? (const unsigned char(*)[16])op->ids : NULL, &keys, &args);
-    char *cmd = NULL;
-    size_t len = 0;
-    int r = rlk_script_format(RLK_SCRIPT_SEM_ACQUIRE_CANCEL, &keys, &args, &cmd, &len);
-    r = r ? r
-          : rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_SEM_ACQUIRE_CANCEL, cmd, len, sop_given_back,
-                          op);
-    free(cmd);
-    return r == RLOCK_OK;
+    return sop_settle_send(op, 0, sop_given_back) == RLOCK_OK;
 }
 
 static void sop_reply(void *arg, redisReply *rep, int err)
