@@ -4,7 +4,7 @@
 # (loop/test_loop.c), test_loop_net_* TLS, host names and the back-off (loop/test_loop_net.c),
 # test_loop_sync_* semaphores and the latch, test_loop_wake_* a wake-up during an attempt,
 # test_loop_fair_* the fair lock, test_loop_rw_* the read-write and spin locks, test_loop_group_*
-# the groups, test_loop_sentinel_* a Sentinel deployment with one failover.
+# the groups, test_loop_cancel_* a cancellation storm, test_loop_sentinel_* a Sentinel deployment with one failover.
 # The functional programs also compile loop/tl_common.c, the helpers they share (tl_common.h).
 # The loop side is compiled as a user's code is, with the public headers only: the private
 # include path has a semaphore.h of its own that would hide the system's from uv.h. A program is
@@ -53,6 +53,10 @@ if(TARGET rlock_harness)
     # RedLock, ~1.8 s a program in each variant).
     rlock_add_test(NAME test_loop_group_${_adapter} SOURCES loop/test_loop_group.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+    # A cancellation storm: 160 waiters of four kinds, their tokens fired from a thread while
+    # the holds go (loop/test_loop_cancel.c, about 1 s).
+    rlock_add_test(NAME test_loop_cancel_${_adapter} SOURCES loop/test_loop_cancel.c loop/tl_common.c
+                   LIBS rlock_test_${_adapter} LABELS redis stress TIMEOUT 60)
     # The read-write and spin locks on loop clients, with a threaded client's handles on the same
     # names (loop/test_loop_rw.c).
     rlock_add_test(NAME test_loop_rw_${_adapter} SOURCES loop/test_loop_rw.c loop/tl_common.c
