@@ -233,6 +233,18 @@ static ssize_t lconn_recv_some(rlk_lconn *c, char *buf, size_t len)
     }
 }
 
+/* The write buffer once written: empty, and given back when a burst grew it past 64 KiB (a
+ * client with many pending waits would otherwise keep the burst's size for good). */
+static void lconn_written(rlk_lconn *c)
+{
+    c->opos = c->olen = 0;
+    if (c->ocap > 65536) {
+        free(c->obuf);
+        c->obuf = NULL;
+        c->ocap = 0;
+    }
+}
+
 static void lconn_write(rlk_lconn *c)
 {
     while (c->opos < c->olen) {
@@ -245,7 +257,7 @@ static void lconn_write(rlk_lconn *c)
         }
         c->opos += (size_t)n;
     }
-    c->opos = c->olen = 0;
+    lconn_written(c);
 }
 
 static int lconn_is_push(const rlk_lconn *c, const redisReply *r)
@@ -421,7 +433,7 @@ static void lconn_write_now(rlk_lconn *c)
     if (n > 0) {
         c->opos = (size_t)n;
         if (c->opos == c->olen) {
-            c->opos = c->olen = 0;
+            lconn_written(c);
         }
     }
 }
