@@ -44,11 +44,11 @@
  * goes away later fails the requests with RLOCK_ECONN until a redial succeeds.
  *
  * Groups: rlock_lock_async() and rlock_unlock_async() take a multi-lock (rlock_multi_new()) or a
- * RedLock (rlock_redlock_new()) whose members are reentrant or fair locks (RedLock: reentrant, one
- * client each) of loop clients on one loop, with the threaded groups' semantics (rlock.h): the
- * multi-lock takes its members in order, waits for a busy member holding none of the others and
- * gives back what a failed round took; RedLock asks every server at once and holds with a
- * majority and validity left (the least lease less the elapsed time and a drift of 1% + 2 ms),
+ * RedLock (rlock_redlock_new()) whose members are locks of any single-name kind (RedLock:
+ * reentrant, one client each) of loop clients on one loop, with the threaded groups' semantics
+ * (rlock.h): the multi-lock takes its members in order, waits for a busy member holding none of the
+ * others and gives back what a failed round took; RedLock asks every server at once and holds with
+ * a majority and validity left (the least lease less the elapsed time and a drift of 1% + 2 ms),
  * else gives back its grants and tries again after a random pause. Each member's hold is its
  * client's, renewed by that client's watchdog. The owner may be of any member's client. A fired
  * token ends the group's wait at once (a member's wait, or the pause between rounds); what the
@@ -57,8 +57,7 @@
  * fencing token to the largest across servers, and a server that does not answer holds up an
  * attempt until its client's command_timeout_ms (not redlock_server_timeout_ms).
  *
- * A group's members are reentrant or fair locks: another kind answers RLOCK_ENOTSUP. Cluster
- * is not available on loop clients yet: rlock_loop_client_new() answers RLOCK_EINVAL.
+ * Cluster is not available on loop clients yet: rlock_loop_client_new() answers RLOCK_EINVAL.
  */
 #ifndef RLOCK_ASYNC_H
 #define RLOCK_ASYNC_H
@@ -128,15 +127,14 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a negative code without
  * calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of another client, a
  * threaded client, bad durations, reserved fields set; a group with a member on a threaded
- * client or on another loop, or an owner of none of its members' clients), RLOCK_ENOTSUP (a
- * group member's kind other than RLOCK_REENTRANT and RLOCK_FAIR),
- * RLOCK_ECANCELED (the token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no
- * socket could be made, or the back-off after failed dials is running). The lock handle and the
- * owner must stay open until done ran. args->on_lost is the hold's own loss callback, as for
- * rlock_lock_ex(): when the watchdog finds a hold taken with lease_ms < 0 gone, the client-wide
- * on_lost runs and then this one, once, on the loop, with the handle the hold was taken through
- * (which must then stay open while the hold lasts); a re-entry that passes another callback
- * replaces it, one that passes none keeps it, and the hold's full release forgets it. */
+ * client or on another loop, or an owner of none of its members' clients), RLOCK_ECANCELED (the
+ * token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made, or
+ * the back-off after failed dials is running). The lock handle and the owner must stay open until
+ * done ran. args->on_lost is the hold's own loss callback, as for rlock_lock_ex(): when the
+ * watchdog finds a hold taken with lease_ms < 0 gone, the client-wide on_lost runs and then this
+ * one, once, on the loop, with the handle the hold was taken through (which must then stay open
+ * while the hold lasts); a re-entry that passes another callback replaces it, one that passes none
+ * keeps it, and the hold's full release forgets it. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 
@@ -149,9 +147,8 @@ RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rloc
  * and answers once all did (a member whose client was freed answers RLOCK_ECLOSED, the others
  * are still released): RLOCK_OK when every member (RedLock: a majority) released,
  * RLOCK_ENOTOWNER when none was held, else a multi-lock's first member error or RedLock's
- * RLOCK_ELOST. Returns RLOCK_OK when started, else a negative code (RLOCK_EINVAL, RLOCK_ENOTSUP:
- * a group member's kind, RLOCK_ECLOSED, RLOCK_ENOMEM,
- * RLOCK_ECONN) and done never runs. */
+ * RLOCK_ELOST. Returns RLOCK_OK when started, else a negative code (RLOCK_EINVAL, RLOCK_ECLOSED,
+ * RLOCK_ENOMEM, RLOCK_ECONN) and done never runs. */
 RLOCK_EXPORT int rlock_unlock_async(rlock *lock, rlock_owner *owner, rlock_done_fn done,
                                     void *user_data);
 

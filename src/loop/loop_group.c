@@ -136,8 +136,7 @@ static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn do
 
 /* The members of a group handle and their loop; RLOCK_OK or a documented error: a member on a
  * threaded client or on another loop RLOCK_EINVAL, a freed member client RLOCK_ECLOSED (skipped
- * with closed_ok: an unlock still releases the other members), a member kind loop clients do
- * not serve RLOCK_ENOTSUP. */
+ * with closed_ok: an unlock still releases the other members). */
 static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loop, int closed_ok)
 {
     int have_loop = 0;
@@ -147,12 +146,6 @@ static int lg_members(rlock *group, rlock *const **m, size_t *n, rlock_loop *loo
     }
     for (size_t i = 0; *m != NULL && i < *n; i++) {
         rlock *x = (*m)[i];
-        if (x->kind != RLOCK_REENTRANT && x->kind != RLOCK_FAIR) {
-            return rlk_err(RLOCK_ENOTSUP,
-                           "rlock_lock_async: group member %zu is neither a "
-                           "reentrant nor a fair lock",
-                           i);
-        }
         int r = rlk_client_check(x->client);
         if (r != RLOCK_OK) {
             if (closed_ok) {

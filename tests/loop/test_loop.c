@@ -78,13 +78,6 @@ static void test_checks(void **state)
     tl_done d = {0};
     assert_int_equal(tl_lock_async(lk, NULL, 0, -1, NULL, &d), RLOCK_EINVAL);
     assert_int_equal(tl_lock_async(lk, ow, 0, 0, NULL, &d), RLOCK_EINVAL);
-    rlock *spin = tc_open(c, RLOCK_SPIN, "loop-checks-spin");
-    rlock *members[2] = {fair, spin};
-    rlock *group = rlock_multi_new(members, 2); /* a spin lock is not served on a loop */
-    assert_non_null(group);
-    assert_int_equal(tl_lock_async(group, ow, 0, -1, NULL, &d), RLOCK_ENOTSUP);
-    rlock_free(group);
-    rlock_free(spin);
     assert_int_equal(tl_unlock_async(lk, NULL, &d), RLOCK_EINVAL);
     assert_int_equal(rlock_try_lock(lk, 0, 1000), RLOCK_EINVAL);
     assert_int_equal(rlock_unlock(lk), RLOCK_EINVAL);

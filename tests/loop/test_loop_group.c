@@ -107,6 +107,39 @@ static void test_multi_basic(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* A multi-lock of every other single-name kind (write and read sides, a spin lock) is served as
+ * the threaded one is: all taken, a threaded writer excluded from the read member, all
+ * released. */
+static void test_multi_kinds(void **state)
+{
+    rh_server *s = *state;
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *a = loop_client(l, s), *t = thread_client(s);
+    rlock *m[3] = {tc_open(a, RLOCK_WRITE, "lg-k1"), tc_open(a, RLOCK_READ, "lg-k2"),
+                   tc_open(a, RLOCK_SPIN, "lg-k3")};
+    rlock *g = rlock_multi_new(m, 3);
+    assert_non_null(g);
+    rlock_owner *o = tl_owner(a);
+    assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK);
+    assert_int_equal(exists(s, "lg-k1") + exists(s, "lg-k2") + exists(s, "lg-k3"), 3);
+    rlock *lt = tc_open(t, RLOCK_WRITE, "lg-k2");
+    assert_int_equal(rlock_try_lock(lt, 0, 5000), RLOCK_ETIMEDOUT);
+    tl_unlock_now(l, g, o, RLOCK_OK);
+    assert_int_equal(exists(s, "lg-k1") + exists(s, "lg-k2") + exists(s, "lg-k3"), 0);
+    assert_int_equal(rlock_try_lock(lt, 0, 5000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(lt), RLOCK_OK);
+    rlock_free(lt);
+    rlock_free(g);
+    for (int i = 0; i < 3; i++) {
+        rlock_free(m[i]);
+    }
+    rlock_owner_free(o);
+    rlock_client_free(a);
+    rlock_client_free(t);
+    assert_int_equal(tu_loop_close(l), 0);
+}
+
 /* A member held by a threaded client: the group waits holding nothing, and acquires when it is
  * released; with a wait budget that runs out it completes RLOCK_ETIMEDOUT, holding nothing. */
 static void test_multi_wait(void **state)
@@ -351,5 +384,6 @@ static void test_bad_input(void **state)
 
 /* One server for the program (RedLock starts two more); each test uses names of its own. */
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_multi_basic),
-        cmocka_unit_test(test_multi_wait), cmocka_unit_test(test_redlock),
-        cmocka_unit_test(test_cancel_close), cmocka_unit_test(test_bad_input))
+        cmocka_unit_test(test_multi_kinds), cmocka_unit_test(test_multi_wait),
+        cmocka_unit_test(test_redlock), cmocka_unit_test(test_cancel_close),
+        cmocka_unit_test(test_bad_input))
