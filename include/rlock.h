@@ -963,6 +963,14 @@ RLOCK_EXPORT int rlock_extend(rlock *lock, rlock_owner *owner, int64_t lease_ms)
  * negative error. */
 RLOCK_EXPORT int rlock_is_held_by(rlock *lock, rlock_owner *owner);
 
+/* rlock_token() of owner's hold (NULL: the calling thread's): the fencing token of its grant, 0
+ * when the owner holds nothing through this handle (or another open handle of the same lock), for
+ * a multi-lock, or on bad input (a NULL lock, an owner of another client). A RedLock's is the
+ * largest among its members' servers. It reads the client's own records and sends no command,
+ * so it also serves a loop client's handles (rlock_async.h), on the loop's thread, once the
+ * lock's done got RLOCK_OK. */
+RLOCK_EXPORT uint64_t rlock_token_ex(rlock *lock, rlock_owner *owner);
+
 /* Cancellable semaphore and latch waits: the calls without _ex plus a token (NULL: none, and then
  * exactly the call without it), with the same arguments and bounds (permits 1 .. 2^31-1 for
  * rlock_semaphore_acquire_ex(), lease_ms as rlock_semaphore_acquire_leased()). A token that fired

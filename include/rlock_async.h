@@ -53,9 +53,12 @@
  * client's, renewed by that client's watchdog. The owner may be of any member's client. A fired
  * token ends the group's wait at once (a member's wait, or the pause between rounds); what the
  * group took is released before done gets RLOCK_ECANCELED, as before RLOCK_ECLOSED when a
- * member's client is freed. RedLock on a loop does not raise the
- * fencing token to the largest across servers, and a server that does not answer holds up an
- * attempt until its client's command_timeout_ms (not redlock_server_timeout_ms).
+ * member's client is freed. A server that does not answer holds up a RedLock attempt until its
+ * client's command_timeout_ms (not redlock_server_timeout_ms).
+ *
+ * Fencing tokens: rlock_token_ex(lock, owner) (rlock.h) reads the token of owner's hold from the
+ * client's records, with no command, on the loop's thread; a RedLock's is the largest of its
+ * servers', as on threaded clients.
  *
  * Cluster is not available on loop clients yet: rlock_loop_client_new() answers RLOCK_EINVAL.
  */

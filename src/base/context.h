@@ -59,6 +59,9 @@ struct rlock_client {
      * frees it when the client is freed (client/ calls it without knowing the layer above). */
     void *loop;
     void (*loop_stop)(rlock_client *c);
+    /* A loop client's hold records answer rlock_token_ex() (src/loop/loop_watchdog.c): the token
+     * of owner tid's hold through lock, 0 with none. NULL for a threaded client. */
+    uint64_t (*loop_token)(rlock *lock, uint64_t tid);
     char *sentinel_user; /* copies of the options (NULL = none) */
     char *sentinel_password;
     pthread_mutex_t master_mu;      /* guards master_host and master_port */

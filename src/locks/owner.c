@@ -18,6 +18,7 @@
 #include "lock_hold.h"
 #include "lock_lost.h"
 #include "lock_multi.h"
+#include "lock_redlock.h"
 #include "owner.h"
 
 struct rlock_owner {
@@ -211,4 +212,59 @@ static int extend_call(rlock *lock, int64_t lease_ms)
 RLOCK_EXPORT int rlock_extend(rlock *lock, rlock_owner *owner, int64_t lease_ms)
 {
     OWNER_CALL(lock, owner, extend_call(target, lease_ms));
+}
+
+/* The token of owner tid's hold through a single-name handle: from a loop client's records, or
+ * from the handle (or the other handle of the same lock) that holds the owner's record. */
+static uint64_t token_single(rlock *lock, uint64_t tid)
+{
+    if (rlk_client_enter(lock->client) != RLOCK_OK) {
+        return 0;
+    }
+    if (lock->client->loop_token != NULL) {
+        return lock->client->loop_token(lock, tid);
+    }
+    rlock *target = owner_handle(lock, tid);
+    rlk_call_ctx saved;
+    rlk_call_enter(tid, NULL, &saved);
+    uint64_t t = target->ops->token(target);
+    rlk_call_leave(&saved);
+    return t;
+}
+
+/* A group's: a loop RedLock's is the largest of its members' (each member's hold is its own
+ * client's record); a loop multi-lock has none, as a threaded one; a threaded group answers
+ * through its own record. */
+static uint64_t token_group(rlock *lock, uint64_t tid)
+{
+    size_t n = 0;
+    rlock *const *m = rlk_redlock_members(lock, &n);
+    rlock *const *mm = m != NULL ? m : rlk_group_members(lock, &n);
+    if (mm == NULL || n == 0 || rlk_client_enter(mm[0]->client) != RLOCK_OK ||
+        mm[0]->client->loop_token == NULL) {
+        rlk_call_ctx saved;
+        rlk_call_enter(tid, NULL, &saved);
+        uint64_t t = lock->ops->token(lock);
+        rlk_call_leave(&saved);
+        return t;
+    }
+    uint64_t best = 0;
+    for (size_t i = 0; m != NULL && i < n; i++) {
+        uint64_t t = token_single(m[i], tid);
+        best = t > best ? t : best;
+    }
+    return best;
+}
+
+RLOCK_EXPORT uint64_t rlock_token_ex(rlock *lock, rlock_owner *owner)
+{
+    uint64_t tid = 0;
+    if (lock == NULL) {
+        (void)rlk_err(RLOCK_EINVAL, "lock must not be NULL");
+        return 0;
+    }
+    if (owner_tid(lock, owner, &tid) != RLOCK_OK) {
+        return 0;
+    }
+    return lock->ops->group ? token_group(lock, tid) : token_single(lock, tid);
 }

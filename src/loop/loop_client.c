@@ -14,6 +14,7 @@
 #include "loop_client.h"
 #include "loop_due.h"
 #include "loop_sentinel.h"
+#include "loop_watchdog.h"
 #include "observe.h"
 #include "scripts.h"
 #include "tls.h"
@@ -634,6 +635,7 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
     }
     c->loop = lc;
     c->loop_stop = loop_client_stop;
+    c->loop_token = rlk_loop_token;
     if (c->url.kind == RLK_URL_SENTINEL) {
         int r = rlk_loop_sentinel_new(lc, rlk_loop_moved, &lc->sentinel);
         if (r != RLOCK_OK) {

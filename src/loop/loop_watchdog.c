@@ -84,6 +84,15 @@ rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t l
     return h;
 }
 
+uint64_t rlk_loop_token(rlock *lock, uint64_t tid)
+{
+    rlk_loop_client *lc = rlk_loop_of(lock->client);
+    rlk_loop_hold *h = lc != NULL ? rlk_loop_hold_get(lc, lock->name, lock->name_len, tid,
+                                                      rlk_loop_hold_side(lock), 0)
+                                  : NULL;
+    return h != NULL && h->count > 0 && !h->lost ? h->token : 0;
+}
+
 int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
 {
     rlk_loop_hold *h =

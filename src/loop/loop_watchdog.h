@@ -36,4 +36,8 @@ int rlk_loop_permit_add(rlk_loop_client *lc, rlock_semaphore *sem, const unsigne
 rlk_loop_hold *rlk_loop_permit_get(rlk_loop_client *lc, const rlock_semaphore *sem,
                                    const unsigned char id[16]);
 
+/* rlock_token_ex() on a loop client's handle (rlock_client.loop_token): the token of owner
+ * tid's hold of lock, 0 with none (or a lost one). */
+uint64_t rlk_loop_token(rlock *lock, uint64_t tid);
+
 #endif

@@ -134,13 +134,20 @@ static void test_lock_unlock_no_thread(void **state)
     rlock_owner *ow = tl_owner(c);
     tl_lock_now(l, lk, ow, -1);
     assert_int_equal(hold_count(s, "loop-basic", ow), 1);
+    /* The hold's fencing token, from the client's record: the lock's counter on Redis. */
+    const char *counter[] = {"GET", "redisson_lock_token:{loop-basic}", NULL};
+    long long t1 = rh_cmd_int(s, counter);
+    assert_true(t1 > 0);
+    assert_int_equal(rlock_token_ex(lk, ow), (uint64_t)t1);
     tl_lock_now(l, lk, ow, -1);
     assert_int_equal(hold_count(s, "loop-basic", ow), 2);
+    assert_int_equal(rlock_token_ex(lk, ow), (uint64_t)t1); /* a re-entry keeps it */
     tl_unlock_now(l, lk, ow, RLOCK_OK);
     assert_int_equal(hold_count(s, "loop-basic", ow), 1);
     tl_unlock_now(l, lk, ow, RLOCK_OK);
     const char *exists[] = {"EXISTS", "loop-basic", NULL};
     assert_int_equal(rh_cmd_int(s, exists), 0);
+    assert_int_equal(rlock_token_ex(lk, ow), 0);
     tl_unlock_now(l, lk, ow, RLOCK_ENOTOWNER);
     assert_int_equal(threads_now(), before);
     /* The observation core counted both acquire calls, one hold, now released. */

@@ -85,6 +85,7 @@ static void test_multi_basic(void **state)
     rlock_owner *o = tl_owner(a);
     assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK);
     assert_int_equal(exists(s, "lg-m1") + exists(s, "lg-m2") + exists(s, "lg-m3"), 3);
+    assert_int_equal(rlock_token_ex(g, o), 0); /* a multi-lock has none, as a threaded one */
     rlock *lt = tc_open(t, RLOCK_REENTRANT, "lg-m3");
     assert_int_equal(rlock_try_lock(lt, 0, 5000), RLOCK_ETIMEDOUT);
     assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK); /* re-entered: two holds each */
@@ -198,9 +199,20 @@ static void test_redlock(void **state)
     rlock *g = rlock_redlock_new(m, 3);
     assert_non_null(g);
     rlock_owner *o = tl_owner(c[0]);
+    /* Tokens drift apart per server: one more grant on server 1 first. */
+    rlock_client *t1 = thread_client(sv[1]);
+    rlock *l1 = tc_open(t1, RLOCK_REENTRANT, "lg-red");
+    assert_int_equal(rlock_try_lock(l1, 0, 5000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l1), RLOCK_OK);
     assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK);
     assert_int_equal(exists(sv[0], "lg-red") + exists(sv[1], "lg-red") + exists(sv[2], "lg-red"),
                      3);
+    /* The group's fencing token is the largest of the servers' (server 1's counter). */
+    const char *counter[] = {"GET", "redisson_lock_token:{lg-red}", NULL};
+    assert_int_equal(rh_cmd_int(sv[1], counter), rh_cmd_int(sv[0], counter) + 1);
+    assert_int_equal(rlock_token_ex(g, o), (uint64_t)rh_cmd_int(sv[1], counter));
+    rlock_free(l1);
+    rlock_client_free(t1);
     tl_unlock_now(l, g, o, RLOCK_OK);
     assert_int_equal(exists(sv[0], "lg-red") + exists(sv[1], "lg-red") + exists(sv[2], "lg-red"),
                      0);

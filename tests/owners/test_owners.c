@@ -153,6 +153,37 @@ static void test_other_handle(void **state)
     }
 }
 
+/* rlock_token_ex(): an owner's hold's fencing token, through the handle that took it and
+ * through another handle of the same lock; the calling thread's (owner NULL) is its own, 0 here;
+ * a later grant has a larger token; 0 once released, and for bad input. */
+static void test_token_ex(void **state)
+{
+    (void)state;
+    static const rlock_kind kinds[] = {RLOCK_REENTRANT, RLOCK_FAIR, RLOCK_WRITE};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "token-ex-%zu", k);
+        rlock *l = tc_open(g_c, kinds[k], name), *other = tc_open(g_c, kinds[k], name);
+        rlock_owner *o = owner();
+        assert_int_equal(lock_as(l, o, 0, 10000), RLOCK_OK);
+        uint64_t t1 = rlock_token_ex(l, o);
+        assert_true(t1 > 0);
+        assert_int_equal(rlock_token_ex(other, o), t1);
+        assert_int_equal(rlock_token_ex(l, NULL), 0);
+        assert_int_equal(rlock_token(l), 0);
+        assert_int_equal(rlock_unlock_ex(l, o), RLOCK_OK);
+        assert_int_equal(rlock_token_ex(l, o), 0);
+        assert_int_equal(lock_as(l, o, 0, 10000), RLOCK_OK);
+        assert_true(rlock_token_ex(l, o) > t1);
+        assert_int_equal(rlock_unlock_ex(l, o), RLOCK_OK);
+        rlock_owner_free(o);
+        rlock_free(other);
+        rlock_free(l);
+    }
+    assert_int_equal(rlock_token_ex(NULL, NULL), 0);
+    assert_non_null(strstr(rlock_last_error(), "must not be NULL"));
+}
+
 /* Two owners exclude each other in one thread, and the thread itself is a third party. */
 static void test_two_owners_one_thread(void **state)
 {
@@ -439,10 +470,15 @@ static void test_bad_input(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),         cmocka_unit_test(test_handoff),
-        cmocka_unit_test(test_other_handle),      cmocka_unit_test(test_two_owners_one_thread),
-        cmocka_unit_test(test_reentry_per_owner), cmocka_unit_test(test_extend),
-        cmocka_unit_test(test_on_lost),           cmocka_unit_test(test_watchdog_after_owner_free),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_handoff),
+        cmocka_unit_test(test_other_handle),
+        cmocka_unit_test(test_token_ex),
+        cmocka_unit_test(test_two_owners_one_thread),
+        cmocka_unit_test(test_reentry_per_owner),
+        cmocka_unit_test(test_extend),
+        cmocka_unit_test(test_on_lost),
+        cmocka_unit_test(test_watchdog_after_owner_free),
     };
     /* TSan does not support a child that starts threads after fork(): --no-fork there. */
     const struct CMUnitTest fork_tests[] = {cmocka_unit_test(test_fork)};
