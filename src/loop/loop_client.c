@@ -14,7 +14,7 @@
 #include "loop_client.h"
 #include "loop_due.h"
 #include "loop_sentinel.h"
-#include "loop_watchdog.h"
+#include "loop_hold.h"
 #include "observe.h"
 #include "scripts.h"
 #include "tls.h"
@@ -35,20 +35,6 @@ struct rlk_loop_chan {
 rlk_loop_client *rlk_loop_of(const rlock_client *c)
 {
     return c->loop;
-}
-
-void rlk_loop_cb_enter(rlk_loop_client *lc)
-{
-    lc->depth++;
-}
-
-int rlk_loop_cb_leave(rlk_loop_client *lc)
-{
-    if (--lc->depth == 0 && lc->freed) {
-        free(lc);
-        return 1;
-    }
-    return lc->freed;
 }
 
 static void loop_ignore_reply(void *arg, redisReply *rep, int err)

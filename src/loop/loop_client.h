@@ -7,6 +7,8 @@
 #ifndef RLK_LOOP_CLIENT_H
 #define RLK_LOOP_CLIENT_H
 
+#include <stdlib.h>
+
 #include "cancel.h"
 #include "client.h"
 #include "loop_conn.h"
@@ -105,11 +107,6 @@ struct rlk_loop_client {
     int freed;
 };
 
-/* Brackets a loop callback that may run a done, which may free the client: after
- * rlk_loop_cb_leave() returns 1 the client is gone and the callback touches nothing of it. */
-void rlk_loop_cb_enter(rlk_loop_client *lc);
-int rlk_loop_cb_leave(rlk_loop_client *lc);
-
 /* The loop state of c, NULL for a threaded client. */
 rlk_loop_client *rlk_loop_of(const rlock_client *c);
 /* The data connection, dialled when there is none (RLOCK_OK and *out, or an error). */
@@ -136,5 +133,22 @@ void rlk_loop_op_remove(rlk_loop_op *op);
 int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len);
 /* Takes op off its channel's waiters; the last one unsubscribes. */
 void rlk_loop_leave(rlk_loop_op *op);
+
+/* Brackets a loop callback that may run a done, which may free the client: after
+ * rlk_loop_cb_leave() returns 1 the client is gone and the callback touches nothing of it.
+ * Inline, so that the files below loop_client.c (loop_due.c) need no call into it. */
+static inline void rlk_loop_cb_enter(rlk_loop_client *lc)
+{
+    lc->depth++;
+}
+
+static inline int rlk_loop_cb_leave(rlk_loop_client *lc)
+{
+    if (--lc->depth == 0 && lc->freed) {
+        free(lc);
+        return 1;
+    }
+    return lc->freed;
+}
 
 #endif

@@ -1,9 +1,7 @@
 /*
- * rlock_lock_async() and rlock_unlock_async() (include/rlock_async.h) for the reentrant lock:
- * an operation that attempts, subscribes, waits for a message, its timer or its token, and
- * attempts again (loop_wait.c runs the states); a fair, read or write, or spin handle's calls
- * go to loop_fair.c, loop_rw.c or loop_spin.c.
- * docs/internals/event-loop.md describes the states.
+ * A single-name lock's acquire started by its kind (loop_reentrant.c, loop_fair.c, loop_rw.c,
+ * loop_spin.c) and its release, for rlock_lock_async() and rlock_unlock_async() (loop_api.c)
+ * and the groups' members (loop_group.c).
  */
 #ifndef RLK_LOOP_LOCK_H
 #define RLK_LOOP_LOCK_H
@@ -11,11 +9,7 @@
 #include "loop_client.h"
 #include "loop_lock_wait.h"
 
-/* Gives back a reentrant or spin grant the replicas did not all acknowledge (loop_lock_wait.c):
- * lock_release.lua with no WAIT, its reply to fn(op, ...). */
-int rlk_loop_reentrant_give_back(rlk_loop_wait *w, rlk_lconn_reply_fn fn);
-
-/* Starts acquiring lock (reentrant or fair, on loop client lc) for the owner numbered tid with
+/* Starts acquiring lock (any single-name kind, on loop client lc) for the owner numbered tid with
  * args already checked, as rlock_lock_async() does after its checks: RLOCK_OK and done later, or
  * an error and no done. The groups (loop_group.c) start their members with it. */
 int rlk_loop_lock_start(rlk_loop_client *lc, rlock *lock, uint64_t tid, const rlock_lock_args *args,

@@ -11,7 +11,7 @@
 #include "error.h"
 #include "lock_reentrant.h"
 #include "lock_spin.h"
-#include "loop_lock.h"
+#include "loop_reentrant.h"
 #include "loop_lock_wait.h"
 #include "loop_spin.h"
 #include "loop_sync.h"

@@ -47,52 +47,6 @@ static int wd_side(int cls)
     return cls == WD_PERMIT ? RLK_LOOP_HASH : cls;
 }
 
-int rlk_loop_hold_side(const rlock *lock)
-{
-    return lock->kind == RLOCK_READ    ? RLK_LOOP_READ
-           : lock->kind == RLOCK_WRITE ? RLK_LOOP_WRITE
-                                       : RLK_LOOP_HASH;
-}
-
-rlk_loop_hold *rlk_loop_hold_get(rlk_loop_client *lc, const char *name, size_t len, uint64_t tid,
-                                 int side, int create)
-{
-    for (rlk_loop_hold *h = lc->holds; h != NULL; h = h->next) {
-        if (h->tid == tid && h->side == side && h->name_len == len &&
-            memcmp(h->name, name, len) == 0) {
-            return h;
-        }
-    }
-    if (!create) {
-        return NULL;
-    }
-    rlk_loop_hold *h = calloc(1, sizeof(*h));
-    char *copy = malloc(len + 1);
-    if (h == NULL || copy == NULL) {
-        free(h);
-        free(copy);
-        return NULL;
-    }
-    memcpy(copy, name, len);
-    copy[len] = '\0';
-    *h =
-        (rlk_loop_hold){.name = copy, .name_len = len, .tid = tid, .side = side, .next = lc->holds};
-    if (lc->holds != NULL) {
-        lc->holds->prev = h;
-    }
-    lc->holds = h;
-    return h;
-}
-
-uint64_t rlk_loop_token(rlock *lock, uint64_t tid)
-{
-    rlk_loop_client *lc = rlk_loop_of(lock->client);
-    rlk_loop_hold *h = lc != NULL ? rlk_loop_hold_get(lc, lock->name, lock->name_len, tid,
-                                                      rlk_loop_hold_side(lock), 0)
-                                  : NULL;
-    return h != NULL && h->count > 0 && !h->lost ? h->token : 0;
-}
-
 int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
 {
     rlk_loop_hold *h =
