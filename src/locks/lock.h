@@ -195,6 +195,7 @@ struct rlk_acq {
     void *scratch;              /* type-specific */
     const rlock_cancel *cancel; /* the call's token (rlk_call_cancel()), NULL: none */
     int leave_failed;           /* the wait's give-up did not reach Redis (rlk_wait_loop) */
+    int back_failed; /* the give-back of a short grant failed: it may stand (lock_wait.c) */
 };
 
 /* Creates a handle of a single-key type (called by rlock_open()). */

@@ -208,7 +208,7 @@ static int single_acquire_by(rlock *l, int64_t wait_ms, int64_t lease_ms, int64_
     if (r == 1) {
         return hold_grant(&a, lease_ms < 0);
     }
-    if (r == RLOCK_ECONN || r == RLOCK_EREPLICA || (r != 1 && a.leave_failed)) {
+    if (r == RLOCK_ECONN || r == RLOCK_EREPLICA || (r != 1 && (a.leave_failed || a.back_failed))) {
         mark_grant_unsure(&a);
     }
     if (r == 0) {

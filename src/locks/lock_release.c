@@ -242,6 +242,10 @@ int rlk_single_unlock(rlock *l)
     a.lease_ms = h->lease_ms;
     int r = (h->unsure & RLK_UNSURE_GRANT) ? rlk_settle_grant(&a, h) : RLOCK_OK;
     if (r != RLOCK_OK) {
+        /* The release was not sent, yet the caller may move on as after any failed unlock: it
+         * is left pending, so that the thread's next lock or unlock sends it (unlock_unsure()
+         * finds that it never ran) instead of re-entering a hold the thread let go. */
+        h->unsure |= RLK_UNSURE_RELEASE;
         return r;
     }
     r = (h->unsure & RLK_UNSURE_RELEASE) ? unlock_unsure(&a, h) : 1;

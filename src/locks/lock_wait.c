@@ -144,7 +144,10 @@ static rlk_armed *wait_arm(rlk_acq *a)
 
 /* Gives back a grant (or re-entry) that fewer replicas acknowledged than the master has: a
  * failover to one of them would forget it while this thread believed it held the lock. The
- * release is best effort and waits for no replica (it would fall short the same way). */
+ * release waits for no replica (it would fall short the same way). A give-back that failed
+ * leaves the grant standing, as a lost reply does: a->back_failed tells the wait to give it back
+ * again before its next attempt, which would otherwise re-enter it (a hold that no unlock ends,
+ * and the token of a grant nobody saw), and the call's caller to mark the record unsure. */
 static int undo_unsynced(rlk_acq *a)
 {
     int acked = 0, n = 0;
@@ -155,8 +158,9 @@ static int undo_unsynced(rlk_acq *a)
     rlk_obs_replica_sync_failed(a->client, rlk_obs_kind_of((rlock_kind)a->lock->kind),
                                 a->lock->name, a->owner, RLOCK_EREPLICA);
     rlk_sync_suppress(1);
-    (void)a->lock->single->release(a);
+    int back = a->lock->single->release(a);
     rlk_sync_suppress(0);
+    a->back_failed = back < 0;
     return rlk_sync_error(acked, n, "lock", a->lock->name);
 }
 
@@ -233,12 +237,13 @@ int rlk_wait_recover(rlk_acq *a, rlk_sub *sub, rlk_armed *armed, int r, int64_t 
     r = rlk_keep_synced(a, r);
     while ((r == RLOCK_ECONN || r == RLOCK_EREPLICA) && wait_pause(a, deadline, &pause)) {
         wait_rewait(a, sub, armed);
-        int back = r == RLOCK_ECONN ? a->lock->single->release(a) : RLK_NOT_HELD;
+        int back = r == RLOCK_ECONN || a->back_failed ? a->lock->single->release(a) : RLK_NOT_HELD;
         if (back == 0 || back == 1) {
             rlk_log(a->client, RLOCK_LOG_INFO,
                     "waiting for lock '%s': gave back a grant whose reply was lost", a->lock->name);
         }
-        r = rlk_keep_synced(a, back == RLOCK_ECONN ? back : a->lock->single->attempt(a));
+        a->back_failed = a->back_failed && back < 0;
+        r = rlk_keep_synced(a, back < 0 ? back : a->lock->single->attempt(a));
     }
     if (r < 0 && pause > 0 && rlk_cancel_is_fired(a->cancel)) {
         return rlk_cancel_check(a->cancel, "waiting for lock", a->lock->name);

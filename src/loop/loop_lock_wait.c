@@ -65,12 +65,22 @@ int rlk_loop_lock_join(rlk_loop_wait *w)
 }
 
 /* The give-back of a grant fewer replicas acknowledged came back: the operation waits on while
- * its wait lasts (the next attempt after a short pause), else ends with RLOCK_EREPLICA. */
+ * its wait lasts (the next attempt after a short pause), else ends with RLOCK_EREPLICA. A
+ * give-back that failed ends it with that error: the grant may stand, and a next attempt of the
+ * same owner would re-enter it (a hold no unlock ends); it runs out with its lease instead. */
 static void llw_given_back(void *arg, redisReply *rep, int err)
 {
-    (void)rep;
-    (void)err;
     rlk_loop_lock_op *op = arg;
+    if (err == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
+        err = rlk_err(RLOCK_EREDIS,
+                      "%s '%s': giving back a grant the replicas did not "
+                      "acknowledge: %s",
+                      llw_what(op), op->a.lock->name, rep->str);
+    }
+    if (err != RLOCK_OK) {
+        rlk_loop_wait_result(&op->w, err, -1);
+        return;
+    }
     int64_t left = op->w.deadline == INT64_MAX ? INT64_MAX : op->w.deadline - rlk_now_ms();
     if (left > 0 && op->a.wait_ms != 0) {
         rlk_loop_wait_result(&op->w, 0, left < 100 ? left : 100);

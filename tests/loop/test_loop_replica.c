@@ -7,7 +7,8 @@
  * acknowledgements are RLOCK_EREPLICA (the grant and permits, plain and leased, given back), a
  * semaphore release still succeeds; a watchdog hold outlives the stopped replica; an unlock
  * answered "not held" by a master whose replica does not acknowledge is RLOCK_EREPLICA and the
- * hold stays; with replica_sync = 0 the master sees no WAIT (INFO commandstats).
+ * hold stays; a write grant whose give-back fails ends the operation with that failure, not
+ * re-entered; with replica_sync = 0 the master sees no WAIT (INFO commandstats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,11 +16,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "tc_redis.h"
 #include "tc_replicas.h"
+#include "tc_thread.h"
 #include "tl_common.h"
 #include "tl_loop.h"
 
@@ -293,6 +296,84 @@ static void test_unlock_not_held_unsynced(void **state)
     assert_int_equal(tu_loop_close(l), 0);
 }
 
+/* Resumes the replica a second after it was stopped, from a thread of its own (a loop timer
+ * set while the test thread was blocked would count from the loop's stale clock). */
+static int resume_later(void *arg)
+{
+    (void)arg;
+    rh_sleep_ms(1000);
+    return rh_resume(g_rep[0]);
+}
+
+/* A write grant the replica did not acknowledge whose give-back fails (an ACL user that may not
+ * touch the lock's channel key, which the write lock's release names) ends the operation with
+ * that error: the grant may stand, and it is not re-entered. Before, the wait attempted again
+ * after the give-back and re-entered the grant once per round until the replica came back, then
+ * completed RLOCK_OK with Redis counting more holds than the owner's one. */
+static void test_give_back_failed(void **state)
+{
+    (void)state;
+    const char *user[] = {"ACL",
+                          "SETUSER",
+                          "lgb",
+                          "reset",
+                          "on",
+                          ">lgb-pw",
+                          "+@all",
+                          "&*",
+                          "~lr-gbw",
+                          "~{lr-gbw}*",
+                          "~redisson_lock_token:*",
+                          "~rlock_rwlock_*",
+                          NULL};
+    char *ok = rh_cmd_str(g_master, user);
+    assert_non_null(ok);
+    free(ok);
+    rlock_options opts;
+    tc_options(&opts, g_master);
+    opts.replica_sync = 0; /* the holder's unlock does not wait for the stopped replica */
+    rlock_client *hc = tc_client(&opts);
+    rlock *h = tc_open(hc, RLOCK_WRITE, "lr-gbw");
+    assert_int_equal(rlock_try_lock(h, 0, 20000), RLOCK_OK);
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    char url[256];
+    snprintf(url, sizeof(url), "redis://lgb:lgb-pw@127.0.0.1:%d", rh_port(g_master));
+    opts.url = url;
+    opts.replica_sync = 1;
+    opts.replica_sync_timeout_ms = SYNC_MS;
+    rlock_client *c = tl_client(l, &opts);
+    rlock_owner *o = tl_owner(c);
+    rlock *lk = rlock_open(c, RLOCK_WRITE, "lr-gbw");
+    assert_non_null(lk);
+    tl_done d = {0};
+    assert_int_equal(tl_lock_async(lk, o, 8000, 20000, NULL, &d), RLOCK_OK);
+    tl_run_for(l, 300); /* busy: the waiter is recorded */
+    assert_int_equal(rh_pause(g_rep[0]), 0);
+    tc_bg resumer;
+    tc_bg_start(&resumer, resume_later, NULL);
+    assert_int_equal(rlock_unlock(h), RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 5000));
+    print_message("write grant whose give-back failed: %d (%s)\n", d.rc, d.msg);
+    assert_int_equal(tc_bg_join(&resumer), 0);
+    char field[128];
+    snprintf(field, sizeof(field), "%s:write", rlock_owner_id(o));
+    const char *hget[] = {"HGET", "lr-gbw", field, NULL};
+    assert_int_equal(d.rc, RLOCK_EREDIS);
+    assert_non_null(strstr(d.msg, "NOPERM"));
+    char *count = rh_cmd_str(g_master, hget);
+    assert_non_null(count);
+    assert_string_equal(count, "1"); /* the one grant, not re-entered */
+    free(count);
+    assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
+    assert_int_equal(rlock_force_unlock(h), 1);
+    rlock_free(lk);
+    rlock_owner_free(o);
+    rlock_client_free(c);
+    assert_int_equal(tu_loop_close(l), 0);
+    tc_close_own(h, hc);
+}
+
 /* replica_sync = 0: no WAIT reaches the master. */
 static void test_no_sync(void **state)
 {
@@ -317,4 +398,5 @@ static void test_no_sync(void **state)
 TC_MAIN(setup, teardown, cmocka_unit_test(test_grant_on_replica),
         cmocka_unit_test(test_replica_stopped), cmocka_unit_test(test_waiter_waits_on),
         cmocka_unit_test(test_sync_types_stopped), cmocka_unit_test(test_watchdog_outlives),
-        cmocka_unit_test(test_unlock_not_held_unsynced), cmocka_unit_test(test_no_sync))
+        cmocka_unit_test(test_unlock_not_held_unsynced), cmocka_unit_test(test_give_back_failed),
+        cmocka_unit_test(test_no_sync))

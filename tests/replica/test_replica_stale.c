@@ -9,7 +9,9 @@
  * must not leave a hold behind either. Also: an exclusive lock never reports token 0, even when
  * the thread re-enters through a second handle; and a master that lost a hold without knowing it
  * was replaced (no replica acknowledging) is not believed when it says the hold is gone, neither
- * by an unlock nor by the watchdog, nor by the settle of a grant or release whose reply was lost.
+ * by an unlock nor by the watchdog, nor by the settle of a grant or release whose reply was lost;
+ * an unlock that fails before its release is sent leaves that release to the next lock; and a
+ * short grant whose give-back fails is not re-entered by the wait's next attempt.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 
 #include "tc_redis.h"
 #include "tc_replicas.h"
+#include "tc_thread.h"
 
 #define SYNC_MS 300
 
@@ -292,6 +295,135 @@ static void test_unknown_release_settle_unsynced(void **state)
     tc_close_own(l, c);
 }
 
+/* An unlock that fails before its release is sent (the settle of an unacknowledged partial
+ * release cannot read the count: CLIENT PAUSE) leaves that release pending, as an unlock with an
+ * unknown outcome does: the thread's next lock sends it first and takes the lock from free with
+ * a larger token. Before, the next lock re-entered the hold the thread had let go (the same
+ * token, hold count 2), and the lock stayed held after the thread's last unlock. */
+static void test_unlock_settle_failed(void **state)
+{
+    (void)state;
+    rlock_client *c = client_synced_short();
+    rlock *l = tc_open(c, RLOCK_REENTRANT, "st:settlefail");
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    uint64_t t1 = rlock_token(l);
+    cut_off_replica();
+    assert_int_equal(rlock_unlock(l), RLOCK_OK); /* one hold left; its WAIT fell short */
+    assert_int_equal(tc_replicaof(g_rep[0], g_master), 0);
+    assert_int_equal(tc_replicas_wait(g_master, 1, 10000), 0);
+    pause_writes(1);
+    int r = rlock_unlock(l);
+    pause_writes(0);
+    print_message("unlock under CLIENT PAUSE: %d (%s)\n", r, rlock_last_error());
+    assert_int_equal(r, RLOCK_ECONN);
+    assert_int_equal(field_count("st:settlefail"), 1);
+
+    assert_int_equal(rlock_try_lock(l, 0, 20000), RLOCK_OK);
+    print_message("token before %llu, after %llu, hold count %d\n", (unsigned long long)t1,
+                  (unsigned long long)rlock_token(l), rlock_hold_count(l));
+    assert_true(rlock_token(l) > t1);
+    assert_int_equal(rlock_hold_count(l), 1);
+    assert_int_equal(field_count("st:settlefail"), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(exists("st:settlefail"), 0);
+    tc_close_own(l, c);
+}
+
+/* The holder's side of test_give_back_failed, on a thread of its own: once the waiter is
+ * recorded, the replica is cut off and the holder unlocks (the waiter's grant then falls short),
+ * and a second later the replica follows the master again (the waiter's next attempt would be
+ * acknowledged). 0, or -1 after a message. */
+typedef struct give_back_ctx {
+    rlock *h;
+    rlock_owner *owner; /* the holder: the test thread locked for it */
+} give_back_ctx;
+
+static int give_back_holder(void *arg)
+{
+    give_back_ctx *g = arg;
+    const char *zcard[] = {"ZCARD", "rlock_rwlock_writers:{st:gbw}", NULL};
+    for (int i = 0; i < 500 && rh_cmd_int(g_master, zcard) != 1; i++) {
+        rh_sleep_ms(10);
+    }
+    if (tc_replicaof(g_rep[0], NULL) != 0 || rlock_unlock_ex(g->h, g->owner) != RLOCK_OK) {
+        fprintf(stderr, "holder: %s\n", rlock_last_error());
+        return -1;
+    }
+    rh_sleep_ms(1000);
+    if (tc_replicaof(g_rep[0], g_master) != 0 || tc_replicas_wait(g_master, 1, 10000) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* A grant the replicas did not acknowledge whose give-back fails (here an ACL user that may not
+ * touch the lock's channel key, which every release of the write lock names) may stand: the wait
+ * gives it back again before it attempts once more, and the call ends with that failure when it
+ * cannot, for the thread's next lock to settle. Before, the wait attempted again at once and the
+ * write lock's attempt re-entered the grant it had not given back, once per round, until the
+ * replica came back: the call returned RLOCK_OK with Redis counting more holds than the thread,
+ * and the lock stayed held after the thread's unlock. */
+static void test_give_back_failed(void **state)
+{
+    (void)state;
+    const char *user[] = {"ACL",
+                          "SETUSER",
+                          "gb",
+                          "reset",
+                          "on",
+                          ">gb-pw",
+                          "+@all",
+                          "&*",
+                          "~st:gbw",
+                          "~{st:gbw}*",
+                          "~redisson_lock_token:*",
+                          "~rlock_rwlock_*",
+                          NULL};
+    const char *all_keys[] = {"ACL", "SETUSER", "gb", "~*", NULL};
+    char *ok = rh_cmd_str(g_master, user);
+    assert_non_null(ok);
+    free(ok);
+    rlock_options o;
+    tc_options(&o, g_master);
+    rlock_client *hc = tc_client(&o);
+    rlock *h = tc_open(hc, RLOCK_WRITE, "st:gbw");
+    o.replica_sync = 1;
+    o.replica_sync_timeout_ms = SYNC_MS;
+    rlock_client *wc = tc_client_as(&o, g_master, "gb", "gb-pw");
+    rlock *w = tc_open(wc, RLOCK_WRITE, "st:gbw");
+    give_back_ctx g = {h, NULL};
+    assert_int_equal(rlock_owner_new(hc, &g.owner), RLOCK_OK);
+    rlock_lock_args args;
+    rlock_lock_args_init(&args);
+    args.wait_ms = 0;
+    args.lease_ms = 20000;
+    args.owner = g.owner;
+    assert_int_equal(rlock_lock_ex(h, &args), RLOCK_OK);
+    uint64_t t1 = rlock_token_ex(h, g.owner);
+
+    tc_bg holder;
+    tc_bg_start(&holder, give_back_holder, &g);
+    int r = rlock_try_lock(w, 10000, 20000);
+    print_message("lock whose grant could not be given back: %d (%s)\n", r, rlock_last_error());
+    assert_int_equal(tc_bg_join(&holder), 0);
+    ok = rh_cmd_str(g_master, all_keys);
+    assert_non_null(ok);
+    free(ok);
+    if (r != RLOCK_OK) {
+        r = rlock_try_lock(w, 0, 20000); /* settles the grant first */
+    }
+    assert_int_equal(r, RLOCK_OK);
+    assert_true(rlock_token(w) > t1);
+    assert_int_equal(rlock_hold_count(w), 1);
+    assert_int_equal(rlock_unlock(w), RLOCK_OK);
+    assert_int_equal(exists("st:gbw"), 0);
+    rlock_free(w);
+    rlock_client_free(wc);
+    rlock_owner_free(g.owner);
+    tc_close_own(h, hc);
+}
+
 /* A thread that holds an exclusive lock through one handle and locks it through another: Redis
  * counts a re-entry, and the second handle reports the hold's token, never 0. */
 static void test_second_handle_token(void **state)
@@ -331,6 +463,8 @@ int main(void)
         cmocka_unit_test(test_extend_not_held_unsynced),
         cmocka_unit_test(test_lost_grant_settle_unsynced),
         cmocka_unit_test(test_unknown_release_settle_unsynced),
+        cmocka_unit_test(test_unlock_settle_failed),
+        cmocka_unit_test(test_give_back_failed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
