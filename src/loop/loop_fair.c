@@ -110,7 +110,7 @@ static int lf_leave(rlk_loop_wait *w)
 static int lf_close_leave(rlk_loop_wait *w)
 {
     lf_op *op = lf_of(w);
-    if (!op->queued || !rlk_lconn_ok(w->base.lc->data)) {
+    if (!op->queued || !rlk_loop_can_send_last(w->base.lc)) {
         return 0;
     }
     rlk_args keys, args;

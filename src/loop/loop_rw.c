@@ -96,7 +96,7 @@ static int lrw_leave(rlk_loop_wait *w)
 static int lrw_close_leave(rlk_loop_wait *w)
 {
     lrw_op *op = lrw_of(w);
-    if (!op->queued || !rlk_lconn_ok(w->base.lc->data)) {
+    if (!op->queued || !rlk_loop_can_send_last(w->base.lc)) {
         return 0;
     }
     char *cmd = NULL;
