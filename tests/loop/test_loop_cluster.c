@@ -138,17 +138,12 @@ static void test_slot_migration(void **state)
     rh_server *dst = tc_cluster_other_master(src);
     tc_cluster_move_slot(hname, dst);
     assert_true(tc_cluster_owner(hname) == dst);
-    /* Renewed on the new owner: its TTL climbs back over two thirds of the lease. */
-    int renewed = 0;
-    for (int64_t end = tl_now_ms() + WATCHDOG_MS; !renewed && tl_now_ms() < end;) {
-        tl_run_for(l, 100);
-        renewed = pttl_of(hname) > WATCHDOG_MS * 2 / 3 + 100 && pttl_of(hname) > 0;
-    }
+    /* Renewed on the new owner: a lease later it is still there, with more than a third left
+     * (without renewals there it would have expired). */
+    tl_run_for(l, WATCHDOG_MS + 300);
     long long left = pttl_of(hname);
-    tl_run_for(l, WATCHDOG_MS / 3 + 200);
-    assert_true(renewed);
-    assert_true(pttl_of(hname) > 0);
-    print_message("PTTL on the new owner: %lld then %lld ms\n", left, pttl_of(hname));
+    print_message("PTTL on the new owner a lease after the move: %lld ms\n", left);
+    assert_true(left > WATCHDOG_MS / 3);
     /* The threaded holder releases (it follows the MOVED itself); the waiter is granted there. */
     assert_int_equal(dw.calls, 0);
     assert_int_equal(rlock_unlock(th), RLOCK_OK);
