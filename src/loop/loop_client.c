@@ -685,7 +685,7 @@ static int loop_check(const rlock_loop *loop, const rlk_url *url)
 }
 
 /* What a loop client on a cluster does not serve yet: sharded pub/sub (the default, auto, is
- * sharded on Redis >= 7) and replica-synced grants. */
+ * sharded on Redis >= 7). */
 static int loop_check_cluster(const rlock_client *c)
 {
     if (c->url.kind != RLK_URL_CLUSTER) {
@@ -694,10 +694,6 @@ static int loop_check_cluster(const rlock_client *c)
     if (c->opts.cluster_pubsub != RLOCK_CLUSTER_PUBSUB_CLASSIC) {
         return rlk_err(RLOCK_EINVAL, "a loop client on a cluster needs cluster_pubsub = "
                                      "RLOCK_CLUSTER_PUBSUB_CLASSIC in this version");
-    }
-    if (c->opts.replica_sync) {
-        return rlk_err(RLOCK_EINVAL,
-                       "a loop client on a cluster does not serve replica_sync in this version");
     }
     return RLOCK_OK;
 }

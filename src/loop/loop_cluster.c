@@ -19,9 +19,10 @@
 typedef struct lcl_node {
     struct lcl_node *next;
     rlk_loop_cluster *cl;
-    rlk_lconn *conn;    /* NULL until needed, and after a failure until needed again */
-    int64_t backoff_ms; /* the wait after the last dial that got no reply (0: none) */
-    int64_t retry_at;   /* monotonic ms before which no dial is made */
+    rlk_lconn *conn;       /* NULL until needed, and after a failure until needed again */
+    int64_t backoff_ms;    /* the wait after the last dial that got no reply (0: none) */
+    int64_t retry_at;      /* monotonic ms before which no dial is made */
+    rlk_replicas replicas; /* its replicas online (loop_sync.c) */
     int port;
     char host[];
 } lcl_node;
@@ -415,6 +416,18 @@ int rlk_loop_cluster_home(const rlk_loop_cluster *cl, char *host, int *port)
     snprintf(host, RLK_HOST_MAX, "%s", cl->map.nodes[0].host);
     *port = cl->map.nodes[0].port;
     return RLOCK_OK;
+}
+
+rlk_replicas *rlk_loop_cluster_replicas(rlk_loop_cluster *cl, int slot)
+{
+    lcl_node *n = cl != NULL && cl->known ? lcl_owner(cl, slot) : NULL;
+    return n != NULL ? &n->replicas : NULL;
+}
+
+rlk_lconn *rlk_loop_cluster_conn(rlk_loop_cluster *cl, int slot)
+{
+    lcl_node *n = cl != NULL && cl->known ? lcl_owner(cl, slot) : NULL;
+    return n != NULL ? n->conn : NULL;
 }
 
 int rlk_loop_cluster_ok(const rlk_loop_cluster *cl)

@@ -36,6 +36,12 @@ int rlk_loop_cluster_command(rlk_loop_cluster *cl, int slot, int argc, const cha
  * of a resend that failed now. */
 int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int slot,
                               const char *cmd, size_t len, rlk_lconn_reply_fn fn, void *arg);
+/* The replica count of the master that serves slot (each master's own, read by loop_sync.c),
+ * NULL while no map is known. */
+rlk_replicas *rlk_loop_cluster_replicas(rlk_loop_cluster *cl, int slot);
+/* The connection to the master of slot as it is, NULL when there is none (nothing is dialled:
+ * a WAIT counts the writes of the connection it is sent on). */
+rlk_lconn *rlk_loop_cluster_conn(rlk_loop_cluster *cl, int slot);
 /* 1 when some node's connection can take a request now (a last request at the free). */
 int rlk_loop_cluster_ok(const rlk_loop_cluster *cl);
 

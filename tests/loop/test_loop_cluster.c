@@ -1,11 +1,11 @@
 /*
- * A loop client on a Redis Cluster (three masters, no replicas, redis_cluster.h) through an
- * adapter (tl_loop.h): reentrant and fair locks on names that three different masters serve,
- * each key on its owner; a fair waiter woken by a threaded holder's release on another node;
- * exclusion with a threaded cluster client; a slot migrated under a loop waiter and a loop
- * watchdog hold (the hold renewed on the new owner, the waiter granted there, each done once);
- * a call failing with RLOCK_ECONN without a reachable seed; the creation refused in the
- * pub/sub modes and with the replica sync not served.
+ * A loop client on a Redis Cluster (three masters with a replica each, redis_cluster.h) through
+ * an adapter (tl_loop.h): reentrant and fair locks on names that three different masters serve,
+ * each key on its owner, each grant replica-synced by a WAIT on that master; a fair waiter woken by
+ * a threaded holder's release on another node; exclusion with a threaded cluster client; a slot
+ * migrated under a loop waiter and a loop watchdog hold (the hold renewed on the new owner, the
+ * waiter granted there, each done once); a call failing with RLOCK_ECONN without a reachable seed;
+ * the creation refused in the pub/sub modes not served.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,7 +29,7 @@ static int setup(void **state)
 {
     (void)state;
     rh_skip_if_unavailable();
-    tc_cl = rc_start(3, 0);
+    tc_cl = rc_start(3, 1);
     return tc_cl != NULL ? 0 : -1;
 }
 
@@ -38,7 +38,6 @@ static rlock_options cluster_options(void)
     rlock_options o;
     tc_options_url(&o, rc_seed_url(tc_cl));
     o.cluster_pubsub = RLOCK_CLUSTER_PUBSUB_CLASSIC;
-    o.replica_sync = 0; /* not served on a cluster by a loop client yet */
     o.watchdog_timeout_ms = WATCHDOG_MS;
     return o;
 }
@@ -74,8 +73,12 @@ static void test_locks_on_three_masters(void **state)
         char name[64];
         tc_cluster_name_on(i, "lc-re-", name, sizeof(name));
         rlock *lk = tc_open(c, RLOCK_REENTRANT, name);
+        rh_server *owner = tc_cluster_owner(name);
+        assert_int_equal(rc_online_replicas(owner), 1);
+        long long waits = rh_cmdstat_calls(owner, "wait");
         tl_lock_now(l, lk, a, 30000);
         assert_int_equal(tc_cluster_exists(name), 1);
+        assert_true(rh_cmdstat_calls(owner, "wait") > waits); /* synced on its own master */
         /* Exclusion both ways with a threaded cluster client on the same name. */
         rlock *th = tc_open(tc, RLOCK_REENTRANT, name);
         assert_int_equal(rlock_try_lock(th, 0, 30000), RLOCK_ETIMEDOUT);
@@ -167,7 +170,7 @@ static void test_slot_migration(void **state)
 }
 
 /* No seed answers: the first call's done gets RLOCK_ECONN naming each seed, once. The pub/sub
- * mode and the replica sync a loop client does not serve on a cluster are RLOCK_EINVAL. */
+ * mode a loop client does not serve on a cluster is RLOCK_EINVAL. */
 static void test_creation_refused(void **state)
 {
     (void)state;
@@ -176,7 +179,6 @@ static void test_creation_refused(void **state)
     rlock_client *c = NULL;
     tc_options_url(&o, "redis-cluster://127.0.0.1:1,127.0.0.1:2");
     o.cluster_pubsub = RLOCK_CLUSTER_PUBSUB_CLASSIC;
-    o.replica_sync = 0;
     c = tl_client(l, &o);
     rlock *lk = tc_open(c, RLOCK_REENTRANT, "lc-nowhere");
     rlock_owner *a = tl_owner(c);
@@ -194,10 +196,6 @@ static void test_creation_refused(void **state)
     c = NULL;
     o = cluster_options();
     o.cluster_pubsub = RLOCK_CLUSTER_PUBSUB_AUTO;
-    assert_int_equal(tu_client_new(l, &o, &c), RLOCK_EINVAL);
-    assert_null(c);
-    o = cluster_options();
-    o.replica_sync = 1;
     assert_int_equal(tu_client_new(l, &o, &c), RLOCK_EINVAL);
     assert_null(c);
     assert_int_equal(tu_loop_close(l), 0);
