@@ -44,15 +44,16 @@
  * goes away later fails the requests with RLOCK_ECONN until a redial succeeds.
  *
  * Cluster (redis-cluster://, rediss-cluster://) is served with classic pub/sub only: the options
- * must set cluster_pubsub = RLOCK_CLUSTER_PUBSUB_CLASSIC and replica_sync = 0, else
- * rlock_loop_client_new() returns RLOCK_EINVAL (sharded pub/sub, the default on Redis >= 7, and
- * replica-synced grants are not served on a cluster yet). The slot map is read on the loop from
- * the seeds in turn (CLUSTER SLOTS); requests made meanwhile wait for it, and when no seed gives
- * one they complete with RLOCK_ECONN naming each seed's failure (a new read waits 50 ms, doubling
- * to 2 s). Each request goes to the master of its key's slot on a connection of its own per
- * master; MOVED updates the map and resends there, ASK sends ASKING and the request to the node
- * named. The client subscribes on one node (a classic PUBLISH reaches every node). Threaded
- * clients sharing the names must use the same pub/sub mode, or their wake-ups are not heard.
+ * must set cluster_pubsub = RLOCK_CLUSTER_PUBSUB_CLASSIC, else rlock_loop_client_new() returns
+ * RLOCK_EINVAL (sharded pub/sub, the default on Redis >= 7, is not served on a loop yet). The
+ * slot map is read on the loop from the seeds in turn (CLUSTER SLOTS); requests made meanwhile
+ * wait for it, and when no seed gives one they complete with RLOCK_ECONN naming each seed's
+ * failure (a new read waits 50 ms, doubling to 2 s). Each request goes to the master of its
+ * key's slot, on a connection of its own per master; MOVED updates the map and resends there,
+ * ASK sends ASKING and the request to the node named. With replica_sync, the WAIT goes to the
+ * master that ran the script and counts its own replicas. The client subscribes on one node (a
+ * classic PUBLISH reaches every node): threaded clients sharing the names must use the same
+ * pub/sub mode, or their wake-ups are not heard.
  *
  * Groups (multi-lock, RedLock) are not available on loop clients yet: rlock_lock_async()
  * answers RLOCK_ENOTSUP for a group; rlock_loop_client_new() answers RLOCK_EINVAL for a URL
