@@ -442,7 +442,8 @@ static int loop_eval_redirect(loop_eval *e, redisReply **rep, int *err)
         }
         return 0;
     }
-    int r = rlk_loop_cluster_redirect(lc->cluster, r0, e->slot, e->cmd, e->len, loop_eval_reply, e);
+    int r = rlk_loop_cluster_redirect(lc->cluster, r0, e->slot, e->script, e->cmd, e->len,
+                                      loop_eval_reply, e);
     if (r == 1) {
         e->redirects++;
         return 1;

@@ -13,6 +13,7 @@
 #include "cluster_map.h"
 #include "error.h"
 #include "loop_cluster.h"
+#include "scripts.h"
 #include "util.h"
 
 /* A master, once named by a map or a redirection, and its data connection. */
@@ -380,7 +381,7 @@ static void lcl_moved(rlk_loop_cluster *cl, const rlk_redirect *rd)
     lcl_refresh(cl);
 }
 
-int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int slot,
+int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int slot, int script,
                               const char *cmd, size_t len, rlk_lconn_reply_fn fn, void *arg)
 {
     rlk_redirect rd;
@@ -402,7 +403,11 @@ int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int s
     lcl_node *n = lcl_node_at(cl, rd.host, rd.port);
     rlk_lconn *conn = NULL;
     const char *asking[1] = {"ASKING"};
+    const rlk_script_src *s = rlk_script_get(script);
+    const char *load[3] = {"SCRIPT", "LOAD", (const char *)s->body};
+    size_t load_lens[3] = {6, 4, s->len};
     int r = n != NULL ? lcl_node_conn(n, &conn) : rlk_err(RLOCK_ENOMEM, "out of memory");
+    r = r ? r : rlk_lconn_command(conn, 3, load, load_lens, lcl_ignore, NULL);
     r = r ? r : rlk_lconn_command(conn, 1, asking, NULL, lcl_ignore, NULL);
     r = r ? r : rlk_lconn_send(conn, cmd, len, fn, arg);
     return r ? r : 1;
