@@ -325,8 +325,12 @@ static int lcl_queue(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len
 {
     int r = cl->reading ? RLOCK_OK : lcl_read_start(cl);
     lcl_req *q = r == RLOCK_OK ? malloc(sizeof(*q) + len) : NULL;
+    if (q == NULL && r == RLOCK_OK) {
+        (void)rlk_err(RLOCK_ENOMEM, "out of memory queueing a cluster request");
+        return RLOCK_ENOMEM;
+    }
     if (q == NULL) {
-        return r ? r : rlk_err(RLOCK_ENOMEM, "out of memory queueing a cluster request");
+        return r;
     }
     *q = (lcl_req){.slot = slot, .fn = fn, .arg = arg, .len = len};
     memcpy(q->cmd, cmd, len);
@@ -341,8 +345,13 @@ static int lcl_send_known(rlk_loop_cluster *cl, int slot, const char *cmd, size_
 {
     lcl_node *n = lcl_owner(cl, slot);
     rlk_lconn *conn = NULL;
-    int r = n != NULL ? lcl_node_conn(n, &conn) : rlk_err(RLOCK_ENOMEM, "out of memory");
-    return r ? r : rlk_lconn_send(conn, cmd, len, fn, arg);
+    if (n == NULL) {
+        (void)rlk_err(RLOCK_ENOMEM, "out of memory sending a cluster request");
+        return RLOCK_ENOMEM;
+    }
+    int r = lcl_node_conn(n, &conn);
+    return r != RLOCK_OK || conn == NULL ? (r ? r : RLOCK_ECONN)
+                                         : rlk_lconn_send(conn, cmd, len, fn, arg);
 }
 
 int rlk_loop_cluster_send(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len,
@@ -350,6 +359,33 @@ int rlk_loop_cluster_send(rlk_loop_cluster *cl, int slot, const char *cmd, size_
 {
     return cl->known ? lcl_send_known(cl, slot, cmd, len, fn, arg)
                      : lcl_queue(cl, slot, cmd, len, fn, arg);
+}
+
+/* A command in flight, kept for its resends after a MOVED or ASK. */
+typedef struct lcl_cmd {
+    rlk_loop_cluster *cl;
+    int slot;
+    int redirects;
+    rlk_lconn_reply_fn fn;
+    void *arg;
+    size_t len;
+    char cmd[];
+} lcl_cmd;
+
+static void lcl_cmd_reply(void *arg, redisReply *rep, int err)
+{
+    lcl_cmd *w = arg;
+    rlk_loop_cluster *cl = w->cl;
+    int r = 0;
+    if (err == RLOCK_OK && w->redirects < 5) {
+        w->redirects++;
+        r = rlk_loop_cluster_redirect(cl, rep, w->slot, -1, w->cmd, w->len, lcl_cmd_reply, w);
+    }
+    if (r == 1) {
+        return;
+    }
+    w->fn(w->arg, r < 0 ? NULL : rep, r < 0 ? r : err);
+    free(w);
 }
 
 int rlk_loop_cluster_command(rlk_loop_cluster *cl, int slot, int argc, const char **argv,
@@ -360,7 +396,20 @@ int rlk_loop_cluster_command(rlk_loop_cluster *cl, int slot, int argc, const cha
     if (len < 0) {
         return rlk_err(RLOCK_ENOMEM, "out of memory formatting a cluster request");
     }
-    int r = rlk_loop_cluster_send(cl, slot, cmd, (size_t)len, fn, arg);
+    lcl_cmd *w = fn != NULL ? malloc(sizeof(*w) + (size_t)len) : NULL;
+    if (w != NULL) {
+        *w = (lcl_cmd){.cl = cl, .slot = slot, .fn = fn, .arg = arg, .len = (size_t)len};
+        memcpy(w->cmd, cmd, (size_t)len);
+    }
+    if (fn != NULL && w == NULL) {
+        redisFreeCommand(cmd);
+        (void)rlk_err(RLOCK_ENOMEM, "out of memory sending a cluster request");
+        return RLOCK_ENOMEM;
+    }
+    int r = rlk_loop_cluster_send(cl, slot, cmd, (size_t)len, w != NULL ? lcl_cmd_reply : NULL, w);
+    if (r != RLOCK_OK) {
+        free(w);
+    }
     redisFreeCommand(cmd);
     return r;
 }
@@ -403,11 +452,11 @@ int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int s
     lcl_node *n = lcl_node_at(cl, rd.host, rd.port);
     rlk_lconn *conn = NULL;
     const char *asking[1] = {"ASKING"};
-    const rlk_script_src *s = rlk_script_get(script);
-    const char *load[3] = {"SCRIPT", "LOAD", (const char *)s->body};
-    size_t load_lens[3] = {6, 4, s->len};
+    const rlk_script_src *s = script >= 0 ? rlk_script_get(script) : NULL;
+    const char *load[3] = {"SCRIPT", "LOAD", s != NULL ? (const char *)s->body : ""};
+    size_t load_lens[3] = {6, 4, s != NULL ? s->len : 0};
     int r = n != NULL ? lcl_node_conn(n, &conn) : rlk_err(RLOCK_ENOMEM, "out of memory");
-    r = r ? r : rlk_lconn_command(conn, 3, load, load_lens, lcl_ignore, NULL);
+    r = r || s == NULL ? r : rlk_lconn_command(conn, 3, load, load_lens, lcl_ignore, NULL);
     r = r ? r : rlk_lconn_command(conn, 1, asking, NULL, lcl_ignore, NULL);
     r = r ? r : rlk_lconn_send(conn, cmd, len, fn, arg);
     return r ? r : 1;

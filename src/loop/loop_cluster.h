@@ -27,14 +27,15 @@ int rlk_loop_cluster_home(const rlk_loop_cluster *cl, char *host, int *port);
  * is read (a last request at the free). RLOCK_OK, or the error of a send that failed now. */
 int rlk_loop_cluster_send(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len,
                           rlk_lconn_reply_fn fn, void *arg);
-/* The same for a command given as arguments. */
+/* The same for a command given as arguments, whose MOVED and ASK replies are followed as
+ * rlk_loop_cluster_redirect() says (at most 5 times). */
 int rlk_loop_cluster_command(rlk_loop_cluster *cl, int slot, int argc, const char **argv,
                              const size_t *lens, rlk_lconn_reply_fn fn, void *arg);
 /* When rep is a MOVED or ASK error for the request (cmd, len) of slot: a MOVED records the new
  * owner, refreshes the map and resends there; an ASK sends ASKING and the request to the node
- * named, the map unchanged, after SCRIPT LOAD of script (the request's script: a NOSCRIPT
- * reload routed by the slot would miss that node). 1: resent (fn gets its reply), 0: not a
- * redirection, or the error of a resend that failed now. */
+ * named, the map unchanged, after SCRIPT LOAD of script (the request's script, -1 for a plain
+ * command: a NOSCRIPT reload routed by the slot would miss that node). 1: resent (fn gets its
+ * reply), 0: not a redirection, or the error of a resend that failed now. */
 int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int slot, int script,
                               const char *cmd, size_t len, rlk_lconn_reply_fn fn, void *arg);
 /* The replica count of the master that serves slot (each master's own, read by loop_sync.c),

@@ -137,10 +137,18 @@ static void test_slot_migration(void **state)
     assert_int_equal(tl_lock_async(wait, b, 30000, 30000, NULL, &dw), RLOCK_OK);
     tl_run_for(l, 300);
     assert_int_equal(dw.calls, 0);
+    rlock_latch *tlatch = rlock_latch_open(tc, "lc-mig");
+    rlock_latch *latch = rlock_latch_open(c, "lc-mig");
+    assert_int_equal(rlock_latch_try_set_count(tlatch, 1), 1);
     rh_server *src = tc_cluster_owner(hname);
     rh_server *dst = tc_cluster_other_master(src);
     tc_cluster_move_slot(hname, dst);
     assert_true(tc_cluster_owner(hname) == dst);
+    /* A plain command (the count read of latch lc-mig, in the same slot) follows the MOVED too. */
+    tl_done dl = {0};
+    assert_int_equal(rlock_latch_await_async(latch, 0, NULL, tl_latch_done, &dl), RLOCK_OK);
+    assert_true(tu_run_until(l, &dl.calls, 1, 5000));
+    assert_int_equal(dl.rc, RLOCK_ETIMEDOUT);
     /* Renewed on the new owner: a lease later it is still there, with more than a third left
      * (without renewals there it would have expired). */
     tl_run_for(l, WATCHDOG_MS + 300);
@@ -159,6 +167,8 @@ static void test_slot_migration(void **state)
     assert_int_equal(tc_cluster_exists(hname), 0);
     tl_run_for(l, 100);
     assert_int_equal(dh.calls + dw.calls, 2);
+    rlock_latch_free(latch);
+    rlock_latch_free(tlatch);
     rlock_free(th);
     rlock_free(hold);
     rlock_free(wait);
