@@ -60,7 +60,18 @@
  * client's records, with no command, on the loop's thread; a RedLock's is the largest of its
  * servers', as on threaded clients.
  *
- * Cluster is not available on loop clients yet: rlock_loop_client_new() answers RLOCK_EINVAL.
+ * Cluster (redis-cluster://, rediss-cluster://) is served with classic pub/sub only: the options
+ * must set cluster_pubsub = RLOCK_CLUSTER_PUBSUB_CLASSIC, else rlock_loop_client_new() returns
+ * RLOCK_EINVAL (sharded pub/sub, the default on Redis >= 7, is not served on a loop yet). The
+ * slot map is read on the loop from the seeds in turn (CLUSTER SLOTS); requests made meanwhile
+ * wait for it, and when no seed gives one they complete with RLOCK_ECONN naming each seed's
+ * failure (a new read waits 50 ms, doubling to 2 s). Each request goes to the master of its
+ * key's slot, on a connection of its own per master; MOVED updates the map and resends there,
+ * ASK sends ASKING and the request to the node named. With replica_sync, the WAIT goes to the
+ * master that ran the script and counts its own replicas. The client subscribes on one node (a
+ * classic PUBLISH reaches every node): threaded clients sharing the names must use the same
+ * pub/sub mode, or their wake-ups are not heard.
+
  */
 #ifndef RLOCK_ASYNC_H
 #define RLOCK_ASYNC_H

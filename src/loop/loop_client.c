@@ -10,9 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster_map.h"
 #include "error.h"
 #include "loop_client.h"
+#include "loop_cluster.h"
 #include "loop_due.h"
+#include "loop_route.h"
 #include "loop_sentinel.h"
 #include "loop_hold.h"
 #include "observe.h"
@@ -44,15 +47,19 @@ static void loop_ignore_reply(void *arg, redisReply *rep, int err)
     (void)err;
 }
 
-/* The URL a data or pub/sub connection dials: on a Sentinel deployment the current master, with
- * host NULL (a parked connection, loop_conn.h) while none is known; host has RLK_HOST_MAX
- * bytes. */
+/* The URL a data or pub/sub connection dials: on a Sentinel deployment the current master, on
+ * a cluster the home node (classic PUBLISH reaches every node), with host NULL (a parked
+ * connection, loop_conn.h) while none is known; host has RLK_HOST_MAX bytes. */
 static rlk_url loop_node_url(const rlk_loop_client *lc, char *host)
 {
     rlk_url u = lc->c->url;
     if (u.kind == RLK_URL_SENTINEL) {
         rlk_client_master(lc->c, host, &u.port);
         u.host = host[0] != '\0' ? host : NULL;
+    } else if (u.kind == RLK_URL_CLUSTER) {
+        int known = lc->cluster != NULL && rlk_loop_cluster_home(lc->cluster, host, &u.port) == 0;
+        u.host = known ? host : NULL;
+        u.path = NULL;
     }
     return u;
 }
@@ -322,34 +329,125 @@ static int loop_data_dial(rlk_loop_client *lc)
     return r;
 }
 
-int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out)
+/* After a break the pub/sub connection is dialled again at the waiters' pace: here. */
+static void loop_sub_kick(rlk_loop_client *lc)
 {
-    int r = lc->data == NULL ? loop_data_dial(lc) : RLOCK_OK;
     int wanted = 0;
     for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
         wanted |= ch->wanted;
     }
-    if (r == RLOCK_OK && wanted) {
-        (void)loop_sub_ensure(lc); /* after a break: the waiters' pace redials it */
+    if (wanted) {
+        (void)loop_sub_ensure(lc);
+    }
+}
+
+int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out)
+{
+    *out = NULL;
+    if (lc->c->url.kind == RLK_URL_CLUSTER) {
+        return rlk_err(RLOCK_EINVAL, "a cluster client has no single data connection");
+    }
+    int r = lc->data == NULL ? loop_data_dial(lc) : RLOCK_OK;
+    if (r == RLOCK_OK) {
+        loop_sub_kick(lc);
     }
     *out = lc->data;
     return r;
 }
 
-/* An EVALSHA in flight, kept for its one resend after a NOSCRIPT reply. */
+int rlk_loop_command(rlk_loop_client *lc, int slot, int argc, const char **argv, const size_t *lens,
+                     rlk_lconn_reply_fn fn, void *arg)
+{
+    if (lc->c->url.kind == RLK_URL_CLUSTER) {
+        if (lc->cluster == NULL) {
+            (void)rlk_err(RLOCK_ECLOSED, "the client was freed");
+            return RLOCK_ECLOSED;
+        }
+        loop_sub_kick(lc);
+        return rlk_loop_cluster_command(lc->cluster, slot, argc, argv, lens, fn, arg);
+    }
+    rlk_lconn *conn = NULL;
+    int r = rlk_loop_data(lc, &conn);
+    return r ? r : rlk_lconn_command(conn, argc, argv, lens, fn, arg);
+}
+
+int rlk_loop_can_send_last(const rlk_loop_client *lc)
+{
+    return lc->c->url.kind == RLK_URL_CLUSTER ? rlk_loop_cluster_ok(lc->cluster)
+                                              : rlk_lconn_ok(lc->data);
+}
+
+/* Sends request bytes on the data connection, or on a cluster on the master of slot. */
+static int loop_send(rlk_loop_client *lc, int slot, const char *cmd, size_t len,
+                     rlk_lconn_reply_fn fn, void *arg)
+{
+    if (lc->c->url.kind == RLK_URL_CLUSTER) {
+        if (lc->cluster == NULL) {
+            (void)rlk_err(RLOCK_ECLOSED, "the client was freed");
+            return RLOCK_ECLOSED;
+        }
+        loop_sub_kick(lc);
+        return rlk_loop_cluster_send(lc->cluster, slot, cmd, len, fn, arg);
+    }
+    rlk_lconn *conn = NULL;
+    int r = rlk_loop_data(lc, &conn);
+    return r ? r : rlk_lconn_send(conn, cmd, len, fn, arg);
+}
+
+/* An EVALSHA in flight, kept for its one resend after a NOSCRIPT reply (and, on a cluster,
+ * those after a redirection). */
 typedef struct loop_eval {
     rlk_loop_client *lc;
     int script;
     int resent;
+    int slot;      /* its key's cluster slot (-1: none, or not a cluster) */
+    int redirects; /* MOVED and ASK replies followed */
     rlk_lconn_reply_fn fn;
     void *arg;
     size_t len;
     char cmd[];
 } loop_eval;
 
+static void loop_eval_reply(void *arg, redisReply *rep, int err);
+
+/* A cluster's MOVED or ASK: resent where the reply says (at most 5 times: a slot that keeps
+ * moving fails the request with RLOCK_ECONN). 1 when resent. */
+static int loop_eval_redirect(loop_eval *e, redisReply **rep, int *err)
+{
+    rlk_loop_client *lc = e->lc;
+    const redisReply *r0 = *rep;
+    if (*err != RLOCK_OK || r0 == NULL || lc->cluster == NULL || r0->type != REDIS_REPLY_ERROR) {
+        return 0;
+    }
+    rlk_redirect rd;
+    if (e->redirects >= 5) {
+        if (rlk_cluster_parse_redirect(r0->str, r0->len, &rd) != RLK_REDIRECT_NONE) {
+            (void)rlk_err(RLOCK_ECONN, "script %s: slot %d keeps moving: %.*s",
+                          rlk_script_get(e->script)->name, e->slot, (int)r0->len, r0->str);
+            *err = RLOCK_ECONN;
+            *rep = NULL;
+        }
+        return 0;
+    }
+    int r = rlk_loop_cluster_redirect(lc->cluster, r0, e->slot, e->script, e->cmd, e->len,
+                                      loop_eval_reply, e);
+    if (r == 1) {
+        e->redirects++;
+        return 1;
+    }
+    if (r < 0) {
+        *err = r;
+        *rep = NULL;
+    }
+    return 0;
+}
+
 static void loop_eval_reply(void *arg, redisReply *rep, int err)
 {
     loop_eval *e = arg;
+    if (loop_eval_redirect(e, &rep, &err)) {
+        return;
+    }
     if (err == RLOCK_OK && rlk_reply_is_moved(rep)) {
         /* READONLY, LOADING, MASTERDOWN: the node is not (yet) the master and did not run the
          * script. The Sentinels are asked again; the request is not resent (their answer comes
@@ -364,10 +462,11 @@ static void loop_eval_reply(void *arg, redisReply *rep, int err)
         const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
         size_t lens[3] = {6, 4, s->len};
         e->resent = 1;
-        rlk_lconn *conn = e->lc->data;
-        int r = conn != NULL ? rlk_lconn_command(conn, 3, argv, lens, loop_ignore_reply, NULL)
-                             : RLOCK_ECONN;
-        r = r ? r : rlk_lconn_send(conn, e->cmd, e->len, loop_eval_reply, e);
+        rlk_loop_client *lc = e->lc;
+        int r = lc->data != NULL || lc->cluster != NULL
+                    ? rlk_loop_command(lc, e->slot, 3, argv, lens, loop_ignore_reply, NULL)
+                    : RLOCK_ECONN;
+        r = r ? r : loop_send(lc, e->slot, e->cmd, e->len, loop_eval_reply, e);
         if (r == RLOCK_OK) {
             return;
         }
@@ -381,8 +480,9 @@ static void loop_eval_reply(void *arg, redisReply *rep, int err)
 int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
                   rlk_lconn_reply_fn fn, void *arg)
 {
+    int cluster = lc->c->url.kind == RLK_URL_CLUSTER;
     rlk_lconn *conn = NULL;
-    int r = rlk_loop_data(lc, &conn);
+    int r = cluster ? RLOCK_OK : rlk_loop_data(lc, &conn);
     if (r != RLOCK_OK) {
         return r;
     }
@@ -391,8 +491,10 @@ int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
         return rlk_err(RLOCK_ENOMEM, "out of memory sending a script");
     }
     *e = (loop_eval){.lc = lc, .script = script, .fn = fn, .arg = arg, .len = len};
+    e->slot = cluster ? rlk_loop_request_slot(cmd, len) : -1;
     memcpy(e->cmd, cmd, len);
-    r = rlk_lconn_send(conn, cmd, len, loop_eval_reply, e);
+    r = cluster ? loop_send(lc, e->slot, cmd, len, loop_eval_reply, e)
+                : rlk_lconn_send(conn, cmd, len, loop_eval_reply, e);
     if (r != RLOCK_OK) {
         free(e);
     }
@@ -518,10 +620,14 @@ static void loop_client_stop(rlock_client *c)
     }
     if (last) {
         rlk_lconn_flush(data); /* the leaves go out before the socket closes */
+        rlk_loop_cluster_flush(lc->cluster);
     }
+    rlk_loop_cluster *cluster = lc->cluster;
     lc->data = lc->sub = NULL;
+    lc->cluster = NULL;
     rlk_loop_sentinel_free(lc->sentinel);
     lc->sentinel = NULL;
+    rlk_loop_cluster_free(cluster, RLOCK_ECLOSED);
     rlk_lconn_free(data, rlk_err(RLOCK_ECLOSED, "the client was freed"));
     rlk_lconn_free(sub, RLOCK_ECLOSED);
     while (lc->ops != NULL) {
@@ -568,11 +674,25 @@ static int loop_check(const rlock_loop *loop, const rlk_url *url)
         loop->timer_free == NULL) {
         return rlk_err(RLOCK_EINVAL, "rlock_loop_client_new: every loop callback must be set");
     }
-    int sentinel = url->kind == RLK_URL_SENTINEL && url->nhosts > 0;
-    if ((url->kind != RLK_URL_STANDALONE && !sentinel) ||
-        (url->host == NULL && url->path == NULL && !sentinel)) {
-        return rlk_err(RLOCK_EINVAL, "a loop client serves redis://, rediss://, unix:// "
-                                     "and redis-sentinel:// only in this version");
+    int multi = (url->kind == RLK_URL_SENTINEL || url->kind == RLK_URL_CLUSTER) && url->nhosts > 0;
+    if ((url->kind != RLK_URL_STANDALONE && !multi) ||
+        (url->host == NULL && url->path == NULL && !multi)) {
+        return rlk_err(RLOCK_EINVAL, "a loop client serves redis://, rediss://, unix://, "
+                                     "redis-sentinel:// and redis-cluster:// only");
+    }
+    return RLOCK_OK;
+}
+
+/* What a loop client on a cluster does not serve yet: sharded pub/sub (the default, auto, is
+ * sharded on Redis >= 7). */
+static int loop_check_cluster(const rlock_client *c)
+{
+    if (c->url.kind != RLK_URL_CLUSTER) {
+        return RLOCK_OK;
+    }
+    if (c->opts.cluster_pubsub != RLOCK_CLUSTER_PUBSUB_CLASSIC) {
+        return rlk_err(RLOCK_EINVAL, "a loop client on a cluster needs cluster_pubsub = "
+                                     "RLOCK_CLUSTER_PUBSUB_CLASSIC in this version");
     }
     return RLOCK_OK;
 }
@@ -628,6 +748,9 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
             return r;
         }
     }
+    if (c->url.kind == RLK_URL_CLUSTER) { /* the map is read on the loop from now on */
+        return rlk_loop_cluster_new(lc, rlk_loop_moved, &lc->cluster);
+    }
     rlk_lconn *conn = NULL;
     return rlk_loop_data(lc, &conn); /* dialling starts now, on the loop */
 }
@@ -642,6 +765,7 @@ RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_lo
     rlock_client *c = NULL;
     int r = rlk_client_alloc(opts, &c);
     r = r ? r : loop_check(loop, &c->url);
+    r = r ? r : loop_check_cluster(c);
     r = r ? r : loop_tls(c);
     r = r ? r : loop_client_start(c, loop);
     if (r != RLOCK_OK) {

@@ -17,6 +17,7 @@ typedef struct rlk_loop_client rlk_loop_client;
 typedef struct rlk_loop_op rlk_loop_op;
 typedef struct rlk_loop_chan rlk_loop_chan;
 typedef struct rlk_loop_sentinel rlk_loop_sentinel;
+typedef struct rlk_loop_cluster rlk_loop_cluster;
 
 /* Why an operation is woken (rlk_loop_op_type.wake). */
 enum {
@@ -93,6 +94,7 @@ struct rlk_loop_client {
     rlk_loop_hold *holds;        /* loop_watchdog.c's */
     void *wd_timer;              /* loop_watchdog.c's, NULL until a watchdog hold exists */
     rlk_loop_sentinel *sentinel; /* loop_sentinel.c's, NULL unless the URL names Sentinels */
+    rlk_loop_cluster *cluster;   /* loop_cluster.c's, NULL unless the URL names a cluster */
     int pipe_r, pipe_w;          /* the self-pipe a fired token's watch writes to */
     void *pipe_io;
     /* loop_due.c's: the waits' due times (a min-heap), room reserved for due_room of them, one
@@ -109,10 +111,18 @@ struct rlk_loop_client {
 
 /* The loop state of c, NULL for a threaded client. */
 rlk_loop_client *rlk_loop_of(const rlock_client *c);
-/* The data connection, dialled when there is none (RLOCK_OK and *out, or an error). */
+/* The data connection, dialled when there is none (RLOCK_OK and *out, or an error). A cluster
+ * client has one per master: there it is RLOCK_EINVAL (rlk_loop_command() routes). */
 int rlk_loop_data(rlk_loop_client *lc, rlk_lconn **out);
-/* Sends an EVALSHA request of script (cmd, len) on the data connection; a NOSCRIPT reply loads
- * the script and resends once, so fn sees the script's own reply. */
+/* Sends a command on the data connection, or on a cluster on the master of slot (a key's slot,
+ * -1: any node). */
+int rlk_loop_command(rlk_loop_client *lc, int slot, int argc, const char **argv, const size_t *lens,
+                     rlk_lconn_reply_fn fn, void *arg);
+/* 1 when a last request (rlk_loop_send_last()) can go out now. */
+int rlk_loop_can_send_last(const rlk_loop_client *lc);
+/* Sends an EVALSHA request of script (cmd, len) on the data connection (on a cluster, on the
+ * master of its first key's slot, following MOVED and ASK); a NOSCRIPT reply loads the script
+ * and resends once, so fn sees the script's own reply. */
 int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
                   rlk_lconn_reply_fn fn, void *arg);
 

@@ -9,6 +9,7 @@
 #include "replica.h"
 #include "error.h"
 #include "latch.h"
+#include "cluster_slot.h"
 #include "loop_latch.h"
 #include "scripts.h"
 
@@ -70,14 +71,10 @@ static void lat_reply(void *arg, redisReply *rep, int err)
 static int lat_attempt(rlk_loop_wait *w)
 {
     lat *op = RLK_CONTAINER_OF(w, lat, w);
-    rlk_lconn *conn = NULL;
-    int r = rlk_loop_data(w->base.lc, &conn);
-    if (r != RLOCK_OK) {
-        return r;
-    }
     rlk_args argv;
     rlk_latch_count_args(op->l, &argv);
-    return rlk_lconn_command(conn, argv.n, argv.v, argv.len, lat_reply, op);
+    int slot = rlk_cluster_key_slot(argv.v[1], argv.len[1]);
+    return rlk_loop_command(w->base.lc, slot, argv.n, argv.v, argv.len, lat_reply, op);
 }
 
 static int lat_join(rlk_loop_wait *w)

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 
 #include "error.h"
+#include "loop_cluster.h"
 #include "loop_lock_wait.h"
+#include "loop_route.h"
 #include "loop_watchdog.h"
 #include "replica.h"
 
@@ -152,6 +154,11 @@ int rlk_loop_send_last(rlk_loop_client *lc, int script, const char *cmd, size_t 
     const rlk_script_src *s = rlk_script_get(script);
     const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->body};
     size_t lens[3] = {6, 4, s->len};
+    if (lc->cluster != NULL) { /* to the key's master, as the request went */
+        int slot = rlk_loop_request_slot(cmd, len);
+        int r = rlk_loop_cluster_command(lc->cluster, slot, 3, argv, lens, NULL, NULL);
+        return r ? r : rlk_loop_cluster_send(lc->cluster, slot, cmd, len, NULL, NULL);
+    }
     int r = rlk_lconn_command(lc->data, 3, argv, lens, NULL, NULL);
     return r ? r : rlk_lconn_send(lc->data, cmd, len, NULL, NULL);
 }

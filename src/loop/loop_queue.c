@@ -96,7 +96,7 @@ int rlk_loop_queue_leave(rlk_loop_wait *w, rlk_loop_leave_format format)
 int rlk_loop_queue_close_leave(rlk_loop_wait *w, rlk_loop_leave_format format)
 {
     rlk_loop_queue_op *op = rlk_loop_queue_of(w);
-    if (!op->queued || !rlk_lconn_ok(w->base.lc->data)) {
+    if (!op->queued || !rlk_loop_can_send_last(w->base.lc)) {
         return 0;
     }
     char *cmd = NULL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_slot.h"
 #include "error.h"
 #include "latch.h"
 #include "loop_semx.h"
@@ -190,11 +191,10 @@ static int sx_send(rlk_loop_client *lc, sx *u)
         r = rlk_sem_req_init(&u->q, u->sem->name, u->sem->name_len, 0);
     }
     if (r == RLOCK_OK && u->call == SX_LATCH_COUNT) {
-        rlk_lconn *conn = NULL;
         rlk_args argv;
         rlk_latch_count_args(u->latch, &argv);
-        r = rlk_loop_data(lc, &conn);
-        r = r ? r : rlk_lconn_command(conn, argv.n, argv.v, argv.len, sx_reply, u);
+        int slot = rlk_cluster_key_slot(argv.v[1], argv.len[1]);
+        r = rlk_loop_command(lc, slot, argv.n, argv.v, argv.len, sx_reply, u);
     } else if (r == RLOCK_OK) {
         int script = SX_CALLS[u->call].script;
         rlk_args keys, args;

@@ -9,11 +9,14 @@
 #include <string.h>
 
 #include "error.h"
+#include "loop_cluster.h"
+#include "loop_route.h"
 #include "loop_sync.h"
 #include "replica.h"
 
 typedef struct lsy_call {
     rlk_loop_client *lc;
+    int slot; /* the script's key's cluster slot (-1: not a cluster) */
     rlk_sync s;
     redisReply *rep; /* the script's reply (a copy), NULL until it came or when it failed */
     int err;         /* the script's failure */
@@ -22,6 +25,34 @@ typedef struct lsy_call {
     rlk_lconn_reply_fn fn;
     void *arg;
 } lsy_call;
+
+/* The replica count of the node the script of slot goes to: the client's, or on a cluster its
+ * master's (NULL while the map is not known). */
+static rlk_replicas *lsy_replicas(rlk_loop_client *lc, int slot)
+{
+    return lc->cluster != NULL ? rlk_loop_cluster_replicas(lc->cluster, slot) : &lc->c->replicas;
+}
+
+/* The connection the script of slot went on, as it is (NULL: none). */
+static rlk_lconn *lsy_conn(rlk_loop_client *lc, int slot)
+{
+    return lc->cluster != NULL ? rlk_loop_cluster_conn(lc->cluster, slot) : lc->data;
+}
+
+/* An INFO replication in flight: the node it reads is found again at its reply. */
+typedef struct lsy_info {
+    rlk_loop_client *lc;
+    int slot;
+} lsy_info;
+
+static lsy_info *lsy_info_new(rlk_loop_client *lc, int slot)
+{
+    lsy_info *i = malloc(sizeof(*i));
+    if (i != NULL) {
+        *i = (lsy_info){.lc = lc, .slot = slot};
+    }
+    return i;
+}
 
 /* A copy of a reply that holds no array (NULL when out of memory). */
 static redisReply *lsy_copy_leaf(const redisReply *r)
@@ -80,12 +111,15 @@ static void lsy_deliver(lsy_call *k)
 
 static void lsy_info_reply(void *arg, redisReply *rep, int err)
 {
-    rlk_loop_client *lc = arg;
-    if (err == RLOCK_OK && rep->type == REDIS_REPLY_STRING) {
-        rlk_replica_learn_info(&lc->c->replicas, rep->str);
-    } else if (err == RLOCK_OK) {
+    lsy_info *i = arg;
+    rlk_loop_client *lc = i->lc;
+    rlk_replicas *st = err == RLOCK_OK ? lsy_replicas(lc, i->slot) : NULL;
+    free(i);
+    if (st != NULL && rep->type == REDIS_REPLY_STRING) {
+        rlk_replica_learn_info(st, rep->str);
+    } else if (st != NULL) {
         /* As rlk_replica_init() does for a user without INFO: said once, grants go unsynced. */
-        rlk_replica_learn_info(&lc->c->replicas, "");
+        rlk_replica_learn_info(st, "");
         atomic_store(&lc->c->replicas_unknown, 1);
         rlk_log(lc->c, RLOCK_LOG_WARN,
                 "replica_sync: INFO replication refused (%s); grants are not replica-synced",
@@ -95,10 +129,22 @@ static void lsy_info_reply(void *arg, redisReply *rep, int err)
 
 static void lsy_refresh_reply(void *arg, redisReply *rep, int err)
 {
-    rlk_loop_client *lc = arg;
-    if (err == RLOCK_OK && lc->c->replicas.known == 1) {
-        rlk_sync s = {.node = &lc->c->replicas};
+    lsy_info *i = arg;
+    rlk_replicas *st = err == RLOCK_OK ? lsy_replicas(i->lc, i->slot) : NULL;
+    free(i);
+    if (st != NULL && st->known == 1) {
+        rlk_sync s = {.node = st};
         rlk_sync_took(&s, NULL, rep);
+    }
+}
+
+/* Queues INFO replication (a refresh) behind what was sent on conn. */
+static void lsy_send_refresh(rlk_loop_client *lc, rlk_lconn *conn, int slot)
+{
+    const char *info[2] = {"INFO", "replication"};
+    lsy_info *i = conn != NULL ? lsy_info_new(lc, slot) : NULL;
+    if (i != NULL && rlk_lconn_command(conn, 2, info, NULL, lsy_refresh_reply, i) != RLOCK_OK) {
+        free(i);
     }
 }
 
@@ -121,19 +167,18 @@ static void lsy_wait_reply(void *arg, redisReply *rep, int err)
 static int lsy_send_wait(lsy_call *k)
 {
     rlk_loop_client *lc = k->lc;
-    rlk_lconn *conn = lc->data;
+    rlk_lconn *conn = lsy_conn(lc, k->slot);
     char n[24], timeout[24];
     rlk_fmt_i64(n, k->s.n);
     rlk_fmt_i64(timeout, lc->c->opts.replica_sync_timeout_ms);
     const char *wait[3] = {"WAIT", n, timeout};
     const char *waitaof[4] = {"WAITAOF", "1", n, timeout};
-    const char *info[2] = {"INFO", "replication"};
     int aof = lc->c->opts.replica_sync_aof;
     int r = conn == NULL ? RLOCK_ECONN
             : aof        ? rlk_lconn_command(conn, 4, waitaof, NULL, lsy_wait_reply, k)
                          : rlk_lconn_command(conn, 3, wait, NULL, lsy_wait_reply, k);
     if (r == RLOCK_OK && k->s.refresh) {
-        (void)rlk_lconn_command(conn, 2, info, NULL, lsy_refresh_reply, lc);
+        lsy_send_refresh(lc, conn, k->slot);
     }
     return r;
 }
@@ -165,7 +210,13 @@ static void lsy_script_reply(void *arg, redisReply *rep, int err)
         lsy_deliver(k);
         return;
     }
-    rlk_sync_plan_known(k->lc->c, &k->lc->c->replicas, &k->s);
+    rlk_replicas *st = lsy_replicas(k->lc, k->slot);
+    if (st == NULL) { /* no map yet: cannot be, the script was sent after one was read */
+        k->s.n = 0;
+        lsy_deliver(k);
+        return;
+    }
+    rlk_sync_plan_known(k->lc->c, st, &k->s);
     int aof = k->lc->c->opts.replica_sync_aof && k->s.node != NULL;
     if ((k->s.n <= 0 && !aof) || lsy_send_wait(k) != RLOCK_OK) {
         k->s.acked = k->s.n > 0 || aof ? -1 : k->s.n;
@@ -178,9 +229,9 @@ static int lsy_plain(rlk_loop_client *lc, const rlk_sync *s, int script, const c
                      size_t len, rlk_lconn_reply_fn fn, void *arg)
 {
     int r = rlk_loop_eval(lc, script, cmd, len, fn, arg);
-    if (r == RLOCK_OK && s->refresh && lc->data != NULL) {
-        const char *info[2] = {"INFO", "replication"};
-        (void)rlk_lconn_command(lc->data, 2, info, NULL, lsy_refresh_reply, lc);
+    int slot = lc->cluster != NULL ? rlk_loop_request_slot(cmd, len) : -1;
+    if (r == RLOCK_OK && s->refresh) {
+        lsy_send_refresh(lc, lsy_conn(lc, slot), slot);
     }
     return r;
 }
@@ -189,23 +240,33 @@ int rlk_loop_eval_synced(rlk_loop_client *lc, int script, const char *cmd, size_
                          rlk_lconn_reply_fn fn, void *arg)
 {
     rlock_client *c = lc->c;
-    rlk_sync s;
-    rlk_sync_plan_known(c, &c->replicas, &s);
-    int first = s.node != NULL && c->replicas.known != 1;
-    if (!first && s.n <= 0 && (s.node == NULL || !c->opts.replica_sync_aof)) {
+    int sync = c->opts.replica_sync, aof = c->opts.replica_sync_aof;
+    int slot = lc->cluster != NULL ? rlk_loop_request_slot(cmd, len) : -1;
+    rlk_replicas *st = lsy_replicas(lc, slot);
+    rlk_sync s = {0};
+    int first = sync; /* the first synced script on its node, or before a cluster's map */
+    if (st != NULL) {
+        rlk_sync_plan_known(c, st, &s);
+        first = s.node != NULL && atomic_load(&st->known) != 1;
+    }
+    if (!first && s.n <= 0 && (s.node == NULL || !aof)) {
         return lsy_plain(lc, &s, script, cmd, len, fn, arg);
     }
     lsy_call *k = calloc(1, sizeof(*k));
     if (k == NULL) {
         return rlk_err(RLOCK_ENOMEM, "out of memory sending a synced script");
     }
-    *k = (lsy_call){.lc = lc, .s = s, .fn = fn, .arg = arg, .deferred = first};
-    rlk_lconn *conn = NULL;
-    int r = rlk_loop_data(lc, &conn);
-    if (r == RLOCK_OK && first) {
-        /* The first synced script: the count is read ahead of it, its WAIT follows its reply. */
+    *k = (lsy_call){.lc = lc, .slot = slot, .s = s, .fn = fn, .arg = arg, .deferred = first};
+    int r = RLOCK_OK;
+    if (first) {
+        /* The count is read ahead of the script, its WAIT follows its reply. */
         const char *info[2] = {"INFO", "replication"};
-        r = rlk_lconn_command(conn, 2, info, NULL, lsy_info_reply, lc);
+        lsy_info *i = lsy_info_new(lc, slot);
+        r = i != NULL ? rlk_loop_command(lc, slot, 2, info, NULL, lsy_info_reply, i)
+                      : rlk_err(RLOCK_ENOMEM, "out of memory sending a synced script");
+        if (r != RLOCK_OK) {
+            free(i);
+        }
     }
     r = r ? r : rlk_loop_eval(lc, script, cmd, len, lsy_script_reply, k);
     if (r == RLOCK_OK && !first && lsy_send_wait(k) != RLOCK_OK) {

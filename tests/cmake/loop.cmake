@@ -84,6 +84,10 @@ if(TARGET rlock_harness)
       rlock_add_redisson_test(NAME test_loop_redisson_uv TIMEOUT 120 FIRST_ONLY
                               SOURCES loop/test_loop_redisson.c LIBS rlock_test_uv)
     endif()
+    # A Redis Cluster of three masters: locks on each, a fair waiter woken across nodes, a slot
+    # migrated under a loop hold and waiter, the creation refused (loop/test_loop_cluster.c).
+    rlock_add_test(NAME test_loop_cluster_${_adapter} SOURCES loop/test_loop_cluster.c
+                   loop/tl_common.c LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold
     # (loop/test_loop_sentinel.c). Slow (a deployment, a failover); its loop logic runs under
     # the sanitizers in the programs above, so it runs in plain only.
