@@ -53,8 +53,9 @@
  * client's, renewed by that client's watchdog. The owner may be of any member's client. A fired
  * token ends the group's wait at once (a member's wait, or the pause between rounds); what the
  * group took is released before done gets RLOCK_ECANCELED, as before RLOCK_ECLOSED when a
- * member's client is freed. A server that does not answer holds up a RedLock attempt until its
- * client's command_timeout_ms (not redlock_server_timeout_ms).
+ * member's client is freed. A RedLock attempt is decided once every server answered or the
+ * members' redlock_server_timeout_ms passed: a server that did not answer by then counts as
+ * failed, and a grant it makes later is given back.
  *
  * Fencing tokens: rlock_token_ex(lock, owner) (rlock.h) reads the token of owner's hold from the
  * client's records, with no command, on the loop's thread; a RedLock's is the largest of its

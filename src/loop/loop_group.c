@@ -14,6 +14,7 @@
 #include "lock_redlock.h"
 #include "loop_group.h"
 #include "loop_lock.h"
+#include "loop_reentrant.h"
 #include "owner.h"
 
 /* The multi-lock's longest random pause between failed rounds, in ms (as lock_multi.c's). */
@@ -55,6 +56,10 @@ struct lg_op {
     int unlock_ok; /* unlock: members that released */
     int notowner;  /* unlock: members whose owner held nothing */
     unsigned char *taken;
+    /* RedLock: each member's operation on its way in this attempt (NULL once it answered), and
+     * the timer of the attempt's server timeout, after which the silent ones are abandoned. */
+    rlk_loop_lock_op **ops;
+    void *bound;
     lg_member *ctx;
     char msg[256];
 };
@@ -83,7 +88,11 @@ static void lg_free(lg_op *g)
     if (g->timer != NULL) {
         g->loop.timer_free(g->timer);
     }
+    if (g->bound != NULL) {
+        g->loop.timer_free(g->bound);
+    }
     free(g->taken);
+    free(g->ops);
     free(g->ctx);
     free(g);
 }
@@ -107,9 +116,10 @@ static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn do
     lg_op *g = calloc(1, sizeof(*g));
     if (g != NULL) {
         g->taken = calloc(n, 1);
+        g->ops = calloc(n, sizeof(*g->ops));
         g->ctx = calloc(n, sizeof(*g->ctx));
     }
-    if (g == NULL || g->taken == NULL || g->ctx == NULL) {
+    if (g == NULL || g->taken == NULL || g->ops == NULL || g->ctx == NULL) {
         if (g != NULL) {
             lg_free(g);
         }
@@ -122,6 +132,7 @@ static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn do
                  .done = done,
                  .user_data = ud,
                  .taken = g->taken,
+                 .ops = g->ops,
                  .ctx = g->ctx,
                  .first = SIZE_MAX};
     g->redlock = rlk_group_members(group, &(size_t){0}) == NULL;
@@ -187,7 +198,11 @@ static int lg_take(lg_op *g, size_t i, int64_t wait_ms)
     if (r == RLOCK_OK && lc == NULL) {
         r = rlk_err(RLOCK_EINVAL, "group member %zu is not on a loop client", i);
     }
-    r = r ? r : rlk_loop_lock_start(lc, x, g->tid, &a, lg_member_done, &g->ctx[i]);
+    if (r == RLOCK_OK && g->redlock) { /* RedLock members are reentrant locks */
+        r = rlk_loop_reentrant_lock_op(lc, x, g->tid, &a, lg_member_done, &g->ctx[i], &g->ops[i]);
+    } else if (r == RLOCK_OK) {
+        r = rlk_loop_lock_start(lc, x, g->tid, &a, lg_member_done, &g->ctx[i]);
+    }
     if (r == RLOCK_OK) {
         g->pending++;
     }
@@ -311,6 +326,18 @@ static void rl_count(lg_op *g, size_t i, int rc)
     }
 }
 
+/* The attempt's bound on the servers' replies: the largest of the members' clients'
+ * redlock_server_timeout_ms (each reply is bounded by its own client's in lock_redlock.c). */
+static int64_t rl_server_timeout(const lg_op *g)
+{
+    int64_t t = 1;
+    for (size_t i = 0; i < g->n; i++) {
+        int64_t s = g->m[i]->client->opts.redlock_server_timeout_ms;
+        t = s > t ? s : t;
+    }
+    return t;
+}
+
 /* An attempt: the acquire on every server at once, none waiting. */
 static void rl_attempt(lg_op *g)
 {
@@ -335,6 +362,31 @@ static void rl_attempt(lg_op *g)
     }
     if (g->pending == 0) {
         rl_decide(g);
+    } else if (g->bound != NULL) {
+        (void)g->loop.timer_start(g->bound, rl_server_timeout(g));
+    }
+}
+
+/* The attempt's server timeout passed: the servers that did not answer count as failed, their
+ * operations abandoned (a grant that comes later is given back), and the attempt is decided on
+ * the others, as lock_redlock.c's round does after each server's redlock_server_timeout_ms. */
+static void rl_on_bound(void *arg)
+{
+    lg_op *g = arg;
+    for (size_t i = 0; i < g->n && g->pending > 0; i++) {
+        if (g->ops[i] == NULL || !rlk_loop_reentrant_abandon(g->ops[i])) {
+            continue;
+        }
+        g->ops[i] = NULL;
+        g->pending--;
+        lg_note(g, rlk_err(RLOCK_ECONN,
+                           "server %zu (%s) did not answer within "
+                           "redlock_server_timeout_ms (%lld ms)",
+                           i, g->m[i]->name,
+                           (long long)g->m[i]->client->opts.redlock_server_timeout_ms));
+    }
+    if (g->pending == 0) {
+        rl_decide(g);
     }
 }
 
@@ -354,6 +406,9 @@ static int64_t rl_min_lease(const lg_op *g)
  * + 2 ms taken off the least lease) holds the group; otherwise everything is given back. */
 static void rl_decide(lg_op *g)
 {
+    if (g->bound != NULL) {
+        g->loop.timer_stop(g->bound);
+    }
     if (g->end_rc != RLOCK_OK) {
         lg_give_back(g, g->end_rc);
         return;
@@ -423,6 +478,7 @@ static void lg_member_done(rlock *lock, int rc, void *user_data)
     (void)lock;
     lg_member *c = user_data;
     lg_op *g = c->g;
+    g->ops[c->i] = NULL; /* freed after this call */
     g->pending--;
     if (rc != RLOCK_OK && rc != RLOCK_ETIMEDOUT) {
         lg_note(g, rc);
@@ -449,12 +505,7 @@ static int64_t lg_pause(lg_op *g)
             g->failures * 2 > LG_MULTI_MAX_BACKOFF_MS ? LG_MULTI_MAX_BACKOFF_MS : g->failures * 2;
         return (int64_t)(rlk_group_rand() % (uint64_t)(cap + 1));
     }
-    int64_t t = 1;
-    for (size_t i = 0; i < g->n; i++) {
-        int64_t s = g->m[i]->client->opts.redlock_server_timeout_ms;
-        t = s > t ? s : t;
-    }
-    return 1 + (int64_t)(rlk_group_rand() % (uint64_t)(2 * t));
+    return 1 + (int64_t)(rlk_group_rand() % (uint64_t)(2 * rl_server_timeout(g)));
 }
 
 /* What was taken is given back: report end_rc, or pause and try again while the budget lasts. */
@@ -537,6 +588,8 @@ int rlk_loop_group_lock(rlock *group, const rlock_lock_args *args, rlock_done_fn
     g->deadline = args->wait_ms < 0 ? INT64_MAX : rlk_add_sat(rlk_now_ms(), args->wait_ms);
     /* The first round starts on the loop's next turn, so done never runs inside this call. */
     g->timer = loop.timer_new(loop.loop_data, lg_on_timer, g);
+    /* Without a bound timer a RedLock attempt waits for every server (command_timeout_ms). */
+    g->bound = g->redlock ? loop.timer_new(loop.loop_data, rl_on_bound, g) : NULL;
     if (g->timer == NULL || loop.timer_start(g->timer, 0) != 0) {
         lg_free(g);
         return rlk_err(RLOCK_ENOMEM, "rlock_lock_async: the loop gave no timer");

@@ -13,6 +13,7 @@
 #include "loop_route.h"
 #include "loop_watchdog.h"
 #include "replica.h"
+#include "scripts.h"
 
 /* A lock's name in messages: "lock" or "fair lock". */
 static const char *llw_what(const rlk_loop_lock_op *op)
@@ -66,6 +67,28 @@ int rlk_loop_lock_join(rlk_loop_wait *w)
     return r;
 }
 
+static void llw_abandoned_done(void *arg, redisReply *rep, int err)
+{
+    (void)rep;
+    (void)err;
+    rlk_loop_lock_op *op = arg;
+    free(op->lost_ud);
+    free(op);
+}
+
+void rlk_loop_lock_abandoned_reply(rlk_loop_lock_op *op, redisReply *rep, int err)
+{
+    const rlk_loop_back *b = op->lost_ud;
+    int granted = err == RLOCK_OK && rep != NULL && rep->type == REDIS_REPLY_ARRAY &&
+                  rep->elements >= 1 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
+                  rep->element[0]->integer == 1;
+    if (granted && rlk_loop_eval(op->w.base.lc, RLK_SCRIPT_LOCK_RELEASE, b->cmd, b->len,
+                                 llw_abandoned_done, op) == RLOCK_OK) {
+        return;
+    }
+    llw_abandoned_done(op, NULL, err);
+}
+
 /* The give-back of a grant fewer replicas acknowledged came back: the operation waits on while
  * its wait lasts (the next attempt after a short pause), else ends with RLOCK_EREPLICA. A
  * give-back that failed ends it with that error: the grant may stand, and a next attempt of the
@@ -73,6 +96,10 @@ int rlk_loop_lock_join(rlk_loop_wait *w)
 static void llw_given_back(void *arg, redisReply *rep, int err)
 {
     rlk_loop_lock_op *op = arg;
+    if (op->w.done == NULL) {
+        llw_abandoned_done(op, rep, err); /* the give-back was the release: nothing is held */
+        return;
+    }
     if (err == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
         err = rlk_err(RLOCK_EREDIS,
                       "%s '%s': giving back a grant the replicas did not "
@@ -109,6 +136,10 @@ static int llw_undo(rlk_loop_lock_op *op)
 void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
                           int (*decode)(rlk_loop_lock_op *op, redisReply *rep))
 {
+    if (op->w.done == NULL) {
+        rlk_loop_lock_abandoned_reply(op, rep, err);
+        return;
+    }
     int r = err;
     if (r == RLOCK_OK && rep->type == REDIS_REPLY_ERROR) {
         r = rlk_err(RLOCK_EREDIS, "%s '%s': %s", llw_what(op), op->a.lock->name, rep->str);

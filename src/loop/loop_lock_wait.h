@@ -31,6 +31,17 @@ int rlk_loop_lock_begin(rlk_loop_client *lc, rlk_loop_lock_op *op, const rlock_c
  * waits on while its wait lasts, else ends with RLOCK_EREPLICA. */
 void rlk_loop_lock_result(rlk_loop_lock_op *op, redisReply *rep, int err,
                           int (*decode)(rlk_loop_lock_op *op, redisReply *rep));
+/* An operation given up while its attempt was on its way (a RedLock server that did not answer
+ * within redlock_server_timeout_ms, loop_reentrant.c's rlk_loop_reentrant_abandon()): its done
+ * already ran (w.done is NULL) and lost_ud holds a rlk_loop_back, the release of what the attempt
+ * may take, formatted while the handle was known. The attempt's reply, or its give-back's, ends
+ * here: a grant is given back with that release, then op is freed (the handle may be gone). */
+typedef struct rlk_loop_back {
+    size_t len;
+    char cmd[];
+} rlk_loop_back;
+void rlk_loop_lock_abandoned_reply(rlk_loop_lock_op *op, redisReply *rep, int err);
+
 /* The ops entries both locks use: join the lock's channel, the messages, the completion (an
  * RLOCK_OK records the hold, then done runs and op is freed). */
 int rlk_loop_lock_join(rlk_loop_wait *w);

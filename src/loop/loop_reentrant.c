@@ -5,6 +5,7 @@
  * helpers are named lre_*.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
 #include "lock.h"
@@ -82,8 +83,9 @@ static const rlk_loop_wait_ops lre_ops = {
     .give_back = rlk_loop_reentrant_give_back,
 };
 
-int rlk_loop_reentrant_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid,
-                            const rlock_lock_args *args, rlock_done_fn done, void *user_data)
+int rlk_loop_reentrant_lock_op(rlk_loop_client *lc, rlock *lock, uint64_t tid,
+                               const rlock_lock_args *args, rlock_done_fn done, void *user_data,
+                               rlk_loop_lock_op **out)
 {
     rlk_loop_lock_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
@@ -94,6 +96,42 @@ int rlk_loop_reentrant_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid,
     int r = rlk_loop_lock_begin(lc, op, args->cancel);
     if (r != RLOCK_OK) {
         free(op);
+        op = NULL;
+    }
+    if (out != NULL) {
+        *out = op;
     }
     return r;
+}
+
+int rlk_loop_reentrant_lock(rlk_loop_client *lc, rlock *lock, uint64_t tid,
+                            const rlock_lock_args *args, rlock_done_fn done, void *user_data)
+{
+    return rlk_loop_reentrant_lock_op(lc, lock, tid, args, done, user_data, NULL);
+}
+
+int rlk_loop_reentrant_abandon(rlk_loop_lock_op *op)
+{
+    if (!op->w.inflight || op->w.leaving || op->w.done == NULL) {
+        return 0;
+    }
+    char *cmd = NULL;
+    size_t len = 0;
+    int r = rlk_loop_reentrant_release_format(op->a.lock, &op->a, op->a.lease_ms, &cmd, &len);
+    rlk_loop_back *b = r == RLOCK_OK ? malloc(sizeof(*b) + len) : NULL;
+    if (b == NULL) {
+        free(cmd);
+        return 0;
+    }
+    b->len = len;
+    memcpy(b->cmd, cmd, len);
+    free(cmd);
+    rlk_loop_op_remove(&op->w.base);
+    rlk_loop_due_del(op->w.base.lc, &op->w.due);
+    (void)rlk_obs_acquire_end(op->a.client, &op->obs, op->a.lock->name, op->a.owner, RLOCK_ECONN, 0,
+                              0);
+    op->w.done = NULL;
+    op->on_lost = NULL;
+    op->lost_ud = b;
+    return 1;
 }

@@ -1,7 +1,8 @@
 /*
  * Multi-lock and RedLock groups on loop clients through an adapter (tl_loop.h) against real
  * redis-servers: a multi-lock taken, excluding a threaded client and released; its wait for a
- * busy member and its wait budget; RedLock over three servers with one and two stopped; a
+ * busy member and its wait budget; RedLock over three servers with one and two stopped, and with
+ * one silent (its attempt decided after redlock_server_timeout_ms, its late grant given back); a
  * cancelled group wait and a freed member client (waiting, or between RedLock attempts); and
  * the checks of bad input.
  */
@@ -268,6 +269,64 @@ static void test_redlock(void **state)
     rh_free(sv[2]);
 }
 
+/* RedLock with one server stopped (SIGSTOP: connected, silent): an attempt is decided when the
+ * servers' redlock_server_timeout_ms (100 ms) passes, not after command_timeout_ms (3 s), and
+ * the silent server's grant, which comes when it resumes, is given back. Then a client freed
+ * while such an abandoned attempt is still on its way (ASan: nothing leaks). */
+static void test_redlock_silent_server(void **state)
+{
+    rh_server *sv[3] = {*state, tc_start(), tc_start()};
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c[3];
+    rlock *m[3];
+    for (int i = 0; i < 3; i++) {
+        rlock_options o;
+        tc_options(&o, sv[i]);
+        o.command_timeout_ms = 3000;
+        o.redlock_server_timeout_ms = 100;
+        c[i] = tl_client(l, &o);
+        m[i] = tc_open(c[i], RLOCK_REENTRANT, "lg-silent");
+    }
+    rlock *g = rlock_redlock_new(m, 3);
+    assert_non_null(g);
+    rlock_owner *o = tl_owner(c[0]);
+    rlock_owner *o2 = tl_owner(c[2]);
+    tl_lock_now(l, m[2], o2, 10000); /* the connection to server 2 is up */
+    tl_unlock_now(l, m[2], o2, RLOCK_OK);
+    rlock_owner_free(o2);
+    assert_int_equal(rh_pause(sv[2]), 0);
+    int64_t t0 = tl_now_ms();
+    assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK);
+    int64_t took = tl_now_ms() - t0;
+    print_message("RedLock with a silent server: %lld ms\n", (long long)took);
+    assert_true(took < 1500);
+    assert_int_equal(exists(sv[0], "lg-silent") + exists(sv[1], "lg-silent"), 2);
+    tl_unlock_now(l, g, o, RLOCK_OK);
+    assert_int_equal(rh_resume(sv[2]), 0);
+    tl_run_for(l, 300); /* the late grant arrives, then its give-back */
+    const char *counter[] = {"GET", "redisson_lock_token:{lg-silent}", NULL};
+    assert_int_equal(rh_cmd_int(sv[2], counter), 2); /* the warm-up's grant and the late one */
+    assert_int_equal(exists(sv[2], "lg-silent"), 0);
+    assert_int_equal(exists(sv[0], "lg-silent") + exists(sv[1], "lg-silent"), 0);
+
+    assert_int_equal(rh_pause(sv[2]), 0);
+    assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK);
+    tl_unlock_now(l, g, o, RLOCK_OK);
+    rlock_free(g);
+    for (int i = 0; i < 3; i++) {
+        rlock_free(m[i]);
+    }
+    rlock_owner_free(o);
+    for (int i = 0; i < 3; i++) {
+        rlock_client_free(c[i]); /* server 2's abandoned attempt ends here */
+    }
+    assert_int_equal(tu_loop_close(l), 0);
+    assert_int_equal(rh_resume(sv[2]), 0);
+    rh_free(sv[1]);
+    rh_free(sv[2]);
+}
+
 /* A fired token ends a group wait with RLOCK_ECANCELED, no member held; freeing the client of
  * the member being waited for completes the group call with RLOCK_ECLOSED, no member held. */
 static void test_cancel_close(void **state)
@@ -397,5 +456,5 @@ static void test_bad_input(void **state)
 /* One server for the program (RedLock starts two more); each test uses names of its own. */
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_multi_basic),
         cmocka_unit_test(test_multi_kinds), cmocka_unit_test(test_multi_wait),
-        cmocka_unit_test(test_redlock), cmocka_unit_test(test_cancel_close),
-        cmocka_unit_test(test_bad_input))
+        cmocka_unit_test(test_redlock), cmocka_unit_test(test_redlock_silent_server),
+        cmocka_unit_test(test_cancel_close), cmocka_unit_test(test_bad_input))
