@@ -116,7 +116,7 @@ static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn do
     lg_op *g = calloc(1, sizeof(*g));
     if (g != NULL) {
         g->taken = calloc(n, 1);
-        g->ops = calloc(n, sizeof(*g->ops));
+        g->ops = calloc(n, sizeof(rlk_loop_lock_op *));
         g->ctx = calloc(n, sizeof(*g->ctx));
     }
     if (g == NULL || g->taken == NULL || g->ops == NULL || g->ctx == NULL) {
