@@ -142,15 +142,17 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * or SELECT refused when the connection was made) or RLOCK_EREDIS. Returns a negative code without
  * calling done: RLOCK_EINVAL (NULL lock, args or done, no owner, an owner of another client, a
  * threaded client, bad durations, reserved fields set; a group with a member on a threaded
- * client or on another loop, an owner of none of its members' clients, or args->on_lost set:
- * a group's own loss callback is not served on loop clients), RLOCK_ECANCELED (the
+ * client or on another loop, or an owner of none of its members' clients), RLOCK_ECANCELED (the
  * token had fired already), RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_ECONN (no socket could be made, or
  * the back-off after failed dials is running). The lock handle and the owner must stay open until
  * done ran. args->on_lost is the hold's own loss callback, as for rlock_lock_ex(): when the
  * watchdog finds a hold taken with lease_ms < 0 gone, the client-wide on_lost runs and then this
  * one, once, on the loop, with the handle the hold was taken through (which must then stay open
  * while the hold lasts); a re-entry that passes another callback replaces it, one that passes none
- * keeps it, and the hold's full release forgets it. */
+ * keeps it, and the hold's full release forgets it. A group's is called with the group handle,
+ * once: a multi-lock's when its first member's hold is found gone, a RedLock's once fewer than a
+ * majority of its servers keep the hold (as on threaded clients); the group's release, or its
+ * handle's free, forgets it. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 

@@ -62,6 +62,10 @@ struct rlock_client {
     /* A loop client's hold records answer rlock_token_ex() (src/loop/loop_watchdog.c): the token
      * of owner tid's hold through lock, 0 with none. NULL for a threaded client. */
     uint64_t (*loop_token)(rlock *lock, uint64_t tid);
+    /* Set by a loop group that forwards a member's loss on this loop client (loop_group.c):
+     * called for each member when the group handle is freed, so that no hold record names it
+     * any more. NULL until then. */
+    void (*loop_group_gone)(rlock *member, const rlock *group);
     char *sentinel_user; /* copies of the options (NULL = none) */
     char *sentinel_password;
     pthread_mutex_t master_mu;      /* guards master_host and master_port */

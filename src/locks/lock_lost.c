@@ -76,6 +76,15 @@ void rlk_hold_cb_drop_group(rlock *l, rlock *group)
     cb_free_list(taken);
 }
 
+void rlk_hold_cb_group_gone(rlock *member, rlock *group)
+{
+    rlk_hold_cb_drop_group(member, group);
+    rlock_client *c = member->client;
+    if (c != NULL && c->loop_group_gone != NULL && rlk_client_check(c) == RLOCK_OK) {
+        c->loop_group_gone(member, group);
+    }
+}
+
 /* Takes the entries of tid out of l. */
 static rlk_hold_cb *cb_take_tid(rlock *l, uint64_t tid)
 {
@@ -105,6 +114,34 @@ void rlk_hold_cb_fire(rlock *l, uint64_t tid)
         cb_free_list(own);
     }
     cb_free_list(taken);
+}
+
+int rlk_hold_cb_take_own(rlock *l, uint64_t tid, void (**fn)(rlock *, void *), void **ud)
+{
+    pthread_mutex_lock(&l->mu);
+    rlk_hold_cb **pp = &l->cbs;
+    while (*pp != NULL && ((*pp)->tid != tid || (*pp)->group != NULL)) {
+        pp = &(*pp)->next;
+    }
+    rlk_hold_cb *cb = *pp;
+    if (cb != NULL) {
+        *pp = cb->next;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (cb == NULL) {
+        return 0;
+    }
+    *fn = cb->fn;
+    *ud = cb->user_data;
+    free(cb);
+    return 1;
+}
+
+void rlk_hold_cb_drop(rlock *l, uint64_t tid)
+{
+    pthread_mutex_lock(&l->mu);
+    rlk_hold_cb_drop_locked(l, tid);
+    pthread_mutex_unlock(&l->mu);
 }
 
 void rlk_hold_cb_free_all(rlock *l)

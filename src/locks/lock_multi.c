@@ -214,7 +214,7 @@ static void multi_destroy(rlock *l)
     }
     rlk_hold_forget_all(l); /* holds of threads that never unlocked */
     for (size_t i = 0; i < m->n; i++) {
-        rlk_hold_cb_drop_group(m->members[i], l); /* loss callbacks forwarded to this handle */
+        rlk_hold_cb_group_gone(m->members[i], l); /* loss callbacks forwarded to this handle */
     }
     free(m->members);
     free(m);

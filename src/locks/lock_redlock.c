@@ -584,6 +584,9 @@ static void redlock_destroy(rlock *l)
         redlock_unwatch(redlock_hold_of(b));
     }
     rlk_hold_forget_all(l);
+    for (size_t i = 0; g != NULL && i < g->n; i++) {
+        rlk_hold_cb_group_gone(g->members[i], l); /* a loop group's loss forwarding */
+    }
     for (size_t i = 0; g != NULL && i < RLK_REDLOCK_MAX; i++) {
         rlk_buf_free(&g->tokkey[i]);
         rlk_buf_free(&g->channel[i]);

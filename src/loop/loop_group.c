@@ -10,9 +10,11 @@
 
 #include "error.h"
 #include "lock_group.h"
+#include "lock_lost.h"
 #include "lock_multi.h"
 #include "lock_redlock.h"
 #include "loop_group.h"
+#include "loop_hold.h"
 #include "loop_lock.h"
 #include "loop_reentrant.h"
 #include "owner.h"
@@ -64,6 +66,57 @@ struct lg_op {
     char msg[256];
 };
 
+/* ---- the group's own on_lost ------------------------------------------------------------- */
+
+/* How many of a RedLock's members the owner (the calling context's) still holds on their
+ * clients' records. */
+static size_t lg_alive(rlock *const *m, size_t n, uint64_t tid)
+{
+    size_t alive = 0;
+    for (size_t i = 0; i < n; i++) {
+        rlk_loop_client *lc =
+            rlk_client_check(m[i]->client) == RLOCK_OK ? rlk_loop_of(m[i]->client) : NULL;
+        rlk_loop_hold *h = lc != NULL ? rlk_loop_hold_get(lc, m[i]->name, m[i]->name_len, tid,
+                                                          rlk_loop_hold_side(m[i]), 0)
+                                      : NULL;
+        alive += h != NULL && !h->lost && h->count > 0;
+    }
+    return alive;
+}
+
+/* A member hold's loss (the loop watchdog calls it as the owner): the group is lost at the first
+ * member's for a multi-lock, once fewer than a majority are held for a RedLock, as on a threaded
+ * client; its on_lost runs once (the entry is taken out). */
+static void lg_member_lost(rlock *member, void *group_arg)
+{
+    (void)member;
+    rlock *group = group_arg;
+    uint64_t tid = rlk_thread_id();
+    size_t n = 0;
+    rlock *const *rm = rlk_redlock_members(group, &n);
+    if (rm != NULL && lg_alive(rm, n, tid) >= n / 2 + 1) {
+        return;
+    }
+    void (*fn)(rlock *, void *) = NULL;
+    void *ud = NULL;
+    if (rlk_hold_cb_take_own(group, tid, &fn, &ud) && fn != NULL) {
+        fn(group, ud);
+    }
+}
+
+/* The group handle is being freed: member's hold records forward to it no more. */
+static void lg_group_gone(rlock *member, const rlock *group)
+{
+    rlk_loop_client *lc = rlk_loop_of(member->client);
+    for (rlk_loop_hold *h = lc != NULL ? lc->holds : NULL; h != NULL; h = h->next) {
+        if (h->on_lost == lg_member_lost && h->lost_ud == group) {
+            h->on_lost = NULL;
+            h->lost_ud = NULL;
+            h->lost_lock = NULL;
+        }
+    }
+}
+
 /* Notes rc's message (the current last error) for the report at the end. */
 static int lg_note(lg_op *g, int rc)
 {
@@ -109,6 +162,19 @@ static void lg_finish(lg_op *g, int rc, const char *why)
     }
     lg_free(g);
     done(group, rc, user_data);
+}
+
+/* The group is held: its on_lost is registered for the owner on the group handle (the members'
+ * holds forward to it), and each member's client told to forget that when the group is freed. */
+static void lg_granted(lg_op *g)
+{
+    if (g->args.on_lost == NULL ||
+        rlk_hold_cb_set(g->group, g->tid, g->args.on_lost, g->args.user_data, NULL) != RLOCK_OK) {
+        return;
+    }
+    for (size_t i = 0; i < g->n; i++) {
+        g->m[i]->client->loop_group_gone = lg_group_gone;
+    }
 }
 
 static lg_op *lg_alloc(rlock *group, rlock *const *m, size_t n, rlock_done_fn done, void *ud)
@@ -192,6 +258,9 @@ static int lg_take(lg_op *g, size_t i, int64_t wait_ms)
 {
     rlock_lock_args a = g->args;
     a.wait_ms = wait_ms;
+    /* The group's own on_lost is the group's, called through each member hold's forwarding. */
+    a.on_lost = g->args.on_lost != NULL ? lg_member_lost : NULL;
+    a.user_data = g->group;
     rlock *x = g->m[i];
     int r = rlk_client_check(x->client);
     rlk_loop_client *lc = r == RLOCK_OK ? rlk_loop_of(x->client) : NULL;
@@ -277,6 +346,7 @@ static void mu_next(lg_op *g)
         lg_give_back(g, LG_RETRY);
         return;
     }
+    lg_granted(g);
     lg_finish(g, RLOCK_OK, "");
 }
 
@@ -416,6 +486,7 @@ static void rl_decide(lg_op *g)
     int64_t min = rl_min_lease(g);
     int64_t validity = min - (rlk_now_ms() - g->start) - (min / 100 + 2);
     if (g->grants >= g->quorum && validity > 0) {
+        lg_granted(g);
         lg_finish(g, RLOCK_OK, "");
         return;
     }
@@ -556,9 +627,6 @@ static int lg_check(const rlock_lock_args *args, rlock_done_fn done)
         args->lease_ms > RLOCK_MAX_DURATION_MS) {
         return rlk_err(RLOCK_EINVAL, "rlock_lock_async: bad wait_ms or lease_ms");
     }
-    if (args->on_lost != NULL) {
-        return rlk_err(RLOCK_EINVAL, "rlock_lock_async: on_lost is not served on loop clients yet");
-    }
     if (args->owner == NULL) {
         return rlk_err(RLOCK_EINVAL, "rlock_lock_async: an owner is required (rlock_owner_new)");
     }
@@ -636,6 +704,7 @@ int rlk_loop_group_unlock(rlock *group, rlock_owner *owner, rlock_done_fn done, 
         return r != RLOCK_OK ? r : RLOCK_ENOMEM;
     }
     g->tid = tid;
+    rlk_hold_cb_drop(group, tid); /* released on purpose: no loss to report */
     for (size_t i = 0; i < n; i++) {
         r = rlk_loop_unlock_start(m[i], g->tid, lg_unlock_done, &g->ctx[i]);
         g->pending += r == RLOCK_OK;

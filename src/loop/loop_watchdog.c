@@ -164,7 +164,11 @@ static void wd_report(rlk_loop_client *lc, rlk_loop_hold *h)
         o->on_lost(h->permit ? h->label : h->name, o->user_data);
     }
     if (own != NULL) {
+        /* As the owner, so that a group member's forwarding (loop_group.c) knows whose hold. */
+        rlk_call_ctx saved;
+        rlk_call_enter(h->tid, NULL, &saved);
         own(own_lock, own_ud);
+        rlk_call_leave(&saved);
     }
 }
 

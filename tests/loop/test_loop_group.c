@@ -3,6 +3,7 @@
  * redis-servers: a multi-lock taken, excluding a threaded client and released; its wait for a
  * busy member and its wait budget; RedLock over three servers with one and two stopped, and with
  * one silent (its attempt decided after redlock_server_timeout_ms, its late grant given back); a
+ * group's own on_lost (a multi-lock's first member loss, a RedLock's loss of its majority); a
  * cancelled group wait and a freed member client (waiting, or between RedLock attempts); and
  * the checks of bad input.
  */
@@ -327,6 +328,119 @@ static void test_redlock_silent_server(void **state)
     rh_free(sv[2]);
 }
 
+/* A group's own on_lost: the group handle, once. */
+typedef struct lost_rec {
+    int calls;
+    rlock *lock;
+} lost_rec;
+
+static void on_group_lost(rlock *lock, void *user_data)
+{
+    lost_rec *r = user_data;
+    r->calls++;
+    r->lock = lock;
+}
+
+/* Takes g for o with the watchdog and on_lost into rec; RLOCK_OK expected. */
+static void lock_watched(tu_loop *l, rlock *g, rlock_owner *o, lost_rec *rec)
+{
+    rlock_lock_args args;
+    rlock_lock_args_init(&args);
+    args.owner = o;
+    args.wait_ms = 0;
+    args.on_lost = on_group_lost;
+    args.user_data = rec;
+    tl_done d = {0};
+    assert_int_equal(rlock_lock_async(g, &args, tl_lock_done, &d), RLOCK_OK);
+    tl_wait_done(l, &d, RLOCK_OK);
+}
+
+static rlock_client *watched_client(tu_loop *l, rh_server *s)
+{
+    rlock_options o;
+    tc_options(&o, s);
+    o.watchdog_timeout_ms = 150; /* renewed every 50 ms */
+    return tl_client(l, &o);
+}
+
+static void del_key(rh_server *s, const char *name)
+{
+    const char *del[] = {"DEL", name, NULL};
+    assert_int_equal(rh_cmd_int(s, del), 1);
+}
+
+/* A group's own args.on_lost on loop clients, as on threaded ones: a multi-lock is lost with its
+ * first member's hold (once, with the group handle); a RedLock only once fewer than a majority
+ * of its servers keep the hold. A group freed while held forwards no member's loss any more. */
+static void test_group_on_lost(void **state)
+{
+    rh_server *sv[3] = {*state, tc_start(), tc_start()};
+    tu_loop *l = tu_loop_new();
+    assert_non_null(l);
+    rlock_client *c[3];
+    rlock *m[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = watched_client(l, sv[i]);
+        m[i] = tc_open(c[i], RLOCK_REENTRANT, "lg-lost");
+    }
+    rlock *mu_m[2] = {tc_open(c[0], RLOCK_REENTRANT, "lg-lost-a"),
+                      tc_open(c[0], RLOCK_FAIR, "lg-lost-b")};
+    rlock *mu = rlock_multi_new(mu_m, 2);
+    rlock *red = rlock_redlock_new(m, 3);
+    assert_true(mu != NULL && red != NULL);
+    rlock_owner *o = tl_owner(c[0]);
+
+    lost_rec rec = {0};
+    lock_watched(l, mu, o, &rec);
+    tl_run_for(l, 200);
+    assert_int_equal(rec.calls, 0); /* renewed, not lost */
+    del_key(sv[0], "lg-lost-b");
+    tl_run_for(l, 300);
+    assert_int_equal(rec.calls, 1);
+    assert_ptr_equal(rec.lock, mu);
+    tl_done d = {0};
+    assert_int_equal(tl_unlock_async(mu, o, &d), RLOCK_OK);
+    assert_true(tu_run_until(l, &d.calls, 1, 5000));
+    assert_int_equal(exists(sv[0], "lg-lost-a"), 0);
+    assert_int_equal(rec.calls, 1);
+
+    lost_rec red_rec = {0};
+    lock_watched(l, red, o, &red_rec);
+    del_key(sv[0], "lg-lost");
+    tl_run_for(l, 300);
+    assert_int_equal(red_rec.calls, 0); /* two of three servers keep it */
+    del_key(sv[1], "lg-lost");
+    tl_run_for(l, 300);
+    assert_int_equal(red_rec.calls, 1);
+    assert_ptr_equal(red_rec.lock, red);
+    tl_done e = {0};
+    assert_int_equal(tl_unlock_async(red, o, &e), RLOCK_OK);
+    assert_true(tu_run_until(l, &e.calls, 1, 5000));
+    assert_int_equal(exists(sv[2], "lg-lost"), 0);
+
+    /* Freed while held: a member's loss afterwards reaches nothing of the group's. */
+    lost_rec gone = {0};
+    lock_watched(l, mu, o, &gone);
+    rlock_free(mu);
+    del_key(sv[0], "lg-lost-a");
+    tl_run_for(l, 300);
+    assert_int_equal(gone.calls, 0);
+    rlock_free(red);
+    for (int i = 0; i < 2; i++) {
+        rlock_free(mu_m[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        rlock_free(m[i]);
+    }
+    rlock_owner_free(o);
+    for (int i = 0; i < 3; i++) {
+        rlock_client_free(c[i]);
+    }
+    assert_int_equal(tu_loop_close(l), 0);
+    rh_free(sv[1]);
+    rh_free(sv[2]);
+}
+
 /* A fired token ends a group wait with RLOCK_ECANCELED, no member held; freeing the client of
  * the member being waited for completes the group call with RLOCK_ECLOSED, no member held. */
 static void test_cancel_close(void **state)
@@ -457,4 +571,5 @@ static void test_bad_input(void **state)
 TC_MAIN(tc_server_setup, tc_server_teardown, cmocka_unit_test(test_multi_basic),
         cmocka_unit_test(test_multi_kinds), cmocka_unit_test(test_multi_wait),
         cmocka_unit_test(test_redlock), cmocka_unit_test(test_redlock_silent_server),
-        cmocka_unit_test(test_cancel_close), cmocka_unit_test(test_bad_input))
+        cmocka_unit_test(test_group_on_lost), cmocka_unit_test(test_cancel_close),
+        cmocka_unit_test(test_bad_input))
