@@ -18,6 +18,7 @@ typedef struct rlk_loop_op rlk_loop_op;
 typedef struct rlk_loop_chan rlk_loop_chan;
 typedef struct rlk_loop_sentinel rlk_loop_sentinel;
 typedef struct rlk_loop_cluster rlk_loop_cluster;
+typedef struct rlk_loop_shard rlk_loop_shard;
 
 /* Why an operation is woken (rlk_loop_op_type.wake). */
 enum {
@@ -87,6 +88,7 @@ struct rlk_loop_client {
     int64_t data_retry_at;   /* monotonic ms before which no data dial is made */
     int data_dialled;        /* a data connection was dialled before (later ones count) */
     rlk_lconn *sub;          /* the pub/sub connection, NULL while no channel is wanted */
+    rlk_loop_shard *shards;  /* sharded pub/sub: a pub/sub connection per master (loop_client.c) */
     void *sub_timer;         /* redials the pub/sub connection after it broke */
     int64_t sub_backoff_ms;  /* the next redial's delay: 0 after a confirmation, then doubling */
     rlk_loop_op *ops;
@@ -131,6 +133,11 @@ int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
  * the old master is closed, failing what was in flight on it with RLOCK_ECONN, and the pub/sub
  * one is redialled there with every wanted channel. */
 void rlk_loop_moved(rlk_loop_client *lc, int err);
+
+/* The cluster map changed (a MOVED, a map read): in sharded pub/sub each channel subscribed on
+ * a master that no longer serves its slot is subscribed on the new one; its waiters attempt
+ * once after the new confirmation (RLK_LOOP_SUBSCRIBED). */
+void rlk_loop_shards_check(rlk_loop_client *lc);
 
 /* Puts op on the client's list and watches its token (cancel may be NULL). */
 int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,
