@@ -490,8 +490,10 @@ static void lcl_moved(rlk_loop_cluster *cl, const rlk_redirect *rd)
 
 void rlk_loop_cluster_refresh(rlk_loop_cluster *cl)
 {
-    cl->read_at = 0;
-    lcl_refresh(cl);
+    if (cl != NULL) {
+        cl->read_at = 0;
+        lcl_refresh(cl);
+    }
 }
 
 int rlk_loop_cluster_redirected(rlk_loop_cluster *cl, const redisReply *rep)
@@ -500,7 +502,8 @@ int rlk_loop_cluster_redirected(rlk_loop_cluster *cl, const redisReply *rep)
     rlk_redirect_kind k = rep->type == REDIS_REPLY_ERROR
                               ? rlk_cluster_parse_redirect(rep->str, rep->len, &rd)
                               : RLK_REDIRECT_NONE;
-    if (k == RLK_REDIRECT_NONE || !cl->known || rd.slot < 0 || rd.slot >= RLK_CLUSTER_SLOTS) {
+    if (cl == NULL || k == RLK_REDIRECT_NONE || !cl->known || rd.slot < 0 ||
+        rd.slot >= RLK_CLUSTER_SLOTS) {
         return -1;
     }
     if (k == RLK_REDIRECT_MOVED && rd.host[0] != '\0') {
