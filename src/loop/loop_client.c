@@ -18,27 +18,11 @@
 #include "loop_due.h"
 #include "loop_route.h"
 #include "loop_sentinel.h"
+#include "loop_shard.h"
 #include "loop_hold.h"
 #include "observe.h"
 #include "scripts.h"
 #include "tls.h"
-
-/* A channel some waiter listens on. sent/seen count SUBSCRIBE requests and their
- * confirmations, usent/useen the same for UNSUBSCRIBE: the subscription is live when wanted and
- * every SUBSCRIBE was confirmed; the record goes when nobody wants it and nothing is pending.
- * In sharded pub/sub the verbs are SSUBSCRIBE and SUNSUBSCRIBE and the counts are those sent to
- * the channel's shard (a move to another master starts them again). */
-struct rlk_loop_chan {
-    rlk_loop_chan *next;
-    rlk_loop_op *waiters;
-    rlk_loop_shard *shard; /* sharded pub/sub: the master it is subscribed on, NULL: none yet */
-    int slot;              /* its cluster slot (sharded pub/sub) */
-    int wanted;
-    int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
-    int sent, seen, usent, useen;
-    size_t len;
-    char name[];
-};
 
 rlk_loop_client *rlk_loop_of(const rlock_client *c)
 {
@@ -69,16 +53,6 @@ static rlk_url loop_node_url(const rlk_loop_client *lc, char *host)
     return u;
 }
 
-/* A master's pub/sub connection in sharded pub/sub (kept until the free: a channel points at
- * one while it is subscribed there). */
-struct rlk_loop_shard {
-    rlk_loop_shard *next;
-    rlk_loop_client *lc;
-    rlk_lconn *conn; /* NULL until needed, and after a break until needed again */
-    int port;
-    char host[RLK_HOST_MAX];
-};
-
 /* ---- channels -------------------------------------------------------------------------- */
 
 static rlk_loop_chan *loop_chan_find(rlk_loop_client *lc, const char *name, size_t len)
@@ -91,7 +65,7 @@ static rlk_loop_chan *loop_chan_find(rlk_loop_client *lc, const char *name, size
     return NULL;
 }
 
-static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
+void rlk_loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
 {
     if (ch->wanted || ch->waiters != NULL || ch->sent != ch->seen || ch->usent != ch->useen ||
         ch->waking) {
@@ -110,11 +84,11 @@ static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
  * connection to the master it is subscribed on. */
 static rlk_lconn *loop_chan_conn(const rlk_loop_client *lc, const rlk_loop_chan *ch)
 {
-    return !lc->c->sharded ? lc->sub : ch->shard != NULL ? ch->shard->conn : NULL;
+    return !lc->c->sharded ? lc->sub : rlk_loop_shard_conn(ch->shard);
 }
 
 /* Sends ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0), their sharded forms in sharded pub/sub. */
-static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on)
+int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on)
 {
     static const char *const verbs[2][2] = {{"UNSUBSCRIBE", "SUBSCRIBE"},
                                             {"SUNSUBSCRIBE", "SSUBSCRIBE"}};
@@ -146,7 +120,7 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
         }
         if (op == NULL) {
             ch->waking = 0;
-            loop_chan_drop_if_idle(lc, ch);
+            rlk_loop_chan_drop_if_idle(lc, ch);
             return;
         }
         op->mark = 0;
@@ -158,13 +132,9 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
     }
 }
 
-static void loop_shard_dropped(rlk_loop_client *lc, rlk_loop_chan *ch);
-static int loop_shards_ensure(rlk_loop_client *lc);
-static int loop_shard_subscribe(rlk_loop_client *lc, rlk_loop_chan *ch);
-
 /* A pushed message of the pub/sub connection, or of shard sh's (its kinds are the classic ones
  * with an s before them; a channel subscribed elsewhere now ignores it). */
-static void loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
+void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
         rep->element[1]->type != REDIS_REPLY_STRING) {
@@ -176,7 +146,7 @@ static void loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
         return;
     }
     if (sh != NULL && strcmp(kind, "unsubscribe") == 0 && ch->useen == ch->usent) {
-        loop_shard_dropped(lc, ch); /* not asked for: the server dropped it (its slot moved) */
+        rlk_loop_shard_dropped(lc, ch); /* not asked for: the server dropped it (its slot moved) */
     } else if (strcmp(kind, "subscribe") == 0) {
         lc->sub_backoff_ms = 0;
         ch->seen++;
@@ -185,7 +155,7 @@ static void loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->useen++;
-        loop_chan_drop_if_idle(lc, ch);
+        rlk_loop_chan_drop_if_idle(lc, ch);
     } else if (strcmp(kind, "message") == 0 && ch->wanted) {
         loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
     }
@@ -200,11 +170,11 @@ static void loop_on_push(void *arg, redisReply *rep)
         loop_sub_down(lc, rlk_err(RLOCK_EPROTO, "pub/sub refused: %s", rep->str));
         return;
     }
-    loop_push(lc, NULL, rep);
+    rlk_loop_push(lc, NULL, rep);
 }
 
 /* Starts the redial timer with the next back-off: 50 ms, doubling up to 2 s. */
-static void loop_sub_retry(rlk_loop_client *lc)
+void rlk_loop_sub_retry(rlk_loop_client *lc)
 {
     int64_t d = lc->sub_backoff_ms;
     d = d < 50 ? 50 : d * 2 > 2000 ? 2000 : d * 2;
@@ -226,10 +196,10 @@ static void loop_sub_down(void *arg, int err)
         next = ch->next;
         ch->sent = ch->seen = ch->usent = ch->useen = 0;
         wanted |= ch->wanted;
-        loop_chan_drop_if_idle(lc, ch);
+        rlk_loop_chan_drop_if_idle(lc, ch);
     }
     if (wanted) {
-        loop_sub_retry(lc);
+        rlk_loop_sub_retry(lc);
     }
 }
 
@@ -244,14 +214,14 @@ static void loop_on_sub_timer(void *arg)
         wanted |= ch->wanted;
     }
     if (wanted && lc->sub == NULL && loop_sub_ensure(lc) != RLOCK_OK) {
-        loop_sub_retry(lc);
+        rlk_loop_sub_retry(lc);
     }
 }
 
 static int loop_sub_ensure(rlk_loop_client *lc)
 {
     if (lc->c->sharded) {
-        return loop_shards_ensure(lc);
+        return rlk_loop_shards_ensure(lc);
     }
     if (lc->sub != NULL) {
         return RLOCK_OK;
@@ -266,7 +236,7 @@ static int loop_sub_ensure(rlk_loop_client *lc)
     rlk_url u = loop_node_url(lc, host);
     int r = rlk_lconn_new(&lc->loop, &u, &cbs, &lc->sub);
     for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
-        r = ch->wanted ? loop_chan_send(lc, ch, 1) : RLOCK_OK;
+        r = ch->wanted ? rlk_loop_chan_send(lc, ch, 1) : RLOCK_OK;
     }
     return r;
 }
@@ -298,11 +268,11 @@ int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
     }
     ch->wanted = 1;
     if (lc->c->sharded) {
-        return loop_shard_subscribe(lc, ch);
+        return rlk_loop_shard_subscribe(lc, ch);
     }
     int r = loop_sub_ensure(lc);
     /* A new connection subscribed every wanted channel, this one included. */
-    r = r || ch->sent > ch->seen ? r : loop_chan_send(lc, ch, 1);
+    r = r || ch->sent > ch->seen ? r : rlk_loop_chan_send(lc, ch, 1);
     return r;
 }
 
@@ -321,178 +291,9 @@ void rlk_loop_leave(rlk_loop_op *op)
     if (ch->waiters == NULL && ch->wanted) {
         ch->wanted = 0;
         if (rlk_lconn_ok(loop_chan_conn(op->lc, ch))) {
-            (void)loop_chan_send(op->lc, ch, 0);
+            (void)rlk_loop_chan_send(op->lc, ch, 0);
         }
-        loop_chan_drop_if_idle(op->lc, ch);
-    }
-}
-
-/* ---- sharded pub/sub ------------------------------------------------------------------- */
-
-/* Forgets ch's subscription on its shard (the connection broke, the slot moved): the counts
- * start again with the next SSUBSCRIBE, wherever it goes. */
-static void loop_shard_detach(rlk_loop_chan *ch)
-{
-    ch->shard = NULL;
-    ch->sent = ch->seen = ch->usent = ch->useen = 0;
-}
-
-static void loop_shard_down(void *arg, int err)
-{
-    rlk_loop_shard *sh = arg;
-    rlk_loop_client *lc = sh->lc;
-    rlk_lconn_free(sh->conn, err);
-    sh->conn = NULL;
-    int wanted = 0;
-    rlk_loop_chan *next = NULL;
-    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = next) {
-        next = ch->next;
-        if (ch->shard == sh) {
-            loop_shard_detach(ch);
-            wanted |= ch->wanted;
-            loop_chan_drop_if_idle(lc, ch);
-        }
-    }
-    if (wanted) { /* resubscribed by the redial timer, on the master the map names then */
-        rlk_loop_cluster_refresh(lc->cluster);
-        loop_sub_retry(lc);
-    }
-}
-
-/* A pushed error on a shard's connection: a redirected SSUBSCRIBE. Its slot's channels there
- * are subscribed again on the owner a MOVED names (rlk_loop_shards_check()) or, after an ASK,
- * by the redial timer once the map is read again. */
-static void loop_shard_redirected(rlk_loop_shard *sh, const redisReply *rep)
-{
-    rlk_loop_client *lc = sh->lc;
-    int slot = rlk_loop_cluster_redirected(lc->cluster, rep);
-    if (slot < 0) { /* another refusal: dialled again after a back-off */
-        loop_shard_down(sh, rlk_err(RLOCK_EPROTO, "sharded pub/sub refused: %s", rep->str));
-        return;
-    }
-    int left = 0;
-    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
-        if (ch->shard == sh && ch->slot == slot && ch->wanted && ch->seen < ch->sent) {
-            loop_shard_detach(ch);
-            left = 1;
-        }
-    }
-    if (left) { /* still named by the map (an ASK): not again at once, but after a back-off */
-        loop_sub_retry(lc);
-    }
-}
-
-static void loop_on_shard_push(void *arg, redisReply *rep)
-{
-    rlk_loop_shard *sh = arg;
-    if (rep->type == REDIS_REPLY_ERROR) {
-        loop_shard_redirected(sh, rep);
-        return;
-    }
-    loop_push(sh->lc, sh, rep);
-}
-
-/* The record of the master at host:port, made when new (NULL: no memory). */
-static rlk_loop_shard *loop_shard_at(rlk_loop_client *lc, const char *host, int port)
-{
-    for (rlk_loop_shard *sh = lc->shards; sh != NULL; sh = sh->next) {
-        if (sh->port == port && strcmp(sh->host, host) == 0) {
-            return sh;
-        }
-    }
-    rlk_loop_shard *sh = calloc(1, sizeof(*sh));
-    if (sh != NULL) {
-        sh->lc = lc;
-        sh->port = port;
-        snprintf(sh->host, sizeof(sh->host), "%s", host);
-        sh->next = lc->shards;
-        lc->shards = sh;
-    }
-    return sh;
-}
-
-static int loop_shard_conn(rlk_loop_shard *sh)
-{
-    rlk_loop_client *lc = sh->lc;
-    if (sh->conn != NULL) {
-        return RLOCK_OK;
-    }
-    rlk_url u = lc->c->url; /* the client's credentials and TLS, aimed at the master */
-    u.kind = RLK_URL_STANDALONE;
-    u.host = sh->host;
-    u.port = sh->port;
-    u.path = NULL;
-    rlk_lconn_cbs cbs = {.push = loop_on_shard_push,
-                         .down = loop_shard_down,
-                         .arg = sh,
-                         .connect_timeout_ms = lc->c->opts.connect_timeout_ms,
-                         .command_timeout_ms = lc->c->opts.command_timeout_ms,
-                         .tls = lc->c->tls};
-    return rlk_lconn_new(&lc->loop, &u, &cbs, &sh->conn);
-}
-
-/* SSUBSCRIBEs ch on the master of its slot; with no map yet it waits for it (rlk_loop_moved). */
-static int loop_shard_subscribe(rlk_loop_client *lc, rlk_loop_chan *ch)
-{
-    char host[RLK_HOST_MAX];
-    int port = 0;
-    if (lc->cluster == NULL || rlk_loop_cluster_owner(lc->cluster, ch->slot, host, &port) != 0) {
-        return RLOCK_OK;
-    }
-    rlk_loop_shard *sh = loop_shard_at(lc, host, port);
-    int r = sh != NULL ? loop_shard_conn(sh)
-                       : rlk_err(RLOCK_ENOMEM, "out of memory subscribing %s", ch->name);
-    if (r != RLOCK_OK) {
-        return r;
-    }
-    loop_shard_detach(ch);
-    ch->shard = sh;
-    return loop_chan_send(lc, ch, 1);
-}
-
-/* Subscribes every wanted channel that is subscribed nowhere. */
-static int loop_shards_ensure(rlk_loop_client *lc)
-{
-    int r = RLOCK_OK;
-    for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
-        r = ch->wanted && ch->shard == NULL ? loop_shard_subscribe(lc, ch) : RLOCK_OK;
-    }
-    return r;
-}
-
-/* The server dropped ch's subscription (its slot moved away): subscribed again on the master
- * the map names (a node that no longer serves the slot answers MOVED), the map read again. */
-static void loop_shard_dropped(rlk_loop_client *lc, rlk_loop_chan *ch)
-{
-    loop_shard_detach(ch);
-    if (!ch->wanted) {
-        loop_chan_drop_if_idle(lc, ch);
-        return;
-    }
-    rlk_loop_cluster_refresh(lc->cluster);
-    if (loop_shard_subscribe(lc, ch) != RLOCK_OK) {
-        loop_sub_retry(lc);
-    }
-}
-
-void rlk_loop_shards_check(rlk_loop_client *lc)
-{
-    rlk_loop_chan *next = NULL;
-    for (rlk_loop_chan *ch = lc->c->sharded ? lc->chans : NULL; ch != NULL; ch = next) {
-        next = ch->next;
-        char host[RLK_HOST_MAX];
-        int port = 0;
-        rlk_loop_shard *sh = ch->shard;
-        if (sh == NULL || rlk_loop_cluster_owner(lc->cluster, ch->slot, host, &port) != 0 ||
-            (sh->port == port && strcmp(sh->host, host) == 0)) {
-            continue;
-        }
-        loop_shard_detach(ch); /* its waiters attempt once after the new confirmation */
-        if (!ch->wanted) {
-            loop_chan_drop_if_idle(lc, ch);
-        } else if (loop_shard_subscribe(lc, ch) != RLOCK_OK) {
-            loop_sub_retry(lc);
-        }
+        rlk_loop_chan_drop_if_idle(op->lc, ch);
     }
 }
 
@@ -753,8 +554,8 @@ static void loop_moved_sharded(rlk_loop_client *lc, int err)
             ch->sent = ch->seen = ch->usent = ch->useen = 0;
         }
     }
-    if (err == RLOCK_OK && loop_shards_ensure(lc) != RLOCK_OK) {
-        loop_sub_retry(lc);
+    if (err == RLOCK_OK && rlk_loop_shards_ensure(lc) != RLOCK_OK) {
+        rlk_loop_sub_retry(lc);
     }
 }
 
@@ -896,12 +697,7 @@ static void loop_client_stop(rlock_client *c)
             rlk_loop_op_remove(op);
         }
     }
-    while (lc->shards != NULL) {
-        rlk_loop_shard *sh = lc->shards;
-        lc->shards = sh->next;
-        rlk_lconn_free(sh->conn, RLOCK_ECLOSED);
-        free(sh);
-    }
+    rlk_loop_shards_free(lc);
     while (lc->chans != NULL) {
         rlk_loop_chan *ch = lc->chans;
         lc->chans = ch->next;

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "loop_cluster.h"
 #include "loop_route.h"
+#include "loop_shard.h"
 #include "scripts.h"
 #include "util.h"
 
