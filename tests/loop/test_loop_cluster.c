@@ -170,8 +170,9 @@ static int renewed_on(tu_loop *l, rh_server *s, const char *key, long long from,
 /* The slot of {tag} moves to another master under a loop watchdog hold and a loop waiter (in
  * pub/sub mode mode, with a threaded client in the same mode): the hold is renewed there (a
  * MOVED, then the new owner), the waiter is granted there when the threaded holder releases, and
- * every done runs once. In sharded mode the old owner drops the waiter's shard channel: it is
- * subscribed on the new owner, and the release's SPUBLISH there wakes the waiter. */
+ * every done runs once. In sharded mode the old owner drops the waiter's shard channel and the
+ * holder releases before the loop runs again: the channel is subscribed on the new owner and
+ * the waiter attempts once after the confirmation, so the release it did not hear is not lost. */
 static void slot_migration(int mode, const char *tag)
 {
     tu_loop *l = tu_loop_new();
@@ -196,23 +197,28 @@ static void slot_migration(int mode, const char *tag)
     rh_server *dst = tc_cluster_other_master(src);
     if (mode == RLOCK_CLUSTER_PUBSUB_SHARDED) {
         assert_true(subscribed_on(l, src, wname));
+        assert_int_equal(dw.calls, 0);
     }
     rlock_latch *tlatch = rlock_latch_open(tc, tag);
     rlock_latch *latch = rlock_latch_open(c, tag);
     assert_int_equal(rlock_latch_try_set_count(tlatch, 1), 1);
     tc_cluster_move_slot(hname, dst);
     assert_true(tc_cluster_owner(hname) == dst);
+    int sharded = mode == RLOCK_CLUSTER_PUBSUB_SHARDED;
+    if (sharded) {
+        /* Released before the loop hears of the move: the SPUBLISH on the new owner reaches
+         * nobody, and the waiter, subscribed there again, attempts after the confirmation. */
+        assert_int_equal(rlock_unlock(th), RLOCK_OK);
+    }
     /* A plain command (the count read of latch tag, in the same slot) follows the MOVED too. */
     tl_done dl = {0};
     assert_int_equal(rlock_latch_await_async(latch, 0, NULL, tl_latch_done, &dl), RLOCK_OK);
     assert_true(tu_run_until(l, &dl.calls, 1, 5000));
     assert_int_equal(dl.rc, RLOCK_ETIMEDOUT);
-    if (mode == RLOCK_CLUSTER_PUBSUB_SHARDED) {
+    if (sharded) {
         /* Renewed on the new owner: its PTTL there rises within a renewal period (a third of
          * the lease) and a margin. */
         assert_true(renewed_on(l, dst, hname, pttl_of(hname), WATCHDOG_MS));
-        assert_true(subscribed_on(l, dst, wname)); /* the channel followed its slot */
-        assert_int_equal(shard_subscribers(src, wname), 0);
     } else {
         /* Renewed on the new owner: a lease later it is still there, with more than a third
          * left (without renewals there it would have expired). */
@@ -222,8 +228,10 @@ static void slot_migration(int mode, const char *tag)
         assert_true(left > WATCHDOG_MS / 3);
     }
     /* The threaded holder releases (it follows the MOVED itself); the waiter is granted there. */
-    assert_int_equal(dw.calls, 0);
-    assert_int_equal(rlock_unlock(th), RLOCK_OK);
+    if (!sharded) {
+        assert_int_equal(dw.calls, 0);
+        assert_int_equal(rlock_unlock(th), RLOCK_OK);
+    }
     assert_true(tu_run_until(l, &dw.calls, 1, 5000));
     assert_int_equal(dw.rc, RLOCK_OK);
     const char *argv[] = {"EXISTS", wname, NULL};
