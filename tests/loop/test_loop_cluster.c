@@ -327,7 +327,7 @@ static void test_sharded_auto(void **state)
 }
 
 /* No seed answers: the first call's done gets RLOCK_ECONN naming each seed, once. */
-static void test_creation_refused(void **state)
+static void test_no_seed(void **state)
 {
     (void)state;
     tu_loop *l = tu_loop_new();
@@ -355,7 +355,7 @@ static void test_creation_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_creation_refused),
+        cmocka_unit_test(test_no_seed),
         cmocka_unit_test(test_locks_on_three_masters),
         cmocka_unit_test(test_slot_migration),
         cmocka_unit_test(test_sharded_auto),
