@@ -61,17 +61,21 @@
  * client's records, with no command, on the loop's thread; a RedLock's is the largest of its
  * servers', as on threaded clients.
  *
- * Cluster (redis-cluster://, rediss-cluster://) is served with classic pub/sub only: the options
- * must set cluster_pubsub = RLOCK_CLUSTER_PUBSUB_CLASSIC, else rlock_loop_client_new() returns
- * RLOCK_EINVAL (sharded pub/sub, the default on Redis >= 7, is not served on a loop yet). The
- * slot map is read on the loop from the seeds in turn (CLUSTER SLOTS); requests made meanwhile
- * wait for it, and when no seed gives one they complete with RLOCK_ECONN naming each seed's
+ * Cluster (redis-cluster://, rediss-cluster://) is served in each cluster_pubsub mode, as on a
+ * threaded client. The slot map is read on the loop from the seeds in turn (CLUSTER SLOTS) and,
+ * in RLOCK_CLUSTER_PUBSUB_AUTO (the default), the pub/sub mode is probed on the same node with
+ * PUBSUB SHARDNUMSUB (sharded on Redis >= 7, classic when refused); requests made meanwhile
+ * wait for both, and when no seed gives a map they complete with RLOCK_ECONN naming each seed's
  * failure (a new read waits 50 ms, doubling to 2 s). Each request goes to the master of its
  * key's slot, on a connection of its own per master; MOVED updates the map and resends there,
  * ASK sends ASKING and the request to the node named. With replica_sync, the WAIT goes to the
- * master that ran the script and counts its own replicas. The client subscribes on one node (a
- * classic PUBLISH reaches every node): threaded clients sharing the names must use the same
- * pub/sub mode, or their wake-ups are not heard.
+ * master that ran the script and counts its own replicas. In classic pub/sub the client
+ * subscribes on one node (a classic PUBLISH reaches every node). In sharded pub/sub its scripts
+ * publish with SPUBLISH and it keeps a pub/sub connection per master, subscribing each channel
+ * with SSUBSCRIBE on its slot's master; when the slot moves (the server drops the channel, or a
+ * MOVED names the new owner) the channel is subscribed on the new owner and its waiters attempt
+ * once after the confirmation, so a release meanwhile is not missed. Threaded clients and
+ * Redisson sharing the names must use the same pub/sub mode, or their wake-ups are not heard.
 
  */
 #ifndef RLOCK_ASYNC_H

@@ -11,29 +11,18 @@
 #include <unistd.h>
 
 #include "cluster_map.h"
+#include "cluster_slot.h"
 #include "error.h"
 #include "loop_client.h"
 #include "loop_cluster.h"
 #include "loop_due.h"
 #include "loop_route.h"
 #include "loop_sentinel.h"
+#include "loop_shard.h"
 #include "loop_hold.h"
 #include "observe.h"
 #include "scripts.h"
 #include "tls.h"
-
-/* A channel some waiter listens on. sent/seen count SUBSCRIBE requests and their
- * confirmations, usent/useen the same for UNSUBSCRIBE: the subscription is live when wanted and
- * every SUBSCRIBE was confirmed; the record goes when nobody wants it and nothing is pending. */
-struct rlk_loop_chan {
-    rlk_loop_chan *next;
-    rlk_loop_op *waiters;
-    int wanted;
-    int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
-    int sent, seen, usent, useen;
-    size_t len;
-    char name[];
-};
 
 rlk_loop_client *rlk_loop_of(const rlock_client *c)
 {
@@ -76,7 +65,7 @@ static rlk_loop_chan *loop_chan_find(rlk_loop_client *lc, const char *name, size
     return NULL;
 }
 
-static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
+void rlk_loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
 {
     if (ch->wanted || ch->waiters != NULL || ch->sent != ch->seen || ch->usent != ch->useen ||
         ch->waking) {
@@ -91,13 +80,26 @@ static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
     }
 }
 
-static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb)
+/* The pub/sub connection ch's requests go on: the client's one, or in sharded pub/sub the
+ * connection to the master it is subscribed on. */
+static rlk_lconn *loop_chan_conn(const rlk_loop_client *lc, const rlk_loop_chan *ch)
 {
+    return !lc->c->sharded ? lc->sub : rlk_loop_shard_conn(ch->shard);
+}
+
+/* Sends ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0), their sharded forms in sharded pub/sub. */
+int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on)
+{
+    static const char *const verbs[2][2] = {{"UNSUBSCRIBE", "SUBSCRIBE"},
+                                            {"SUNSUBSCRIBE", "SSUBSCRIBE"}};
+    const char *verb = verbs[lc->c->sharded != 0][on != 0];
     const char *argv[2] = {verb, ch->name};
     size_t lens[2] = {strlen(verb), ch->len};
-    int r = rlk_lconn_command(lc->sub, 2, argv, lens, NULL, NULL);
+    rlk_lconn *conn = loop_chan_conn(lc, ch);
+    int r = conn != NULL ? rlk_lconn_command(conn, 2, argv, lens, NULL, NULL)
+                         : rlk_err(RLOCK_ECONN, "no pub/sub connection for %s", ch->name);
     if (r == RLOCK_OK) {
-        *(verb[0] == 'S' ? &ch->sent : &ch->usent) += 1;
+        *(on ? &ch->sent : &ch->usent) += 1;
     }
     return r;
 }
@@ -118,7 +120,7 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
         }
         if (op == NULL) {
             ch->waking = 0;
-            loop_chan_drop_if_idle(lc, ch);
+            rlk_loop_chan_drop_if_idle(lc, ch);
             return;
         }
         op->mark = 0;
@@ -130,18 +132,22 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
     }
 }
 
-static void loop_on_push(void *arg, redisReply *rep)
+/* A pushed message of the pub/sub connection, or of shard sh's (its kinds are the classic ones
+ * with an s before them; a channel subscribed elsewhere now ignores it). */
+void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
 {
-    rlk_loop_client *lc = arg;
-    if (rep->elements < 2 || rep->element[1]->type != REDIS_REPLY_STRING) {
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+        rep->element[1]->type != REDIS_REPLY_STRING) {
         return;
     }
-    const char *kind = rep->element[0]->str;
+    const char *kind = rep->element[0]->str + (sh != NULL);
     rlk_loop_chan *ch = loop_chan_find(lc, rep->element[1]->str, rep->element[1]->len);
-    if (ch == NULL) {
+    if (ch == NULL || ch->shard != sh) {
         return;
     }
-    if (strcmp(kind, "subscribe") == 0) {
+    if (sh != NULL && strcmp(kind, "unsubscribe") == 0 && ch->useen == ch->usent) {
+        rlk_loop_shard_dropped(lc, ch); /* not asked for: the server dropped it (its slot moved) */
+    } else if (strcmp(kind, "subscribe") == 0) {
         lc->sub_backoff_ms = 0;
         ch->seen++;
         if (ch->wanted && ch->seen == ch->sent) {
@@ -149,17 +155,26 @@ static void loop_on_push(void *arg, redisReply *rep)
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->useen++;
-        loop_chan_drop_if_idle(lc, ch);
+        rlk_loop_chan_drop_if_idle(lc, ch);
     } else if (strcmp(kind, "message") == 0 && ch->wanted) {
         loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
     }
 }
 
-/* The pub/sub connection broke: its subscriptions are gone. The waiters keep their timers, and
- * the next request on the data connection dials it again and resubscribes (loop_sub_ensure), so
- * a server that stays down is dialled at the waiters' pace, not in a loop. */
+static void loop_sub_down(void *arg, int err);
+
+static void loop_on_push(void *arg, redisReply *rep)
+{
+    rlk_loop_client *lc = arg;
+    if (rep->type == REDIS_REPLY_ERROR) { /* a refused SUBSCRIBE: dialled again later */
+        loop_sub_down(lc, rlk_err(RLOCK_EPROTO, "pub/sub refused: %s", rep->str));
+        return;
+    }
+    rlk_loop_push(lc, NULL, rep);
+}
+
 /* Starts the redial timer with the next back-off: 50 ms, doubling up to 2 s. */
-static void loop_sub_retry(rlk_loop_client *lc)
+void rlk_loop_sub_retry(rlk_loop_client *lc)
 {
     int64_t d = lc->sub_backoff_ms;
     d = d < 50 ? 50 : d * 2 > 2000 ? 2000 : d * 2;
@@ -167,6 +182,9 @@ static void loop_sub_retry(rlk_loop_client *lc)
     (void)lc->loop.timer_start(lc->sub_timer, d);
 }
 
+/* The pub/sub connection broke: its subscriptions are gone. The waiters keep their timers, and
+ * the redial timer (or the next request on the data connection) dials it again and resubscribes
+ * (loop_sub_ensure), so a server that stays down is dialled at a back-off's pace. */
 static void loop_sub_down(void *arg, int err)
 {
     rlk_loop_client *lc = arg;
@@ -178,10 +196,10 @@ static void loop_sub_down(void *arg, int err)
         next = ch->next;
         ch->sent = ch->seen = ch->usent = ch->useen = 0;
         wanted |= ch->wanted;
-        loop_chan_drop_if_idle(lc, ch);
+        rlk_loop_chan_drop_if_idle(lc, ch);
     }
     if (wanted) {
-        loop_sub_retry(lc);
+        rlk_loop_sub_retry(lc);
     }
 }
 
@@ -196,12 +214,15 @@ static void loop_on_sub_timer(void *arg)
         wanted |= ch->wanted;
     }
     if (wanted && lc->sub == NULL && loop_sub_ensure(lc) != RLOCK_OK) {
-        loop_sub_retry(lc);
+        rlk_loop_sub_retry(lc);
     }
 }
 
 static int loop_sub_ensure(rlk_loop_client *lc)
 {
+    if (lc->c->sharded) {
+        return rlk_loop_shards_ensure(lc);
+    }
     if (lc->sub != NULL) {
         return RLOCK_OK;
     }
@@ -215,7 +236,7 @@ static int loop_sub_ensure(rlk_loop_client *lc)
     rlk_url u = loop_node_url(lc, host);
     int r = rlk_lconn_new(&lc->loop, &u, &cbs, &lc->sub);
     for (rlk_loop_chan *ch = lc->chans; ch != NULL && r == RLOCK_OK; ch = ch->next) {
-        r = ch->wanted ? loop_chan_send(lc, ch, "SUBSCRIBE") : RLOCK_OK;
+        r = ch->wanted ? rlk_loop_chan_send(lc, ch, 1) : RLOCK_OK;
     }
     return r;
 }
@@ -230,6 +251,7 @@ int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
         }
         memcpy(ch->name, channel, len);
         ch->len = len;
+        ch->slot = rlk_cluster_key_slot(channel, len);
         ch->next = lc->chans;
         lc->chans = ch;
     }
@@ -245,9 +267,12 @@ int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
         return live;
     }
     ch->wanted = 1;
+    if (lc->c->sharded) {
+        return rlk_loop_shard_subscribe(lc, ch);
+    }
     int r = loop_sub_ensure(lc);
     /* A new connection subscribed every wanted channel, this one included. */
-    r = r || ch->sent > ch->seen ? r : loop_chan_send(lc, ch, "SUBSCRIBE");
+    r = r || ch->sent > ch->seen ? r : rlk_loop_chan_send(lc, ch, 1);
     return r;
 }
 
@@ -265,10 +290,10 @@ void rlk_loop_leave(rlk_loop_op *op)
     op->cprev = op->cnext = NULL;
     if (ch->waiters == NULL && ch->wanted) {
         ch->wanted = 0;
-        if (rlk_lconn_ok(op->lc->sub)) {
-            (void)loop_chan_send(op->lc, ch, "UNSUBSCRIBE");
+        if (rlk_lconn_ok(loop_chan_conn(op->lc, ch))) {
+            (void)rlk_loop_chan_send(op->lc, ch, 0);
         }
-        loop_chan_drop_if_idle(op->lc, ch);
+        rlk_loop_chan_drop_if_idle(op->lc, ch);
     }
 }
 
@@ -377,9 +402,10 @@ int rlk_loop_can_send_last(const rlk_loop_client *lc)
                                               : rlk_lconn_ok(lc->data);
 }
 
-/* Sends request bytes on the data connection, or on a cluster on the master of slot. */
-static int loop_send(rlk_loop_client *lc, int slot, const char *cmd, size_t len,
-                     rlk_lconn_reply_fn fn, void *arg)
+/* Sends request bytes of script (-1: none) on the data connection, or on a cluster on the
+ * master of slot. */
+static int loop_send_script(rlk_loop_client *lc, int slot, int script, const char *cmd, size_t len,
+                            rlk_lconn_reply_fn fn, void *arg)
 {
     if (lc->c->url.kind == RLK_URL_CLUSTER) {
         if (lc->cluster == NULL) {
@@ -387,7 +413,7 @@ static int loop_send(rlk_loop_client *lc, int slot, const char *cmd, size_t len,
             return RLOCK_ECLOSED;
         }
         loop_sub_kick(lc);
-        return rlk_loop_cluster_send(lc->cluster, slot, cmd, len, fn, arg);
+        return rlk_loop_cluster_send_script(lc->cluster, slot, script, cmd, len, fn, arg);
     }
     rlk_lconn *conn = NULL;
     int r = rlk_loop_data(lc, &conn);
@@ -409,6 +435,19 @@ typedef struct loop_eval {
 } loop_eval;
 
 static void loop_eval_reply(void *arg, redisReply *rep, int err);
+
+/* In sharded pub/sub the request runs the script's sharded variant: its SHA is written over the
+ * one formatted, and a NOSCRIPT reload or an ASK loads that variant. Applied when sent and
+ * again at the reply (a request queued before the mode was known: loop_cluster.c set the SHA
+ * of the queued copy). */
+static void loop_eval_mode(loop_eval *e)
+{
+    int id = rlk_script_for(e->lc->c, e->script);
+    if (id != e->script) {
+        (void)rlk_loop_request_set_sha(e->cmd, e->len, rlk_script_get(id)->sha1);
+        e->script = id;
+    }
+}
 
 /* A cluster's MOVED or ASK: resent where the reply says (at most 5 times: a slot that keeps
  * moving fails the request with RLOCK_ECONN). 1 when resent. */
@@ -445,6 +484,7 @@ static int loop_eval_redirect(loop_eval *e, redisReply **rep, int *err)
 static void loop_eval_reply(void *arg, redisReply *rep, int err)
 {
     loop_eval *e = arg;
+    loop_eval_mode(e);
     if (loop_eval_redirect(e, &rep, &err)) {
         return;
     }
@@ -466,7 +506,7 @@ static void loop_eval_reply(void *arg, redisReply *rep, int err)
         int r = lc->data != NULL || lc->cluster != NULL
                     ? rlk_loop_command(lc, e->slot, 3, argv, lens, loop_ignore_reply, NULL)
                     : RLOCK_ECONN;
-        r = r ? r : loop_send(lc, e->slot, e->cmd, e->len, loop_eval_reply, e);
+        r = r ? r : loop_send_script(lc, e->slot, e->script, e->cmd, e->len, loop_eval_reply, e);
         if (r == RLOCK_OK) {
             return;
         }
@@ -493,12 +533,30 @@ int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
     *e = (loop_eval){.lc = lc, .script = script, .fn = fn, .arg = arg, .len = len};
     e->slot = cluster ? rlk_loop_request_slot(cmd, len) : -1;
     memcpy(e->cmd, cmd, len);
-    r = cluster ? loop_send(lc, e->slot, cmd, len, loop_eval_reply, e)
+    loop_eval_mode(e);
+    r = cluster ? loop_send_script(lc, e->slot, e->script, e->cmd, len, loop_eval_reply, e)
                 : rlk_lconn_send(conn, cmd, len, loop_eval_reply, e);
     if (r != RLOCK_OK) {
         free(e);
     }
     return r;
+}
+
+/* The first map of a client in sharded pub/sub: a pub/sub connection parked while the mode was
+ * not known yet goes, and every wanted channel is subscribed on its slot's master. */
+static void loop_moved_sharded(rlk_loop_client *lc, int err)
+{
+    rlk_lconn *sub = lc->sub;
+    lc->sub = NULL;
+    rlk_lconn_free(sub, RLOCK_ECLOSED);
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        if (ch->shard == NULL) {
+            ch->sent = ch->seen = ch->usent = ch->useen = 0;
+        }
+    }
+    if (err == RLOCK_OK && rlk_loop_shards_ensure(lc) != RLOCK_OK) {
+        rlk_loop_sub_retry(lc);
+    }
 }
 
 void rlk_loop_moved(rlk_loop_client *lc, int err)
@@ -519,7 +577,9 @@ void rlk_loop_moved(rlk_loop_client *lc, int err)
                                              : rlk_err(RLOCK_ECONN, "the master moved to %s:%d",
                                                        u.host, u.port));
     }
-    if (!lc->freed && sub != NULL && lc->sub == sub) {
+    if (!lc->freed && lc->c->sharded) {
+        loop_moved_sharded(lc, err);
+    } else if (!lc->freed && sub != NULL && lc->sub == sub) {
         if (err == RLOCK_OK && rlk_lconn_parked(sub)) {
             rlk_lconn_aim(sub, u.host, u.port);
         } else { /* its waiters resubscribe on the new master and attempt once there */
@@ -637,6 +697,7 @@ static void loop_client_stop(rlock_client *c)
             rlk_loop_op_remove(op);
         }
     }
+    rlk_loop_shards_free(lc);
     while (lc->chans != NULL) {
         rlk_loop_chan *ch = lc->chans;
         lc->chans = ch->next;
@@ -679,20 +740,6 @@ static int loop_check(const rlock_loop *loop, const rlk_url *url)
         (url->host == NULL && url->path == NULL && !multi)) {
         return rlk_err(RLOCK_EINVAL, "a loop client serves redis://, rediss://, unix://, "
                                      "redis-sentinel:// and redis-cluster:// only");
-    }
-    return RLOCK_OK;
-}
-
-/* What a loop client on a cluster does not serve yet: sharded pub/sub (the default, auto, is
- * sharded on Redis >= 7). */
-static int loop_check_cluster(const rlock_client *c)
-{
-    if (c->url.kind != RLK_URL_CLUSTER) {
-        return RLOCK_OK;
-    }
-    if (c->opts.cluster_pubsub != RLOCK_CLUSTER_PUBSUB_CLASSIC) {
-        return rlk_err(RLOCK_EINVAL, "a loop client on a cluster needs cluster_pubsub = "
-                                     "RLOCK_CLUSTER_PUBSUB_CLASSIC in this version");
     }
     return RLOCK_OK;
 }
@@ -765,7 +812,6 @@ RLOCK_EXPORT int rlock_loop_client_new(const rlock_options *opts, const rlock_lo
     rlock_client *c = NULL;
     int r = rlk_client_alloc(opts, &c);
     r = r ? r : loop_check(loop, &c->url);
-    r = r ? r : loop_check_cluster(c);
     r = r ? r : loop_tls(c);
     r = r ? r : loop_client_start(c, loop);
     if (r != RLOCK_OK) {

@@ -18,6 +18,7 @@ typedef struct rlk_loop_op rlk_loop_op;
 typedef struct rlk_loop_chan rlk_loop_chan;
 typedef struct rlk_loop_sentinel rlk_loop_sentinel;
 typedef struct rlk_loop_cluster rlk_loop_cluster;
+typedef struct rlk_loop_shard rlk_loop_shard;
 
 /* Why an operation is woken (rlk_loop_op_type.wake). */
 enum {
@@ -47,6 +48,23 @@ struct rlk_loop_op {
     int cancel_seen;         /* RLK_LOOP_CANCEL was delivered */
     int mark;                /* to be woken in the channel's current round (loop_client.c) */
     const rlk_loop_op_type *type;
+};
+
+/* A channel some waiter listens on. sent/seen count SUBSCRIBE requests and their
+ * confirmations, usent/useen the same for UNSUBSCRIBE: the subscription is live when wanted and
+ * every SUBSCRIBE was confirmed; the record goes when nobody wants it and nothing is pending.
+ * In sharded pub/sub the verbs are SSUBSCRIBE and SUNSUBSCRIBE and the counts are those sent to
+ * the channel's shard (a move to another master starts them again). */
+struct rlk_loop_chan {
+    rlk_loop_chan *next;
+    rlk_loop_op *waiters;
+    rlk_loop_shard *shard; /* sharded pub/sub: the master it is subscribed on, NULL: none yet */
+    int slot;              /* its cluster slot (sharded pub/sub) */
+    int wanted;
+    int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
+    int sent, seen, usent, useen;
+    size_t len;
+    char name[];
 };
 
 /* A hold a loop owner took (the loop keeps its own records: count, token, watchdog), by lock
@@ -87,6 +105,7 @@ struct rlk_loop_client {
     int64_t data_retry_at;   /* monotonic ms before which no data dial is made */
     int data_dialled;        /* a data connection was dialled before (later ones count) */
     rlk_lconn *sub;          /* the pub/sub connection, NULL while no channel is wanted */
+    rlk_loop_shard *shards;  /* sharded pub/sub: a pub/sub connection per master (loop_shard.c) */
     void *sub_timer;         /* redials the pub/sub connection after it broke */
     int64_t sub_backoff_ms;  /* the next redial's delay: 0 after a confirmation, then doubling */
     rlk_loop_op *ops;
@@ -131,6 +150,15 @@ int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
  * the old master is closed, failing what was in flight on it with RLOCK_ECONN, and the pub/sub
  * one is redialled there with every wanted channel. */
 void rlk_loop_moved(rlk_loop_client *lc, int err);
+
+/* For loop_shard.c, the channels' sharded side: a pushed message of the pub/sub connection
+ * (sh NULL) or of shard sh's; ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0), in their sharded
+ * forms in sharded pub/sub; ch freed when nobody wants it and nothing is pending; the pub/sub
+ * redial timer started with the next back-off. */
+void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep);
+int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on);
+void rlk_loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch);
+void rlk_loop_sub_retry(rlk_loop_client *lc);
 
 /* Puts op on the client's list and watches its token (cancel may be NULL). */
 int rlk_loop_op_add(rlk_loop_client *lc, rlk_loop_op *op, const rlock_cancel *cancel,

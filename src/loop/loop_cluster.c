@@ -13,6 +13,8 @@
 #include "cluster_map.h"
 #include "error.h"
 #include "loop_cluster.h"
+#include "loop_route.h"
+#include "loop_shard.h"
 #include "scripts.h"
 #include "util.h"
 
@@ -32,6 +34,7 @@ typedef struct lcl_node {
 typedef struct lcl_req {
     struct lcl_req *next;
     int slot;
+    int script; /* the script of an EVALSHA request (its SHA set by the mode), -1: none */
     rlk_lconn_reply_fn fn;
     void *arg;
     size_t len;
@@ -42,7 +45,8 @@ struct rlk_loop_cluster {
     rlk_loop_client *lc;
     rlk_loop_moved_fn moved;
     rlk_cluster_map map;
-    int known; /* a map was read */
+    int known;      /* a map was read (and the pub/sub mode is known) */
+    int mode_known; /* the pub/sub mode is decided (forced by the option, or probed) */
     lcl_node *nodes;
     lcl_req *queue, **tail;
     rlk_lconn *probe;   /* the first read's connection to a seed */
@@ -109,6 +113,16 @@ static void lcl_refresh(rlk_loop_cluster *cl);
 static int lcl_send_known(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len,
                           rlk_lconn_reply_fn fn, void *arg);
 
+/* A queued script request formatted before the pub/sub mode was known: in sharded mode it runs
+ * the script's sharded variant. */
+static void lcl_req_mode(const rlk_loop_cluster *cl, lcl_req *q)
+{
+    int id = rlk_script_for(cl->lc->c, q->script);
+    if (q->script >= 0 && id != q->script) {
+        (void)rlk_loop_request_set_sha(q->cmd, q->len, rlk_script_get(id)->sha1);
+    }
+}
+
 /* Fails (err < 0) or sends every queued request. A done run by a failure may free the client:
  * the state is then gone, and so is the rest of the queue (the free failed it). */
 static void lcl_drain(rlk_loop_cluster *cl, int err)
@@ -120,6 +134,7 @@ static void lcl_drain(rlk_loop_cluster *cl, int err)
         if (cl->queue == NULL) {
             cl->tail = &cl->queue;
         }
+        lcl_req_mode(cl, q);
         int r = err != RLOCK_OK ? err : lcl_send_known(cl, q->slot, q->cmd, q->len, q->fn, q->arg);
         rlk_loop_cb_enter(lc);
         if (r != RLOCK_OK && q->fn != NULL) {
@@ -156,7 +171,41 @@ static void lcl_note(rlk_loop_cluster *cl, const char *host, int port, const cha
     snprintf(cl->why + n, sizeof(cl->why) - n, "%s%s:%d: %s", n > 0 ? "; " : "", host, port, what);
 }
 
-/* The first read's answer from the seed asked. */
+/* The map and the pub/sub mode are known: the parked pub/sub connections are aimed, the queued
+ * requests sent. */
+static void lcl_known(rlk_loop_cluster *cl)
+{
+    rlk_lconn *probe = cl->probe;
+    cl->probe = NULL;
+    rlk_lconn_free(probe, RLOCK_ECLOSED); /* freed when this callback returns */
+    cl->known = 1;
+    cl->reading = 0;
+    cl->backoff_ms = 0;
+    rlk_loop_client *lc = cl->lc;
+    rlk_loop_cb_enter(lc);
+    cl->moved(lc, RLOCK_OK); /* the parked pub/sub connections go to their nodes */
+    if (!rlk_loop_cb_leave(lc)) {
+        lcl_drain(cl, RLOCK_OK);
+    }
+}
+
+/* The pub/sub mode in auto, decided as a threaded client does (client.c): sharded when the
+ * node answers PUBSUB SHARDNUMSUB 0 with an array (Redis >= 7.0), classic when it refuses. */
+static void lcl_mode_reply(void *arg, redisReply *rep, int err)
+{
+    rlk_loop_cluster *cl = arg;
+    if (err != RLOCK_OK) {
+        return; /* the connection broke: lcl_probe_down asks the next seed */
+    }
+    rlock_client *c = cl->lc->c;
+    c->sharded = rep->type == REDIS_REPLY_ARRAY;
+    rlk_log(c, RLOCK_LOG_INFO, "cluster pub/sub: %s", c->sharded ? "sharded" : "classic");
+    cl->mode_known = 1;
+    lcl_known(cl);
+}
+
+/* The first read's answer from the seed asked: in auto mode the same node is then asked for
+ * the pub/sub mode, before any request is sent. */
 static void lcl_probe_reply(void *arg, redisReply *rep, int err)
 {
     rlk_loop_cluster *cl = arg;
@@ -164,23 +213,25 @@ static void lcl_probe_reply(void *arg, redisReply *rep, int err)
         return; /* the connection broke: lcl_probe_down asks the next seed */
     }
     const rlk_url_host *s = &cl->lc->c->url.hosts[cl->seed];
-    rlk_lconn *probe = cl->probe;
-    cl->probe = NULL;
-    rlk_lconn_free(probe, RLOCK_ECLOSED); /* freed when this callback returns */
     if (lcl_take_map(cl, rep, s->host) != 0) {
+        rlk_lconn *probe = cl->probe;
+        cl->probe = NULL;
+        rlk_lconn_free(probe, RLOCK_ECLOSED); /* freed when this callback returns */
         lcl_note(cl, s->host, s->port, rep->type == REDIS_REPLY_ERROR ? rep->str : "no slot map");
         cl->seed++;
         lcl_read_next(cl);
         return;
     }
-    cl->known = 1;
-    cl->reading = 0;
-    cl->backoff_ms = 0;
-    rlk_loop_client *lc = cl->lc;
-    rlk_loop_cb_enter(lc);
-    cl->moved(lc, RLOCK_OK); /* the parked pub/sub connection goes to the home node */
-    if (!rlk_loop_cb_leave(lc)) {
-        lcl_drain(cl, RLOCK_OK);
+    const char *argv[3] = {"PUBSUB", "SHARDNUMSUB", "0"};
+    if (cl->mode_known) {
+        lcl_known(cl);
+    } else if (rlk_lconn_command(cl->probe, 3, argv, NULL, lcl_mode_reply, cl) != RLOCK_OK) {
+        rlk_lconn *probe = cl->probe;
+        cl->probe = NULL;
+        rlk_lconn_free(probe, RLOCK_ECLOSED);
+        lcl_note(cl, s->host, s->port, rlock_last_error());
+        cl->seed++;
+        lcl_read_next(cl);
     }
 }
 
@@ -254,8 +305,8 @@ static void lcl_refresh_reply(void *arg, redisReply *rep, int err)
 {
     rlk_loop_cluster *cl = arg;
     cl->reading = 0;
-    if (err == RLOCK_OK) {
-        (void)lcl_take_map(cl, rep, cl->map.nodes[0].host); /* a failed one keeps the old map */
+    if (err == RLOCK_OK && lcl_take_map(cl, rep, cl->map.nodes[0].host) == 0) {
+        rlk_loop_shards_check(cl->lc); /* a failed one keeps the old map */
     }
 }
 
@@ -320,7 +371,7 @@ static lcl_node *lcl_owner(rlk_loop_cluster *cl, int slot)
     return lcl_node_at(cl, m->host, m->port);
 }
 
-static int lcl_queue(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len,
+static int lcl_queue(rlk_loop_cluster *cl, int slot, int script, const char *cmd, size_t len,
                      rlk_lconn_reply_fn fn, void *arg)
 {
     int r = cl->reading ? RLOCK_OK : lcl_read_start(cl);
@@ -332,7 +383,7 @@ static int lcl_queue(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len
     if (q == NULL) {
         return r;
     }
-    *q = (lcl_req){.slot = slot, .fn = fn, .arg = arg, .len = len};
+    *q = (lcl_req){.slot = slot, .script = script, .fn = fn, .arg = arg, .len = len};
     memcpy(q->cmd, cmd, len);
     *cl->tail = q;
     cl->tail = &q->next;
@@ -358,7 +409,14 @@ int rlk_loop_cluster_send(rlk_loop_cluster *cl, int slot, const char *cmd, size_
                           rlk_lconn_reply_fn fn, void *arg)
 {
     return cl->known ? lcl_send_known(cl, slot, cmd, len, fn, arg)
-                     : lcl_queue(cl, slot, cmd, len, fn, arg);
+                     : lcl_queue(cl, slot, -1, cmd, len, fn, arg);
+}
+
+int rlk_loop_cluster_send_script(rlk_loop_cluster *cl, int slot, int script, const char *cmd,
+                                 size_t len, rlk_lconn_reply_fn fn, void *arg)
+{
+    return cl->known ? lcl_send_known(cl, slot, cmd, len, fn, arg)
+                     : lcl_queue(cl, slot, script, cmd, len, fn, arg);
 }
 
 /* A command in flight, kept for its resends after a MOVED or ASK. */
@@ -428,6 +486,45 @@ static void lcl_moved(rlk_loop_cluster *cl, const rlk_redirect *rd)
     }
     cl->read_at = 0; /* news about the map: read it now */
     lcl_refresh(cl);
+    rlk_loop_shards_check(cl->lc); /* the slot's shard channels follow it */
+}
+
+void rlk_loop_cluster_refresh(rlk_loop_cluster *cl)
+{
+    if (cl != NULL) {
+        cl->read_at = 0;
+        lcl_refresh(cl);
+    }
+}
+
+int rlk_loop_cluster_redirected(rlk_loop_cluster *cl, const redisReply *rep)
+{
+    rlk_redirect rd;
+    rlk_redirect_kind k = rep->type == REDIS_REPLY_ERROR
+                              ? rlk_cluster_parse_redirect(rep->str, rep->len, &rd)
+                              : RLK_REDIRECT_NONE;
+    if (cl == NULL || k == RLK_REDIRECT_NONE || !cl->known || rd.slot < 0 ||
+        rd.slot >= RLK_CLUSTER_SLOTS) {
+        return -1;
+    }
+    if (k == RLK_REDIRECT_MOVED && rd.host[0] != '\0') {
+        lcl_moved(cl, &rd);
+    } else {
+        rlk_loop_cluster_refresh(cl); /* an ASK: the slot is moving; the map says when it moved */
+    }
+    return rd.slot;
+}
+
+int rlk_loop_cluster_owner(rlk_loop_cluster *cl, int slot, char *host, int *port)
+{
+    if (!cl->known) {
+        return RLOCK_ECONN;
+    }
+    int i = slot >= 0 && slot < RLK_CLUSTER_SLOTS ? cl->map.owner[slot] : -1;
+    const rlk_cluster_node *m = &cl->map.nodes[i >= 0 ? i : 0];
+    snprintf(host, RLK_HOST_MAX, "%s", m->host);
+    *port = m->port;
+    return RLOCK_OK;
 }
 
 int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int slot, int script,
@@ -512,6 +609,9 @@ int rlk_loop_cluster_new(rlk_loop_client *lc, rlk_loop_moved_fn moved, rlk_loop_
     cl->lc = lc;
     cl->moved = moved;
     cl->tail = &cl->queue;
+    /* Forced by the option, or probed on the loop with the first map (lcl_mode_reply). */
+    lc->c->sharded = lc->c->opts.cluster_pubsub == RLOCK_CLUSTER_PUBSUB_SHARDED;
+    cl->mode_known = lc->c->opts.cluster_pubsub != RLOCK_CLUSTER_PUBSUB_AUTO;
     *out = cl;
     (void)lcl_read_start(cl);
     if (!cl->reading && !cl->known) { /* every seed refused at once */

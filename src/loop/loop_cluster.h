@@ -1,7 +1,8 @@
 /*
  * A loop client on a Redis Cluster (redis-cluster:// URLs): the slot map read on the loop from
- * the seeds in turn, one data connection per master, requests routed by their key's slot and
- * queued until the first map is known, MOVED and ASK followed (loop_cluster.c).
+ * the seeds in turn and the pub/sub mode decided (PUBSUB SHARDNUMSUB in auto), one data
+ * connection per master, requests routed by their key's slot and queued until the first map
+ * and the mode are known, MOVED and ASK followed (loop_cluster.c).
  */
 #ifndef RLK_LOOP_CLUSTER_H
 #define RLK_LOOP_CLUSTER_H
@@ -27,6 +28,10 @@ int rlk_loop_cluster_home(const rlk_loop_cluster *cl, char *host, int *port);
  * is read (a last request at the free). RLOCK_OK, or the error of a send that failed now. */
 int rlk_loop_cluster_send(rlk_loop_cluster *cl, int slot, const char *cmd, size_t len,
                           rlk_lconn_reply_fn fn, void *arg);
+/* The same for an EVALSHA request of script: queued before the pub/sub mode is known, it is
+ * sent with the SHA of the script's sharded variant when the mode is sharded. */
+int rlk_loop_cluster_send_script(rlk_loop_cluster *cl, int slot, int script, const char *cmd,
+                                 size_t len, rlk_lconn_reply_fn fn, void *arg);
 /* The same for a command given as arguments, whose MOVED and ASK replies are followed as
  * rlk_loop_cluster_redirect() says (at most 5 times). */
 int rlk_loop_cluster_command(rlk_loop_cluster *cl, int slot, int argc, const char **argv,
@@ -38,6 +43,15 @@ int rlk_loop_cluster_command(rlk_loop_cluster *cl, int slot, int argc, const cha
  * reply), 0: not a redirection, or the error of a resend that failed now. */
 int rlk_loop_cluster_redirect(rlk_loop_cluster *cl, const redisReply *rep, int slot, int script,
                               const char *cmd, size_t len, rlk_lconn_reply_fn fn, void *arg);
+/* A sharded subscription's MOVED or ASK error (a pushed error on a pub/sub connection): a
+ * MOVED records the slot's new owner (the shard channels follow: rlk_loop_shards_check()), an
+ * ASK reads the map again. The slot, or -1 when rep is no redirection. */
+int rlk_loop_cluster_redirected(rlk_loop_cluster *cl, const redisReply *rep);
+/* Reads the map again now (a sharded channel dropped by its node: the slot moved). */
+void rlk_loop_cluster_refresh(rlk_loop_cluster *cl);
+/* The address of the master of slot in the map known (RLK_HOST_MAX bytes at host):
+ * RLOCK_OK, or RLOCK_ECONN while no map is known. */
+int rlk_loop_cluster_owner(rlk_loop_cluster *cl, int slot, char *host, int *port);
 /* The replica count of the master that serves slot (each master's own, read by loop_sync.c),
  * NULL while no map is known. */
 rlk_replicas *rlk_loop_cluster_replicas(rlk_loop_cluster *cl, int slot);

@@ -260,9 +260,15 @@ static void lconn_write(rlk_lconn *c)
     lconn_written(c);
 }
 
+/* A pushed message: a pub/sub kind (classic or sharded), or on a pub/sub connection an error
+ * no request waits for (a sharded SSUBSCRIBE's MOVED: the subscription requests read no reply). */
 static int lconn_is_push(const rlk_lconn *c, const redisReply *r)
 {
-    static const char *const kinds[] = {"message", "subscribe", "unsubscribe", "pmessage"};
+    static const char *const kinds[] = {"message",  "subscribe",  "unsubscribe", "pmessage",
+                                        "smessage", "ssubscribe", "sunsubscribe"};
+    if (c->cbs.push != NULL && r->type == REDIS_REPLY_ERROR && c->head == NULL) {
+        return 1;
+    }
     if (c->cbs.push == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_STRING) {
         return 0;

@@ -81,3 +81,19 @@ int rlk_loop_request_slot(const char *cmd, size_t len)
     }
     return rlk_cluster_key_slot(s[3], n[3]);
 }
+
+int rlk_loop_request_set_sha(char *cmd, size_t len, const char *sha)
+{
+    route_rd rd = {cmd, cmd + len};
+    const char *s[2];
+    size_t n[2];
+    if (cmd == NULL || route_number(&rd, '*') < 2 || route_bulk(&rd, &s[0], &n[0]) != 0 ||
+        route_bulk(&rd, &s[1], &n[1]) != 0) {
+        return -1;
+    }
+    if (n[0] != 7 || strncasecmp(s[0], "EVALSHA", 7) != 0 || n[1] != 40) {
+        return -1;
+    }
+    memcpy(cmd + (s[1] - cmd), sha, 40); /* s[1] points into cmd: written through cmd */
+    return 0;
+}

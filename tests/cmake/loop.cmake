@@ -85,7 +85,8 @@ if(TARGET rlock_harness)
                               SOURCES loop/test_loop_redisson.c LIBS rlock_test_uv)
     endif()
     # A Redis Cluster of three masters: locks on each, a fair waiter woken across nodes, a slot
-    # migrated under a loop hold and waiter, the creation refused (loop/test_loop_cluster.c).
+    # migrated under a loop hold and waiter, in classic and in sharded pub/sub (auto on Redis 7),
+    # a call without a reachable seed (loop/test_loop_cluster.c).
     rlock_add_test(NAME test_loop_cluster_${_adapter} SOURCES loop/test_loop_cluster.c
                    loop/tl_common.c LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold

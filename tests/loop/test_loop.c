@@ -68,7 +68,8 @@ static void test_checks(void **state)
     assert_int_equal(rlock_loop_client_new(NULL, &empty, &bad), RLOCK_EINVAL);
     rlock_options o;
     tc_options(&o, s);
-    o.url = "redis-cluster://127.0.0.1:6379"; /* auto pub/sub: not served on a loop */
+    o.url = "redis-cluster://127.0.0.1:6379";
+    o.cluster_pubsub = 7; /* no such pub/sub mode */
     assert_int_equal(tu_client_new(l, &o, &bad), RLOCK_EINVAL);
     assert_null(bad);
     rlock_client *c = loop_client(l, s, 0);
