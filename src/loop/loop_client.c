@@ -754,6 +754,15 @@ static int loop_tls(rlock_client *c)
     return wanted ? rlk_tls_new(o, &c->tls) : RLOCK_OK;
 }
 
+/* What loop_shard.c and loop_cluster.c call back (loop_client.h). */
+static const rlk_loop_up loop_up = {
+    .push = rlk_loop_push,
+    .chan_send = rlk_loop_chan_send,
+    .chan_drop_if_idle = rlk_loop_chan_drop_if_idle,
+    .sub_retry = rlk_loop_sub_retry,
+    .shards_check = rlk_loop_shards_check,
+};
+
 static int loop_client_start(rlock_client *c, const rlock_loop *loop)
 {
     rlk_loop_client *lc = calloc(1, sizeof(*lc));
@@ -768,6 +777,7 @@ static int loop_client_start(rlock_client *c, const rlock_loop *loop)
         (void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
     }
     lc->c = c;
+    lc->up = &loop_up;
     lc->loop = *loop;
     lc->pipe_r = fds[0];
     lc->pipe_w = fds[1];

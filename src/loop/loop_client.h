@@ -97,7 +97,20 @@ typedef struct rlk_loop_hold {
     char *label;
 } rlk_loop_hold;
 
+/* The calls loop_shard.c and loop_cluster.c make back up into loop_client.c's channel
+ * bookkeeping and loop_shard.c's subscriptions, through pointers that loop_client.c sets, so that
+ * both files stay below it (src_deps: no call cycle). shards_check: the shard channels follow a
+ * new slot map or a MOVED (loop_shard.h). */
+typedef struct rlk_loop_up {
+    void (*push)(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep);
+    int (*chan_send)(rlk_loop_client *lc, rlk_loop_chan *ch, int on);
+    void (*chan_drop_if_idle)(rlk_loop_client *lc, rlk_loop_chan *ch);
+    void (*sub_retry)(rlk_loop_client *lc);
+    void (*shards_check)(rlk_loop_client *lc);
+} rlk_loop_up;
+
 struct rlk_loop_client {
+    const rlk_loop_up *up;
     rlock_client *c;
     rlock_loop loop;
     rlk_lconn *data;         /* NULL until needed, and after a failure until needed again */
@@ -151,10 +164,10 @@ int rlk_loop_eval(rlk_loop_client *lc, int script, const char *cmd, size_t len,
  * one is redialled there with every wanted channel. */
 void rlk_loop_moved(rlk_loop_client *lc, int err);
 
-/* For loop_shard.c, the channels' sharded side: a pushed message of the pub/sub connection
- * (sh NULL) or of shard sh's; ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0), in their sharded
- * forms in sharded pub/sub; ch freed when nobody wants it and nothing is pending; the pub/sub
- * redial timer started with the next back-off. */
+/* The channels' sharded side, for loop_shard.c through lc->up: a pushed message of the pub/sub
+ * connection (sh NULL) or of shard sh's; ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0), in their
+ * sharded forms in sharded pub/sub; ch freed when nobody wants it and nothing is pending; the
+ * pub/sub redial timer started with the next back-off. */
 void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep);
 int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on);
 void rlk_loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch);

@@ -306,7 +306,7 @@ static void lcl_refresh_reply(void *arg, redisReply *rep, int err)
     rlk_loop_cluster *cl = arg;
     cl->reading = 0;
     if (err == RLOCK_OK && lcl_take_map(cl, rep, cl->map.nodes[0].host) == 0) {
-        rlk_loop_shards_check(cl->lc); /* a failed one keeps the old map */
+        cl->lc->up->shards_check(cl->lc); /* a failed one keeps the old map */
     }
 }
 
@@ -486,7 +486,7 @@ static void lcl_moved(rlk_loop_cluster *cl, const rlk_redirect *rd)
     }
     cl->read_at = 0; /* news about the map: read it now */
     lcl_refresh(cl);
-    rlk_loop_shards_check(cl->lc); /* the slot's shard channels follow it */
+    cl->lc->up->shards_check(cl->lc); /* the slot's shard channels follow it */
 }
 
 void rlk_loop_cluster_refresh(rlk_loop_cluster *cl)

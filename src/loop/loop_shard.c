@@ -43,12 +43,12 @@ static void lsh_down(void *arg, int err)
         if (ch->shard == sh) {
             lsh_detach(ch);
             wanted |= ch->wanted;
-            rlk_loop_chan_drop_if_idle(lc, ch);
+            lc->up->chan_drop_if_idle(lc, ch);
         }
     }
     if (wanted) { /* resubscribed by the redial timer, on the master the map names then */
         rlk_loop_cluster_refresh(lc->cluster);
-        rlk_loop_sub_retry(lc);
+        lc->up->sub_retry(lc);
     }
 }
 
@@ -71,7 +71,7 @@ static void lsh_redirected(rlk_loop_shard *sh, const redisReply *rep)
         }
     }
     if (left) { /* still named by the map (an ASK): not again at once, but after a back-off */
-        rlk_loop_sub_retry(lc);
+        lc->up->sub_retry(lc);
     }
 }
 
@@ -82,7 +82,7 @@ static void lsh_on_push(void *arg, redisReply *rep)
         lsh_redirected(sh, rep);
         return;
     }
-    rlk_loop_push(sh->lc, sh, rep);
+    sh->lc->up->push(sh->lc, sh, rep);
 }
 
 /* The record of the master at host:port, made when new (NULL: no memory). */
@@ -139,7 +139,7 @@ int rlk_loop_shard_subscribe(rlk_loop_client *lc, rlk_loop_chan *ch)
     }
     lsh_detach(ch);
     ch->shard = sh;
-    return rlk_loop_chan_send(lc, ch, 1);
+    return lc->up->chan_send(lc, ch, 1);
 }
 
 int rlk_loop_shards_ensure(rlk_loop_client *lc)
@@ -155,12 +155,12 @@ void rlk_loop_shard_dropped(rlk_loop_client *lc, rlk_loop_chan *ch)
 {
     lsh_detach(ch);
     if (!ch->wanted) {
-        rlk_loop_chan_drop_if_idle(lc, ch);
+        lc->up->chan_drop_if_idle(lc, ch);
         return;
     }
     rlk_loop_cluster_refresh(lc->cluster);
     if (rlk_loop_shard_subscribe(lc, ch) != RLOCK_OK) {
-        rlk_loop_sub_retry(lc);
+        lc->up->sub_retry(lc);
     }
 }
 
@@ -178,9 +178,9 @@ void rlk_loop_shards_check(rlk_loop_client *lc)
         }
         lsh_detach(ch); /* its waiters attempt once after the new confirmation */
         if (!ch->wanted) {
-            rlk_loop_chan_drop_if_idle(lc, ch);
+            lc->up->chan_drop_if_idle(lc, ch);
         } else if (rlk_loop_shard_subscribe(lc, ch) != RLOCK_OK) {
-            rlk_loop_sub_retry(lc);
+            lc->up->sub_retry(lc);
         }
     }
 }
