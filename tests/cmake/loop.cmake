@@ -87,8 +87,15 @@ if(TARGET rlock_harness)
     # A Redis Cluster of three masters: locks on each, a fair waiter woken across nodes, a slot
     # migrated under a loop hold and waiter, in classic and in sharded pub/sub (auto on Redis 7),
     # a call without a reachable seed (loop/test_loop_cluster.c).
+    # The libevent twin runs in plain only (~8 s a variant): the cluster code is the same under
+    # both adapters, and the uv twin runs it under ASan and TSan.
+    if(_adapter STREQUAL "uv")
+      set(_cluster_labels redis)
+    else()
+      set(_cluster_labels redis plain_only)
+    endif()
     rlock_add_test(NAME test_loop_cluster_${_adapter} SOURCES loop/test_loop_cluster.c
-                   loop/tl_common.c LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
+                   loop/tl_common.c LIBS rlock_test_${_adapter} LABELS ${_cluster_labels} TIMEOUT 60)
     # Sentinel: discovery, and one SENTINEL FAILOVER under a loop waiter and a loop hold
     # (loop/test_loop_sentinel.c). Slow (a deployment, a failover); its loop logic runs under
     # the sanitizers in the programs above, so it runs in plain only.
