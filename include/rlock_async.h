@@ -149,7 +149,10 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * watchdog finds a hold taken with lease_ms < 0 gone, the client-wide on_lost runs and then this
  * one, once, on the loop, with the handle the hold was taken through (which must then stay open
  * while the hold lasts); a re-entry that passes another callback replaces it, one that passes none
- * keeps it, and the hold's full release forgets it. */
+ * keeps it, and the hold's full release forgets it. A reentrant lock's waiter is recorded among
+ * the lock's waiters and may be granted the lock by a release (docs/event-loops.md): done then
+ * gets RLOCK_OK with the release's token and no command of the waiter's own; a grant racing
+ * the token or the deadline is reported RLOCK_OK or released. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 

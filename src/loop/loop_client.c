@@ -31,6 +31,12 @@ struct rlk_loop_chan {
     int wanted;
     int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
     int sent, seen, usent, useen;
+    /* A named channel's (rlk_loop_join_named()): name is a pattern, wake the client's wake
+     * channel and key unclaimed's key (both in the same allocation), unclaimed its messages'
+     * last taker; wake NULL: a plain channel. */
+    const char *wake, *key;
+    size_t wake_len, key_len;
+    rlk_loop_unclaimed_fn unclaimed;
     size_t len;
     char name[];
 };
@@ -91,15 +97,40 @@ static void loop_chan_drop_if_idle(rlk_loop_client *lc, rlk_loop_chan *ch)
     }
 }
 
-static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb)
+static int loop_chan_send_one(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb,
+                              const char *name, size_t len)
 {
-    const char *argv[2] = {verb, ch->name};
-    size_t lens[2] = {strlen(verb), ch->len};
+    const char *argv[2] = {verb, name};
+    size_t lens[2] = {strlen(verb), len};
     int r = rlk_lconn_command(lc->sub, 2, argv, lens, NULL, NULL);
     if (r == RLOCK_OK) {
-        *(verb[0] == 'S' ? &ch->sent : &ch->usent) += 1;
+        *(verb[0] == 'S' || verb[1] == 'S' ? &ch->sent : &ch->usent) += 1;
     }
     return r;
+}
+
+/* Sends verb (SUBSCRIBE or UNSUBSCRIBE) for ch: a named channel's pattern by its P form, then
+ * its wake channel; sent and usent count each request. */
+static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb)
+{
+    if (ch->wake == NULL) {
+        return loop_chan_send_one(lc, ch, verb, ch->name, ch->len);
+    }
+    char pverb[16];
+    snprintf(pverb, sizeof(pverb), "P%s", verb);
+    int r = loop_chan_send_one(lc, ch, pverb, ch->name, ch->len);
+    return r ? r : loop_chan_send_one(lc, ch, verb, ch->wake, ch->wake_len);
+}
+
+/* The named channel whose wake channel is name, NULL if none. */
+static rlk_loop_chan *loop_chan_find_wake(rlk_loop_client *lc, const char *name, size_t len)
+{
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        if (ch->wake != NULL && ch->wake_len == len && memcmp(ch->wake, name, len) == 0) {
+            return ch;
+        }
+    }
+    return NULL;
 }
 
 /* Wakes every waiter of ch once with why; a waiter may leave (or complete) while it is woken,
@@ -130,6 +161,29 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
     }
 }
 
+/* A message on ch's wake channel: to the first waiter that takes it, else to unclaimed, else
+ * to every waiter (a done run by a taker may free the client: nothing is touched after). */
+static void loop_chan_tell(rlk_loop_client *lc, rlk_loop_chan *ch, const redisReply *m)
+{
+    if (m->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    for (rlk_loop_op *op = ch->waiters; op != NULL; op = op->cnext) {
+        if (op->type->told != NULL) {
+            rlk_loop_cb_enter(lc);
+            int took = op->type->told(op, m->str, m->len);
+            if (rlk_loop_cb_leave(lc) || took) {
+                return;
+            }
+        }
+    }
+    rlk_loop_cb_enter(lc);
+    int dealt = ch->unclaimed(lc, ch->key, ch->key_len, m->str, m->len);
+    if (!rlk_loop_cb_leave(lc) && !dealt && ch->wanted) {
+        loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
+    }
+}
+
 static void loop_on_push(void *arg, redisReply *rep)
 {
     rlk_loop_client *lc = arg;
@@ -137,10 +191,16 @@ static void loop_on_push(void *arg, redisReply *rep)
         return;
     }
     const char *kind = rep->element[0]->str;
-    rlk_loop_chan *ch = loop_chan_find(lc, rep->element[1]->str, rep->element[1]->len);
-    if (ch == NULL) {
+    const redisReply *name = rep->element[1];
+    rlk_loop_chan *ch = loop_chan_find(lc, name->str, name->len);
+    rlk_loop_chan *named = ch == NULL ? loop_chan_find_wake(lc, name->str, name->len) : NULL;
+    if (kind[0] == 'p') { /* a named channel's pattern */
+        kind++;
+    }
+    if (ch == NULL && named == NULL) {
         return;
     }
+    ch = ch != NULL ? ch : named;
     if (strcmp(kind, "subscribe") == 0) {
         lc->sub_backoff_ms = 0;
         ch->seen++;
@@ -150,6 +210,8 @@ static void loop_on_push(void *arg, redisReply *rep)
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->useen++;
         loop_chan_drop_if_idle(lc, ch);
+    } else if (named != NULL && strcmp(kind, "message") == 0 && rep->elements == 3) {
+        loop_chan_tell(lc, named, rep->element[2]);
     } else if (strcmp(kind, "message") == 0 && ch->wanted) {
         loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
     }
@@ -220,19 +282,40 @@ static int loop_sub_ensure(rlk_loop_client *lc)
     return r;
 }
 
-int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
+/* The channel record of name (named: its wake channel and key, NULL for a plain one), made
+ * when there is none. */
+static rlk_loop_chan *loop_chan_get(rlk_loop_client *lc, const char *name, size_t len,
+                                    const rlk_loop_named *named)
 {
-    rlk_loop_client *lc = op->lc;
-    rlk_loop_chan *ch = loop_chan_find(lc, channel, len);
-    if (ch == NULL) {
-        if ((ch = calloc(1, sizeof(*ch) + len + 1)) == NULL) {
-            return rlk_err(RLOCK_ENOMEM, "out of memory joining a channel");
-        }
-        memcpy(ch->name, channel, len);
-        ch->len = len;
-        ch->next = lc->chans;
-        lc->chans = ch;
+    rlk_loop_chan *ch = loop_chan_find(lc, name, len);
+    if (ch != NULL) {
+        return ch;
     }
+    size_t extra = named != NULL ? named->wake_len + named->key_len + 2 : 0;
+    if ((ch = calloc(1, sizeof(*ch) + len + 1 + extra)) == NULL) {
+        (void)rlk_err(RLOCK_ENOMEM, "out of memory joining a channel");
+        return NULL;
+    }
+    memcpy(ch->name, name, len);
+    ch->len = len;
+    if (named != NULL) {
+        char *wake = ch->name + len + 1, *key = wake + named->wake_len + 1;
+        memcpy(wake, named->wake, named->wake_len);
+        memcpy(key, named->key, named->key_len);
+        ch->wake = wake;
+        ch->wake_len = named->wake_len;
+        ch->key = key;
+        ch->key_len = named->key_len;
+        ch->unclaimed = named->unclaimed;
+    }
+    ch->next = lc->chans;
+    lc->chans = ch;
+    return ch;
+}
+
+/* Adds op to ch's waiters, subscribing when it is new (as rlk_loop_join()). */
+static int loop_chan_join(rlk_loop_client *lc, rlk_loop_chan *ch, rlk_loop_op *op)
+{
     int live = ch->wanted && ch->seen == ch->sent;
     op->chan = ch;
     op->cprev = NULL;
@@ -249,6 +332,19 @@ int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
     /* A new connection subscribed every wanted channel, this one included. */
     r = r || ch->sent > ch->seen ? r : loop_chan_send(lc, ch, "SUBSCRIBE");
     return r;
+}
+
+int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
+{
+    rlk_loop_chan *ch = loop_chan_get(op->lc, channel, len, NULL);
+    return ch == NULL ? RLOCK_ENOMEM : loop_chan_join(op->lc, ch, op);
+}
+
+int rlk_loop_join_named(rlk_loop_op *op, const char *pattern, size_t len,
+                        const rlk_loop_named *named)
+{
+    rlk_loop_chan *ch = loop_chan_get(op->lc, pattern, len, named);
+    return ch == NULL ? RLOCK_ENOMEM : loop_chan_join(op->lc, ch, op);
 }
 
 void rlk_loop_leave(rlk_loop_op *op)

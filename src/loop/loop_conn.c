@@ -262,7 +262,8 @@ static void lconn_write(rlk_lconn *c)
 
 static int lconn_is_push(const rlk_lconn *c, const redisReply *r)
 {
-    static const char *const kinds[] = {"message", "subscribe", "unsubscribe", "pmessage"};
+    static const char *const kinds[] = {"message",  "subscribe",  "unsubscribe",
+                                        "pmessage", "psubscribe", "punsubscribe"};
     if (c->cbs.push == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_STRING) {
         return 0;
