@@ -31,11 +31,11 @@ struct rlk_loop_chan {
     int wanted;
     int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
     int sent, seen, usent, useen;
-    /* A named channel's (rlk_loop_join_named()): name is a pattern, wake the client's wake
-     * channel and key unclaimed's key (both in the same allocation), unclaimed its messages'
-     * last taker; wake NULL: a plain channel. */
-    const char *wake, *key;
-    size_t wake_len, key_len;
+    /* A named channel's (rlk_loop_join_named()): name is a pattern, the key follows it in the
+     * same allocation, the wake channel is "<wake_prefix>:{key}:<uuid>", unclaimed its
+     * messages' last taker; wake_prefix NULL: a plain channel. */
+    const char *wake_prefix;
+    size_t key_len;
     rlk_loop_unclaimed_fn unclaimed;
     size_t len;
     char name[];
@@ -109,24 +109,53 @@ static int loop_chan_send_one(rlk_loop_client *lc, rlk_loop_chan *ch, const char
     return r;
 }
 
+static const char *loop_chan_key(const rlk_loop_chan *ch)
+{
+    return ch->name + ch->len + 1;
+}
+
 /* Sends verb (SUBSCRIBE or UNSUBSCRIBE) for ch: a named channel's pattern by its P form, then
- * its wake channel; sent and usent count each request. */
+ * its wake channel (made from the key as rlk_prefix_name() makes names, not kept: a wait's
+ * share of the record stays small); sent and usent count each request. */
 static int loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb)
 {
-    if (ch->wake == NULL) {
+    if (ch->wake_prefix == NULL) {
         return loop_chan_send_one(lc, ch, verb, ch->name, ch->len);
     }
     char pverb[16];
     snprintf(pverb, sizeof(pverb), "P%s", verb);
+    rlk_buf wake;
+    rlk_buf_init(&wake);
     int r = loop_chan_send_one(lc, ch, pverb, ch->name, ch->len);
-    return r ? r : loop_chan_send_one(lc, ch, verb, ch->wake, ch->wake_len);
+    r = r ? r : rlk_prefix_name(&wake, ch->wake_prefix, loop_chan_key(ch), ch->key_len);
+    r = r ? r : rlk_buf_appends(&wake, ":");
+    r = r ? r : rlk_buf_appends(&wake, lc->c->uuid);
+    r = r ? r : loop_chan_send_one(lc, ch, verb, wake.p, wake.len);
+    rlk_buf_free(&wake);
+    return r;
+}
+
+/* 1 when s (len bytes) is ch's wake channel, "<wake_prefix>:{key}:<uuid>" ("<prefix>:key:..."
+ * for a key with a hash tag of its own). */
+static int loop_chan_is_wake(const rlk_loop_client *lc, const rlk_loop_chan *ch, const char *s,
+                             size_t len)
+{
+    const char *key = loop_chan_key(ch), *uuid = lc->c->uuid;
+    size_t p = strlen(ch->wake_prefix), u = strlen(uuid), k = ch->key_len;
+    size_t braced = memchr(key, '{', k) == NULL;
+    if (len != p + 1 + k + 2 * braced + 1 + u || memcmp(s, ch->wake_prefix, p) != 0 ||
+        s[p] != ':' || s[len - u - 1] != ':' || memcmp(s + len - u, uuid, u) != 0) {
+        return 0;
+    }
+    const char *q = s + p + 1 + braced;
+    return memcmp(q, key, k) == 0 && (!braced || (q[-1] == '{' && q[k] == '}'));
 }
 
 /* The named channel whose wake channel is name, NULL if none. */
 static rlk_loop_chan *loop_chan_find_wake(rlk_loop_client *lc, const char *name, size_t len)
 {
     for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
-        if (ch->wake != NULL && ch->wake_len == len && memcmp(ch->wake, name, len) == 0) {
+        if (ch->wake_prefix != NULL && loop_chan_is_wake(lc, ch, name, len)) {
             return ch;
         }
     }
@@ -178,7 +207,7 @@ static void loop_chan_tell(rlk_loop_client *lc, rlk_loop_chan *ch, const redisRe
         }
     }
     rlk_loop_cb_enter(lc);
-    int dealt = ch->unclaimed(lc, ch->key, ch->key_len, m->str, m->len);
+    int dealt = ch->unclaimed(lc, loop_chan_key(ch), ch->key_len, m->str, m->len);
     if (!rlk_loop_cb_leave(lc) && !dealt && ch->wanted) {
         loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
     }
@@ -282,8 +311,8 @@ static int loop_sub_ensure(rlk_loop_client *lc)
     return r;
 }
 
-/* The channel record of name (named: its wake channel and key, NULL for a plain one), made
- * when there is none. */
+/* The channel record of name (named: its wake prefix and key, NULL for a plain one), made when
+ * there is none. */
 static rlk_loop_chan *loop_chan_get(rlk_loop_client *lc, const char *name, size_t len,
                                     const rlk_loop_named *named)
 {
@@ -291,7 +320,7 @@ static rlk_loop_chan *loop_chan_get(rlk_loop_client *lc, const char *name, size_
     if (ch != NULL) {
         return ch;
     }
-    size_t extra = named != NULL ? named->wake_len + named->key_len + 2 : 0;
+    size_t extra = named != NULL ? named->key_len + 1 : 0;
     if ((ch = calloc(1, sizeof(*ch) + len + 1 + extra)) == NULL) {
         (void)rlk_err(RLOCK_ENOMEM, "out of memory joining a channel");
         return NULL;
@@ -299,12 +328,8 @@ static rlk_loop_chan *loop_chan_get(rlk_loop_client *lc, const char *name, size_
     memcpy(ch->name, name, len);
     ch->len = len;
     if (named != NULL) {
-        char *wake = ch->name + len + 1, *key = wake + named->wake_len + 1;
-        memcpy(wake, named->wake, named->wake_len);
-        memcpy(key, named->key, named->key_len);
-        ch->wake = wake;
-        ch->wake_len = named->wake_len;
-        ch->key = key;
+        memcpy(ch->name + len + 1, named->key, named->key_len);
+        ch->wake_prefix = named->wake_prefix;
         ch->key_len = named->key_len;
         ch->unclaimed = named->unclaimed;
     }

@@ -155,8 +155,10 @@ int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len);
  * channel by SUBSCRIBE; a message on the pattern wakes every waiter, one on the wake channel
  * goes to the waiters' told in turn, and to unclaimed (with key) when none takes it. */
 typedef struct rlk_loop_named {
-    const char *wake, *key; /* the wake channel; the key unclaimed is called with */
-    size_t wake_len, key_len;
+    /* The wake channel is "<wake_prefix>:{key}:<uuid>" (rlk_prefix_name(), the client's UUID);
+     * wake_prefix must outlive the client (a string constant). */
+    const char *wake_prefix, *key;
+    size_t key_len; /* key: what unclaimed is called with */
     rlk_loop_unclaimed_fn unclaimed;
 } rlk_loop_named;
 int rlk_loop_join_named(rlk_loop_op *op, const char *pattern, size_t len,

@@ -182,27 +182,21 @@ static int lre_join(rlk_loop_wait *w)
 {
     rlk_loop_lock_op *op = RLK_CONTAINER_OF(w, rlk_loop_lock_op, w);
     rlock *l = op->a.lock;
-    rlk_buf ch, wake;
+    rlk_buf ch;
     rlk_buf_init(&ch);
-    rlk_buf_init(&wake);
     size_t plen = 0;
     char *pat = NULL;
     int r = l->single->channel(&op->a, &ch);
-    r = r ? r : rlk_prefix_name(&wake, "rlock_lock_wake", l->name, l->name_len);
-    r = r ? r : rlk_buf_appends(&wake, ":");
-    r = r ? r : rlk_buf_appends(&wake, op->a.client->uuid);
     if (r == RLOCK_OK && (pat = rlk_literal_pattern(ch.p, ch.len, &plen)) == NULL) {
         r = rlk_err(RLOCK_ENOMEM, "lock '%s': out of memory joining its channel", l->name);
     }
-    rlk_loop_named named = {.wake = wake.p,
-                            .wake_len = wake.len,
+    rlk_loop_named named = {.wake_prefix = "rlock_lock_wake",
                             .key = l->name,
                             .key_len = l->name_len,
                             .unclaimed = lre_unclaimed};
     r = r ? r : rlk_loop_join_named(&w->base, pat, plen, &named);
     free(pat);
     rlk_buf_free(&ch);
-    rlk_buf_free(&wake);
     return r;
 }
 
