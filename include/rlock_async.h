@@ -156,7 +156,11 @@ typedef void (*rlock_done_fn)(rlock *lock, int rc, void *user_data);
  * keeps it, and the hold's full release forgets it. A group's is called with the group handle,
  * once: a multi-lock's when its first member's hold is found gone, a RedLock's once fewer than a
  * majority of its servers keep the hold (as on threaded clients); the group's release, or its
- * handle's free, forgets it. */
+ * handle's free, forgets it. A reentrant lock's waiter is recorded among the lock's waiters and
+ * may be granted the lock by a release (docs/event-loops.md; not in sharded cluster pub/sub,
+ * which has no patterns): done then
+ * gets RLOCK_OK with the release's token and no command of the waiter's own; a grant racing
+ * the token or the deadline is reported RLOCK_OK or released. */
 RLOCK_EXPORT int rlock_lock_async(rlock *lock, const rlock_lock_args *args, rlock_done_fn done,
                                   void *user_data);
 

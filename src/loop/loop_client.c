@@ -87,14 +87,12 @@ static rlk_lconn *loop_chan_conn(const rlk_loop_client *lc, const rlk_loop_chan 
     return !lc->c->sharded ? lc->sub : rlk_loop_shard_conn(ch->shard);
 }
 
-/* Sends ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0), their sharded forms in sharded pub/sub. */
-int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on)
+/* Sends one (UN)SUBSCRIBE request of ch's (on: a subscription) and counts it in sent or usent. */
+static int loop_chan_send_one(rlk_loop_client *lc, rlk_loop_chan *ch, const char *verb,
+                              const char *name, size_t len, int on)
 {
-    static const char *const verbs[2][2] = {{"UNSUBSCRIBE", "SUBSCRIBE"},
-                                            {"SUNSUBSCRIBE", "SSUBSCRIBE"}};
-    const char *verb = verbs[lc->c->sharded != 0][on != 0];
-    const char *argv[2] = {verb, ch->name};
-    size_t lens[2] = {strlen(verb), ch->len};
+    const char *argv[2] = {verb, name};
+    size_t lens[2] = {strlen(verb), len};
     rlk_lconn *conn = loop_chan_conn(lc, ch);
     int r = conn != NULL ? rlk_lconn_command(conn, 2, argv, lens, NULL, NULL)
                          : rlk_err(RLOCK_ECONN, "no pub/sub connection for %s", ch->name);
@@ -102,6 +100,62 @@ int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on)
         *(on ? &ch->sent : &ch->usent) += 1;
     }
     return r;
+}
+
+static const char *loop_chan_key(const rlk_loop_chan *ch)
+{
+    return ch->name + ch->len + 1;
+}
+
+/* Sends ch's SUBSCRIBE (on 1) or UNSUBSCRIBE (on 0): their sharded forms in sharded pub/sub; a
+ * named channel's (classic only) pattern by the P form, then its wake channel (made from the key
+ * as rlk_prefix_name() makes names, not kept: a wait's share of the record stays small). sent
+ * and usent count each request. */
+int rlk_loop_chan_send(rlk_loop_client *lc, rlk_loop_chan *ch, int on)
+{
+    static const char *const verbs[3][2] = {{"UNSUBSCRIBE", "SUBSCRIBE"},
+                                            {"SUNSUBSCRIBE", "SSUBSCRIBE"},
+                                            {"PUNSUBSCRIBE", "PSUBSCRIBE"}};
+    on = on != 0;
+    if (ch->wake_prefix == NULL) {
+        return loop_chan_send_one(lc, ch, verbs[lc->c->sharded != 0][on], ch->name, ch->len, on);
+    }
+    rlk_buf wake;
+    rlk_buf_init(&wake);
+    int r = loop_chan_send_one(lc, ch, verbs[2][on], ch->name, ch->len, on);
+    r = r ? r : rlk_prefix_name(&wake, ch->wake_prefix, loop_chan_key(ch), ch->key_len);
+    r = r ? r : rlk_buf_appends(&wake, ":");
+    r = r ? r : rlk_buf_appends(&wake, lc->c->uuid);
+    r = r ? r : loop_chan_send_one(lc, ch, verbs[0][on], wake.p, wake.len, on);
+    rlk_buf_free(&wake);
+    return r;
+}
+
+/* 1 when s (len bytes) is ch's wake channel, "<wake_prefix>:{key}:<uuid>" ("<prefix>:key:..."
+ * for a key with a hash tag of its own). */
+static int loop_chan_is_wake(const rlk_loop_client *lc, const rlk_loop_chan *ch, const char *s,
+                             size_t len)
+{
+    const char *key = loop_chan_key(ch), *uuid = lc->c->uuid;
+    size_t p = strlen(ch->wake_prefix), u = strlen(uuid), k = ch->key_len;
+    size_t braced = memchr(key, '{', k) == NULL;
+    if (len != p + 1 + k + 2 * braced + 1 + u || memcmp(s, ch->wake_prefix, p) != 0 ||
+        s[p] != ':' || s[len - u - 1] != ':' || memcmp(s + len - u, uuid, u) != 0) {
+        return 0;
+    }
+    const char *q = s + p + 1 + braced;
+    return memcmp(q, key, k) == 0 && (!braced || (q[-1] == '{' && q[k] == '}'));
+}
+
+/* The named channel whose wake channel is name, NULL if none. */
+static rlk_loop_chan *loop_chan_find_wake(rlk_loop_client *lc, const char *name, size_t len)
+{
+    for (rlk_loop_chan *ch = lc->chans; ch != NULL; ch = ch->next) {
+        if (ch->wake_prefix != NULL && loop_chan_is_wake(lc, ch, name, len)) {
+            return ch;
+        }
+    }
+    return NULL;
 }
 
 /* Wakes every waiter of ch once with why; a waiter may leave (or complete) while it is woken,
@@ -132,8 +186,32 @@ static void loop_chan_wake(rlk_loop_client *lc, rlk_loop_chan *ch, int why)
     }
 }
 
+/* A message on ch's wake channel: to the first waiter that takes it, else to unclaimed, else
+ * to every waiter (a done run by a taker may free the client: nothing is touched after). */
+static void loop_chan_tell(rlk_loop_client *lc, rlk_loop_chan *ch, const redisReply *m)
+{
+    if (m->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    for (rlk_loop_op *op = ch->waiters; op != NULL; op = op->cnext) {
+        if (op->type->told != NULL) {
+            rlk_loop_cb_enter(lc);
+            int took = op->type->told(op, m->str, m->len);
+            if (rlk_loop_cb_leave(lc) || took) {
+                return;
+            }
+        }
+    }
+    rlk_loop_cb_enter(lc);
+    int dealt = ch->unclaimed(lc, loop_chan_key(ch), ch->key_len, m->str, m->len);
+    if (!rlk_loop_cb_leave(lc) && !dealt && ch->wanted) {
+        loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
+    }
+}
+
 /* A pushed message of the pub/sub connection, or of shard sh's (its kinds are the classic ones
- * with an s before them; a channel subscribed elsewhere now ignores it). */
+ * with an s before them; a channel subscribed elsewhere now ignores it). A named channel's
+ * pattern kinds (classic only) have a p before them. */
 void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
@@ -141,7 +219,14 @@ void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
         return;
     }
     const char *kind = rep->element[0]->str + (sh != NULL);
-    rlk_loop_chan *ch = loop_chan_find(lc, rep->element[1]->str, rep->element[1]->len);
+    const redisReply *name = rep->element[1];
+    rlk_loop_chan *ch = loop_chan_find(lc, name->str, name->len);
+    rlk_loop_chan *named =
+        ch == NULL && sh == NULL ? loop_chan_find_wake(lc, name->str, name->len) : NULL;
+    if (sh == NULL && kind[0] == 'p') { /* a named channel's pattern */
+        kind++;
+    }
+    ch = ch != NULL ? ch : named;
     if (ch == NULL || ch->shard != sh) {
         return;
     }
@@ -156,6 +241,8 @@ void rlk_loop_push(rlk_loop_client *lc, rlk_loop_shard *sh, redisReply *rep)
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->useen++;
         rlk_loop_chan_drop_if_idle(lc, ch);
+    } else if (named != NULL && strcmp(kind, "message") == 0 && rep->elements == 3) {
+        loop_chan_tell(lc, named, rep->element[2]);
     } else if (strcmp(kind, "message") == 0 && ch->wanted) {
         loop_chan_wake(lc, ch, RLK_LOOP_MESSAGE);
     }
@@ -241,20 +328,37 @@ static int loop_sub_ensure(rlk_loop_client *lc)
     return r;
 }
 
-int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
+/* The channel record of name (named: its wake prefix and key, NULL for a plain one), made when
+ * there is none. */
+static rlk_loop_chan *loop_chan_get(rlk_loop_client *lc, const char *name, size_t len,
+                                    const rlk_loop_named *named)
 {
-    rlk_loop_client *lc = op->lc;
-    rlk_loop_chan *ch = loop_chan_find(lc, channel, len);
-    if (ch == NULL) {
-        if ((ch = calloc(1, sizeof(*ch) + len + 1)) == NULL) {
-            return rlk_err(RLOCK_ENOMEM, "out of memory joining a channel");
-        }
-        memcpy(ch->name, channel, len);
-        ch->len = len;
-        ch->slot = rlk_cluster_key_slot(channel, len);
-        ch->next = lc->chans;
-        lc->chans = ch;
+    rlk_loop_chan *ch = loop_chan_find(lc, name, len);
+    if (ch != NULL) {
+        return ch;
     }
+    size_t extra = named != NULL ? named->key_len + 1 : 0;
+    if ((ch = calloc(1, sizeof(*ch) + len + 1 + extra)) == NULL) {
+        (void)rlk_err(RLOCK_ENOMEM, "out of memory joining a channel");
+        return NULL;
+    }
+    memcpy(ch->name, name, len);
+    ch->len = len;
+    ch->slot = rlk_cluster_key_slot(name, len);
+    if (named != NULL) {
+        memcpy(ch->name + len + 1, named->key, named->key_len);
+        ch->wake_prefix = named->wake_prefix;
+        ch->key_len = named->key_len;
+        ch->unclaimed = named->unclaimed;
+    }
+    ch->next = lc->chans;
+    lc->chans = ch;
+    return ch;
+}
+
+/* Adds op to ch's waiters, subscribing when it is new (as rlk_loop_join()). */
+static int loop_chan_join(rlk_loop_client *lc, rlk_loop_chan *ch, rlk_loop_op *op)
+{
     int live = ch->wanted && ch->seen == ch->sent;
     op->chan = ch;
     op->cprev = NULL;
@@ -274,6 +378,19 @@ int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
     /* A new connection subscribed every wanted channel, this one included. */
     r = r || ch->sent > ch->seen ? r : rlk_loop_chan_send(lc, ch, 1);
     return r;
+}
+
+int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len)
+{
+    rlk_loop_chan *ch = loop_chan_get(op->lc, channel, len, NULL);
+    return ch == NULL ? RLOCK_ENOMEM : loop_chan_join(op->lc, ch, op);
+}
+
+int rlk_loop_join_named(rlk_loop_op *op, const char *pattern, size_t len,
+                        const rlk_loop_named *named)
+{
+    rlk_loop_chan *ch = loop_chan_get(op->lc, pattern, len, named);
+    return ch == NULL ? RLOCK_ENOMEM : loop_chan_join(op->lc, ch, op);
 }
 
 void rlk_loop_leave(rlk_loop_op *op)

@@ -34,7 +34,16 @@ typedef struct rlk_loop_op_type {
     /* Optional: the client is being freed, its connections still open: queue a last request
      * with no reply (a queued waiter's leave) and return 1, else 0. */
     int (*closing)(rlk_loop_op *op);
+    /* Optional: a message on the wake channel of its channel (rlk_loop_join_named()): 1 when
+     * it was meant for op (op took it), 0 when not. */
+    int (*told)(rlk_loop_op *op, const char *msg, size_t len);
 } rlk_loop_op_type;
+
+/* A wake channel's message that no waiter of its channel took (the waiter is gone or between
+ * two states), with the key its channel was joined with: 1 when it was dealt with, 0 to wake
+ * every waiter of the channel. */
+typedef int (*rlk_loop_unclaimed_fn)(rlk_loop_client *lc, const char *key, size_t key_len,
+                                     const char *msg, size_t len);
 
 /* A pending operation, embedded in the record of the module that runs it (loop_lock.c). It is
  * on the client's list from rlk_loop_op_add() to rlk_loop_op_remove(). */
@@ -63,6 +72,12 @@ struct rlk_loop_chan {
     int wanted;
     int waking; /* loop_chan_wake() walks its waiters: it must not be freed meanwhile */
     int sent, seen, usent, useen;
+    /* A named channel's (rlk_loop_join_named()): name is a pattern, the key follows it in the
+     * same allocation, the wake channel is "<wake_prefix>:{key}:<uuid>", unclaimed its
+     * messages' last taker; wake_prefix NULL: a plain channel. Classic pub/sub only. */
+    const char *wake_prefix;
+    size_t key_len;
+    rlk_loop_unclaimed_fn unclaimed;
     size_t len;
     char name[];
 };
@@ -182,6 +197,19 @@ void rlk_loop_op_remove(rlk_loop_op *op);
 /* Adds op to the waiters of channel, subscribing when it is new: 1 when the subscription is
  * confirmed already, 0 when RLK_LOOP_SUBSCRIBED will follow, or a negative error. */
 int rlk_loop_join(rlk_loop_op *op, const char *channel, size_t len);
+/* As rlk_loop_join(), for rlock's reentrant waiters: pattern (a glob that matches Redisson's
+ * channel alone) by PSUBSCRIBE, which PUBSUB NUMSUB does not count, and the client's wake
+ * channel by SUBSCRIBE; a message on the pattern wakes every waiter, one on the wake channel
+ * goes to the waiters' told in turn, and to unclaimed (with key) when none takes it. */
+typedef struct rlk_loop_named {
+    /* The wake channel is "<wake_prefix>:{key}:<uuid>" (rlk_prefix_name(), the client's UUID);
+     * wake_prefix must outlive the client (a string constant). */
+    const char *wake_prefix, *key;
+    size_t key_len; /* key: what unclaimed is called with */
+    rlk_loop_unclaimed_fn unclaimed;
+} rlk_loop_named;
+int rlk_loop_join_named(rlk_loop_op *op, const char *pattern, size_t len,
+                        const rlk_loop_named *named);
 /* Takes op off its channel's waiters; the last one unsubscribes. */
 void rlk_loop_leave(rlk_loop_op *op);
 

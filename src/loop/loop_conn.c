@@ -264,7 +264,8 @@ static void lconn_write(rlk_lconn *c)
  * no request waits for (a sharded SSUBSCRIBE's MOVED: the subscription requests read no reply). */
 static int lconn_is_push(const rlk_lconn *c, const redisReply *r)
 {
-    static const char *const kinds[] = {"message",  "subscribe",  "unsubscribe", "pmessage",
+    static const char *const kinds[] = {"message",  "subscribe",  "unsubscribe",
+                                        "pmessage", "psubscribe", "punsubscribe",
                                         "smessage", "ssubscribe", "sunsubscribe"};
     if (c->cbs.push != NULL && r->type == REDIS_REPLY_ERROR && c->head == NULL) {
         return 1;

@@ -236,6 +236,19 @@ static int lsy_plain(rlk_loop_client *lc, const rlk_sync *s, int script, const c
     return r;
 }
 
+int rlk_loop_synced(rlk_loop_client *lc, int slot)
+{
+    rlock_client *c = lc->c;
+    rlk_replicas *st = c->opts.replica_sync ? lsy_replicas(lc, slot) : NULL;
+    if (st == NULL) {
+        return c->opts.replica_sync;
+    }
+    rlk_sync s = {0};
+    rlk_sync_plan_known(c, st, &s);
+    int first = s.node != NULL && atomic_load(&st->known) != 1;
+    return first || s.n > 0 || (s.node != NULL && c->opts.replica_sync_aof);
+}
+
 int rlk_loop_eval_synced(rlk_loop_client *lc, int script, const char *cmd, size_t len,
                          rlk_lconn_reply_fn fn, void *arg)
 {

@@ -14,5 +14,8 @@
  * acknowledged (a lost WAIT reply counts as none). RLOCK_OK or an error (fn never runs). */
 int rlk_loop_eval_synced(rlk_loop_client *lc, int script, const char *cmd, size_t len,
                          rlk_lconn_reply_fn fn, void *arg);
+/* 1 when a script on slot (-1: the data connection's master) would be synced now (replica_sync
+ * and replicas to wait for, or their count not read yet), 0 when it goes plain. */
+int rlk_loop_synced(rlk_loop_client *lc, int slot);
 
 #endif

@@ -129,6 +129,17 @@ static void wait_wake(rlk_loop_op *base, int why)
     }
 }
 
+static int wait_told(rlk_loop_op *base, const char *msg, size_t len)
+{
+    rlk_loop_wait *w = RLK_CONTAINER_OF(base, rlk_loop_wait, base);
+    return w->ops->told != NULL && w->ops->told(w, msg, len);
+}
+
+void rlk_loop_wait_wake(rlk_loop_wait *w)
+{
+    wait_wake(&w->base, RLK_LOOP_MESSAGE);
+}
+
 static int wait_closing(rlk_loop_op *base)
 {
     rlk_loop_wait *w = RLK_CONTAINER_OF(base, rlk_loop_wait, base);
@@ -163,6 +174,14 @@ int64_t rlk_loop_deadline(int64_t wait_ms)
     return rlk_add_sat(rlk_now_ms(), wait_ms);
 }
 
+static const rlk_loop_op_type wait_type = {
+    .wake = wait_wake, .closing = wait_closing, .told = wait_told};
+
+rlk_loop_wait *rlk_loop_wait_of(rlk_loop_op *op)
+{
+    return op->type == &wait_type ? RLK_CONTAINER_OF(op, rlk_loop_wait, base) : NULL;
+}
+
 int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cancel *cancel)
 {
     int r = rlk_loop_due_add(lc);
@@ -170,7 +189,6 @@ int rlk_loop_wait_start(rlk_loop_client *lc, rlk_loop_wait *w, const rlock_cance
         return r;
     }
     w->due.fire = wait_on_due;
-    static const rlk_loop_op_type wait_type = {.wake = wait_wake, .closing = wait_closing};
     r = rlk_loop_op_add(lc, &w->base, cancel, &wait_type);
     if (r == RLOCK_OK && (r = w->ops->attempt(w)) != RLOCK_OK) {
         rlk_loop_op_remove(&w->base);

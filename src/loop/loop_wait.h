@@ -32,6 +32,9 @@ typedef struct rlk_loop_wait_ops {
     /* Optional, a lock's: sends the release that gives back a grant fewer replicas acknowledged,
      * with no WAIT; its reply calls fn with the type's record. RLOCK_OK or an error. */
     int (*give_back)(rlk_loop_wait *w, rlk_lconn_reply_fn fn);
+    /* Optional: a message on the wake channel of a named channel (rlk_loop_join_named()): 1
+     * when it was meant for w, 0 when not. */
+    int (*told)(rlk_loop_wait *w, const char *msg, size_t len);
 } rlk_loop_wait_ops;
 
 /* The common part of a waiting operation's record, embedded in the type's. Its states: an
@@ -64,6 +67,11 @@ void rlk_loop_wait_result(rlk_loop_wait *w, int r, int64_t sleep_ms);
 /* The leave's reply came (err as the reply callback got it): complete with the give-up's
  * code, or RLOCK_ECLOSED when the client was freed meanwhile. */
 void rlk_loop_wait_left(rlk_loop_wait *w, int err);
+/* The waiting operation op is, NULL when op is another kind of operation. */
+rlk_loop_wait *rlk_loop_wait_of(rlk_loop_op *op);
+/* A message meant for w: as its channel's message wakes it (an attempt follows, or the reply
+ * on its way decides). */
+void rlk_loop_wait_wake(rlk_loop_wait *w);
 /* Calls attempt again at the loop's next turn, the operation staying in flight meanwhile (no
  * token, deadline or message ends it): for a follow-up request of the type's that cannot be
  * sent from inside the failed request's reply, whose connection is still being torn down. */

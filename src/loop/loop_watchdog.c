@@ -47,6 +47,46 @@ static int wd_side(int cls)
     return cls == WD_PERMIT ? RLK_LOOP_HASH : cls;
 }
 
+static void wd_arm(rlk_loop_client *lc);
+
+static void wd_ignore(void *arg, redisReply *rep, int err)
+{
+    (void)arg;
+    (void)rep;
+    (void)err;
+}
+
+/* A release's grant gave the hold the grant TTL only (lock_release.lua), as the threaded
+ * grant_extend() knows: a watchdog hold is renewed a third of it from now, and a longer
+ * explicit lease is set at once by renew_hash.lua, its reply not needed (a hold it missed
+ * ends with the grant TTL, as a lease that ran out). */
+static void wd_granted(rlk_loop_client *lc, rlk_loop_hold *h, const rlk_acq *a)
+{
+    if (h->watchdog) {
+        int64_t due = rlk_now_ms() + a->granted_ttl / 3;
+        h->due_ms = due < h->due_ms ? due : h->due_ms;
+        wd_arm(lc);
+        return;
+    }
+    if (a->lease_ms <= a->granted_ttl) {
+        return;
+    }
+    rlk_args keys, args;
+    rlk_args_init(&keys);
+    rlk_args_add(&keys, h->name, h->name_len);
+    rlk_args_init(&args);
+    rlk_args_addi(&args, a->lease_ms);
+    rlk_args_add(&args, a->field, a->field_len);
+    char *cmd = NULL;
+    size_t len = 0;
+    if (rlk_script_format(RLK_SCRIPT_RENEW_HASH, &keys, &args, &cmd, &len) != RLOCK_OK ||
+        rlk_loop_eval(lc, RLK_SCRIPT_RENEW_HASH, cmd, len, wd_ignore, NULL) != RLOCK_OK) {
+        rlk_log(lc->c, RLOCK_LOG_WARN, "lock '%s': a granted hold's lease could not be set",
+                h->name);
+    }
+    free(cmd);
+}
+
 int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
 {
     rlk_loop_hold *h =
@@ -74,6 +114,9 @@ int rlk_loop_hold_grant(rlk_loop_client *lc, rlock *lock, const rlk_acq *a)
     }
     if (a->watchdog && !h->watchdog) {
         rlk_loop_wd_add(lc, h);
+    }
+    if (a->granted_ttl > 0) {
+        wd_granted(lc, h, a);
     }
     return RLOCK_OK;
 }
@@ -248,8 +291,6 @@ static void wd_send(rlk_loop_client *lc, wd_batch *b, rlk_loop_hold **holds)
         wd_batch_free(b);
     }
 }
-
-static void wd_arm(rlk_loop_client *lc);
 
 /* Sends the records of one renewal class due by until, WD_BATCH per call, and moves their next
  * renewal a period on. */

@@ -159,9 +159,8 @@ int rlk_sub_join(rlk_pubsub *ps, const char *channel, size_t len, rlk_sub **out)
     return rlk_sub_join_mode(ps, channel, len, RLK_MSG_LOCK, out);
 }
 
-/* The glob pattern that matches channel p (len bytes) and nothing else: Redis' special
- * characters escaped with a backslash. NUL-terminated, malloc()ed; NULL without memory. */
-static char *literal_pattern(const char *p, size_t len, size_t *out_len)
+/* The pattern of a channel (pubsub.h). */
+char *rlk_literal_pattern(const char *p, size_t len, size_t *out_len)
 {
     char *pat = malloc(2 * len + 1);
     size_t n = 0;
@@ -183,7 +182,7 @@ static rlk_sub *sub_create(rlk_pubsub *ps, const char *channel, size_t len, int 
 {
     rlk_sub *s = calloc(1, sizeof(*s));
     char *copy = s ? malloc(len + 1) : NULL;
-    char *pat = copy && pattern ? literal_pattern(channel, len, &s->pat_len) : NULL;
+    char *pat = copy && pattern ? rlk_literal_pattern(channel, len, &s->pat_len) : NULL;
     if (copy == NULL || (pattern && pat == NULL)) {
         free(copy);
         free(s);

@@ -76,6 +76,11 @@ int rlk_sub_join_pattern(rlk_pubsub *ps, const char *channel, size_t len, rlk_su
 int rlk_sub_join_named(rlk_pubsub *ps, const char *channel, size_t len, const char *twin,
                        size_t twin_len, rlk_sub **out);
 
+/* The glob pattern that matches channel p (len bytes) and nothing else: Redis' special
+ * characters escaped with a backslash, *out_len its length. NUL-terminated, malloc()ed; NULL
+ * without memory. */
+char *rlk_literal_pattern(const char *p, size_t len, size_t *out_len);
+
 /* What rlk_sub_wait() returns besides a negative error. */
 #define RLK_WAIT_TIMEOUT     0 /* the timeout passed without a wake-up */
 #define RLK_WAIT_WOKEN       1 /* a permit: a message, a subscription confirmation or a reconnect */

@@ -97,8 +97,9 @@ static void w_warm(w_state *s)
     s->served = 0;
 }
 
-/* Runs the loop until every wait sleeps: Redis counts a subscriber on each of the 1,000 channels
- * and no attempt arrived during the last 100 ms. */
+/* Runs the loop until every wait sleeps: Redis counts a subscriber on each of the 1,000 names'
+ * wake channels of the loop client (its waiters listen on Redisson's channel through a pattern,
+ * which PUBSUB CHANNELS does not list) and no attempt arrived during the last 100 ms. */
 static void w_settle(w_state *s, redisContext *ctl)
 {
     uint64_t last = 0;
@@ -109,7 +110,7 @@ static void w_settle(w_state *s, redisContext *ctl)
         bench_cmdstats st;
         bench_cmdstats_get(ctl, &st);
         uint64_t calls = bench_cmdstats_calls(&st, "evalsha");
-        redisReply *r = bench_cmd(ctl, "PUBSUB CHANNELS redisson_lock__channel:{bench_lw:*}");
+        redisReply *r = bench_cmd(ctl, "PUBSUB CHANNELS rlock_lock_wake:{bench_lw:*}:*");
         size_t chans = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
         freeReplyObject(r);
         quiet = chans == W_NAMES && calls == last ? quiet + 1 : 0;

@@ -43,7 +43,8 @@ if(TARGET rlock_harness)
     # on_lost (loop/test_loop_semx.c).
     rlock_add_test(NAME test_loop_semx_${_adapter} SOURCES loop/test_loop_semx.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
-    # test_loop_wake_*: a wake-up while an attempt is on its way (loop/test_loop_wake.c, ~0.7 s).
+    # test_loop_wake_*: a wake-up while an attempt is on its way, and direct grants between loop
+    # and threaded reentrant waiters and holders (loop/test_loop_wake.c, ~2.7 s).
     rlock_add_test(NAME test_loop_wake_${_adapter} SOURCES loop/test_loop_wake.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 30)
     # The fair lock on loop clients: FIFO with a threaded waiter, give-ups that leave the queue.

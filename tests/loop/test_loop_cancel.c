@@ -4,7 +4,8 @@
  * permit) on two names each, behind a threaded client's holds, each with a token of its own. A
  * thread fires the tokens at random moments while the holds are released, so cancellations race
  * grants, hand-offs and queue leaves. Every done runs exactly once, with RLOCK_OK or
- * RLOCK_ECANCELED; a name never has two holders at once (a grant is released at once by its done);
+ * RLOCK_ECANCELED; a name never has two holders at once (a grant is released at once by its done,
+ * and none comes before the holder sent its release);
  * afterwards no lock, queue entry, waiting writer or taken permit is left on Redis and no
  * channel is listened to.
  */
@@ -50,7 +51,7 @@ struct cs_run {
     int ended;    /* waiters whose done ran */
     int releases; /* grants given back */
     int granted;  /* grants */
-    int overlaps; /* a grant while another waiter held the name */
+    int overlaps; /* a grant while another waiter held the name (its release not sent) */
     int bad;      /* a done ran twice, or with another code */
 };
 
@@ -60,7 +61,6 @@ static void cs_released(cs_waiter *w, int rc)
 {
     cs_run *run = w->run;
     run->bad += rc != RLOCK_OK;
-    run->holder[w->kind][w->name] = -1;
     run->releases++;
 }
 
@@ -87,6 +87,10 @@ static void cs_granted(cs_waiter *w)
     int r = w->kind < CS_KINDS - 1
                 ? rlock_unlock_async(run->locks[w->kind][w->name], w->owner, cs_unlock_done, w)
                 : rlock_semaphore_release_async(run->sems[w->name], 1, cs_release_done, w);
+    /* The name is free once the release is sent: a release that grants the lock to the next
+     * waiter publishes the grant before it replies, and the two come on two connections, so
+     * the next waiter's done may run before this unlock's. */
+    *holder = -1;
     if (r != RLOCK_OK) {
         run->bad++;
         cs_released(w, RLOCK_OK);

@@ -67,16 +67,17 @@ static rh_server *failover_on_loop(tu_loop *l)
     return now;
 }
 
-/* Runs the loop until channel has a subscriber on s: 1, or 0 after ms. */
+/* Runs the loop until channel has a listener on s (a reentrant waiter's pattern): 1, or 0
+ * after ms. */
 static int loop_until_numsub(tu_loop *l, rh_server *s, const char *channel, int64_t ms)
 {
     for (int64_t waited = 0; waited < ms; waited += 50) {
-        if (tc_numsub(s, channel) >= 1) {
+        if (tc_listeners(s, channel) >= 1) {
             return 1;
         }
         tl_run_for(l, 50);
     }
-    return tc_numsub(s, channel) >= 1;
+    return tc_listeners(s, channel) >= 1;
 }
 
 static long long pttl(rh_server *s, const char *key)
