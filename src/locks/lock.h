@@ -179,23 +179,25 @@ struct rlk_acq {
     size_t field_len;
     int64_t lease_ms; /* effective lease: the caller's, or watchdog_timeout_ms */
     int64_t wait_ms;  /* the caller's wait (< 0 none), for fair queue deadlines */
-    int may_queue;
-    int watchdog; /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
     /* Unique in the process: a grant names the wait it is for. It changes before every give-back
      * of a wait (lock_wait.c's wait_rewait), so that no grant made before a give-back is believed.
      */
     uint64_t wait_id;
     uint64_t confirms; /* rlk_pubsub_confirms() before the first attempt (rlk_wait_loop) */
     int arm_n;         /* replicas the armed attempt's WAIT asks for (rlk_wait_loop) */
-    int64_t ttl_ms;    /* out of attempt() */
+    /* Flags, as chars beside arm_n: a loop client's waiting operation embeds this record, and
+     * its size decides the memory per pending wait (bench loop_waits, at most 512 bytes). */
+    unsigned char may_queue;    /* the attempt may record the caller as a waiter */
+    unsigned char watchdog;     /* the hold is kept by the watchdog (the caller's lease_ms < 0) */
+    unsigned char leave_failed; /* the wait's give-up did not reach Redis (rlk_wait_loop) */
+    unsigned char back_failed;  /* the give-back of a short grant failed: it may stand */
+    int64_t ttl_ms;             /* out of attempt() */
     /* > 0: a release granted the lock to this waiter with this TTL (rlk_grant_ttl): a longer
      * lease is renewed within a third of it (hold_grant in lock_acquire.c). */
     int64_t granted_ttl;
     uint64_t token;             /* out of attempt() */
     void *scratch;              /* type-specific */
     const rlock_cancel *cancel; /* the call's token (rlk_call_cancel()), NULL: none */
-    int leave_failed;           /* the wait's give-up did not reach Redis (rlk_wait_loop) */
-    int back_failed; /* the give-back of a short grant failed: it may stand (lock_wait.c) */
 };
 
 /* Creates a handle of a single-key type (called by rlock_open()). */
