@@ -270,26 +270,67 @@ static void test_redlock(void **state)
     rh_free(sv[2]);
 }
 
+/* Three servers (the fixture's and two started here), a loop client on each with the options
+ * tune sets, and a reentrant handle of name on each: a RedLock's members. */
+typedef struct red3 {
+    rh_server *sv[3];
+    tu_loop *l;
+    rlock_client *c[3];
+    rlock *m[3];
+} red3;
+
+static void red3_open(red3 *r, rh_server *first, void (*tune)(rlock_options *o), const char *name)
+{
+    r->sv[0] = first;
+    r->sv[1] = tc_start();
+    r->sv[2] = tc_start();
+    r->l = tu_loop_new();
+    assert_non_null(r->l);
+    for (int i = 0; i < 3; i++) {
+        rlock_options o;
+        tc_options(&o, r->sv[i]);
+        tune(&o);
+        r->c[i] = tl_client(r->l, &o);
+        r->m[i] = tc_open(r->c[i], RLOCK_REENTRANT, name);
+    }
+}
+
+/* Frees the handles, the clients and the loop, then the two servers started (resumed first:
+ * a test may leave one stopped). */
+static void red3_close(red3 *r)
+{
+    for (int i = 0; i < 3; i++) {
+        rlock_free(r->m[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        rlock_client_free(r->c[i]);
+    }
+    assert_int_equal(tu_loop_close(r->l), 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(rh_resume(r->sv[i]), 0);
+        rh_free(r->sv[i]);
+    }
+}
+
+static void tune_silent(rlock_options *o)
+{
+    /* Short: the group's unlock still waits this long for the silent server's release. */
+    o->command_timeout_ms = 1000;
+    o->redlock_server_timeout_ms = 100;
+}
+
 /* RedLock with one server stopped (SIGSTOP: connected, silent): an attempt is decided when the
  * servers' redlock_server_timeout_ms (100 ms) passes, not after command_timeout_ms (1 s), and
  * the silent server's grant, which comes when it resumes, is given back. Then a client freed
  * while such an abandoned attempt is still on its way (ASan: nothing leaks). */
 static void test_redlock_silent_server(void **state)
 {
-    rh_server *sv[3] = {*state, tc_start(), tc_start()};
-    tu_loop *l = tu_loop_new();
-    assert_non_null(l);
-    rlock_client *c[3];
-    rlock *m[3];
-    for (int i = 0; i < 3; i++) {
-        rlock_options o;
-        tc_options(&o, sv[i]);
-        /* Short: the group's unlock still waits this long for the silent server's release. */
-        o.command_timeout_ms = 1000;
-        o.redlock_server_timeout_ms = 100;
-        c[i] = tl_client(l, &o);
-        m[i] = tc_open(c[i], RLOCK_REENTRANT, "lg-silent");
-    }
+    red3 r;
+    red3_open(&r, *state, tune_silent, "lg-silent");
+    rh_server **sv = r.sv;
+    tu_loop *l = r.l;
+    rlock_client **c = r.c;
+    rlock **m = r.m;
     rlock *g = rlock_redlock_new(m, 3);
     assert_non_null(g);
     rlock_owner *o = tl_owner(c[0]);
@@ -316,17 +357,8 @@ static void test_redlock_silent_server(void **state)
     assert_int_equal(group_lock(l, g, o, 0), RLOCK_OK);
     tl_unlock_now(l, g, o, RLOCK_OK);
     rlock_free(g);
-    for (int i = 0; i < 3; i++) {
-        rlock_free(m[i]);
-    }
     rlock_owner_free(o);
-    for (int i = 0; i < 3; i++) {
-        rlock_client_free(c[i]); /* server 2's abandoned attempt ends here */
-    }
-    assert_int_equal(tu_loop_close(l), 0);
-    assert_int_equal(rh_resume(sv[2]), 0);
-    rh_free(sv[1]);
-    rh_free(sv[2]);
+    red3_close(&r); /* server 2's abandoned attempt ends with its client */
 }
 
 /* A group's own on_lost: the group handle, once. */
@@ -356,12 +388,9 @@ static void lock_watched(tu_loop *l, rlock *g, rlock_owner *o, lost_rec *rec)
     tl_wait_done(l, &d, RLOCK_OK);
 }
 
-static rlock_client *watched_client(tu_loop *l, rh_server *s)
+static void tune_watched(rlock_options *o)
 {
-    rlock_options o;
-    tc_options(&o, s);
-    o.watchdog_timeout_ms = 150; /* renewed every 50 ms */
-    return tl_client(l, &o);
+    o->watchdog_timeout_ms = 150; /* renewed every 50 ms */
 }
 
 static void del_key(rh_server *s, const char *name)
@@ -375,15 +404,12 @@ static void del_key(rh_server *s, const char *name)
  * of its servers keep the hold. A group freed while held forwards no member's loss any more. */
 static void test_group_on_lost(void **state)
 {
-    rh_server *sv[3] = {*state, tc_start(), tc_start()};
-    tu_loop *l = tu_loop_new();
-    assert_non_null(l);
-    rlock_client *c[3];
-    rlock *m[3];
-    for (int i = 0; i < 3; i++) {
-        c[i] = watched_client(l, sv[i]);
-        m[i] = tc_open(c[i], RLOCK_REENTRANT, "lg-lost");
-    }
+    red3 r;
+    red3_open(&r, *state, tune_watched, "lg-lost");
+    rh_server **sv = r.sv;
+    tu_loop *l = r.l;
+    rlock_client **c = r.c;
+    rlock **m = r.m;
     rlock *mu_m[2] = {tc_open(c[0], RLOCK_REENTRANT, "lg-lost-a"),
                       tc_open(c[0], RLOCK_FAIR, "lg-lost-b")};
     rlock *mu = rlock_multi_new(mu_m, 2);
@@ -430,16 +456,8 @@ static void test_group_on_lost(void **state)
     for (int i = 0; i < 2; i++) {
         rlock_free(mu_m[i]);
     }
-    for (int i = 0; i < 3; i++) {
-        rlock_free(m[i]);
-    }
     rlock_owner_free(o);
-    for (int i = 0; i < 3; i++) {
-        rlock_client_free(c[i]);
-    }
-    assert_int_equal(tu_loop_close(l), 0);
-    rh_free(sv[1]);
-    rh_free(sv[2]);
+    red3_close(&r);
 }
 
 /* A fired token ends a group wait with RLOCK_ECANCELED, no member held; freeing the client of
