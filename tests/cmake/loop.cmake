@@ -51,7 +51,7 @@ if(TARGET rlock_harness)
     rlock_add_test(NAME test_loop_fair_${_adapter} SOURCES loop/test_loop_fair.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # Multi-lock and RedLock groups on loop clients (loop/test_loop_group.c, three servers for
-    # RedLock, ~1.8 s a program in each variant).
+    # RedLock, ~5.5 s a program in each variant).
     rlock_add_test(NAME test_loop_group_${_adapter} SOURCES loop/test_loop_group.c loop/tl_common.c
                    LIBS rlock_test_${_adapter} LABELS redis TIMEOUT 60)
     # A cancellation storm: 160 waiters of four kinds, their tokens fired from a thread while
